@@ -1,0 +1,38 @@
+# The README's two commands are `make serve` and `make test`; each sets up what is missing
+# (scripts/setup.sh: Debian packages, the test venv, the default model), builds, then runs.
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+PORT ?= 8080
+MODEL ?= models/all-MiniLM-L6-v2
+
+.PHONY: all setup configure build test serve bench format clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+$(BUILD_DIR)/CMakeCache.txt:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+configure: $(BUILD_DIR)/CMakeCache.txt
+
+build: setup configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+serve: build
+	$(BUILD_DIR)/quiver serve --model $(MODEL) --port $(PORT)
+
+bench: build
+	@echo "benchmarks arrive with the tokenizer and engine issues (docs/benchmarks.md)"
+
+format:
+	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD_DIR)

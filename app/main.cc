@@ -1,0 +1,75 @@
+// quiver: one binary for every role. See ARCHITECTURE.md for the tiers.
+#include <cstdio>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "app/commands.h"
+#include "common/logging.h"
+
+namespace {
+
+void AddLimitFlags(CLI::App& cmd, quiver::scheduler::SchedulerLimits& limits) {
+  cmd.add_option("--max-batch-tokens", limits.max_batch_tokens,
+                 "Tokens per forward pass. Larger raises throughput until compute saturates and "
+                 "the latency of every request in the batch; a few thousand on CPU, 16k-64k on a "
+                 "GPU.")
+      ->capture_default_str();
+  cmd.add_option("--max-batch-seqs", limits.max_batch_seqs,
+                 "Sequences per forward pass; bounds per-batch metadata. Rarely the binding "
+                 "limit: leave it unless batches of many tiny inputs hurt latency.")
+      ->capture_default_str();
+  cmd.add_option("--max-queued-tokens", limits.max_queued_tokens,
+                 "Tokens admitted and not yet finished; beyond it requests get 429 at once. "
+                 "Size it to throughput (tokens/s) x the queue wait you accept.")
+      ->capture_default_str();
+}
+
+int NotYet(const char* command) {
+  std::fprintf(stderr, "quiver %s: not available in this build yet (see docs/ for the plan)\n",
+               command);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"quiver: a server for text-embedding and reranking models"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+
+  quiver::app::ServeOptions serve;
+  CLI::App* serve_cmd =
+      app.add_subcommand("serve", "Gateway and an in-process engine in one process");
+  serve_cmd->add_option("--model", serve.model_dir, "Hugging Face model folder")
+      ->capture_default_str();
+  serve_cmd->add_option("--host", serve.host, "Address to listen on")->capture_default_str();
+  serve_cmd->add_option("--port", serve.port, "HTTP port")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  AddLimitFlags(*serve_cmd, serve.limits);
+
+  CLI::App* gateway_cmd = app.add_subcommand("gateway", "HTTP gateway in front of workers");
+  CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
+  CLI::App* embed_cmd = app.add_subcommand("embed", "Embed texts offline");
+  CLI::App* tokenize_cmd = app.add_subcommand("tokenize", "Tokenize JSON lines from stdin");
+  CLI::App* bench_cmd = app.add_subcommand("bench", "Engine benchmarks");
+  CLI::App* version_cmd = app.add_subcommand("version", "Version, build and devices");
+  for (CLI::App* cmd : {gateway_cmd, worker_cmd, embed_cmd, tokenize_cmd, bench_cmd}) {
+    cmd->allow_extras();
+  }
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (absl::Status status = quiver::InitLogging(log_level); !status.ok()) {
+    std::fprintf(stderr, "quiver: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  if (*serve_cmd) return quiver::app::RunServe(serve);
+  if (*version_cmd) return quiver::app::RunVersion();
+  for (CLI::App* cmd : {gateway_cmd, worker_cmd, embed_cmd, tokenize_cmd, bench_cmd}) {
+    if (*cmd) return NotYet(cmd->get_name().c_str());
+  }
+  return 2;
+}

@@ -1,0 +1,171 @@
+#include "common/json.h"
+
+#include <limits>
+
+#include "common/strings.h"
+#include "simdjson.h"
+
+namespace quiver {
+
+class JsonBuilder {
+ public:
+  // Recursion depth is bounded by simdjson's own limit (1024 by default).
+  static JsonValue Build(simdjson::dom::element element) {
+    JsonValue out;
+    switch (element.type()) {
+      case simdjson::dom::element_type::NULL_VALUE:
+        out.type_ = JsonValue::Type::kNull;
+        break;
+      case simdjson::dom::element_type::BOOL:
+        out.type_ = JsonValue::Type::kBool;
+        out.bool_ = element.get_bool().value_unsafe();
+        break;
+      case simdjson::dom::element_type::INT64:
+        out.type_ = JsonValue::Type::kInt;
+        out.int_ = element.get_int64().value_unsafe();
+        break;
+      case simdjson::dom::element_type::UINT64: {
+        uint64_t value = element.get_uint64().value_unsafe();
+        if (value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          out.type_ = JsonValue::Type::kInt;
+          out.int_ = static_cast<int64_t>(value);
+        } else {
+          out.type_ = JsonValue::Type::kDouble;
+          out.double_ = static_cast<double>(value);
+        }
+        break;
+      }
+      case simdjson::dom::element_type::DOUBLE:
+        out.type_ = JsonValue::Type::kDouble;
+        out.double_ = element.get_double().value_unsafe();
+        break;
+      case simdjson::dom::element_type::STRING:
+        out.type_ = JsonValue::Type::kString;
+        out.string_ = std::string(element.get_string().value_unsafe());
+        break;
+      case simdjson::dom::element_type::ARRAY: {
+        out.type_ = JsonValue::Type::kArray;
+        simdjson::dom::array array = element.get_array().value_unsafe();
+        out.items_.reserve(array.size());
+        for (simdjson::dom::element child : array) out.items_.push_back(Build(child));
+        break;
+      }
+      case simdjson::dom::element_type::OBJECT: {
+        out.type_ = JsonValue::Type::kObject;
+        simdjson::dom::object object = element.get_object().value_unsafe();
+        out.members_.reserve(object.size());
+        for (simdjson::dom::key_value_pair field : object) {
+          out.members_.emplace_back(std::string(field.key), Build(field.value));
+        }
+        break;
+      }
+    }
+    return out;
+  }
+};
+
+absl::StatusOr<JsonValue> JsonValue::Parse(std::string_view text) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element root;
+  if (simdjson::error_code error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        StrCat("invalid JSON: ", simdjson::error_message(error)));
+  }
+  return JsonBuilder::Build(root);
+}
+
+const JsonValue* JsonValue::Find(std::string_view key) const {
+  for (const Member& member : members_) {
+    if (member.first == key) return &member.second;
+  }
+  return nullptr;
+}
+
+std::string_view JsonValue::TypeName(Type type) {
+  switch (type) {
+    case Type::kNull: return "null";
+    case Type::kBool: return "boolean";
+    case Type::kInt: return "integer";
+    case Type::kDouble: return "number";
+    case Type::kString: return "string";
+    case Type::kArray: return "array";
+    case Type::kObject: return "object";
+  }
+  return "unknown";
+}
+
+namespace {
+
+absl::Status WrongType(std::string_view key, std::string_view expected, const JsonValue& found) {
+  return absl::InvalidArgumentError(StrCat("field '", key, "': expected ", expected,
+                                                 ", found ", JsonValue::TypeName(found.type())));
+}
+
+absl::Status Missing(std::string_view key) {
+  return absl::InvalidArgumentError(StrCat("missing field '", key, "'"));
+}
+
+const JsonValue* Present(const JsonValue& object, std::string_view key) {
+  const JsonValue* value = object.Find(key);
+  return (value == nullptr || value->is_null()) ? nullptr : value;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> JsonInt(const JsonValue& object, std::string_view key) {
+  const JsonValue* value = Present(object, key);
+  if (value == nullptr) return Missing(key);
+  if (!value->is_int()) return WrongType(key, "an integer", *value);
+  return value->as_int();
+}
+
+absl::StatusOr<int64_t> JsonInt(const JsonValue& object, std::string_view key, int64_t fallback) {
+  if (Present(object, key) == nullptr) return fallback;
+  return JsonInt(object, key);
+}
+
+absl::StatusOr<double> JsonDouble(const JsonValue& object, std::string_view key) {
+  const JsonValue* value = Present(object, key);
+  if (value == nullptr) return Missing(key);
+  if (!value->is_number()) return WrongType(key, "a number", *value);
+  return value->as_double();
+}
+
+absl::StatusOr<double> JsonDouble(const JsonValue& object, std::string_view key, double fallback) {
+  if (Present(object, key) == nullptr) return fallback;
+  return JsonDouble(object, key);
+}
+
+absl::StatusOr<bool> JsonBool(const JsonValue& object, std::string_view key, bool fallback) {
+  const JsonValue* value = Present(object, key);
+  if (value == nullptr) return fallback;
+  if (!value->is_bool()) return WrongType(key, "a boolean", *value);
+  return value->as_bool();
+}
+
+absl::StatusOr<std::string> JsonString(const JsonValue& object, std::string_view key) {
+  const JsonValue* value = Present(object, key);
+  if (value == nullptr) return Missing(key);
+  if (!value->is_string()) return WrongType(key, "a string", *value);
+  return value->as_string();
+}
+
+absl::StatusOr<std::string> JsonString(const JsonValue& object, std::string_view key,
+                                       std::string fallback) {
+  if (Present(object, key) == nullptr) return fallback;
+  return JsonString(object, key);
+}
+
+absl::StatusOr<std::vector<int64_t>> JsonIntArray(const JsonValue& value, std::string_view what) {
+  if (!value.is_array()) return WrongType(what, "an array of integers", value);
+  std::vector<int64_t> out;
+  out.reserve(value.items().size());
+  for (const JsonValue& item : value.items()) {
+    if (!item.is_int()) return WrongType(what, "an array of integers", item);
+    out.push_back(item.as_int());
+  }
+  return out;
+}
+
+}  // namespace quiver

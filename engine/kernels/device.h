@@ -1,0 +1,29 @@
+// Which compute devices this build and this host offer. The CUDA half lives in
+// kernels/cuda/device_cuda.cu and exists only in builds with QUIVER_WITH_CUDA; callers never see
+// CUDA headers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace quiver::engine {
+
+struct CudaDeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  size_t memory_bytes = 0;
+};
+
+struct DeviceReport {
+  bool cuda_compiled = false;        // this binary carries the CUDA backend
+  std::string cuda_runtime_version;  // e.g. "13.0"; empty when not compiled
+  std::string cuda_error;            // why no device is usable (no driver, no GPU), if so
+  std::vector<CudaDeviceInfo> cuda_devices;
+};
+
+// Never fails: a missing driver or GPU is reported in cuda_error.
+DeviceReport QueryDevices();
+
+}  // namespace quiver::engine

