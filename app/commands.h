@@ -14,7 +14,15 @@ struct ServeOptions {
   scheduler::SchedulerLimits limits;
 };
 
+struct TokenizeOptions {
+  std::string tokenizer_path;
+  bool pairs = false;
+  int max_length = 0;  // 0: no truncation
+  std::string truncation_side = "right";
+};
+
 int RunServe(const ServeOptions& options);
+int RunTokenize(const TokenizeOptions& options);
 int RunVersion();
 
 }  // namespace quiver::app

@@ -53,12 +53,22 @@ int main(int argc, char** argv) {
   CLI::App* gateway_cmd = app.add_subcommand("gateway", "HTTP gateway in front of workers");
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
   CLI::App* embed_cmd = app.add_subcommand("embed", "Embed texts offline");
-  CLI::App* tokenize_cmd = app.add_subcommand("tokenize", "Tokenize JSON lines from stdin");
+  quiver::app::TokenizeOptions tokenize;
+  CLI::App* tokenize_cmd = app.add_subcommand(
+      "tokenize", "Tokenize JSON lines {\"text\": ...} from stdin into {\"ids\", \"type_ids\"}");
+  tokenize_cmd->add_option("--tokenizer", tokenize.tokenizer_path, "Path to tokenizer.json")
+      ->required();
+  tokenize_cmd->add_flag("--pairs", tokenize.pairs,
+                         "Every line is a pair: {\"text\": ..., \"text_pair\": ...}");
+  tokenize_cmd->add_option("--max-length", tokenize.max_length,
+                           "Truncate to this many tokens, special tokens included (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  tokenize_cmd->add_option("--truncation-side", tokenize.truncation_side, "right or left")
+      ->check(CLI::IsMember({"right", "left"}))
+      ->capture_default_str();
   CLI::App* bench_cmd = app.add_subcommand("bench", "Engine benchmarks");
   CLI::App* version_cmd = app.add_subcommand("version", "Version, build and devices");
-  for (CLI::App* cmd : {gateway_cmd, worker_cmd, embed_cmd, tokenize_cmd, bench_cmd}) {
-    cmd->allow_extras();
-  }
+  for (CLI::App* cmd : {gateway_cmd, worker_cmd, embed_cmd, bench_cmd}) cmd->allow_extras();
 
   CLI11_PARSE(app, argc, argv);
 
@@ -68,7 +78,8 @@ int main(int argc, char** argv) {
   }
   if (*serve_cmd) return quiver::app::RunServe(serve);
   if (*version_cmd) return quiver::app::RunVersion();
-  for (CLI::App* cmd : {gateway_cmd, worker_cmd, embed_cmd, tokenize_cmd, bench_cmd}) {
+  if (*tokenize_cmd) return quiver::app::RunTokenize(tokenize);
+  for (CLI::App* cmd : {gateway_cmd, worker_cmd, embed_cmd, bench_cmd}) {
     if (*cmd) return NotYet(cmd->get_name().c_str());
   }
   return 2;

@@ -2,7 +2,9 @@
 # links privately (so third-party headers are not held to our warning level).
 add_library(quiver_build_flags INTERFACE)
 target_compile_options(quiver_build_flags INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-missing-field-initializers>)
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-missing-field-initializers>
+  # GCC 12 reports false -Wrestrict / -Wmaybe-uninitialized inside libstdc++ string code.
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict -Wno-maybe-uninitialized>)
 
 if(QUIVER_SANITIZE)
   string(REPLACE "," ";" _quiver_sanitizers "${QUIVER_SANITIZE}")

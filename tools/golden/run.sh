@@ -3,6 +3,7 @@
 #
 #   tools/golden/run.sh              creates .cache/golden-venv (torch etc., several GB) and runs
 #   GOLDEN_VENV=/path tools/golden/run.sh   reuses an existing venv with the same pins
+#   tools/golden/run.sh --tokenizers         only the tokenizer fixtures (tests/fixtures/tokenizers)
 #
 # Needs the default model (scripts/fetch-model.sh) and ../shared/corpus. CI never runs this.
 set -euo pipefail
@@ -14,4 +15,8 @@ fi
 "$VENV/bin/pip" install -q -r "$ROOT/tools/golden/requirements.txt"
 "$ROOT/scripts/fetch-model.sh"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=0
+if [[ "${1:-}" == "--tokenizers" ]]; then
+  shift
+  exec "$VENV/bin/python" "$ROOT/tools/golden/make_tokenizer_fixtures.py" "$@"
+fi
 exec "$VENV/bin/python" "$ROOT/tools/golden/make_fixtures.py" "$@"

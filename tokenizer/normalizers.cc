@@ -1,0 +1,258 @@
+// Normalizers: BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, Replace, Prepend,
+// Strip, Sequence. Each matches the Hugging Face normalizer of the same name on ids (offsets
+// are not tracked: quiver needs ids and type ids only).
+#include <memory>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "tokenizer/components.h"
+#include "tokenizer/regex.h"
+#include "tokenizer/unicode.h"
+
+namespace quiver::tokenizer {
+namespace {
+
+class BertNormalizer final : public Normalizer {
+ public:
+  BertNormalizer(bool clean_text, bool chinese, bool strip_accents, bool lowercase)
+      : clean_text_(clean_text), chinese_(chinese), strip_accents_(strip_accents),
+        lowercase_(lowercase) {}
+
+  void Apply(std::string_view in, std::string& out) const override {
+    thread_local std::string decomposed;
+    out.clear();
+    std::string_view text = in;
+    if (strip_accents_) {
+      // Hugging Face decomposes (NFD) and drops combining marks, before lowercasing.
+      Normalize(in, NormalizationForm::kNFD, decomposed);
+      text = decomposed;
+    }
+    out.reserve(text.size() + 8);
+    for (size_t i = 0; i < text.size();) {
+      const uint8_t b = static_cast<uint8_t>(text[i]);
+      if (b < 0x80) {  // ASCII fast path
+        ++i;
+        char32_t c = b;
+        if (clean_text_) {
+          if (c == 0 || IsBertControl(c)) continue;
+          if (IsBertWhitespace(c)) c = ' ';
+        }
+        if (lowercase_ && c >= 'A' && c <= 'Z') c += 32;
+        out.push_back(static_cast<char>(c));
+        continue;
+      }
+      char32_t c = NextCodePoint(text, i);
+      if (clean_text_) {
+        if (c == 0xFFFD || IsBertControl(c)) continue;
+        if (IsBertWhitespace(c)) {
+          out.push_back(' ');
+          continue;
+        }
+      }
+      // Bert drops non-spacing marks only (Mn); StripAccents drops every mark.
+      if (strip_accents_ && IsNonspacingMark(c)) continue;
+      if (chinese_ && IsChineseChar(c)) {
+        out.push_back(' ');
+        AppendUtf8(c, out);
+        out.push_back(' ');
+        continue;
+      }
+      if (lowercase_) {
+        AppendLowercase(c, out);
+      } else {
+        AppendUtf8(c, out);
+      }
+    }
+  }
+
+ private:
+  bool clean_text_, chinese_, strip_accents_, lowercase_;
+};
+
+class UnicodeNormalizer final : public Normalizer {
+ public:
+  explicit UnicodeNormalizer(NormalizationForm form) : form_(form) {}
+  void Apply(std::string_view in, std::string& out) const override { Normalize(in, form_, out); }
+
+ private:
+  NormalizationForm form_;
+};
+
+class Lowercase final : public Normalizer {
+ public:
+  void Apply(std::string_view in, std::string& out) const override {
+    out.clear();
+    out.reserve(in.size());
+    for (size_t i = 0; i < in.size();) AppendLowercase(NextCodePoint(in, i), out);
+  }
+};
+
+class StripAccents final : public Normalizer {
+ public:
+  void Apply(std::string_view in, std::string& out) const override {
+    out.clear();
+    for (size_t i = 0; i < in.size();) {
+      size_t start = i;
+      char32_t c = NextCodePoint(in, i);
+      if (!IsCombiningMark(c)) out.append(in.substr(start, i - start));
+    }
+  }
+};
+
+class Replace final : public Normalizer {
+ public:
+  Replace(std::shared_ptr<const Regex> pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  void Apply(std::string_view in, std::string& out) const override {
+    thread_local std::vector<std::pair<size_t, size_t>> spans;
+    spans.clear();
+    pattern_->FindAll(in, spans);
+    out.clear();
+    size_t last = 0;
+    for (const auto& [b, e] : spans) {
+      out.append(in.substr(last, b - last));
+      out.append(content_);
+      last = e;
+    }
+    out.append(in.substr(last));
+  }
+
+ private:
+  std::shared_ptr<const Regex> pattern_;
+  std::string content_;
+};
+
+class Prepend final : public Normalizer {
+ public:
+  explicit Prepend(std::string prefix) : prefix_(std::move(prefix)) {}
+  void Apply(std::string_view in, std::string& out) const override {
+    out.clear();
+    if (in.empty()) return;  // Hugging Face prepends nothing to an empty string
+    out.append(prefix_);
+    out.append(in);
+  }
+
+ private:
+  std::string prefix_;
+};
+
+class Strip final : public Normalizer {
+ public:
+  Strip(bool left, bool right) : left_(left), right_(right) {}
+  void Apply(std::string_view in, std::string& out) const override {
+    size_t begin = 0, end = in.size();
+    if (left_) {
+      while (begin < end) {
+        size_t next = begin;
+        if (!IsWhitespace(NextCodePoint(in, next))) break;
+        begin = next;
+      }
+    }
+    if (right_) {
+      while (end > begin) {
+        size_t start = end - 1;
+        while (start > begin && (static_cast<uint8_t>(in[start]) & 0xC0) == 0x80) --start;
+        size_t probe = start;
+        if (!IsWhitespace(NextCodePoint(in, probe))) break;
+        end = start;
+      }
+    }
+    out.assign(in.substr(begin, end - begin));
+  }
+
+ private:
+  bool left_, right_;
+};
+
+class SequenceNormalizer final : public Normalizer {
+ public:
+  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> steps)
+      : steps_(std::move(steps)) {}
+  void Apply(std::string_view in, std::string& out) const override {
+    if (steps_.empty()) {
+      out.assign(in);
+      return;
+    }
+    // Ping-pong between `out` and a per-thread buffer; the last step writes into `out`.
+    thread_local std::string buffer;
+    std::string* dst = (steps_.size() % 2 == 1) ? &out : &buffer;
+    std::string* other = (dst == &out) ? &buffer : &out;
+    steps_[0]->Apply(in, *dst);
+    for (size_t i = 1; i < steps_.size(); ++i) {
+      std::swap(dst, other);
+      steps_[i]->Apply(*other, *dst);
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<Normalizer>> steps_;
+};
+
+// Replace's and Split's "pattern": {"String": "..."} or {"Regex": "..."}.
+absl::StatusOr<std::shared_ptr<const Regex>> MakePattern(const JsonValue& json) {
+  const JsonValue* pattern = json.Find("pattern");
+  if (pattern == nullptr || !pattern->is_object()) {
+    return absl::InvalidArgumentError("missing object field 'pattern'");
+  }
+  if (const JsonValue* s = pattern->Find("String"); s && s->is_string()) {
+    return Regex::Literal(s->as_string());
+  }
+  if (const JsonValue* r = pattern->Find("Regex"); r && r->is_string()) {
+    return Regex::Compile(r->as_string());
+  }
+  return absl::InvalidArgumentError("'pattern' must hold \"String\" or \"Regex\"");
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Regex>> MakeSplitPattern(const JsonValue& json) {
+  return MakePattern(json);
+}
+
+absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const JsonValue& json) {
+  QUIVER_ASSIGN_OR_RETURN(std::string type, JsonString(json, "type"));
+  if (type == "BertNormalizer") {
+    QUIVER_ASSIGN_OR_RETURN(bool clean_text, JsonBool(json, "clean_text", true));
+    QUIVER_ASSIGN_OR_RETURN(bool chinese, JsonBool(json, "handle_chinese_chars", true));
+    QUIVER_ASSIGN_OR_RETURN(bool lowercase, JsonBool(json, "lowercase", true));
+    // strip_accents: null means "follow lowercase".
+    QUIVER_ASSIGN_OR_RETURN(bool strip_accents, JsonBool(json, "strip_accents", lowercase));
+    return std::make_unique<BertNormalizer>(clean_text, chinese, strip_accents, lowercase);
+  }
+  if (type == "NFC") return std::make_unique<UnicodeNormalizer>(NormalizationForm::kNFC);
+  if (type == "NFD") return std::make_unique<UnicodeNormalizer>(NormalizationForm::kNFD);
+  if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(NormalizationForm::kNFKC);
+  if (type == "NFKD") return std::make_unique<UnicodeNormalizer>(NormalizationForm::kNFKD);
+  if (type == "Lowercase") return std::make_unique<Lowercase>();
+  if (type == "StripAccents") return std::make_unique<StripAccents>();
+  if (type == "Replace") {
+    QUIVER_ASSIGN_OR_RETURN(std::shared_ptr<const Regex> pattern, MakePattern(json));
+    QUIVER_ASSIGN_OR_RETURN(std::string content, JsonString(json, "content"));
+    return std::make_unique<Replace>(std::move(pattern), std::move(content));
+  }
+  if (type == "Prepend") {
+    QUIVER_ASSIGN_OR_RETURN(std::string prefix, JsonString(json, "prepend"));
+    return std::make_unique<Prepend>(std::move(prefix));
+  }
+  if (type == "Strip") {
+    QUIVER_ASSIGN_OR_RETURN(bool left, JsonBool(json, "strip_left", true));
+    QUIVER_ASSIGN_OR_RETURN(bool right, JsonBool(json, "strip_right", true));
+    return std::make_unique<Strip>(left, right);
+  }
+  if (type == "Sequence") {
+    const JsonValue* list = json.Find("normalizers");
+    if (list == nullptr || !list->is_array()) {
+      return absl::InvalidArgumentError("Sequence: missing list 'normalizers'");
+    }
+    std::vector<std::unique_ptr<Normalizer>> steps;
+    for (size_t i = 0; i < list->items().size(); ++i) {
+      absl::StatusOr<std::unique_ptr<Normalizer>> step = MakeNormalizer(list->items()[i]);
+      if (!step.ok()) return WithContext(step.status(), StrCat("normalizers[", i, "]"));
+      steps.push_back(*std::move(step));
+    }
+    return std::make_unique<SequenceNormalizer>(std::move(steps));
+  }
+  return absl::InvalidArgumentError(StrCat("unsupported normalizer '", type, "'"));
+}
+
+}  // namespace quiver::tokenizer

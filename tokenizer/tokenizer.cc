@@ -1,0 +1,300 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+
+#include "common/file.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "tokenizer/components.h"
+#include "tokenizer/unicode.h"
+#include "tokenizer/utf8.h"
+
+namespace quiver::tokenizer {
+
+std::unique_ptr<PostProcessor> MakeDefaultPostProcessor();
+
+namespace {
+
+// Per-thread buffers for one Encode call, reused across calls.
+struct Scratch {
+  std::vector<AddedVocabulary::Match> raw_sections;
+  std::vector<AddedVocabulary::Match> normalized_sections;
+  std::string normalized;
+  Pieces pieces;
+  std::vector<uint32_t> a, b;
+};
+
+Scratch& GetScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+// `text` cut to at most `max_chars` code points (valid UTF-8 in, valid UTF-8 out).
+std::string_view CutChars(std::string_view text, size_t max_chars) {
+  if (max_chars == 0 || text.size() <= max_chars) return text;
+  size_t chars = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<uint8_t>(text[i]) & 0xC0) != 0x80) {
+      if (chars == max_chars) return text.substr(0, i);
+      ++chars;
+    }
+  }
+  return text;
+}
+
+void Truncate(std::vector<uint32_t>& ids, size_t length, TruncationSide side) {
+  if (ids.size() <= length) return;
+  if (side == TruncationSide::kRight) {
+    ids.resize(length);
+  } else {
+    ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(length));
+  }
+}
+
+// Hugging Face's truncate_encodings, on ids.
+absl::Status TruncatePair(std::vector<uint32_t>& a, std::vector<uint32_t>* b, size_t max_length,
+                          TruncationStrategy strategy, TruncationSide side) {
+  const size_t total = a.size() + (b ? b->size() : 0);
+  if (total <= max_length) return absl::OkStatus();
+  const size_t to_remove = total - max_length;
+  if (strategy == TruncationStrategy::kLongestFirst) {
+    if (b == nullptr) {
+      Truncate(a, max_length, side);
+      return absl::OkStatus();
+    }
+    size_t n1 = a.size(), n2 = b->size();
+    const bool swap = n1 > n2;
+    if (swap) std::swap(n1, n2);
+    n2 = n1 > max_length ? n1 : std::max(n1, max_length - n1);
+    if (n1 + n2 > max_length) {
+      n1 = max_length / 2;
+      n2 = n1 + max_length % 2;
+    }
+    if (swap) std::swap(n1, n2);
+    Truncate(a, n1, side);
+    Truncate(*b, n2, side);
+    return absl::OkStatus();
+  }
+  std::vector<uint32_t>* target = strategy == TruncationStrategy::kOnlyFirst ? &a : b;
+  if (target == nullptr) {
+    return absl::InvalidArgumentError("truncation only_second needs a second text");
+  }
+  if (target->size() <= to_remove) {
+    return absl::InvalidArgumentError(StrCat(
+        "cannot truncate to ", max_length, " tokens: the ",
+        strategy == TruncationStrategy::kOnlyFirst ? "first" : "second", " text has only ",
+        target->size(), " tokens and ", to_remove, " must go"));
+  }
+  Truncate(*target, target->size() - to_remove, side);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const JsonValue& root) {
+  std::vector<AddedToken> out;
+  const JsonValue* list = root.Find("added_tokens");
+  if (list == nullptr || list->is_null()) return out;
+  if (!list->is_array()) return absl::InvalidArgumentError("'added_tokens' must be a list");
+  for (size_t i = 0; i < list->items().size(); ++i) {
+    const JsonValue& item = list->items()[i];
+    AddedToken token;
+    absl::Status status = [&]() -> absl::Status {
+      QUIVER_ASSIGN_OR_RETURN(int64_t id, JsonInt(item, "id"));
+      QUIVER_ASSIGN_OR_RETURN(token.content, JsonString(item, "content"));
+      QUIVER_ASSIGN_OR_RETURN(token.single_word, JsonBool(item, "single_word", false));
+      QUIVER_ASSIGN_OR_RETURN(token.lstrip, JsonBool(item, "lstrip", false));
+      QUIVER_ASSIGN_OR_RETURN(token.rstrip, JsonBool(item, "rstrip", false));
+      QUIVER_ASSIGN_OR_RETURN(token.special, JsonBool(item, "special", false));
+      QUIVER_ASSIGN_OR_RETURN(token.normalized, JsonBool(item, "normalized", !token.special));
+      if (id < 0) return absl::InvalidArgumentError("negative id");
+      token.id = static_cast<uint32_t>(id);
+      return absl::OkStatus();
+    }();
+    if (!status.ok()) return WithContext(status, StrCat("added_tokens[", i, "]"));
+    out.push_back(std::move(token));
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<Truncation>> ParseTruncation(const JsonValue& root) {
+  const JsonValue* json = root.Find("truncation");
+  if (json == nullptr || json->is_null()) return std::optional<Truncation>();
+  Truncation t;
+  QUIVER_ASSIGN_OR_RETURN(int64_t max_length, JsonInt(*json, "max_length"));
+  t.max_length = static_cast<size_t>(std::max<int64_t>(0, max_length));
+  QUIVER_ASSIGN_OR_RETURN(std::string strategy, JsonString(*json, "strategy", "LongestFirst"));
+  if (strategy == "OnlyFirst") t.strategy = TruncationStrategy::kOnlyFirst;
+  if (strategy == "OnlySecond") t.strategy = TruncationStrategy::kOnlySecond;
+  QUIVER_ASSIGN_OR_RETURN(std::string direction, JsonString(*json, "direction", "Right"));
+  if (direction == "Left") t.side = TruncationSide::kLeft;
+  return std::optional<Truncation>(t);
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer() = default;
+Tokenizer::~Tokenizer() = default;
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string& path) {
+  QUIVER_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = FromJson(text);
+  if (!tokenizer.ok()) return WithContext(tokenizer.status(), path);
+  return tokenizer;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view json) {
+  QUIVER_ASSIGN_OR_RETURN(JsonValue root, JsonValue::Parse(json));
+  if (!root.is_object()) return absl::InvalidArgumentError("tokenizer.json is not an object");
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+
+  auto component = [&](std::string_view key) -> const JsonValue* {
+    const JsonValue* value = root.Find(key);
+    return (value == nullptr || value->is_null()) ? nullptr : value;
+  };
+  if (const JsonValue* n = component("normalizer")) {
+    absl::StatusOr<std::unique_ptr<Normalizer>> normalizer = MakeNormalizer(*n);
+    if (!normalizer.ok()) return WithContext(normalizer.status(), "normalizer");
+    t->normalizer_ = *std::move(normalizer);
+  }
+  if (const JsonValue* p = component("pre_tokenizer")) {
+    absl::StatusOr<std::unique_ptr<PreTokenizer>> pre = MakePreTokenizer(*p);
+    if (!pre.ok()) return WithContext(pre.status(), "pre_tokenizer");
+    t->pre_tokenizer_ = *std::move(pre);
+  }
+  const JsonValue* model = component("model");
+  if (model == nullptr) return absl::InvalidArgumentError("missing 'model'");
+  absl::StatusOr<std::unique_ptr<Model>> m = MakeModel(*model);
+  if (!m.ok()) return WithContext(m.status(), "model");
+  t->model_ = *std::move(m);
+  if (const JsonValue* p = component("post_processor")) {
+    absl::StatusOr<std::unique_ptr<PostProcessor>> post = MakePostProcessor(*p);
+    if (!post.ok()) return WithContext(post.status(), "post_processor");
+    t->post_processor_ = *std::move(post);
+  } else {
+    t->post_processor_ = MakeDefaultPostProcessor();
+  }
+  if (const JsonValue* d = component("decoder")) {
+    absl::StatusOr<std::unique_ptr<Decoder>> decoder = MakeDecoder(*d);
+    if (!decoder.ok()) return WithContext(decoder.status(), "decoder");
+    t->decoder_ = *std::move(decoder);
+  }
+  QUIVER_ASSIGN_OR_RETURN(std::vector<AddedToken> added, ParseAddedTokens(root));
+  t->added_ = std::make_unique<AddedVocabulary>(std::move(added), t->normalizer_.get());
+  absl::StatusOr<std::optional<Truncation>> truncation = ParseTruncation(root);
+  if (!truncation.ok()) return WithContext(truncation.status(), "truncation");
+  t->default_truncation_ = *truncation;
+  return t;
+}
+
+void Tokenizer::EncodeSection(std::string_view normalized, bool at_start,
+                              std::vector<uint32_t>& ids) const {
+  if (normalized.empty()) return;
+  if (pre_tokenizer_ == nullptr) {
+    model_->Tokenize(normalized, ids);
+    return;
+  }
+  Pieces& pieces = GetScratch().pieces;
+  pieces.clear();
+  pre_tokenizer_->Split(normalized, at_start, pieces);
+  for (size_t i = 0; i < pieces.size(); ++i) model_->Tokenize(pieces[i], ids);
+}
+
+absl::Status Tokenizer::EncodeText(std::string_view text, size_t max_input_chars,
+                                   std::vector<uint32_t>& ids) const {
+  QUIVER_RETURN_IF_ERROR(ValidateUtf8(text));
+  text = CutChars(text, max_input_chars);
+  Scratch& scratch = GetScratch();
+  added_->Split(text, /*normalized=*/false, scratch.raw_sections);
+  for (const AddedVocabulary::Match& raw : scratch.raw_sections) {
+    if (raw.id >= 0) {
+      ids.push_back(static_cast<uint32_t>(raw.id));
+      continue;
+    }
+    std::string_view section = text.substr(raw.begin, raw.end - raw.begin);
+    std::string_view normalized = section;
+    if (normalizer_ != nullptr) {
+      normalizer_->Apply(section, scratch.normalized);
+      normalized = scratch.normalized;
+    }
+    added_->Split(normalized, /*normalized=*/true, scratch.normalized_sections);
+    for (const AddedVocabulary::Match& sub : scratch.normalized_sections) {
+      if (sub.id >= 0) {
+        ids.push_back(static_cast<uint32_t>(sub.id));
+        continue;
+      }
+      EncodeSection(normalized.substr(sub.begin, sub.end - sub.begin),
+                    raw.begin == 0 && sub.begin == 0, ids);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Tokenizer::Encode(std::string_view text, const EncodeOptions& options,
+                               Encoding* out) const {
+  Scratch& scratch = GetScratch();
+  scratch.a.clear();
+  QUIVER_RETURN_IF_ERROR(EncodeText(text, options.max_input_chars, scratch.a));
+  if (options.truncation) {
+    const size_t added = options.add_special_tokens ? NumAddedTokens(false) : 0;
+    const size_t budget = options.truncation->max_length > added
+                              ? options.truncation->max_length - added : 0;
+    QUIVER_RETURN_IF_ERROR(TruncatePair(scratch.a, nullptr, budget,
+                                        options.truncation->strategy, options.truncation->side));
+  }
+  post_processor_->Process(scratch.a, nullptr, options.add_special_tokens, out->ids,
+                           out->type_ids);
+  return absl::OkStatus();
+}
+
+absl::Status Tokenizer::EncodePair(std::string_view text, std::string_view text_pair,
+                                   const EncodeOptions& options, Encoding* out) const {
+  Scratch& scratch = GetScratch();
+  scratch.a.clear();
+  scratch.b.clear();
+  QUIVER_RETURN_IF_ERROR(EncodeText(text, options.max_input_chars, scratch.a));
+  QUIVER_RETURN_IF_ERROR(EncodeText(text_pair, options.max_input_chars, scratch.b));
+  if (options.truncation) {
+    const size_t added = options.add_special_tokens ? NumAddedTokens(true) : 0;
+    const size_t budget = options.truncation->max_length > added
+                              ? options.truncation->max_length - added : 0;
+    QUIVER_RETURN_IF_ERROR(TruncatePair(scratch.a, &scratch.b, budget,
+                                        options.truncation->strategy, options.truncation->side));
+  }
+  post_processor_->Process(scratch.a, &scratch.b, options.add_special_tokens, out->ids,
+                           out->type_ids);
+  return absl::OkStatus();
+}
+
+std::string Tokenizer::Decode(const std::vector<uint32_t>& ids, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (uint32_t id : ids) {
+    if (const AddedToken* added = added_->FindById(id)) {
+      if (skip_special_tokens && added->special) continue;
+      tokens.push_back(added->content);
+      continue;
+    }
+    if (std::optional<std::string> token = model_->IdToToken(id)) tokens.push_back(*token);
+  }
+  if (decoder_ != nullptr) decoder_->DecodeChain(tokens);
+  std::string out;
+  for (const std::string& t : tokens) out += t;
+  return out;
+}
+
+std::optional<uint32_t> Tokenizer::TokenToId(std::string_view token) const {
+  if (std::optional<uint32_t> id = added_->TokenToId(token)) return id;
+  return model_->TokenToId(token);
+}
+
+std::optional<std::string> Tokenizer::IdToToken(uint32_t id) const {
+  if (const AddedToken* added = added_->FindById(id)) return added->content;
+  return model_->IdToToken(id);
+}
+
+size_t Tokenizer::vocab_size() const { return model_->vocab_size(); }
+
+size_t Tokenizer::NumAddedTokens(bool pair) const {
+  return post_processor_->NumAddedTokens(pair);
+}
+
+}  // namespace quiver::tokenizer
