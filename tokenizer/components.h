@@ -53,6 +53,30 @@ inline std::optional<uint32_t> Lookup(const Vocab& vocab, std::string_view key) 
   return it->second;
 }
 
+// A per-thread memo of word -> ids for one model instance, as Hugging Face caches BPE and
+// Unigram words: real text repeats its words, and a hash lookup is far cheaper than merging or a
+// Viterbi pass. Each thread has its own table (no locks); a table is cleared when it reaches
+// kMaxEntries, so memory stays bounded. Only words up to kMaxWordBytes are kept.
+class WordCache {
+ public:
+  static constexpr size_t kMaxEntries = 1 << 16;
+  static constexpr size_t kMaxWordBytes = 256;
+
+  WordCache();
+  // Appends the cached ids of `word` to `ids` and returns true, or returns false.
+  bool Lookup(std::string_view word, std::vector<uint32_t>& ids) const;
+  // Remembers ids[first:] as the ids of `word`.
+  void Insert(std::string_view word, const std::vector<uint32_t>& ids, size_t first) const;
+
+ private:
+  struct Table {
+    absl::flat_hash_map<std::string, std::pair<uint32_t, uint32_t>> words;  // -> arena span
+    std::vector<uint32_t> arena;
+  };
+  Table& ForThisThread() const;
+  uint64_t instance_;  // unique per cache, so a table never outlives the model it belongs to
+};
+
 class Normalizer {
  public:
   virtual ~Normalizer() = default;

@@ -2,12 +2,12 @@
 // subword prefix, end-of-word suffix, ignore_merges; dropout is a training option and ignored),
 // Unigram (Viterbi, unknown pieces fused, byte fallback).
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <memory>
-#include <queue>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -15,6 +15,51 @@
 #include "tokenizer/unicode.h"
 
 namespace quiver::tokenizer {
+
+WordCache::WordCache() {
+  static std::atomic<uint64_t> next{1};
+  instance_ = next.fetch_add(1);
+}
+
+WordCache::Table& WordCache::ForThisThread() const {
+  // One table per (thread, model instance). Instances are numbered, never reused, so a table
+  // found here always belongs to this cache.
+  thread_local absl::flat_hash_map<uint64_t, std::unique_ptr<Table>> tables;
+  thread_local uint64_t last_instance = 0;
+  thread_local Table* last_table = nullptr;
+  if (last_instance == instance_) return *last_table;  // the common case: one model per thread
+  std::unique_ptr<Table>& table = tables[instance_];
+  if (table == nullptr) table = std::make_unique<Table>();
+  last_instance = instance_;
+  last_table = table.get();
+  return *table;
+}
+
+bool WordCache::Lookup(std::string_view word, std::vector<uint32_t>& ids) const {
+  if (word.size() > kMaxWordBytes) return false;
+  const Table& table = ForThisThread();
+  auto it = table.words.find(absl::string_view(word.data(), word.size()));
+  if (it == table.words.end()) return false;
+  ids.insert(ids.end(), table.arena.begin() + it->second.first,
+             table.arena.begin() + it->second.first + it->second.second);
+  return true;
+}
+
+void WordCache::Insert(std::string_view word, const std::vector<uint32_t>& ids,
+                       size_t first) const {
+  if (word.size() > kMaxWordBytes) return;
+  Table& table = ForThisThread();
+  if (table.words.size() >= kMaxEntries) {
+    table.words.clear();
+    table.arena.clear();
+  }
+  const auto offset = static_cast<uint32_t>(table.arena.size());
+  table.arena.insert(table.arena.end(), ids.begin() + static_cast<std::ptrdiff_t>(first),
+                     ids.end());
+  table.words.emplace(std::string(word),
+                      std::make_pair(offset, static_cast<uint32_t>(ids.size() - first)));
+}
+
 namespace {
 
 absl::StatusOr<Vocab> ParseVocabObject(const JsonValue& model) {
@@ -119,6 +164,13 @@ class Bpe final : public Model {
 
   void Tokenize(std::string_view word, std::vector<uint32_t>& ids) const override {
     if (word.empty()) return;
+    if (cache_.Lookup(word, ids)) return;
+    const size_t first = ids.size();
+    Merge(word, ids);
+    cache_.Insert(word, ids, first);
+  }
+
+  void Merge(std::string_view word, std::vector<uint32_t>& ids) const {
     if (ignore_merges_) {
       if (std::optional<uint32_t> id = Lookup(vocab_, word)) {
         ids.push_back(*id);
@@ -191,21 +243,23 @@ class Bpe final : public Model {
         return rank != o.rank ? rank > o.rank : pos > o.pos;
       }
     };
-    thread_local std::vector<Candidate> heap_storage;
-    heap_storage.clear();
-    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue(
-        std::greater<>(), std::move(heap_storage));
+    // A binary heap kept in a per-thread vector (std::priority_queue would own and free it).
+    thread_local std::vector<Candidate> heap;
+    heap.clear();
     auto push_pair = [&](int32_t left) {
       if (left < 0) return;
       int32_t right = symbols[left].next;
       if (right < 0) return;
       auto it = merges_.find(Key(symbols[left].id, symbols[right].id));
-      if (it != merges_.end()) queue.push({it->second.rank, left, it->second.new_id});
+      if (it == merges_.end()) return;
+      heap.push_back({it->second.rank, left, it->second.new_id});
+      std::push_heap(heap.begin(), heap.end(), std::greater<>());
     };
     for (int32_t k = 0; k + 1 < n; ++k) push_pair(k);
-    while (!queue.empty()) {
-      Candidate top = queue.top();
-      queue.pop();
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+      const Candidate top = heap.back();
+      heap.pop_back();
       Symbol& left = symbols[top.pos];
       if (!left.alive || left.next < 0) continue;
       Symbol& right = symbols[left.next];
@@ -241,6 +295,7 @@ class Bpe final : public Model {
   std::optional<uint32_t> unk_id_;
   std::string prefix_, suffix_;
   bool fuse_unk_, byte_fallback_, ignore_merges_;
+  WordCache cache_;
 };
 
 absl::StatusOr<std::unique_ptr<Model>> MakeBpe(const JsonValue& json) {
@@ -317,6 +372,13 @@ class Unigram final : public Model {
 
   void Tokenize(std::string_view word, std::vector<uint32_t>& ids) const override {
     if (word.empty()) return;
+    if (cache_.Lookup(word, ids)) return;
+    const size_t first = ids.size();
+    Viterbi(word, ids);
+    cache_.Insert(word, ids, first);
+  }
+
+  void Viterbi(std::string_view word, std::vector<uint32_t>& ids) const {
     struct Best {
       double score;
       int32_t start;  // -1: unreached
@@ -433,6 +495,7 @@ class Unigram final : public Model {
   Vocab vocab_;
   std::vector<Node> nodes_;
   absl::flat_hash_map<uint64_t, uint32_t> edges_;  // (node << 8 | byte) -> child
+  WordCache cache_;
 };
 
 // The value serde_json (the JSON parser Hugging Face tokenizers uses, without its

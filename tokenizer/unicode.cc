@@ -2,7 +2,7 @@
 
 #include <utf8proc.h>
 
-#include <cstdlib>
+#include <vector>
 
 namespace quiver::tokenizer {
 
@@ -146,11 +146,43 @@ void AppendLowercase(char32_t c, std::string& out) {
   AppendUtf8(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))), out);
 }
 
+namespace {
+
+// Code points that no normalization form changes and that never combine with a neighbour, per
+// form: a string made only of these is its own normal form. The sets are deliberately narrow
+// (scripts of the corpus); anything else goes through utf8proc.
+bool IsStable(char32_t c, NormalizationForm form) {
+  if (c < 0x80) return true;
+  const bool cjk = (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3041 && c <= 0x3096) ||
+                   (c >= 0x30A1 && c <= 0x30FA);
+  switch (form) {
+    case NormalizationForm::kNFC:
+      // Below U+0300 every precomposed letter is its own NFC and nothing composes onto a
+      // following character; the Cyrillic block has no composition exclusions.
+      return c < 0x300 || (c >= 0x400 && c <= 0x4FF) || cjk;
+    case NormalizationForm::kNFKC:
+      return cjk;
+    case NormalizationForm::kNFD:
+    case NormalizationForm::kNFKD:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Normalize(std::string_view in, NormalizationForm form, std::string& out) {
   out.clear();
-  bool ascii = true;
-  for (char ch : in) ascii &= static_cast<uint8_t>(ch) < 0x80;
-  if (ascii) {
+  bool stable = true;
+  for (size_t i = 0; i < in.size() && stable;) {
+    const auto b = static_cast<uint8_t>(in[i]);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    stable = IsStable(NextCodePoint(in, i), form);
+  }
+  if (stable) {
     out.assign(in);
     return;
   }
@@ -161,16 +193,26 @@ void Normalize(std::string_view in, NormalizationForm form, std::string& out) {
     case NormalizationForm::kNFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
     case NormalizationForm::kNFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
   }
-  utf8proc_uint8_t* result = nullptr;
-  utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()),
-                                    static_cast<utf8proc_ssize_t>(in.size()), &result,
-                                    static_cast<utf8proc_option_t>(options));
-  if (n < 0 || result == nullptr) {
-    out.assign(in);  // unreachable for validated UTF-8
-  } else {
-    out.assign(reinterpret_cast<const char*>(result), static_cast<size_t>(n));
+  // utf8proc_map without its malloc: decompose into a per-thread code-point buffer (growing it
+  // when utf8proc asks for more), compose in place, re-encode in place.
+  thread_local std::vector<utf8proc_int32_t> buffer;
+  const auto options_t = static_cast<utf8proc_option_t>(options);
+  const auto* src = reinterpret_cast<const utf8proc_uint8_t*>(in.data());
+  const auto len = static_cast<utf8proc_ssize_t>(in.size());
+  if (buffer.size() < in.size() + 16) buffer.resize(in.size() + 16);
+  utf8proc_ssize_t n = utf8proc_decompose(src, len, buffer.data(),
+                                          static_cast<utf8proc_ssize_t>(buffer.size()), options_t);
+  if (n > static_cast<utf8proc_ssize_t>(buffer.size())) {
+    buffer.resize(static_cast<size_t>(n));
+    n = utf8proc_decompose(src, len, buffer.data(), n, options_t);
   }
-  std::free(result);
+  if (n >= 0) n = utf8proc_normalize_utf32(buffer.data(), n, options_t);
+  if (n >= 0) n = utf8proc_reencode(buffer.data(), n, options_t);
+  if (n < 0) {
+    out.assign(in);  // unreachable for validated UTF-8
+    return;
+  }
+  out.assign(reinterpret_cast<const char*>(buffer.data()), static_cast<size_t>(n));
 }
 
 }  // namespace quiver::tokenizer
