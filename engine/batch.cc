@@ -1,0 +1,79 @@
+#include "engine/batch.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/strings.h"
+
+namespace quiver::engine {
+
+int64_t RaggedBatch::max_seqlen() const {
+  int64_t longest = 0;
+  for (size_t i = 1; i < cu_seqlens.size(); ++i) {
+    longest = std::max<int64_t>(longest, cu_seqlens[i] - cu_seqlens[i - 1]);
+  }
+  return longest;
+}
+
+void RaggedBatch::Add(const std::vector<int32_t>& ids, const std::vector<int32_t>* types) {
+  if (cu_seqlens.empty()) cu_seqlens.push_back(0);
+  token_ids.insert(token_ids.end(), ids.begin(), ids.end());
+  if (types != nullptr) {
+    token_type_ids.resize(token_ids.size() - ids.size(), 0);
+    token_type_ids.insert(token_type_ids.end(), types->begin(), types->end());
+  } else if (!token_type_ids.empty()) {
+    token_type_ids.resize(token_ids.size(), 0);
+  }
+  cu_seqlens.push_back(static_cast<int32_t>(token_ids.size()));
+}
+
+absl::Status ValidateBatch(const RaggedBatch& batch, int64_t vocab_size, int64_t type_vocab_size,
+                           int64_t max_input_tokens) {
+  if (batch.cu_seqlens.size() < 2 || batch.cu_seqlens.front() != 0) {
+    return absl::InvalidArgumentError("cu_seqlens must start at 0 and hold num_seqs + 1 entries");
+  }
+  if (batch.cu_seqlens.back() != batch.num_tokens()) {
+    return absl::InvalidArgumentError(StrCat("cu_seqlens ends at ", batch.cu_seqlens.back(),
+                                             " but there are ", batch.num_tokens(), " tokens"));
+  }
+  for (int64_t s = 0; s < batch.num_seqs(); ++s) {
+    const int64_t len = batch.cu_seqlens[s + 1] - batch.cu_seqlens[s];
+    if (len <= 0) return absl::InvalidArgumentError(StrCat("sequence ", s, " is empty"));
+    if (len > max_input_tokens) {
+      return absl::InvalidArgumentError(StrCat("sequence ", s, " has ", len,
+                                               " tokens; the model accepts at most ",
+                                               max_input_tokens));
+    }
+  }
+  if (!batch.token_type_ids.empty() && batch.token_type_ids.size() != batch.token_ids.size()) {
+    return absl::InvalidArgumentError(StrCat("token_type_ids has ", batch.token_type_ids.size(),
+                                             " entries for ", batch.num_tokens(), " tokens"));
+  }
+  for (size_t i = 0; i < batch.token_ids.size(); ++i) {
+    if (batch.token_ids[i] < 0 || batch.token_ids[i] >= vocab_size) {
+      return absl::InvalidArgumentError(StrCat("token id ", batch.token_ids[i], " at position ", i,
+                                               " is outside the vocabulary [0, ", vocab_size,
+                                               ")"));
+    }
+  }
+  for (size_t i = 0; i < batch.token_type_ids.size(); ++i) {
+    if (batch.token_type_ids[i] < 0 || batch.token_type_ids[i] >= std::max<int64_t>(1, type_vocab_size)) {
+      return absl::InvalidArgumentError(StrCat("token type id ", batch.token_type_ids[i],
+                                               " at position ", i, " is outside [0, ",
+                                               std::max<int64_t>(1, type_vocab_size), ")"));
+    }
+  }
+  if (batch.output.dimensions < 0) {
+    return absl::InvalidArgumentError("dimensions must be positive");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<float> EngineOutput::RowF32(int64_t i) const {
+  std::vector<float> row(static_cast<size_t>(dimensions));
+  std::memcpy(row.data(), data.data() + static_cast<size_t>(i * dimensions) * sizeof(float),
+              row.size() * sizeof(float));
+  return row;
+}
+
+}  // namespace quiver::engine

@@ -1,0 +1,58 @@
+// A ragged batch: sequences laid end to end without padding, delimited by prefix sums.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace quiver::engine {
+
+enum class OutputType { kF32, kF16, kInt8, kBinary };
+enum class Pooling { kModelDefault, kCls, kMean, kLastToken };
+
+// What to do with each sequence's pooled vector.
+struct OutputOptions {
+  Pooling pooling = Pooling::kModelDefault;
+  // nullopt: the model's own setting (sentence-transformers Normalize module).
+  std::optional<bool> normalize;
+  int64_t dimensions = 0;  // Matryoshka truncation; 0 = full width
+  OutputType output_type = OutputType::kF32;
+};
+
+struct RaggedBatch {
+  std::vector<int32_t> token_ids;       // [num_tokens]
+  std::vector<int32_t> cu_seqlens;      // [num_seqs + 1], cu_seqlens[0] = 0
+  std::vector<int32_t> token_type_ids;  // [num_tokens] or empty (all 0)
+  OutputOptions output;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  int64_t num_seqs() const { return static_cast<int64_t>(cu_seqlens.size()) - 1; }
+  int64_t max_seqlen() const;
+  // Appends one sequence.
+  void Add(const std::vector<int32_t>& ids, const std::vector<int32_t>* types = nullptr);
+};
+
+// INVALID_ARGUMENT naming the problem: cu_seqlens not starting at 0 / not increasing / not
+// ending at num_tokens, type ids of the wrong length, ids outside [0, vocab_size), a sequence
+// longer than max_input_tokens (naming the sequence and the limit), an empty sequence.
+absl::Status ValidateBatch(const RaggedBatch& batch, int64_t vocab_size, int64_t type_vocab_size,
+                           int64_t max_input_tokens);
+
+// The engine's answer for a batch: one row per sequence, packed little-endian (the wire format
+// of proto/quiver/v1/inference.proto). For kBinary a row is ceil(dimensions / 8) bytes, sign
+// bits most significant first. Scores (cross-encoders, rerankers) are kF32 rows of width
+// num_labels (1 for rerankers).
+struct EngineOutput {
+  int64_t num_seqs = 0;
+  int64_t dimensions = 0;
+  OutputType output_type = OutputType::kF32;
+  std::vector<uint8_t> data;
+
+  // Row i as floats (kF32 only), for tests and tools.
+  std::vector<float> RowF32(int64_t i) const;
+};
+
+}  // namespace quiver::engine

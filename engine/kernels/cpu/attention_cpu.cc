@@ -1,0 +1,139 @@
+// CPU attention backends over ragged batches. Work items are (sequence, head) pairs spread over
+// the thread pool.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/strings.h"
+#include "engine/attention.h"
+#include "engine/runtime/thread_pool.h"
+
+namespace quiver::engine {
+namespace {
+
+// Dot product of two head_dim vectors.
+inline float Dot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+class ReferenceAttention final : public AttentionBackend {
+ public:
+  std::string_view name() const override { return "reference"; }
+
+  void Run(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
+           const float* v, int64_t kv_stride, float* out, ThreadPool& pool) const override {
+    const int64_t d = plan.head_dim;
+    const int64_t group = plan.num_heads / plan.num_kv_heads;
+    const int64_t out_stride = plan.num_heads * d;
+    pool.ParallelFor(plan.num_seqs * plan.num_heads, [&](int64_t item) {
+      const int64_t s = item / plan.num_heads, h = item % plan.num_heads;
+      const int64_t begin = plan.cu_seqlens[s], len = plan.cu_seqlens[s + 1] - begin;
+      const int64_t kvh = h / group;
+      thread_local std::vector<float> scores;
+      scores.resize(static_cast<size_t>(len));
+      for (int64_t i = 0; i < len; ++i) {
+        const float* qi = q + (begin + i) * q_stride + h * d;
+        const int64_t visible = plan.causal ? i + 1 : len;
+        float max_score = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < visible; ++j) {
+          scores[j] = Dot(qi, k + (begin + j) * kv_stride + kvh * d, d) * plan.scale;
+          max_score = std::max(max_score, scores[j]);
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < visible; ++j) {
+          scores[j] = std::exp(scores[j] - max_score);
+          sum += scores[j];
+        }
+        float* o = out + (begin + i) * out_stride + h * d;
+        std::fill(o, o + d, 0.0f);
+        for (int64_t j = 0; j < visible; ++j) {
+          const float p = scores[j] / sum;
+          const float* vj = v + (begin + j) * kv_stride + kvh * d;
+          for (int64_t c = 0; c < d; ++c) o[c] += p * vj[c];
+        }
+      }
+    });
+  }
+};
+
+// Online softmax over key blocks (FlashAttention's recurrence, on CPU): a running max and sum
+// per query, the accumulator rescaled when the max grows.
+class TiledAttention final : public AttentionBackend {
+ public:
+  static constexpr int64_t kBlock = 64;
+  std::string_view name() const override { return "tiled"; }
+
+  void Run(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
+           const float* v, int64_t kv_stride, float* out, ThreadPool& pool) const override {
+    const int64_t d = plan.head_dim;
+    const int64_t group = plan.num_heads / plan.num_kv_heads;
+    const int64_t out_stride = plan.num_heads * d;
+    pool.ParallelFor(plan.num_seqs * plan.num_heads, [&](int64_t item) {
+      const int64_t s = item / plan.num_heads, h = item % plan.num_heads;
+      const int64_t begin = plan.cu_seqlens[s], len = plan.cu_seqlens[s + 1] - begin;
+      const int64_t kvh = h / group;
+      float block[kBlock];
+      for (int64_t i = 0; i < len; ++i) {
+        const float* qi = q + (begin + i) * q_stride + h * d;
+        float* o = out + (begin + i) * out_stride + h * d;
+        std::fill(o, o + d, 0.0f);
+        float running_max = -std::numeric_limits<float>::infinity();
+        float running_sum = 0.0f;
+        const int64_t visible = plan.causal ? i + 1 : len;
+        for (int64_t j0 = 0; j0 < visible; j0 += kBlock) {
+          const int64_t n = std::min(kBlock, visible - j0);
+          float block_max = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < n; ++j) {
+            block[j] = Dot(qi, k + (begin + j0 + j) * kv_stride + kvh * d, d) * plan.scale;
+            block_max = std::max(block_max, block[j]);
+          }
+          const float new_max = std::max(running_max, block_max);
+          const float correction = std::exp(running_max - new_max);
+          if (correction != 1.0f) {
+            for (int64_t c = 0; c < d; ++c) o[c] *= correction;
+          }
+          running_sum *= correction;
+          for (int64_t j = 0; j < n; ++j) {
+            const float p = std::exp(block[j] - new_max);
+            running_sum += p;
+            const float* vj = v + (begin + j0 + j) * kv_stride + kvh * d;
+            for (int64_t c = 0; c < d; ++c) o[c] += p * vj[c];
+          }
+          running_max = new_max;
+        }
+        const float inv = 1.0f / running_sum;
+        for (int64_t c = 0; c < d; ++c) o[c] *= inv;
+      }
+    });
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AttentionBackend>> MakeAttentionBackend(std::string_view name) {
+  if (name == "reference") return std::make_unique<ReferenceAttention>();
+  if (name == "tiled") return std::make_unique<TiledAttention>();
+  return absl::InvalidArgumentError(
+      StrCat("unknown attention backend '", name, "' (reference, tiled)"));
+}
+
+std::string_view ChooseAttentionBackend(std::string_view family, int64_t max_seqlen) {
+  struct Row {
+    std::string_view family;
+    int64_t up_to_seqlen;  // inclusive
+    std::string_view backend;
+  };
+  static constexpr Row kTable[] = {
+      {"bert", 256, "reference"}, {"bert", INT64_MAX, "tiled"},
+      {"qwen3", 128, "reference"}, {"qwen3", INT64_MAX, "tiled"},
+  };
+  for (const Row& row : kTable) {
+    if (row.family == family && max_seqlen <= row.up_to_seqlen) return row.backend;
+  }
+  return "tiled";
+}
+
+}  // namespace quiver::engine
