@@ -1,0 +1,93 @@
+// The engine: a loaded model behind an asynchronous interface. Submit() validates the ragged
+// batch and returns a LazyResult at once; a persistent compute thread runs batches in order
+// (kernels on a persistent thread pool, GEMMs in BLAS) and fulfils the result.
+//
+// Engine is thread-safe: Submit may be called from any thread. Results arrive in submission
+// order.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "engine/attention.h"
+#include "engine/batch.h"
+#include "engine/model_folder.h"
+#include "engine/models/model.h"
+
+namespace quiver::engine {
+
+struct EngineOptions {
+  int num_threads = 0;             // compute threads; 0 = the machine's cores
+  std::string attention_backend;   // "" = the table (ChooseAttentionBackend), else forced
+  bool pad_to_buckets = false;     // pad every batch to its graph bucket (what CUDA graphs run)
+  ModelOptions model;
+};
+
+// The answer to one Submit. Ready() never blocks; Wait() blocks until the batch ran. Copyable;
+// all copies share one result.
+class LazyResult {
+ public:
+  bool Ready() const;
+  const absl::StatusOr<EngineOutput>& Wait() const;
+
+ private:
+  friend class Engine;
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::StatusOr<EngineOutput> result;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Load(const std::string& model_dir,
+                                                      const EngineOptions& options);
+  ~Engine();  // finishes queued batches, then stops the compute thread
+
+  LazyResult Submit(RaggedBatch batch);
+  // Submit(batch).Wait(), for tools and tests.
+  absl::StatusOr<EngineOutput> Run(RaggedBatch batch);
+
+  const ModelFolder& folder() const { return *folder_; }
+  bool is_scorer() const { return model_->num_labels() > 0; }
+  int64_t hidden_size() const { return model_->hidden_size(); }
+  int64_t max_input_tokens() const;
+
+ private:
+  Engine() = default;
+  void ComputeLoop();
+  absl::StatusOr<EngineOutput> Execute(const RaggedBatch& batch);
+
+  EngineOptions options_;
+  std::unique_ptr<ModelFolder> folder_;
+  std::unique_ptr<Weights> weights_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<AttentionBackend> forced_attention_;
+  std::unique_ptr<AttentionBackend> reference_attention_, tiled_attention_;
+  Workspace ws_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<RaggedBatch, LazyResult>> queue_;
+  bool stopping_ = false;
+  std::thread compute_thread_;
+};
+
+// Pooled vectors [num_seqs, hidden] -> the requested output: Matryoshka truncation to
+// `dimensions`, L2 normalization, then f32 / f16 / int8 (clamp(round(tanh(x) * 127))) / packed
+// sign bits.
+absl::StatusOr<EngineOutput> FormatOutput(const std::vector<float>& pooled, int64_t num_seqs,
+                                          int64_t hidden, const OutputOptions& options,
+                                          bool model_normalizes);
+
+}  // namespace quiver::engine

@@ -1,0 +1,35 @@
+#include "engine/graph_bucket.h"
+
+namespace quiver::engine {
+namespace {
+
+int64_t RoundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+GraphBucket BucketFor(int64_t num_tokens, int64_t num_seqs) {
+  GraphBucket b;
+  b.tokens = num_tokens <= 1024 ? RoundUp(num_tokens, 64) : RoundUp(num_tokens, 256);
+  if (b.tokens == 0) b.tokens = 64;
+  const int64_t seqs = num_seqs + (b.tokens > num_tokens ? 1 : 0);  // the padding sequence
+  b.seqs = seqs <= 64 ? RoundUp(seqs, 8) : RoundUp(seqs, 32);
+  return b;
+}
+
+GraphAction GraphCachePolicy::Next(const GraphBucket& bucket) {
+  const int64_t use = uses_[bucket]++;
+  if (use == 0) {
+    ++eager_;
+    return GraphAction::kEager;
+  }
+  if (use == 1) {
+    ++captures_;
+    return GraphAction::kCapture;
+  }
+  ++replays_;
+  return GraphAction::kReplay;
+}
+
+}  // namespace quiver::engine

@@ -1,0 +1,139 @@
+// BERT family (BERT, MiniLM, BGE, E5; RoBERTa/XLM-R position offsets): embeddings + post-LN
+// encoder layers, and the sequence-classification heads of cross-encoders.
+#include <cmath>
+
+#include "common/strings.h"
+#include "engine/kernels/cpu/kernels.h"
+#include "engine/models/model.h"
+
+namespace quiver::engine {
+
+void Model::Score(const ForwardContext&, const std::vector<float>&, std::vector<float>&) const {}
+
+namespace {
+
+class BertModel final : public Model {
+ public:
+  BertModel(const ModelConfig& config, Weights& w) : config_(config), c_(config.bert()) {
+    word_ = w.Get("embeddings.word_embeddings.weight");
+    position_ = w.Get("embeddings.position_embeddings.weight");
+    type_ = c_.type_vocab_size > 0 ? w.Get("embeddings.token_type_embeddings.weight") : nullptr;
+    emb_ln_g_ = w.Get("embeddings.LayerNorm.weight");
+    emb_ln_b_ = w.Get("embeddings.LayerNorm.bias");
+    for (int64_t i = 0; i < c_.num_layers; ++i) {
+      const std::string p = StrCat("encoder.layer.", i, ".");
+      Layer l;
+      l.qkv_w = w.Concat(p + "qkv.weight", {p + "attention.self.query.weight",
+                                            p + "attention.self.key.weight",
+                                            p + "attention.self.value.weight"});
+      l.qkv_b = w.Concat(p + "qkv.bias", {p + "attention.self.query.bias",
+                                          p + "attention.self.key.bias",
+                                          p + "attention.self.value.bias"});
+      l.o_w = w.Get(p + "attention.output.dense.weight");
+      l.o_b = w.Get(p + "attention.output.dense.bias");
+      l.ln1_g = w.Get(p + "attention.output.LayerNorm.weight");
+      l.ln1_b = w.Get(p + "attention.output.LayerNorm.bias");
+      l.i_w = w.Get(p + "intermediate.dense.weight");
+      l.i_b = w.Get(p + "intermediate.dense.bias");
+      l.out_w = w.Get(p + "output.dense.weight");
+      l.out_b = w.Get(p + "output.dense.bias");
+      l.ln2_g = w.Get(p + "output.LayerNorm.weight");
+      l.ln2_b = w.Get(p + "output.LayerNorm.bias");
+      layers_.push_back(l);
+    }
+    if (config.architecture == Architecture::kBertForSequenceClassification) {
+      head_dense_w_ = w.Get("pooler.dense.weight");
+      head_dense_b_ = w.Get("pooler.dense.bias");
+      head_out_w_ = w.Get("classifier.weight");
+      head_out_b_ = w.Get("classifier.bias");
+    } else if (config.architecture == Architecture::kRobertaForSequenceClassification) {
+      head_dense_w_ = w.Get("classifier.dense.weight");
+      head_dense_b_ = w.Get("classifier.dense.bias");
+      head_out_w_ = w.Get("classifier.out_proj.weight");
+      head_out_b_ = w.Get("classifier.out_proj.bias");
+    }
+  }
+
+  std::string_view family() const override { return "bert"; }
+  bool causal() const override { return false; }
+  int64_t hidden_size() const override { return c_.hidden; }
+  int64_t num_heads() const override { return c_.num_heads; }
+  int64_t num_kv_heads() const override { return c_.num_heads; }
+  int64_t head_dim() const override { return c_.hidden / c_.num_heads; }
+  int64_t num_labels() const override { return head_out_w_ ? c_.num_labels : 0; }
+
+  void Forward(const ForwardContext& ctx, std::vector<float>& hidden) const override {
+    const int64_t t_count = ctx.batch.num_tokens();
+    const int64_t h = c_.hidden;
+    const float eps = static_cast<float>(c_.layer_norm_eps);
+    Workspace& ws = ctx.ws;
+    hidden.resize(static_cast<size_t>(t_count * h));
+    ws.y.resize(hidden.size());
+    ws.qkv.resize(static_cast<size_t>(t_count * 3 * h));
+    ws.ctx.resize(hidden.size());
+    ws.inter.resize(static_cast<size_t>(t_count * c_.intermediate));
+    float* x = hidden.data();
+    // Embeddings: word + position (+ offset for RoBERTa) + token type, then LayerNorm.
+    for (int64_t t = 0; t < t_count; ++t) {
+      float* row = x + t * h;
+      const float* word = word_ + static_cast<int64_t>(ctx.batch.token_ids[t]) * h;
+      const float* pos = position_ + (ctx.positions[t] + c_.position_offset) * h;
+      const int64_t type_id = ctx.batch.token_type_ids.empty() ? 0 : ctx.batch.token_type_ids[t];
+      const float* type = type_ ? type_ + type_id * h : nullptr;
+      for (int64_t j = 0; j < h; ++j) row[j] = word[j] + pos[j] + (type ? type[j] : 0.0f);
+    }
+    cpu::LayerNorm(x, emb_ln_g_, emb_ln_b_, t_count, h, eps);
+    for (const Layer& l : layers_) {
+      cpu::Linear(x, l.qkv_w, l.qkv_b, ws.qkv.data(), t_count, 3 * h, h);
+      ctx.attention.Run(ctx.plan, ws.qkv.data(), 3 * h, ws.qkv.data() + h, ws.qkv.data() + 2 * h,
+                        3 * h, ws.ctx.data(), ctx.pool);
+      cpu::Linear(ws.ctx.data(), l.o_w, l.o_b, ws.y.data(), t_count, h, h);
+      cpu::AddLayerNorm(x, ws.y.data(), l.ln1_g, l.ln1_b, t_count, h, eps);
+      cpu::Linear(x, l.i_w, l.i_b, ws.inter.data(), t_count, c_.intermediate, h);
+      if (c_.hidden_act == "gelu") {
+        cpu::GeluErf(ws.inter.data(), t_count * c_.intermediate);
+      } else {
+        cpu::GeluTanh(ws.inter.data(), t_count * c_.intermediate);
+      }
+      cpu::Linear(ws.inter.data(), l.out_w, l.out_b, ws.y.data(), t_count, h, c_.intermediate);
+      cpu::AddLayerNorm(x, ws.y.data(), l.ln2_g, l.ln2_b, t_count, h, eps);
+    }
+  }
+
+  void Score(const ForwardContext& ctx, const std::vector<float>& hidden,
+             std::vector<float>& scores) const override {
+    const int64_t s_count = ctx.batch.num_seqs();
+    const int64_t h = c_.hidden;
+    std::vector<float> cls(static_cast<size_t>(s_count * h)), dense(cls.size());
+    for (int64_t s = 0; s < s_count; ++s) {
+      const float* row = hidden.data() + static_cast<int64_t>(ctx.batch.cu_seqlens[s]) * h;
+      std::copy(row, row + h, cls.begin() + s * h);
+    }
+    cpu::Linear(cls.data(), head_dense_w_, head_dense_b_, dense.data(), s_count, h, h);
+    cpu::Tanh(dense.data(), s_count * h);
+    scores.resize(static_cast<size_t>(s_count * c_.num_labels));
+    cpu::Linear(dense.data(), head_out_w_, head_out_b_, scores.data(), s_count, c_.num_labels, h);
+  }
+
+ private:
+  struct Layer {
+    const float *qkv_w, *qkv_b, *o_w, *o_b, *ln1_g, *ln1_b, *i_w, *i_b, *out_w, *out_b, *ln2_g,
+        *ln2_b;
+  };
+  ModelConfig config_;
+  BertConfig c_;
+  const float *word_, *position_, *type_, *emb_ln_g_, *emb_ln_b_;
+  std::vector<Layer> layers_;
+  const float* head_dense_w_ = nullptr;
+  const float* head_dense_b_ = nullptr;
+  const float* head_out_w_ = nullptr;
+  const float* head_out_b_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> MakeBertModel(const ModelFolder& folder, Weights& weights) {
+  return std::make_unique<BertModel>(folder.config, weights);
+}
+
+}  // namespace quiver::engine

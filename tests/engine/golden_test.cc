@@ -1,0 +1,153 @@
+// The engine against the reference implementations (tests/fixtures, made by tools/golden):
+// all-MiniLM-L6-v2 with its real weights against sentence-transformers, and each tiny
+// checkpoint against transformers / sentence-transformers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "engine/engine.h"
+
+namespace quiver::engine {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kSource = QUIVER_SOURCE_DIR;
+const fs::path kFixtures = kSource / "tests" / "fixtures";
+
+std::vector<JsonValue> ReadJsonLines(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<JsonValue> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(*JsonValue::Parse(line));
+  return out;
+}
+
+std::vector<int32_t> Ints(const JsonValue& array) {
+  std::vector<int32_t> out;
+  for (const JsonValue& v : array.items()) out.push_back(static_cast<int32_t>(v.as_int()));
+  return out;
+}
+
+std::vector<float> Floats(const JsonValue& array) {
+  std::vector<float> out;
+  for (const JsonValue& v : array.items()) out.push_back(static_cast<float>(v.as_double()));
+  return out;
+}
+
+double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double dot = 0, na = 0, nb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    dot += double(a[i]) * b[i];
+    na += double(a[i]) * a[i];
+    nb += double(b[i]) * b[i];
+  }
+  return dot / std::sqrt(na * nb);
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
+  return m;
+}
+
+// max |a - b| / max |b|: the error relative to the reference's scale.
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 0;
+  for (float v : b) scale = std::max(scale, std::abs(double(v)));
+  return MaxAbsDiff(a, b) / std::max(scale, 1e-12);
+}
+
+TEST(GoldenTest, MiniLmMatchesSentenceTransformersOnEveryFixtureText) {
+  auto engine = Engine::Load((kSource / "models" / "all-MiniLM-L6-v2").string(), {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<JsonValue> rows = ReadJsonLines(kFixtures / "minilm" / "embeddings.jsonl");
+  ASSERT_EQ(rows.size(), 240u);
+  // Several ragged batches of 40 texts each.
+  double worst_cos = 1.0, worst_abs = 0.0;
+  for (size_t start = 0; start < rows.size(); start += 40) {
+    RaggedBatch batch;
+    for (size_t i = start; i < start + 40; ++i) {
+      std::vector<int32_t> types = Ints(*rows[i].Find("type_ids"));
+      batch.Add(Ints(*rows[i].Find("ids")), &types);
+    }
+    absl::StatusOr<EngineOutput> out = (*engine)->Run(batch);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->dimensions, 384);
+    for (size_t i = start; i < start + 40; ++i) {
+      const std::vector<float> got = out->RowF32(static_cast<int64_t>(i - start));
+      const std::vector<float> want = Floats(*rows[i].Find("embedding"));
+      const double cos = Cosine(got, want), abs = MaxAbsDiff(got, want);
+      worst_cos = std::min(worst_cos, cos);
+      worst_abs = std::max(worst_abs, abs);
+      EXPECT_GE(cos, 0.99999) << rows[i].Find("id")->as_string();
+      EXPECT_LE(abs, 1e-4) << rows[i].Find("id")->as_string();
+    }
+  }
+  std::printf("all-MiniLM-L6-v2: worst cosine %.9f, worst max-abs %.3g over 240 texts\n",
+              worst_cos, worst_abs);
+}
+
+struct TinyCase {
+  const char* name;
+};
+
+class TinyGoldenTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
+  const fs::path dir = kFixtures / "tiny" / GetParam();
+  const JsonValue meta = *JsonValue::Parse(*ReadFile((dir / "reference.meta.json").string()));
+  EngineOptions options;
+  if (const JsonValue* yes = meta.Find("yes_token_id")) {
+    options.model.yes_token_id = static_cast<int32_t>(yes->as_int());
+    options.model.no_token_id = static_cast<int32_t>(meta.Find("no_token_id")->as_int());
+  }
+  auto engine = Engine::Load(dir.string(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<JsonValue> rows = ReadJsonLines(dir / "reference.jsonl");
+  ASSERT_GE(rows.size(), 10u);
+  RaggedBatch batch;
+  for (const JsonValue& row : rows) {
+    if (const JsonValue* types = row.Find("type_ids")) {
+      std::vector<int32_t> t = Ints(*types);
+      batch.Add(Ints(*row.Find("ids")), &t);
+    } else {
+      batch.Add(Ints(*row.Find("ids")));
+    }
+  }
+  absl::StatusOr<EngineOutput> out = (*engine)->Run(batch);
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Embeddings: error relative to each reference vector's scale. Scores (a logit, or the
+  // difference of two logits) can sit near zero where a relative error means nothing, so they
+  // are measured against the scale of the reference scores as a set.
+  const bool scores = meta.Find("kind")->as_string() != "embedding";
+  double score_scale = 0;
+  for (const JsonValue& row : rows) {
+    for (float v : Floats(*row.Find("output"))) score_scale = std::max(score_scale, std::abs(double(v)));
+  }
+  double worst = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::vector<float> got = out->RowF32(static_cast<int64_t>(i));
+    const std::vector<float> want = Floats(*rows[i].Find("output"));
+    ASSERT_EQ(got.size(), want.size());
+    const double rel = scores ? MaxAbsDiff(got, want) / score_scale : RelativeError(got, want);
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, 1e-4) << GetParam() << " row " << i << ": got " << got[0] << " want "
+                         << want[0];
+  }
+  std::printf("%s: worst relative error %.3g over %zu references\n", GetParam(), worst,
+              rows.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
+                         ::testing::Values("bert_mean", "bert_cross_encoder",
+                                           "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
+                                           "qwen3_reranker"));
+
+}  // namespace
+}  // namespace quiver::engine
