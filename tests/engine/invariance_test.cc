@@ -1,0 +1,246 @@
+// Invariances of the engine: a sequence gives the same output alone and inside ragged batches of
+// 1 to 64 mixed-length sequences; the two attention backends agree; bucket padding changes no
+// real output; outputs in f16/int8/binary and with Matryoshka dimensions follow from the f32
+// output by their definitions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/graph_bucket.h"
+
+namespace quiver::engine {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kSource = QUIVER_SOURCE_DIR;
+
+std::string TinyDir(const char* name) {
+  return (kSource / "tests" / "fixtures" / "tiny" / name).string();
+}
+
+// Random sequences of odd, mixed lengths over the vocabulary (seeded; never all-zero ids).
+std::vector<std::vector<int32_t>> RandomSequences(int count, int32_t vocab, int max_len,
+                                                  uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> len_dist(1, max_len);
+  std::uniform_int_distribution<int32_t> id_dist(5, vocab - 1);
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(count));
+  for (auto& seq : out) {
+    seq.resize(static_cast<size_t>(len_dist(rng)));
+    for (int32_t& id : seq) id = id_dist(rng);
+  }
+  return out;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
+  return m;
+}
+
+EngineOptions Options(const char* model, const std::string& attention = "",
+                      bool pad = false) {
+  EngineOptions o;
+  o.attention_backend = attention;
+  o.pad_to_buckets = pad;
+  if (std::string(model) == "qwen3_reranker") {
+    o.model.yes_token_id = 100;  // any two ids: the invariances hold for every pair
+    o.model.no_token_id = 200;
+  }
+  return o;
+}
+
+class InvarianceTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(InvarianceTest, AloneEqualsInsideRaggedBatchesOf1To64) {
+  auto engine = Engine::Load(TinyDir(GetParam()), Options(GetParam()));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const auto seqs = RandomSequences(64, 1000, 97, 7);
+  std::vector<std::vector<float>> alone;
+  for (const auto& seq : seqs) {
+    RaggedBatch b;
+    b.Add(seq);
+    auto out = (*engine)->Run(b);
+    ASSERT_TRUE(out.ok()) << out.status();
+    alone.push_back(out->RowF32(0));
+  }
+  for (int size : {1, 2, 3, 7, 16, 33, 64}) {
+    RaggedBatch b;
+    for (int i = 0; i < size; ++i) b.Add(seqs[static_cast<size_t>((i * 5 + size) % 64)]);
+    auto out = (*engine)->Run(b);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int i = 0; i < size; ++i) {
+      EXPECT_LE(MaxAbsDiff(out->RowF32(i), alone[static_cast<size_t>((i * 5 + size) % 64)]), 1e-5)
+          << "batch of " << size << ", row " << i;
+    }
+  }
+}
+
+TEST_P(InvarianceTest, AttentionBackendsAgree) {
+  auto reference = Engine::Load(TinyDir(GetParam()), Options(GetParam(), "reference"));
+  auto tiled = Engine::Load(TinyDir(GetParam()), Options(GetParam(), "tiled"));
+  ASSERT_TRUE(reference.ok() && tiled.ok());
+  RaggedBatch b;
+  for (const auto& seq : RandomSequences(9, 1000, 150, 11)) b.Add(seq);  // spans several blocks
+  auto r = (*reference)->Run(b);
+  auto t = (*tiled)->Run(b);
+  ASSERT_TRUE(r.ok() && t.ok());
+  for (int64_t i = 0; i < r->num_seqs; ++i) EXPECT_LE(MaxAbsDiff(r->RowF32(i), t->RowF32(i)), 1e-5);
+}
+
+TEST_P(InvarianceTest, BucketPaddingChangesNoRealOutput) {
+  auto plain = Engine::Load(TinyDir(GetParam()), Options(GetParam()));
+  auto padded = Engine::Load(TinyDir(GetParam()), Options(GetParam(), "", true));
+  ASSERT_TRUE(plain.ok() && padded.ok());
+  for (int count : {1, 5, 13}) {
+    RaggedBatch b;
+    for (const auto& seq : RandomSequences(count, 1000, 77, 100 + count)) b.Add(seq);
+    ASSERT_NE(BucketFor(b.num_tokens(), b.num_seqs()).tokens, b.num_tokens());  // really padded
+    auto p = (*plain)->Run(b);
+    auto q = (*padded)->Run(b);
+    ASSERT_TRUE(p.ok() && q.ok());
+    ASSERT_EQ(q->num_seqs, count);
+    for (int64_t i = 0; i < count; ++i) EXPECT_LE(MaxAbsDiff(p->RowF32(i), q->RowF32(i)), 1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest,
+                         ::testing::Values("bert_mean", "bert_cross_encoder",
+                                           "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
+                                           "qwen3_reranker"));
+
+TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
+  auto engine = Engine::Load(TinyDir("bert_mean"), {});
+  ASSERT_TRUE(engine.ok());
+  RaggedBatch base;
+  for (const auto& seq : RandomSequences(4, 1000, 40, 3)) base.Add(seq);
+  auto full = (*engine)->Run(base);  // bert_mean does not normalize by default
+  ASSERT_TRUE(full.ok());
+  for (OutputType type : {OutputType::kF32, OutputType::kF16, OutputType::kInt8,
+                          OutputType::kBinary}) {
+    RaggedBatch b = base;
+    b.output.dimensions = 17;
+    b.output.normalize = true;
+    b.output.output_type = type;
+    auto out = (*engine)->Run(b);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->dimensions, 17);
+    const size_t row_bytes = type == OutputType::kF32 ? 68 : type == OutputType::kF16 ? 34
+                             : type == OutputType::kInt8 ? 17 : 3;
+    ASSERT_EQ(out->data.size(), 4 * row_bytes);
+    for (int64_t s = 0; s < 4; ++s) {
+      std::vector<float> want = full->RowF32(s);
+      want.resize(17);
+      double norm = 0;
+      for (float v : want) norm += double(v) * v;
+      for (float& v : want) v = static_cast<float>(v / std::sqrt(norm));
+      const uint8_t* row = out->data.data() + s * row_bytes;
+      for (int j = 0; j < 17; ++j) {
+        if (type == OutputType::kF32) {
+          float got;
+          std::memcpy(&got, row + 4 * j, 4);
+          EXPECT_NEAR(got, want[j], 1e-6);
+        } else if (type == OutputType::kF16) {
+          uint16_t h;
+          std::memcpy(&h, row + 2 * j, 2);
+          // Decode IEEE half by hand (normal numbers are all that unit vectors need here).
+          const int exp = (h >> 10) & 0x1F;
+          const float mag = exp == 0 ? (h & 0x3FF) * std::ldexp(1.0f, -24)
+                                     : (1.0f + (h & 0x3FF) / 1024.0f) * std::ldexp(1.0f, exp - 15);
+          EXPECT_NEAR((h & 0x8000) ? -mag : mag, want[j], 1e-3);
+        } else if (type == OutputType::kInt8) {
+          const auto got = static_cast<int8_t>(row[j]);
+          EXPECT_EQ(got, static_cast<int8_t>(std::lround(std::tanh(want[j]) * 127.0f)));
+        } else {
+          const bool bit = (row[j / 8] >> (7 - j % 8)) & 1;
+          EXPECT_EQ(bit, want[j] > 0.0f);
+        }
+      }
+    }
+  }
+}
+
+TEST(OutputFormatTest, BadBatchesAreRefusedWithTheReason) {
+  auto engine = Engine::Load(TinyDir("bert_mean"), {});
+  ASSERT_TRUE(engine.ok());
+  RaggedBatch too_long;
+  too_long.Add(std::vector<int32_t>(129, 7));  // max_position_embeddings 128
+  auto out = (*engine)->Run(too_long);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(std::string(out.status().message()).find("at most 128"), std::string::npos);
+  RaggedBatch bad_id;
+  bad_id.Add({5, 1000000});
+  EXPECT_NE(std::string((*engine)->Run(bad_id).status().message()).find("outside the vocabulary"),
+            std::string::npos);
+  RaggedBatch wide;
+  wide.Add({5, 6});
+  wide.output.dimensions = 37;  // hidden is 36
+  EXPECT_NE(std::string((*engine)->Run(wide).status().message()).find("larger than"),
+            std::string::npos);
+  RaggedBatch empty_seq;
+  empty_seq.cu_seqlens = {0, 0};
+  EXPECT_FALSE((*engine)->Run(empty_seq).ok());
+}
+
+TEST(LazyResultTest, SubmitReturnsAtOnceAndResultsArriveInOrder) {
+  auto engine = Engine::Load(TinyDir("qwen3_causal_lasttoken"), {});
+  ASSERT_TRUE(engine.ok());
+  const auto seqs = RandomSequences(20, 1000, 120, 5);
+  std::vector<LazyResult> results;
+  for (const auto& seq : seqs) {
+    RaggedBatch b;
+    b.Add(seq);
+    results.push_back((*engine)->Submit(b));
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto& out = results[i].Wait();
+    ASSERT_TRUE(out.ok());
+    EXPECT_TRUE(results[i].Ready());
+    RaggedBatch again;
+    again.Add(seqs[i]);
+    EXPECT_LE(MaxAbsDiff(out->RowF32(0), (*engine)->Run(again)->RowF32(0)), 1e-6);
+  }
+}
+
+TEST(GraphBucketTest, TokensPadTo64Then256AndSeqsGetAPaddingSlot) {
+  EXPECT_EQ(BucketFor(1, 1).tokens, 64);
+  EXPECT_EQ(BucketFor(64, 1).tokens, 64);
+  EXPECT_EQ(BucketFor(65, 3).tokens, 128);
+  EXPECT_EQ(BucketFor(1024, 8).tokens, 1024);
+  EXPECT_EQ(BucketFor(1025, 8).tokens, 1280);
+  EXPECT_EQ(BucketFor(5000, 8).tokens, 5120);
+  // 64 tokens exactly: no padding sequence; 63: one more sequence slot for the padding.
+  EXPECT_EQ(BucketFor(64, 8).seqs, 8);
+  EXPECT_EQ(BucketFor(63, 8).seqs, 16);
+  EXPECT_EQ(BucketFor(100, 65).seqs, 96);
+  for (int64_t t = 1; t < 5000; t += 37) {
+    for (int64_t s = 1; s <= std::min<int64_t>(t, 300); s += 13) {
+      const GraphBucket b = BucketFor(t, s);
+      EXPECT_GE(b.tokens, t);
+      EXPECT_GE(b.seqs, s + (b.tokens > t ? 1 : 0));
+      EXPECT_EQ(b.tokens % (b.tokens <= 1024 ? 64 : 256), 0);
+    }
+  }
+}
+
+TEST(GraphBucketTest, FirstUseEagerSecondCapturesThenReplays) {
+  GraphCachePolicy policy;
+  const GraphBucket a{128, 8}, b{256, 16};
+  EXPECT_EQ(policy.Next(a), GraphAction::kEager);
+  EXPECT_EQ(policy.Next(b), GraphAction::kEager);
+  EXPECT_EQ(policy.Next(a), GraphAction::kCapture);
+  EXPECT_EQ(policy.Next(a), GraphAction::kReplay);
+  EXPECT_EQ(policy.Next(b), GraphAction::kCapture);
+  EXPECT_EQ(policy.Next(a), GraphAction::kReplay);
+  EXPECT_EQ(policy.captures(), 2);
+  EXPECT_EQ(policy.replays(), 2);
+  EXPECT_EQ(policy.eager_runs(), 2);
+}
+
+}  // namespace
+}  // namespace quiver::engine
