@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "scheduler/limits.h"
 
@@ -21,7 +22,21 @@ struct TokenizeOptions {
   std::string truncation_side = "right";
 };
 
+struct EmbedOptions {
+  std::string model_dir = "models/all-MiniLM-L6-v2";
+  std::vector<std::string> texts;
+  std::string input_path;
+  std::string output_path;  // empty: stdout; *.npy: a NumPy matrix; else JSON lines
+  int64_t dimensions = 0;
+  bool normalize = false;   // force L2 normalization (default: what the model's modules say)
+  std::string dtype = "f32";
+  int64_t max_batch_tokens = 8192;
+  int threads = 0;
+  std::string attention_backend;
+};
+
 int RunServe(const ServeOptions& options);
+int RunEmbed(const EmbedOptions& options);
 int RunTokenize(const TokenizeOptions& options);
 int RunVersion();
 

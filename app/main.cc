@@ -52,7 +52,31 @@ int main(int argc, char** argv) {
 
   CLI::App* gateway_cmd = app.add_subcommand("gateway", "HTTP gateway in front of workers");
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
+  quiver::app::EmbedOptions embed;
   CLI::App* embed_cmd = app.add_subcommand("embed", "Embed texts offline");
+  embed_cmd->add_option("--model", embed.model_dir, "Hugging Face model folder")
+      ->capture_default_str();
+  auto* text_opt = embed_cmd->add_option("--text", embed.texts, "A text to embed (repeatable)");
+  embed_cmd->add_option("--input", embed.input_path, "JSON lines file of {\"text\": ...}")
+      ->excludes(text_opt);
+  embed_cmd->add_option("--output", embed.output_path,
+                        "Output file: *.npy for a NumPy matrix, else JSON lines (default stdout)");
+  embed_cmd->add_option("--dimensions", embed.dimensions,
+                        "Matryoshka truncation to this many dimensions (0: the model's width)")
+      ->check(CLI::NonNegativeNumber);
+  embed_cmd->add_flag("--normalize", embed.normalize,
+                      "L2-normalize (default: as the model's sentence-transformers modules say)");
+  embed_cmd->add_option("--dtype", embed.dtype, "f32, int8 (tanh-scaled) or binary (sign bits)")
+      ->check(CLI::IsMember({"f32", "int8", "binary"}))
+      ->capture_default_str();
+  embed_cmd->add_option("--max-batch-tokens", embed.max_batch_tokens,
+                        "Tokens per forward pass; larger batches raise throughput and memory")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  embed_cmd->add_option("--threads", embed.threads, "Compute threads (0: all cores)");
+  embed_cmd->add_option("--attention-backend", embed.attention_backend,
+                        "Force an attention backend (reference, tiled); default: the per-model "
+                        "table, by family and sequence length");
   quiver::app::TokenizeOptions tokenize;
   CLI::App* tokenize_cmd = app.add_subcommand(
       "tokenize", "Tokenize JSON lines {\"text\": ...} from stdin into {\"ids\", \"type_ids\"}");
@@ -68,7 +92,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI::App* bench_cmd = app.add_subcommand("bench", "Engine benchmarks");
   CLI::App* version_cmd = app.add_subcommand("version", "Version, build and devices");
-  for (CLI::App* cmd : {gateway_cmd, worker_cmd, embed_cmd, bench_cmd}) cmd->allow_extras();
+  for (CLI::App* cmd : {gateway_cmd, worker_cmd, bench_cmd}) cmd->allow_extras();
 
   CLI11_PARSE(app, argc, argv);
 
@@ -79,7 +103,8 @@ int main(int argc, char** argv) {
   if (*serve_cmd) return quiver::app::RunServe(serve);
   if (*version_cmd) return quiver::app::RunVersion();
   if (*tokenize_cmd) return quiver::app::RunTokenize(tokenize);
-  for (CLI::App* cmd : {gateway_cmd, worker_cmd, embed_cmd, bench_cmd}) {
+  if (*embed_cmd) return quiver::app::RunEmbed(embed);
+  for (CLI::App* cmd : {gateway_cmd, worker_cmd, bench_cmd}) {
     if (*cmd) return NotYet(cmd->get_name().c_str());
   }
   return 2;
