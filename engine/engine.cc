@@ -96,7 +96,7 @@ int64_t Engine::max_input_tokens() const {
   return limit;
 }
 
-LazyResult Engine::Submit(RaggedBatch batch) {
+LazyResult Engine::Submit(RaggedBatch batch, std::function<void()> on_ready) {
   LazyResult result;
   absl::Status valid = ValidateBatch(
       batch, folder_->config.is_bert() ? folder_->config.bert().vocab_size
@@ -109,11 +109,12 @@ LazyResult Engine::Submit(RaggedBatch batch) {
   if (!valid.ok()) {
     result.state_->result = valid;
     result.state_->done = true;
+    if (on_ready) on_ready();
     return result;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.emplace_back(std::move(batch), result);
+    queue_.push_back({std::move(batch), result, std::move(on_ready)});
   }
   cv_.notify_one();
   return result;
@@ -123,7 +124,7 @@ absl::StatusOr<EngineOutput> Engine::Run(RaggedBatch batch) { return Submit(std:
 
 void Engine::ComputeLoop() {
   while (true) {
-    std::pair<RaggedBatch, LazyResult> item;
+    Pending item;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -131,14 +132,15 @@ void Engine::ComputeLoop() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    absl::StatusOr<EngineOutput> out = Execute(item.first);
-    LazyResult::State& state = *item.second.state_;
+    absl::StatusOr<EngineOutput> out = Execute(item.batch);
+    LazyResult::State& state = *item.result.state_;
     {
       std::lock_guard<std::mutex> lock(state.mu);
       state.result = std::move(out);
       state.done = true;
     }
     state.cv.notify_all();
+    if (item.on_ready) item.on_ready();
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,7 +54,9 @@ class Engine {
                                                       const EngineOptions& options);
   ~Engine();  // finishes queued batches, then stops the compute thread
 
-  LazyResult Submit(RaggedBatch batch);
+  // `on_ready`, if set, runs on the compute thread right after the result is set (keep it short:
+  // notify, don't compute).
+  LazyResult Submit(RaggedBatch batch, std::function<void()> on_ready = nullptr);
   // Submit(batch).Wait(), for tools and tests.
   absl::StatusOr<EngineOutput> Run(RaggedBatch batch);
 
@@ -78,7 +81,12 @@ class Engine {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<RaggedBatch, LazyResult>> queue_;
+  struct Pending {
+    RaggedBatch batch;
+    LazyResult result;
+    std::function<void()> on_ready;
+  };
+  std::deque<Pending> queue_;
   bool stopping_ = false;
   std::thread compute_thread_;
 };

@@ -1,0 +1,197 @@
+#include "scheduler/scheduler.h"
+
+#include <cstring>
+
+#include "common/strings.h"
+
+namespace quiver::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t Micros(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(engine::Engine* engine, SchedulerLimits limits, MetricsRegistry* metrics)
+    : engine_(engine), limits_(limits), max_input_tokens_(engine->max_input_tokens()) {
+  queue_chunks_ = &metrics->GetGauge("quiver_scheduler_queue_chunks", "Chunks waiting for a batch");
+  queue_tokens_ = &metrics->GetGauge("quiver_scheduler_admitted_tokens",
+                                     "Tokens admitted and not finished (queued or computing)");
+  batch_tokens_ = &metrics->GetHistogram("quiver_scheduler_batch_tokens", "Tokens per batch",
+                                         MetricsRegistry::ExponentialBuckets(16, 2, 14));
+  batch_seqs_ = &metrics->GetHistogram("quiver_scheduler_batch_seqs", "Sequences per batch",
+                                       MetricsRegistry::ExponentialBuckets(1, 2, 11));
+  queue_wait_ms_ = &metrics->GetHistogram("quiver_scheduler_queue_wait_ms",
+                                          "Time from admission to submission to the engine",
+                                          MetricsRegistry::ExponentialBuckets(0.1, 2, 16));
+  compute_ms_ = &metrics->GetHistogram("quiver_scheduler_compute_ms",
+                                       "Time from submission to result, per batch",
+                                       MetricsRegistry::ExponentialBuckets(0.5, 2, 16));
+  rejected_overload_ = &metrics->GetCounter("quiver_scheduler_rejected_total",
+                                            "Chunks refused at admission", "reason=\"overload\"");
+  rejected_invalid_ = &metrics->GetCounter("quiver_scheduler_rejected_total",
+                                           "Chunks refused at admission", "reason=\"invalid\"");
+  dropped_ = &metrics->GetCounter("quiver_scheduler_dropped_total",
+                                  "Chunks cancelled or expired before compute");
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Scheduler::~Scheduler() { Drain(); }
+
+int64_t Scheduler::queued_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return admitted_tokens_;
+}
+
+absl::Status Scheduler::Enqueue(Chunk chunk, ChunkDone done) {
+  const int64_t tokens = chunk.batch.num_tokens();
+  const int64_t seqs = chunk.batch.num_seqs();
+  const int64_t longest = seqs > 0 ? chunk.batch.max_seqlen() : 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (draining_) return absl::UnavailableError("worker is shutting down; retry on another replica");
+  absl::Status admit = Admit(tokens, seqs, longest, admitted_tokens_, max_input_tokens_, limits_);
+  if (!admit.ok()) {
+    (admit.code() == absl::StatusCode::kResourceExhausted ? rejected_overload_
+                                                          : rejected_invalid_)->Inc();
+    return admit;
+  }
+  admitted_tokens_ += tokens;
+  queue_.push_back({std::move(chunk), std::move(done), Clock::now()});
+  queue_chunks_->Set(static_cast<double>(queue_.size()));
+  queue_tokens_->Set(static_cast<double>(admitted_tokens_));
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void Scheduler::Drain() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    draining_ = true;
+    stop_ = true;  // the loop exits once the queue and the engine are empty
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::SubmitBatches() {
+  // Drop what nobody waits for any more, before it costs compute.
+  std::vector<ChunkLiveness> liveness;
+  liveness.reserve(queue_.size());
+  for (const Entry& e : queue_) {
+    liveness.push_back({e.chunk.is_cancelled && e.chunk.is_cancelled(), e.chunk.deadline});
+  }
+  const std::vector<size_t> dead = DeadChunks(liveness, Clock::now());
+  for (auto it = dead.rbegin(); it != dead.rend(); ++it) {
+    Entry entry = std::move(queue_[*it]);
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(*it));
+    admitted_tokens_ -= entry.chunk.batch.num_tokens();
+    dropped_->Inc();
+    entry.done(liveness[*it].cancelled
+                   ? absl::CancelledError("cancelled by the client before compute")
+                   : absl::DeadlineExceededError("deadline passed before compute"));
+  }
+  // Keep two batches in the engine: N computing, N+1 packed and waiting.
+  while (in_flight_.size() < 2 && !queue_.empty()) {
+    std::vector<ChunkShape> shapes;
+    shapes.reserve(queue_.size());
+    for (const Entry& e : queue_) {
+      shapes.push_back({e.chunk.batch.num_tokens(), e.chunk.batch.num_seqs(),
+                        &e.chunk.batch.output});
+    }
+    const size_t take = FormBatch(shapes, limits_);
+    InFlight batch;
+    engine::RaggedBatch packed;
+    packed.output = queue_.front().chunk.batch.output;
+    packed.cu_seqlens.push_back(0);
+    bool any_types = false;
+    for (size_t i = 0; i < take; ++i) any_types |= !queue_[i].chunk.batch.token_type_ids.empty();
+    const auto now = Clock::now();
+    for (size_t i = 0; i < take; ++i) {
+      Entry entry = std::move(queue_.front());
+      queue_.pop_front();
+      const engine::RaggedBatch& b = entry.chunk.batch;
+      const int32_t base = packed.cu_seqlens.back();
+      packed.token_ids.insert(packed.token_ids.end(), b.token_ids.begin(), b.token_ids.end());
+      if (any_types) {
+        if (b.token_type_ids.empty()) {
+          packed.token_type_ids.resize(packed.token_ids.size(), 0);
+        } else {
+          packed.token_type_ids.insert(packed.token_type_ids.end(), b.token_type_ids.begin(),
+                                       b.token_type_ids.end());
+        }
+      }
+      for (size_t s = 1; s < b.cu_seqlens.size(); ++s) {
+        packed.cu_seqlens.push_back(base + b.cu_seqlens[s]);
+      }
+      queue_wait_ms_->Observe(Micros(now - entry.enqueued) / 1000.0);
+      batch.entries.push_back(std::move(entry));
+    }
+    batch_tokens_->Observe(static_cast<double>(packed.num_tokens()));
+    batch_seqs_->Observe(static_cast<double>(packed.num_seqs()));
+    batch.submitted = now;
+    batch.result = engine_->Submit(std::move(packed), [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    });
+    in_flight_.push_back(std::move(batch));
+  }
+  queue_chunks_->Set(static_cast<double>(queue_.size()));
+}
+
+void Scheduler::Deliver(InFlight& batch) {
+  const absl::StatusOr<engine::EngineOutput>& out = batch.result.Wait();
+  const auto now = Clock::now();
+  const int64_t compute_us = Micros(now - batch.submitted);
+  compute_ms_->Observe(compute_us / 1000.0);
+  int64_t row = 0;
+  for (Entry& entry : batch.entries) {
+    const int64_t seqs = entry.chunk.batch.num_seqs();
+    if (!out.ok()) {
+      entry.done(out.status());
+      continue;
+    }
+    ChunkResult result;
+    result.output.num_seqs = seqs;
+    result.output.dimensions = out->dimensions;
+    result.output.output_type = out->output_type;
+    const size_t row_bytes = out->data.size() / static_cast<size_t>(out->num_seqs);
+    result.output.data.assign(out->data.begin() + static_cast<std::ptrdiff_t>(row * row_bytes),
+                              out->data.begin() +
+                                  static_cast<std::ptrdiff_t>((row + seqs) * row_bytes));
+    result.queue_wait_us = Micros(batch.submitted - entry.enqueued);
+    result.compute_us = compute_us;
+    row += seqs;
+    entry.done(std::move(result));
+  }
+}
+
+void Scheduler::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    SubmitBatches();
+    if (!in_flight_.empty() && in_flight_.front().result.Ready()) {
+      InFlight batch = std::move(in_flight_.front());
+      in_flight_.pop_front();
+      int64_t tokens = 0;
+      for (const Entry& e : batch.entries) tokens += e.chunk.batch.num_tokens();
+      lock.unlock();
+      Deliver(batch);
+      lock.lock();
+      admitted_tokens_ -= tokens;
+      queue_tokens_->Set(static_cast<double>(admitted_tokens_));
+      continue;
+    }
+    if (stop_ && queue_.empty() && in_flight_.empty()) return;
+    cv_.wait(lock, [&] {
+      return (!queue_.empty() && in_flight_.size() < 2) ||
+             (!in_flight_.empty() && in_flight_.front().result.Ready()) ||
+             (stop_ && queue_.empty() && in_flight_.empty());
+    });
+  }
+}
+
+}  // namespace quiver::scheduler

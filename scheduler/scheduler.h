@@ -1,0 +1,97 @@
+// The FCFS token-budget scheduler around one Engine. Chunks (atomic ragged pieces of requests)
+// are admitted or refused at once; one scheduler thread forms batches with FormBatch, keeps two
+// batches in the engine (batch N+1 packed and submitted while batch N computes), drops cancelled
+// or expired chunks before they reach the engine, and hands each chunk its rows when its batch
+// is ready.
+//
+// Thread-safe: Enqueue from any thread; `done` callbacks run on the scheduler thread (keep them
+// short).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "common/metrics.h"
+#include "engine/engine.h"
+#include "scheduler/batcher.h"
+#include "scheduler/limits.h"
+
+namespace quiver::scheduler {
+
+struct Chunk {
+  engine::RaggedBatch batch;  // its sequences and output options
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::function<bool()> is_cancelled;  // optional; polled before compute
+};
+
+// A chunk's share of its batch's output: its rows, in the engine's packed format.
+struct ChunkResult {
+  engine::EngineOutput output;
+  int64_t queue_wait_us = 0;
+  int64_t compute_us = 0;
+};
+
+using ChunkDone = std::function<void(absl::StatusOr<ChunkResult>)>;
+
+class Scheduler {
+ public:
+  Scheduler(engine::Engine* engine, SchedulerLimits limits, MetricsRegistry* metrics);
+  ~Scheduler();  // drains
+
+  // OK: admitted, and `done` will be called exactly once. Otherwise refused now (`done` is not
+  // called): RESOURCE_EXHAUSTED (overload), INVALID_ARGUMENT (too long / malformed),
+  // UNAVAILABLE (draining).
+  absl::Status Enqueue(Chunk chunk, ChunkDone done);
+
+  // Stops admitting, waits until every admitted chunk is done, stops the thread. Idempotent.
+  void Drain();
+
+  int64_t queued_tokens() const;
+
+ private:
+  struct Entry {
+    Chunk chunk;
+    ChunkDone done;
+    std::chrono::steady_clock::time_point enqueued;
+  };
+  struct InFlight {
+    engine::LazyResult result;
+    std::vector<Entry> entries;
+    std::chrono::steady_clock::time_point submitted;
+  };
+  void Loop();
+  void SubmitBatches();  // with mu_ held
+  void Deliver(InFlight& batch);
+
+  engine::Engine* engine_;
+  SchedulerLimits limits_;
+  int64_t max_input_tokens_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Entry> queue_;
+  std::deque<InFlight> in_flight_;
+  int64_t admitted_tokens_ = 0;  // queued + in flight
+  bool draining_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+
+  // Metrics (owned by the registry).
+  Gauge* queue_chunks_;
+  Gauge* queue_tokens_;
+  Histogram* batch_tokens_;
+  Histogram* batch_seqs_;
+  Histogram* queue_wait_ms_;
+  Histogram* compute_ms_;
+  Counter* rejected_overload_;
+  Counter* rejected_invalid_;
+  Counter* dropped_;
+};
+
+}  // namespace quiver::scheduler
