@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "engine/models/model.h"
 #include "scheduler/limits.h"
 
 namespace quiver::app {
@@ -36,6 +38,8 @@ struct EmbedOptions {
 };
 
 int RunServe(const ServeOptions& options);
+// The engine's model options that come from elsewhere in the folder (reranker token ids).
+absl::StatusOr<engine::ModelOptions> ResolveModelOptions(const std::string& model_dir);
 int RunEmbed(const EmbedOptions& options);
 int RunTokenize(const TokenizeOptions& options);
 int RunVersion();

@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "app/commands.h"
 #include "common/logging.h"
+#include "worker/worker.h"
 
 namespace {
 
@@ -51,7 +52,22 @@ int main(int argc, char** argv) {
   AddLimitFlags(*serve_cmd, serve.limits);
 
   CLI::App* gateway_cmd = app.add_subcommand("gateway", "HTTP gateway in front of workers");
+  quiver::worker::WorkerOptions worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
+  worker_cmd->add_option("--model", worker.model_dir, "Hugging Face model folder")->required();
+  worker_cmd->add_option("--model-name", worker.model_name,
+                         "Name clients use for the model (default: the folder's name)");
+  worker_cmd->add_option("--listen", worker.listen, "gRPC host:port (port 0: pick a free one)")
+      ->capture_default_str();
+  worker_cmd->add_option("--metrics-port", worker.metrics_port,
+                         "Port for Prometheus GET /metrics (-1: off)")
+      ->capture_default_str();
+  worker_cmd->add_option("--metrics-host", worker.metrics_host, "Address for /metrics")
+      ->capture_default_str();
+  worker_cmd->add_option("--threads", worker.threads,
+                         "Compute threads (0: all cores). One worker per machine or per GPU.")
+      ->capture_default_str();
+  AddLimitFlags(*worker_cmd, worker.limits);
   quiver::app::EmbedOptions embed;
   CLI::App* embed_cmd = app.add_subcommand("embed", "Embed texts offline");
   embed_cmd->add_option("--model", embed.model_dir, "Hugging Face model folder")
@@ -92,7 +108,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI::App* bench_cmd = app.add_subcommand("bench", "Engine benchmarks");
   CLI::App* version_cmd = app.add_subcommand("version", "Version, build and devices");
-  for (CLI::App* cmd : {gateway_cmd, worker_cmd, bench_cmd}) cmd->allow_extras();
+  for (CLI::App* cmd : {gateway_cmd, bench_cmd}) cmd->allow_extras();
 
   CLI11_PARSE(app, argc, argv);
 
@@ -104,7 +120,17 @@ int main(int argc, char** argv) {
   if (*version_cmd) return quiver::app::RunVersion();
   if (*tokenize_cmd) return quiver::app::RunTokenize(tokenize);
   if (*embed_cmd) return quiver::app::RunEmbed(embed);
-  for (CLI::App* cmd : {gateway_cmd, worker_cmd, bench_cmd}) {
+  if (*worker_cmd) {
+    absl::StatusOr<quiver::engine::ModelOptions> model = quiver::app::ResolveModelOptions(
+        worker.model_dir);
+    if (!model.ok()) {
+      std::fprintf(stderr, "quiver worker: %s\n", std::string(model.status().message()).c_str());
+      return 1;
+    }
+    worker.model = *model;
+    return quiver::worker::RunWorker(worker);
+  }
+  for (CLI::App* cmd : {gateway_cmd, bench_cmd}) {
     if (*cmd) return NotYet(cmd->get_name().c_str());
   }
   return 2;

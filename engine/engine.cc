@@ -96,8 +96,7 @@ int64_t Engine::max_input_tokens() const {
   return limit;
 }
 
-LazyResult Engine::Submit(RaggedBatch batch, std::function<void()> on_ready) {
-  LazyResult result;
+absl::Status Engine::Validate(const RaggedBatch& batch) const {
   absl::Status valid = ValidateBatch(
       batch, folder_->config.is_bert() ? folder_->config.bert().vocab_size
                                        : folder_->config.qwen3().vocab_size,
@@ -106,6 +105,12 @@ LazyResult Engine::Submit(RaggedBatch batch, std::function<void()> on_ready) {
     valid = absl::InvalidArgumentError(StrCat("dimensions ", batch.output.dimensions,
                                               " is larger than the model's ", hidden_size()));
   }
+  return valid;
+}
+
+LazyResult Engine::Submit(RaggedBatch batch, std::function<void()> on_ready) {
+  LazyResult result;
+  absl::Status valid = Validate(batch);
   if (!valid.ok()) {
     result.state_->result = valid;
     result.state_->done = true;

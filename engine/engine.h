@@ -57,6 +57,9 @@ class Engine {
   // `on_ready`, if set, runs on the compute thread right after the result is set (keep it short:
   // notify, don't compute).
   LazyResult Submit(RaggedBatch batch, std::function<void()> on_ready = nullptr);
+  // The checks Submit makes (ids, type ids, lengths, dimensions), for callers that want to refuse
+  // a piece of a batch before packing it with others.
+  absl::Status Validate(const RaggedBatch& batch) const;
   // Submit(batch).Wait(), for tools and tests.
   absl::StatusOr<EngineOutput> Run(RaggedBatch batch);
 

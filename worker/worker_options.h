@@ -4,14 +4,21 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "engine/models/model.h"
 #include "scheduler/limits.h"
 
 namespace quiver::worker {
 
 struct WorkerOptions {
   std::string model_dir;
-  std::string listen = "0.0.0.0:50051";  // host:port for gRPC
+  std::string model_name;                // "" = the folder's name
+  std::string listen = "0.0.0.0:50051";  // host:port for gRPC (port 0 picks one, logged)
+  std::string metrics_host = "0.0.0.0";
+  int metrics_port = 9090;               // Prometheus /metrics; -1 disables
+  int threads = 0;                       // compute threads; 0 = all cores
+  int max_message_bytes = 64 << 20;
   scheduler::SchedulerLimits limits;
+  engine::ModelOptions model;            // reranker token ids
 };
 
 // INVALID_ARGUMENT naming the flag.

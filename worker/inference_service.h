@@ -1,0 +1,44 @@
+// The quiver.v1.Inference gRPC service on the callback API: each RPC is converted to a chunk,
+// validated on its own (so one bad chunk never fails a batch it would have joined), admitted or
+// refused at once by the scheduler, and finished from the scheduler's completion.
+#pragma once
+
+#include <atomic>
+
+#include "common/metrics.h"
+#include "engine/engine.h"
+#include "quiver/v1/inference.grpc.pb.h"
+#include "scheduler/scheduler.h"
+
+namespace quiver::worker {
+
+class InferenceService final : public quiver::v1::Inference::CallbackService {
+ public:
+  InferenceService(engine::Engine* engine, scheduler::Scheduler* scheduler,
+                   std::string model_name, int64_t max_batch_tokens, MetricsRegistry* metrics);
+
+  grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
+                                  const quiver::v1::EmbedRequest* request,
+                                  quiver::v1::EmbedResponse* response) override;
+  grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context,
+                                  const quiver::v1::ScoreRequest* request,
+                                  quiver::v1::ScoreResponse* response) override;
+  grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* context,
+                                      const quiver::v1::ModelInfoRequest* request,
+                                      quiver::v1::ModelInfoResponse* response) override;
+
+ private:
+  // Converts and checks a request's chunk; INVALID_ARGUMENT naming the field otherwise.
+  absl::StatusOr<scheduler::Chunk> MakeChunk(grpc::CallbackServerContext* context,
+                                             const std::string& model,
+                                             const quiver::v1::Chunk& chunk) const;
+
+  engine::Engine* engine_;
+  scheduler::Scheduler* scheduler_;
+  std::string model_name_;
+  int64_t max_batch_tokens_;
+  Counter* requests_ok_;
+  Counter* requests_error_;
+};
+
+}  // namespace quiver::worker

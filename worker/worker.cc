@@ -1,0 +1,89 @@
+#include "worker/worker.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "common/metrics.h"
+#include "common/strings.h"
+#include "engine/engine.h"
+#include "scheduler/scheduler.h"
+#include "spdlog/spdlog.h"
+#include "worker/inference_service.h"
+#include "worker/metrics_http.h"
+
+namespace quiver::worker {
+
+int RunWorker(const WorkerOptions& options) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread starts
+
+  if (absl::Status s = ValidateWorkerOptions(options); !s.ok()) {
+    spdlog::error("quiver worker: {}", s.message());
+    return 2;
+  }
+  engine::EngineOptions engine_options;
+  engine_options.num_threads = options.threads;
+  engine_options.model = options.model;
+  auto engine = engine::Engine::Load(options.model_dir, engine_options);
+  if (!engine.ok()) {
+    spdlog::error("quiver worker: cannot load model: {}", engine.status().message());
+    return 1;
+  }
+  const std::string model_name =
+      options.model_name.empty() ? std::filesystem::path(options.model_dir).filename().string()
+                                 : options.model_name;
+  MetricsRegistry metrics;
+  scheduler::Scheduler scheduler(engine->get(), options.limits, &metrics);
+  InferenceService service(engine->get(), &scheduler, model_name,
+                           options.limits.max_batch_tokens, &metrics);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    spdlog::error("quiver worker: cannot listen on {}", options.listen);
+    return 1;
+  }
+  MetricsHttpServer metrics_http(&metrics);
+  if (options.metrics_port >= 0) {
+    if (absl::Status s = metrics_http.Start(options.metrics_host, options.metrics_port); !s.ok()) {
+      spdlog::error("quiver worker: {}", s.message());
+      return 1;
+    }
+  }
+  spdlog::info(
+      "quiver worker: model={} ({}, {}) listen={} port={} metrics_port={} max_batch_tokens={} "
+      "max_batch_seqs={} max_queued_tokens={} threads={}",
+      model_name, (*engine)->folder().config.architecture_name,
+      (*engine)->is_scorer() ? "score" : "embed", options.listen, bound_port, metrics_http.port(),
+      options.limits.max_batch_tokens, options.limits.max_batch_seqs,
+      options.limits.max_queued_tokens, options.threads);
+  server->GetHealthCheckService()->SetServingStatus(true);
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("quiver worker: {} received; draining ({} tokens admitted)",
+               strsignal(signal_number), scheduler.queued_tokens());
+  server->GetHealthCheckService()->SetServingStatus(false);
+  scheduler.Drain();  // refuses new chunks, finishes every admitted one
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+  metrics_http.Stop();
+  spdlog::info("quiver worker: stopped");
+  return 0;
+}
+
+}  // namespace quiver::worker
