@@ -67,6 +67,12 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--threads", worker.threads,
                          "Compute threads (0: all cores). One worker per machine or per GPU.")
       ->capture_default_str();
+  worker_cmd->add_option("--drain-grace-ms", worker.drain_grace_ms,
+                         "On SIGTERM, after finishing admitted work, keep refusing new calls with "
+                         "UNAVAILABLE this long before closing, so clients retry elsewhere; "
+                         "about a health-check interval")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   AddLimitFlags(*worker_cmd, worker.limits);
   quiver::app::EmbedOptions embed;
   CLI::App* embed_cmd = app.add_subcommand("embed", "Embed texts offline");

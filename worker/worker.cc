@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "common/metrics.h"
 #include "common/strings.h"
@@ -78,7 +79,10 @@ int RunWorker(const WorkerOptions& options) {
   spdlog::info("quiver worker: {} received; draining ({} tokens admitted)",
                strsignal(signal_number), scheduler.queued_tokens());
   server->GetHealthCheckService()->SetServingStatus(false);
-  scheduler.Drain();  // refuses new chunks, finishes every admitted one
+  scheduler.Drain();  // refuses new chunks (UNAVAILABLE), finishes every admitted one
+  // Keep answering UNAVAILABLE for a moment, so that clients and balancers that have not yet seen
+  // NOT_SERVING get a clean refusal to retry elsewhere rather than a cut connection.
+  std::this_thread::sleep_for(std::chrono::milliseconds(options.drain_grace_ms));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
   metrics_http.Stop();

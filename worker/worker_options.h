@@ -17,6 +17,7 @@ struct WorkerOptions {
   int metrics_port = 9090;               // Prometheus /metrics; -1 disables
   int threads = 0;                       // compute threads; 0 = all cores
   int max_message_bytes = 64 << 20;
+  int drain_grace_ms = 500;              // after draining, refuse with UNAVAILABLE this long
   scheduler::SchedulerLimits limits;
   engine::ModelOptions model;            // reranker token ids
 };

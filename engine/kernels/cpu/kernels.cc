@@ -2,14 +2,41 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 namespace quiver::engine::cpu {
 
+namespace {
+
+// OpenBLAS switches to a different kernel for small products (M·N·K ≤ 100³ in its small-matrix
+// path, which this Debian build enables), and that kernel sums in a different order. A row's
+// result would then depend on how many other rows share its batch. Padding M past that size
+// makes every row's result independent of the batch around it, so a sequence embeds bit for bit
+// the same alone and in any batch (tests/engine/invariance_test.cc, the worker's byte-for-byte
+// test). Costs a few padded rows only when a batch is tiny.
+constexpr double kSmallProduct = 100.0 * 100.0 * 100.0;
+
+int64_t MinRows(int64_t n, int64_t k) {
+  return std::max<int64_t>(4, static_cast<int64_t>(kSmallProduct / (double(n) * double(k))) + 1);
+}
+
+}  // namespace
+
 void Linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,
             int64_t k) {
   if (m == 0) return;
+  const int64_t min_rows = MinRows(n, k);
+  if (m < min_rows) {
+    thread_local std::vector<float> x_pad, y_pad;
+    x_pad.assign(static_cast<size_t>(min_rows * k), 0.0f);
+    std::copy(x, x + m * k, x_pad.begin());
+    y_pad.resize(static_cast<size_t>(min_rows * n));
+    Linear(x_pad.data(), w, bias, y_pad.data(), min_rows, n, k);
+    std::copy(y_pad.begin(), y_pad.begin() + m * n, y);
+    return;
+  }
   float beta = 0.0f;
   if (bias != nullptr) {
     for (int64_t r = 0; r < m; ++r) {
