@@ -31,6 +31,9 @@ serve: build
 bench: build
 	@bash scripts/setup.sh --bench
 	.venv/bin/python bench/tokenizer_bench.py --build $(BUILD_DIR) --out docs/benchmarks
+	$(BUILD_DIR)/quiver_worker_bench --quiver $(BUILD_DIR)/quiver --model $(MODEL) \
+	  --clients 8 --seqs 16 --tokens 128 --seconds 20 --threads $(JOBS) \
+	  | tee docs/benchmarks/worker.json
 
 format:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i
