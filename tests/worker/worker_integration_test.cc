@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/json.h"
 #include "engine/engine.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "quiver/v1/inference.grpc.pb.h"
@@ -36,11 +38,14 @@ const std::string kModel = (kSource / "models" / "all-MiniLM-L6-v2").string();
 
 class WorkerProcess {
  public:
-  explicit WorkerProcess(std::vector<std::string> extra) {
+  explicit WorkerProcess(std::vector<std::string> extra, std::string model = kModel) {
     log_ = fs::temp_directory_path() / ("quiver-worker-" + std::to_string(getpid()) + "-" +
                                         std::to_string(counter_++) + ".log");
-    std::vector<std::string> args = {QUIVER_BINARY, "worker", "--model", kModel, "--listen",
-                                     "127.0.0.1:0", "--metrics-port", "-1", "--threads", "2"};
+    std::vector<std::string> args = {QUIVER_BINARY, "worker", "--model", model, "--listen",
+                                     "127.0.0.1:0", "--threads", "2"};
+    if (std::find(extra.begin(), extra.end(), "--metrics-port") == extra.end()) {
+      args.insert(args.end(), {"--metrics-port", "-1"});
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -50,12 +55,15 @@ class WorkerProcess {
     posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&actions);
-    const std::regex port_re("port=([0-9]+) metrics_port");
+    const std::regex port_re("port=([0-9]+) metrics_port=(-?[0-9]+)");
     for (int i = 0; i < 600 && port_ == 0; ++i) {
       std::ifstream in(log_);
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       std::smatch m;
-      if (std::regex_search(text, m, port_re)) port_ = std::stoi(m[1]);
+      if (std::regex_search(text, m, port_re)) {
+        port_ = std::stoi(m[1]);
+        metrics_port_ = std::stoi(m[2]);
+      }
       if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     EXPECT_NE(port_, 0) << "worker did not start; log at " << log_;
@@ -68,6 +76,7 @@ class WorkerProcess {
     fs::remove(log_);
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int metrics_port() const { return metrics_port_; }
   // Sends SIGTERM and returns the exit status.
   int Terminate() {
     kill(pid_, SIGTERM);
@@ -82,6 +91,7 @@ class WorkerProcess {
   static inline int counter_ = 0;
   pid_t pid_ = -1;
   int port_ = 0;
+  int metrics_port_ = -1;
   fs::path log_;
 };
 
@@ -215,6 +225,69 @@ TEST(WorkerIntegrationTest, BadChunksAreRefusedWithTheirReason) {
   grpc::ClientContext ctx;
   quiver::v1::ScoreResponse score;
   EXPECT_EQ(stub->Score(&ctx, {}, &score).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(WorkerIntegrationTest, ScoreServesACrossEncoderLikeTheEngine) {
+  const std::string dir = (kSource / "tests" / "fixtures" / "tiny" / "bert_cross_encoder").string();
+  WorkerProcess worker({}, dir);
+  auto engine = engine::Engine::Load(dir, {});
+  ASSERT_TRUE(engine.ok());
+  std::ifstream in(kSource / "tests" / "fixtures" / "tiny" / "bert_cross_encoder" /
+                   "reference.jsonl");
+  std::string line;
+  quiver::v1::ScoreRequest req;
+  engine::RaggedBatch direct;
+  auto* chunk = req.mutable_chunk();
+  chunk->add_cu_seqlens(0);
+  while (std::getline(in, line)) {
+    const JsonValue row = *JsonValue::Parse(line);
+    std::vector<int32_t> ids, types;
+    for (const JsonValue& v : row.Find("ids")->items()) ids.push_back(static_cast<int32_t>(v.as_int()));
+    for (const JsonValue& v : row.Find("type_ids")->items()) {
+      types.push_back(static_cast<int32_t>(v.as_int()));
+    }
+    direct.Add(ids, &types);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      chunk->add_token_ids(static_cast<uint32_t>(ids[i]));
+      chunk->add_token_type_ids(static_cast<uint32_t>(types[i]));
+    }
+    chunk->add_cu_seqlens(static_cast<uint32_t>(chunk->token_ids_size()));
+  }
+  grpc::ClientContext ctx;
+  quiver::v1::ScoreResponse resp;
+  ASSERT_TRUE(Connect(worker.address())->Score(&ctx, req, &resp).ok());
+  auto want = (*engine)->Run(direct);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(resp.num_seqs(), static_cast<uint32_t>(direct.num_seqs()));
+  EXPECT_EQ(resp.scores(), std::string(want->data.begin(), want->data.end()));
+  grpc::ClientContext ctx2;
+  quiver::v1::EmbedResponse embed;
+  EXPECT_EQ(Connect(worker.address())->Embed(&ctx2, {}, &embed).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);  // a scoring model does not embed
+}
+
+TEST(WorkerIntegrationTest, MetricsEndpointServesPrometheusText) {
+  WorkerProcess worker({"--metrics-port", "0", "--metrics-host", "127.0.0.1"});
+  ASSERT_GT(worker.metrics_port(), 0);
+  TestChunk c;
+  c.seqs = {{101, 2000, 2001, 102}};
+  grpc::ClientContext ctx;
+  quiver::v1::EmbedResponse resp;
+  ASSERT_TRUE(Connect(worker.address())->Embed(&ctx, ToRequest(c), &resp).ok());
+  const std::string cmd = "python3 -c \"import urllib.request,sys; sys.stdout.write(urllib.request."
+                          "urlopen('http://127.0.0.1:" + std::to_string(worker.metrics_port()) +
+                          "/metrics').read().decode())\"";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string text;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) text.append(buf, n);
+  pclose(pipe);
+  for (const char* name : {"quiver_scheduler_batch_tokens_bucket", "quiver_scheduler_queue_wait_ms",
+                           "quiver_scheduler_compute_ms", "quiver_scheduler_admitted_tokens",
+                           "quiver_scheduler_rejected_total", "quiver_worker_requests_total{outcome=\"ok\"} 1"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  }
 }
 
 TEST(WorkerIntegrationTest, OverloadIsRefusedAtOnceAndSucceedsOnRetry) {
