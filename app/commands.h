@@ -6,15 +6,21 @@
 
 #include "absl/status/statusor.h"
 #include "engine/models/model.h"
+#include "gateway/api.h"
 #include "scheduler/limits.h"
 
 namespace quiver::app {
 
 struct ServeOptions {
   std::string model_dir = "models/all-MiniLM-L6-v2";
+  std::string model_name;  // "" = the folder's name
   std::string host = "0.0.0.0";
   int port = 8080;
+  int threads = 0;
+  int handler_threads = 4;
+  size_t max_body_bytes = 8 << 20;
   scheduler::SchedulerLimits limits;
+  gateway::ApiLimits api;
 };
 
 struct TokenizeOptions {

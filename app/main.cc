@@ -45,9 +45,31 @@ int main(int argc, char** argv) {
       app.add_subcommand("serve", "Gateway and an in-process engine in one process");
   serve_cmd->add_option("--model", serve.model_dir, "Hugging Face model folder")
       ->capture_default_str();
+  serve_cmd->add_option("--model-name", serve.model_name,
+                        "Name clients use in 'model' (default: the folder's name)");
   serve_cmd->add_option("--host", serve.host, "Address to listen on")->capture_default_str();
-  serve_cmd->add_option("--port", serve.port, "HTTP port")
-      ->check(CLI::Range(1, 65535))
+  serve_cmd->add_option("--threads", serve.threads, "Compute threads (0: all cores)")
+      ->capture_default_str();
+  serve_cmd->add_option("--handler-threads", serve.handler_threads,
+                        "Threads that parse, tokenize and wait for results; a few per core")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes,
+                        "Largest request body; larger ones get 413 unread")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-inputs", serve.api.max_inputs,
+                        "Inputs per request (413 beyond); bounds one request's memory and latency")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-input-chars", serve.api.max_input_chars,
+                        "Characters per input, cut before tokenizing")
+      ->capture_default_str();
+  serve_cmd->add_option("--request-timeout", serve.api.request_timeout_s,
+                        "Seconds a request may take, queueing included")
+      ->capture_default_str();
+  serve_cmd->add_option("--api-key", serve.api.api_key,
+                        "Require 'Authorization: Bearer KEY' (also QUIVER_API_KEY)")
+      ->envname("QUIVER_API_KEY");
+  serve_cmd->add_option("--port", serve.port, "HTTP port (0: pick a free one, logged)")
+      ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   AddLimitFlags(*serve_cmd, serve.limits);
 

@@ -1,15 +1,22 @@
-// `quiver serve`: loads and checks the model folder, logs the configuration, and runs until
-// SIGTERM or SIGINT, then exits 0. The HTTP gateway and the in-process replica plug in here.
+// `quiver serve`: the gateway's HTTP APIs over an in-process replica (scheduler + engine), on one
+// machine with no gRPC hop. Runs until SIGTERM or SIGINT, then stops accepting, finishes what
+// was admitted, and exits 0.
 #include <pthread.h>
 #include <signal.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include "app/commands.h"
+#include "app/local_replica.h"
+#include "common/metrics.h"
 #include "common/strings.h"
-#include "engine/model_folder.h"
-#include "scheduler/limits.h"
+#include "engine/engine.h"
+#include "gateway/api.h"
+#include "gateway/http_server.h"
+#include "scheduler/scheduler.h"
 #include "spdlog/spdlog.h"
+#include "tokenizer/tokenizer.h"
 
 namespace quiver::app {
 
@@ -26,28 +33,81 @@ int RunServe(const ServeOptions& options) {
     spdlog::error("{}", status.message());
     return 2;
   }
-  absl::StatusOr<engine::ModelFolder> folder = engine::LoadModelFolder(options.model_dir);
-  if (!folder.ok()) {
-    spdlog::error("cannot load model: {}", folder.status().message());
+  absl::StatusOr<engine::ModelOptions> model_options = ResolveModelOptions(options.model_dir);
+  if (!model_options.ok()) {
+    spdlog::error("cannot load model: {}", model_options.status().message());
     return 1;
   }
-  const engine::ModelConfig& config = folder->config;
+  engine::EngineOptions engine_options;
+  engine_options.num_threads = options.threads;
+  engine_options.model = *model_options;
+  auto engine = engine::Engine::Load(options.model_dir, engine_options);
+  if (!engine.ok()) {
+    spdlog::error("cannot load model: {}", engine.status().message());
+    return 1;
+  }
+  auto tok = tokenizer::Tokenizer::FromFile((*engine)->folder().tokenizer_path);
+  if (!tok.ok()) {
+    spdlog::error("cannot load tokenizer: {}", tok.status().message());
+    return 1;
+  }
+  const engine::ModelFolder& folder = (*engine)->folder();
+  gateway::ModelDescription model;
+  model.name = options.model_name.empty()
+                   ? std::filesystem::path(options.model_dir).filename().string()
+                   : options.model_name;
+  model.architecture = folder.config.architecture_name;
+  // sentence-transformers' max_seq_length when the folder has it (the length the model was
+  // trained for), else the position table.
+  model.max_input_tokens = folder.pooling.max_seq_length.value_or((*engine)->max_input_tokens());
+  model.hidden_size = (*engine)->hidden_size();
+  model.normalize = folder.pooling.normalize;
+  model.can_embed = !(*engine)->is_scorer();
+  model.can_score = (*engine)->is_scorer();
+  model.qwen3_reranker = folder.config.architecture == engine::Architecture::kQwen3ForCausalLM;
+
+  MetricsRegistry metrics;
+  scheduler::Scheduler sched(engine->get(), options.limits, &metrics);
+  auto replica = std::make_shared<LocalReplica>("local", engine->get(), &sched);
+  auto dispatcher = std::make_shared<gateway::Dispatcher>(
+      std::vector<std::shared_ptr<gateway::Replica>>{replica}, options.limits.max_batch_tokens);
+  gateway::Api api(model, *std::move(tok), dispatcher, options.api, &metrics);
+  gateway::HttpServerOptions http;
+  http.host = options.host;
+  http.port = options.port;
+  http.handler_threads = options.handler_threads;
+  http.max_body_bytes = options.max_body_bytes;
+  gateway::HttpServer server(http, [&api](const gateway::HttpRequest& r) { return api.Handle(r); });
+  if (absl::Status s = server.Start(); !s.ok()) {
+    spdlog::error("quiver serve: {}", s.message());
+    return 1;
+  }
   spdlog::info(
-      "quiver serve: model={} architecture={} hidden={} max_input_tokens={} max_seq_length={} "
-      "pooling={} normalize={} weights={} tensors ({:.1f} MB) host={} port={} "
-      "max_batch_tokens={} max_batch_seqs={} max_queued_tokens={}",
-      folder->dir, config.architecture_name, config.hidden(), config.max_input_tokens(),
-      folder->pooling.max_seq_length.value_or(config.max_input_tokens()),
-      engine::PoolingModeName(folder->pooling.mode), folder->pooling.normalize,
-      folder->resolved.size(), folder->weights.weights_bytes() / 1e6, options.host, options.port,
+      "quiver serve: model={} path={} architecture={} hidden={} max_input_tokens={} pooling={} "
+      "normalize={} kind={} weights={} tensors ({:.1f} MB) host={} port={} max_batch_tokens={} "
+      "max_batch_seqs={} max_queued_tokens={} max_inputs={} max_body_bytes={} auth={}",
+      model.name, folder.dir, model.architecture, model.hidden_size, model.max_input_tokens,
+      engine::PoolingModeName(folder.pooling.mode), folder.pooling.normalize,
+      model.can_score ? "score" : "embed", folder.resolved.size(),
+      folder.weights.weights_bytes() / 1e6, options.host, server.port(),
       options.limits.max_batch_tokens, options.limits.max_batch_seqs,
-      options.limits.max_queued_tokens);
-  spdlog::warn("quiver serve: the HTTP APIs are not built yet; the model is loaded and checked, "
-               "waiting for SIGTERM");
+      options.limits.max_queued_tokens, options.api.max_inputs, options.max_body_bytes,
+      options.api.api_key.empty() ? "off" : "bearer");
+  // Warm up (first-use allocations, BLAS threads) before saying ready.
+  {
+    engine::RaggedBatch warm;
+    warm.Add({1, 2, 3, 4});
+    (void)(*engine)->Run(warm);
+  }
+  api.set_ready(true);
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   spdlog::info("quiver serve: {} received, stopping", strsignal(signal_number));
+  api.set_ready(false);
+  server.Stop();   // no new requests; handlers in progress finish
+  sched.Drain();   // everything admitted completes
+  spdlog::info("quiver serve: stopped");
   return 0;
 }
 

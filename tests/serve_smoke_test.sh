@@ -9,16 +9,16 @@ trap 'rm -f "$log"; [[ -n "${pid:-}" ]] && kill -9 "$pid" 2>/dev/null || true' E
 
 fail() { echo "FAIL: $*"; echo "--- log:"; cat "$log"; exit 1; }
 
-"$QUIVER" serve --model "$MODEL" --port 18089 2>"$log" &
+"$QUIVER" serve --model "$MODEL" --port 0 --host 127.0.0.1 2>"$log" &
 pid=$!
 for _ in $(seq 1 300); do
   grep -q "quiver serve: model=" "$log" && break
   kill -0 "$pid" 2>/dev/null || fail "quiver serve exited before logging its configuration"
   sleep 0.1
 done
-grep -q "quiver serve: model=$MODEL architecture=BertModel hidden=384" "$log" ||
+grep -q "quiver serve: model=all-MiniLM-L6-v2 path=$MODEL architecture=BertModel hidden=384" "$log" ||
   fail "configuration line missing"
-grep -q "port=18089" "$log" || fail "port not in the configuration line"
+grep -q " port=[1-9][0-9]* " "$log" || fail "port not in the configuration line"
 
 kill -TERM "$pid"
 rc=0

@@ -168,6 +168,18 @@ TEST_P(HfCompatTest, PairsAndTruncationEncodeExactly) {
   EXPECT_GT(checked, 100);
 }
 
+TEST_P(HfCompatTest, DecodeMatchesHuggingFace) {
+  int checked = 0;
+  for (const JsonValue& want : ReadJsonLines(kFixtures / GetParam() / "decode.jsonl")) {
+    const std::vector<uint32_t> ids = Ids(*want.Find("ids"));
+    EXPECT_EQ(tokenizer_->Decode(ids, true), want.Find("skip_special")->as_string()) << Show(ids);
+    EXPECT_EQ(tokenizer_->Decode(ids, false), want.Find("keep_special")->as_string())
+        << Show(ids);
+    ++checked;
+  }
+  EXPECT_GT(checked, 200);
+}
+
 TEST_P(HfCompatTest, InvalidUtf8IsAnErrorNamingTheOffset) {
   Encoding enc;
   absl::Status status = tokenizer_->Encode(std::string("valid \xC3\x28 rest", 12), {}, &enc);

@@ -10,6 +10,7 @@ Run through tools/golden/run.sh --tokenizers. Writes tests/fixtures/tokenizers/<
                    full ids, so a mismatch there shows the tokens
   edge.jsonl       the edge-case list with full ids (the 1 MB text with hashes only)
   pairs.jsonl      query/document pairs, with and without truncation (each strategy, each side)
+  decode.jsonl     ids -> text through the tokenizer's decoder, with and without special tokens
 
 The three tokenizers: all-MiniLM-L6-v2's real tokenizer.json (WordPiece); a Qwen2/Qwen3-style
 byte-level BPE and an XLM-R-style Unigram, trained here on the corpus with the same pipeline as
@@ -220,6 +221,13 @@ def main():
                            "strategy": strategy, "direction": side, "error": str(e)}
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             tok.no_truncation()
+        with open(d / "decode.jsonl", "w", encoding="utf-8") as f:
+            texts = [q["text"] for q in queries[::15]] + [t for _, t in pair_texts[:60]]
+            for text in texts:
+                ids = tok.encode(text, add_special_tokens=True).ids
+                rec = {"ids": ids, "skip_special": tok.decode(ids, skip_special_tokens=True),
+                       "keep_special": tok.decode(ids, skip_special_tokens=False)}
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
         print(f"{name}: written to {d}")
 
     (out / "VERSIONS.json").write_text(

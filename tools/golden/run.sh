@@ -14,7 +14,9 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 "$VENV/bin/pip" install -q -r "$ROOT/tools/golden/requirements.txt"
 "$ROOT/scripts/fetch-model.sh"
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=0
+# One rayon thread: the Unigram trainer sums in parallel, and its result depends on the order.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=0 \
+  RAYON_RS_NUM_CPUS=1
 if [[ "${1:-}" == "--tokenizers" ]]; then
   shift
   exec "$VENV/bin/python" "$ROOT/tools/golden/make_tokenizer_fixtures.py" "$@"

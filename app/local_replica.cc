@@ -1,0 +1,57 @@
+#include "app/local_replica.h"
+
+#include "common/strings.h"
+
+namespace quiver::app {
+
+void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
+                        std::chrono::system_clock::time_point deadline,
+                        std::function<void(absl::StatusOr<gateway::ReplicaResult>)> done) {
+  if ((kind == gateway::CallKind::kScore) != engine_->is_scorer()) {
+    done(absl::InvalidArgumentError(engine_->is_scorer() ? "this model scores; it does not embed"
+                                                         : "this model embeds; it does not score"));
+    return;
+  }
+  scheduler::Chunk c;
+  engine::RaggedBatch& b = c.batch;
+  b.token_ids.assign(chunk.token_ids().begin(), chunk.token_ids().end());
+  b.cu_seqlens.assign(chunk.cu_seqlens().begin(), chunk.cu_seqlens().end());
+  b.token_type_ids.assign(chunk.token_type_ids().begin(), chunk.token_type_ids().end());
+  const quiver::v1::OutputOptions& o = chunk.output();
+  if (o.normalize()) b.output.normalize = true;
+  b.output.dimensions = o.dimensions();
+  b.output.output_type = static_cast<engine::OutputType>(o.output_type());
+  if (absl::Status valid = engine_->Validate(b); !valid.ok()) {
+    done(valid);
+    return;
+  }
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    c.deadline = std::chrono::steady_clock::now() +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     deadline - std::chrono::system_clock::now());
+  }
+  const int64_t tokens = b.num_tokens();
+  outstanding_ += tokens;
+  absl::Status admitted = scheduler_->Enqueue(
+      std::move(c), [this, tokens, done](absl::StatusOr<scheduler::ChunkResult> r) {
+        outstanding_ -= tokens;
+        if (!r.ok()) {
+          done(r.status());
+          return;
+        }
+        gateway::ReplicaResult out;
+        out.num_seqs = r->output.num_seqs;
+        out.dimensions = r->output.dimensions;
+        out.output_type = static_cast<quiver::v1::OutputType>(r->output.output_type);
+        out.data.assign(r->output.data.begin(), r->output.data.end());
+        out.queue_wait_us = r->queue_wait_us;
+        out.compute_us = r->compute_us;
+        done(std::move(out));
+      });
+  if (!admitted.ok()) {
+    outstanding_ -= tokens;
+    done(admitted);
+  }
+}
+
+}  // namespace quiver::app

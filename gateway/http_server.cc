@@ -1,0 +1,182 @@
+#include "gateway/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "common/strings.h"
+
+namespace quiver::gateway {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, asio::thread_pool& handlers, const HttpHandler& handler,
+          size_t max_body_bytes)
+      : stream_(std::move(socket)), handlers_(handlers), handler_(handler),
+        max_body_bytes_(max_body_bytes) {}
+
+  void Start() { Read(); }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->body_limit(max_body_bytes_);
+    stream_.expires_after(std::chrono::seconds(120));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnRead(ec);
+                     });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::connection_reset || ec == asio::error::eof) {
+      Close();
+      return;
+    }
+    if (ec == http::error::body_limit) {
+      HttpResponse r;
+      r.status = 413;
+      r.body = StrCat("{\"error\":{\"message\":\"request body exceeds the limit of ",
+                      max_body_bytes_, " bytes\",\"type\":\"invalid_request_error\","
+                      "\"code\":\"body_too_large\"}}");
+      Write(std::move(r), /*keep_alive=*/false, 11);
+      return;
+    }
+    if (ec) {
+      Close();
+      return;
+    }
+    http::request<http::string_body> req = parser_->release();
+    const bool keep_alive = req.keep_alive();
+    const unsigned version = req.version();
+    HttpRequest in;
+    in.method = std::string(req.method_string());
+    std::string target(req.target());
+    in.target = target.substr(0, target.find('?'));
+    for (const auto& field : req) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      in.headers[name] = std::string(field.value());
+    }
+    in.body = std::move(req.body());
+    // Off the I/O thread: the handler tokenizes and waits for replicas.
+    asio::post(handlers_, [self = shared_from_this(), in = std::move(in), keep_alive, version] {
+      HttpResponse out = self->handler_(in);
+      asio::post(self->stream_.get_executor(),
+                 [self, out = std::move(out), keep_alive, version]() mutable {
+                   self->Write(std::move(out), keep_alive, version);
+                 });
+    });
+  }
+
+  void Write(HttpResponse r, bool keep_alive, unsigned version) {
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(r.status), version);
+    res->set(http::field::server, "quiver");
+    res->set(http::field::content_type, r.content_type);
+    for (const auto& [k, v] : r.headers) res->set(k, v);
+    res->keep_alive(keep_alive);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
+                        if (ec || !keep_alive) {
+                          self->Close();
+                          return;
+                        }
+                        self->Read();
+                      });
+  }
+
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  asio::thread_pool& handlers_;
+  const HttpHandler& handler_;
+  size_t max_body_bytes_;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  HttpHandler handler;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  asio::thread_pool handlers;
+  std::vector<std::thread> io_threads;
+  int port = 0;
+
+  Impl(HttpServerOptions o, HttpHandler h)
+      : options(std::move(o)), handler(std::move(h)),
+        handlers(static_cast<size_t>(std::max(1, options.handler_threads))) {}
+
+  void Accept() {
+    acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == asio::error::operation_aborted) return;
+      } else {
+        std::make_shared<Session>(std::move(socket), handlers, handler, options.max_body_bytes)
+            ->Start();
+      }
+      Accept();
+    });
+  }
+};
+
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+absl::Status HttpServer::Start() {
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(impl_->options.host, ec);
+  if (ec) return absl::InvalidArgumentError(StrCat("--host '", impl_->options.host, "': ", ec.message()));
+  tcp::endpoint endpoint(address, static_cast<unsigned short>(impl_->options.port));
+  impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(endpoint, ec);
+  if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(StrCat("cannot listen on ", impl_->options.host, ":",
+                                         impl_->options.port, ": ", ec.message()));
+  }
+  impl_->port = impl_->acceptor.local_endpoint().port();
+  impl_->Accept();
+  for (int i = 0; i < std::max(1, impl_->options.io_threads); ++i) {
+    impl_->io_threads.emplace_back([this] { impl_->io.run(); });
+  }
+  return absl::OkStatus();
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::Stop() {
+  if (!impl_) return;
+  beast::error_code ec;
+  impl_->acceptor.close(ec);
+  impl_->handlers.join();
+  impl_->io.stop();
+  for (std::thread& t : impl_->io_threads) {
+    if (t.joinable()) t.join();
+  }
+  impl_->io_threads.clear();
+}
+
+}  // namespace quiver::gateway

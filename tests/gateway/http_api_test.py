@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `quiver serve` over real HTTP on loopback (Python standard library only).
+
+    http_api_test.py QUIVER_BINARY SOURCE_DIR
+
+Starts `quiver serve` with the default model on a free port and checks every endpoint, the
+documented error cases, and that vectors over HTTP equal the reference embeddings
+(tests/fixtures/minilm, sentence-transformers) with cosine >= 0.99999, base64 payloads decoding to
+exactly the float values.
+"""
+
+import base64
+import json
+import math
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+QUIVER, SOURCE = sys.argv[1], sys.argv[2]
+MODEL = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what)
+
+
+def start(extra=()):
+    log = tempfile.NamedTemporaryFile(prefix="quiver-serve-", suffix=".log", delete=False)
+    proc = subprocess.Popen([QUIVER, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
+                             *extra], stderr=log, stdout=subprocess.DEVNULL)
+    for _ in range(300):
+        text = open(log.name).read()
+        m = re.search(r" port=(\d+) ", text)
+        if m:
+            port = int(m.group(1))
+            for _ in range(100):
+                try:
+                    if call(port, "GET", "/ready")[0] == 200:
+                        return proc, port, log.name
+                except OSError:
+                    pass
+                time.sleep(0.1)
+        if proc.poll() is not None:
+            sys.exit("quiver serve exited: " + text)
+        time.sleep(0.1)
+    sys.exit("quiver serve did not become ready")
+
+
+def call(port, method, path, body=None, headers=None, raw=None):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+
+def cosine(a, b):
+    dot = sum(x * y for x, y in zip(a, b))
+    return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+def main():
+    all_fixtures = [json.loads(l) for l in open(os.path.join(SOURCE, "tests", "fixtures", "minilm",
+                                                             "embeddings.jsonl"))]
+    # Texts sentence-transformers did not have to cut (the others are checked with truncate).
+    fixtures = [f for f in all_fixtures if len(f["ids"]) < 256][::6]
+    long_fixtures = [f for f in all_fixtures if len(f["ids"]) == 256][:6]
+    proc, port, log = start()
+    try:
+        # Health, readiness, info, metrics.
+        check(call(port, "GET", "/health")[0] == 200, "/health 200")
+        check(json.loads(call(port, "GET", "/ready")[1])["ready"] is True, "/ready true")
+        info = json.loads(call(port, "GET", "/info")[1])
+        check(info["max_input_length"] == 256 and info["hidden_size"] == 384, "/info sizes")
+
+        # OpenAI embeddings: vectors equal the reference; base64 equals float exactly.
+        texts = [f["text"] for f in fixtures]
+        status, body, _ = call(port, "POST", "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": texts})
+        check(status == 200, f"/v1/embeddings 200 (got {status}: {body[:200]})")
+        out = json.loads(body)
+        check(len(out["data"]) == len(texts) and [d["index"] for d in out["data"]] == list(range(len(texts))), "data in input order")
+        worst = min(cosine(d["embedding"], f["embedding"]) for d, f in zip(out["data"], fixtures))
+        print(f"/v1/embeddings: {len(texts)} texts, worst cosine against sentence-transformers {worst:.9f}")
+        check(worst >= 0.99999, f"cosine >= 0.99999 (worst {worst})")
+        check(out["usage"]["prompt_tokens"] == sum(len(f["ids"]) for f in fixtures), "usage counts tokens")
+        b64 = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts, "encoding_format": "base64"})[1])
+        for d, f in zip(b64["data"], out["data"]):
+            raw = base64.b64decode(d["embedding"])
+            check(raw == struct.pack(f"<{len(f['embedding'])}f", *f["embedding"]), "base64 byte-exact")
+        i8 = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "encoding_format": "base64_int8"})[1])
+        vals = struct.unpack("<384b", base64.b64decode(i8["data"][0]["embedding"]))
+        want = [max(-128, min(127, round(math.tanh(x) * 127))) for x in out["data"][0]["embedding"]]
+        check(all(abs(a - b) <= 1 for a, b in zip(vals, want)), "base64_int8 = clamp(round(tanh(x)*127))")
+        binary = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "encoding_format": "base64_binary"})[1])
+        bits = base64.b64decode(binary["data"][0]["embedding"])
+        check(len(bits) == 48 and all(((bits[j // 8] >> (7 - j % 8)) & 1) == (out["data"][0]["embedding"][j] > 0) for j in range(384)), "base64_binary sign bits")
+        dims = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "dimensions": 64})[1])
+        e = dims["data"][0]["embedding"]
+        check(len(e) == 64 and abs(math.sqrt(sum(x * x for x in e)) - 1) < 1e-5, "dimensions: 64 values, unit length")
+        cut = json.loads(call(port, "POST", "/v1/embeddings", {"input": [f["text"] for f in long_fixtures], "truncate": True})[1])
+        check(min(cosine(d["embedding"], f["embedding"]) for d, f in zip(cut["data"], long_fixtures)) >= 0.99999, "truncate: true matches sentence-transformers' cut")
+        ids = json.loads(call(port, "POST", "/v1/embeddings", {"input": [fixtures[0]["ids"], fixtures[1]["ids"]]})[1])
+        check(cosine(ids["data"][0]["embedding"], fixtures[0]["embedding"]) >= 0.99999, "token-id input")
+        one = json.loads(call(port, "POST", "/v1/embeddings", {"input": fixtures[2]["ids"]})[1])
+        check(cosine(one["data"][0]["embedding"], fixtures[2]["embedding"]) >= 0.99999, "single token list input")
+
+        # TEI /embed, /rerank, /v1/score, /tokenize, /decode.
+        tei = json.loads(call(port, "POST", "/embed", {"inputs": texts[:3]})[1])
+        check(all(cosine(a, f["embedding"]) >= 0.99999 for a, f in zip(tei, fixtures[:3])), "/embed vectors")
+        rr = json.loads(call(port, "POST", "/rerank", {"query": "list directory contents", "texts": ["copy files", "list directory contents in long format", "make directories"], "return_text": True})[1])
+        check(rr[0]["index"] == 1 and "text" in rr[0] and rr[0]["score"] >= rr[1]["score"] >= rr[2]["score"], "/rerank sorted")
+        co = json.loads(call(port, "POST", "/rerank", {"query": "q", "documents": ["a", "b"], "top_n": 1, "return_documents": True})[1])
+        check(len(co["results"]) == 1 and "relevance_score" in co["results"][0] and "document" in co["results"][0], "Cohere-style rerank")
+        sc = json.loads(call(port, "POST", "/v1/score", {"text_1": "list files", "text_2": ["ls lists files", "mkdir"]})[1])
+        check(len(sc["data"]) == 2 and sc["data"][0]["score"] > sc["data"][1]["score"], "/v1/score")
+        tok = json.loads(call(port, "POST", "/tokenize", {"inputs": texts[0]})[1])
+        check([t["id"] for t in tok[0]] == fixtures[0]["ids"], "/tokenize ids")
+        dec = json.loads(call(port, "POST", "/decode", {"ids": [101, 7592, 2088, 102]})[1])
+        check(dec == "hello world", f"/decode ({dec!r})")
+
+        # Errors: status and a message naming the field or limit.
+        def err(path, body, status, needle, raw=None):
+            s, b, h = call(port, "POST", path, body, raw=raw)
+            check(s == status and needle in b, f"{path} {body!s:.60} -> {s} {b[:160]}")
+            return h
+        err("/v1/embeddings", None, 400, "malformed JSON", raw=b"{nope")
+        err("/v1/embeddings", {"input": 3}, 422, "input")
+        err("/v1/embeddings", {}, 422, "missing field 'input'")
+        err("/v1/embeddings", {"input": "x", "model": "other"}, 404, "not served here")
+        err("/v1/embeddings", {"input": "x", "encoding_format": "hex"}, 422, "encoding_format")
+        err("/v1/embeddings", {"input": "x", "dimensions": 999}, 400, "dimensions")
+        err("/v1/embeddings", {"input": "word " * 600}, 413, "at most 256")
+        err("/v1/embeddings", {"input": ["x"] * 3000}, 413, "at most 2048")
+        err("/embed", {"inputs": "word " * 600, "truncate": False}, 413, "input 0")
+        s, b, _ = call(port, "POST", "/embed", {"inputs": "word " * 600, "truncate": True})
+        check(s == 200 and len(json.loads(b)[0]) == 384, "truncate: true embeds a long input")
+        err("/embed", {"inputs": "x", "truncation_direction": "Up"}, 422, "truncation_direction")
+        err("/rerank", {"query": "q"}, 422, "texts")
+        err("/nowhere", {}, 404, "no route")
+        # An oversized body is refused from its Content-Length, before it is read.
+        import socket
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 9437184\r\n\r\n")
+            reply = sock.recv(4096).decode(errors="replace")
+        check(reply.startswith("HTTP/1.1 413") and "bytes" in reply, f"413 for a 9 MiB body: {reply[:120]}")
+        err("/v1/embeddings", None, 400, "UTF-8", raw=b'{"input": "bad \xff byte"}')
+        metrics = call(port, "GET", "/metrics")[1]
+        check("quiver_http_requests_total" in metrics and "quiver_http_tokenize_ms_bucket" in metrics and "quiver_scheduler_batch_tokens" in metrics, "/metrics")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM")
+
+    # Authentication and overload.
+    proc, port, log = start(["--api-key", "s3cret", "--max-queued-tokens", "8192", "--max-batch-tokens", "8192"])
+    try:
+        s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x"})
+        check(s == 401 and "API key" in b, "401 without key")
+        s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x"}, headers={"Authorization": "Bearer s3cret"})
+        check(s == 200, "200 with key")
+        check(call(port, "GET", "/health")[0] == 200, "/health needs no key")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (auth)")
+    if FAILURES:
+        print(f"http api test: {len(FAILURES)} check(s) failed")
+        sys.exit(1)
+    print("http api test: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
