@@ -43,7 +43,23 @@ struct EmbedOptions {
   std::string attention_backend;
 };
 
+struct GatewayOptions {
+  std::string workers;     // host:port,host:port or dns:NAME:PORT
+  std::string model_dir;   // for tokenizer.json
+  std::string model_name;
+  std::string host = "0.0.0.0";
+  int port = 8080;
+  int handler_threads = 8;
+  size_t max_body_bytes = 8 << 20;
+  int64_t max_chunk_tokens = 0;  // 0: the workers' max_batch_tokens
+  int health_interval_ms = 1000;
+  int resolve_interval_ms = 5000;
+  int startup_timeout_s = 60;
+  gateway::ApiLimits api;
+};
+
 int RunServe(const ServeOptions& options);
+int RunGateway(const GatewayOptions& options);
 // The engine's model options that come from elsewhere in the folder (reranker token ids).
 absl::StatusOr<engine::ModelOptions> ResolveModelOptions(const std::string& model_dir);
 int RunEmbed(const EmbedOptions& options);

@@ -73,7 +73,35 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   AddLimitFlags(*serve_cmd, serve.limits);
 
+  quiver::app::GatewayOptions gw;
   CLI::App* gateway_cmd = app.add_subcommand("gateway", "HTTP gateway in front of workers");
+  gateway_cmd->add_option("--workers", gw.workers,
+                          "Workers: host:port,host:port or dns:NAME:PORT (re-resolved, e.g. a "
+                          "Kubernetes headless Service)")->required();
+  gateway_cmd->add_option("--model", gw.model_dir, "Model folder (its tokenizer.json is used)")
+      ->required();
+  gateway_cmd->add_option("--model-name", gw.model_name, "Name clients use (default: the workers')");
+  gateway_cmd->add_option("--host", gw.host, "Address to listen on")->capture_default_str();
+  gateway_cmd->add_option("--port", gw.port, "HTTP port (0: pick one, logged)")->capture_default_str();
+  gateway_cmd->add_option("--handler-threads", gw.handler_threads,
+                          "Threads that parse, tokenize and wait for workers; more than the "
+                          "concurrent requests you expect per core")->capture_default_str();
+  gateway_cmd->add_option("--max-chunk-tokens", gw.max_chunk_tokens,
+                          "Split requests into chunks of at most this many tokens (0: the workers' "
+                          "max_batch_tokens)")->capture_default_str();
+  gateway_cmd->add_option("--health-interval-ms", gw.health_interval_ms,
+                          "How often each worker's health is checked; a failed call marks it "
+                          "unhealthy at once")->capture_default_str();
+  gateway_cmd->add_option("--resolve-interval-ms", gw.resolve_interval_ms,
+                          "How often a dns: worker name is re-resolved")->capture_default_str();
+  gateway_cmd->add_option("--max-body-bytes", gw.max_body_bytes, "Largest request body (413 beyond)")
+      ->capture_default_str();
+  gateway_cmd->add_option("--max-inputs", gw.api.max_inputs, "Inputs per request (413 beyond)")
+      ->capture_default_str();
+  gateway_cmd->add_option("--request-timeout", gw.api.request_timeout_s,
+                          "Seconds a request may take, retries included")->capture_default_str();
+  gateway_cmd->add_option("--api-key", gw.api.api_key, "Require 'Authorization: Bearer KEY'")
+      ->envname("QUIVER_API_KEY");
   quiver::worker::WorkerOptions worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
   worker_cmd->add_option("--model", worker.model_dir, "Hugging Face model folder")->required();
@@ -136,7 +164,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI::App* bench_cmd = app.add_subcommand("bench", "Engine benchmarks");
   CLI::App* version_cmd = app.add_subcommand("version", "Version, build and devices");
-  for (CLI::App* cmd : {gateway_cmd, bench_cmd}) cmd->allow_extras();
+  bench_cmd->allow_extras();
 
   CLI11_PARSE(app, argc, argv);
 
@@ -158,8 +186,7 @@ int main(int argc, char** argv) {
     worker.model = *model;
     return quiver::worker::RunWorker(worker);
   }
-  for (CLI::App* cmd : {gateway_cmd, bench_cmd}) {
-    if (*cmd) return NotYet(cmd->get_name().c_str());
-  }
+  if (*gateway_cmd) return quiver::app::RunGateway(gw);
+  if (*bench_cmd) return NotYet("bench");
   return 2;
 }

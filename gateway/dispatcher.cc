@@ -8,9 +8,12 @@
 
 namespace quiver::gateway {
 
-int PickReplica(std::span<const ReplicaLoad> replicas, std::span<const int> exclude) {
+int PickReplica(std::span<const ReplicaLoad> replicas, std::span<const int> exclude,
+                size_t start) {
   int best = -1;
-  for (int i = 0; i < static_cast<int>(replicas.size()); ++i) {
+  const size_t n = replicas.size();
+  for (size_t k = 0; k < n; ++k) {
+    const int i = static_cast<int>((start + k) % n);
     if (!replicas[i].healthy) continue;
     if (std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
     if (best < 0 || replicas[i].outstanding_tokens < replicas[best].outstanding_tokens) best = i;
@@ -36,10 +39,14 @@ std::vector<std::pair<size_t, size_t>> SplitIntoChunks(std::span<const int64_t> 
 }
 
 Dispatcher::Dispatcher(std::vector<std::shared_ptr<Replica>> replicas, int64_t max_chunk_tokens)
-    : replicas_(std::move(replicas)), max_chunk_tokens_(max_chunk_tokens) {}
+    : source_([replicas = std::move(replicas)] { return replicas; }),
+      max_chunk_tokens_(max_chunk_tokens) {}
+
+Dispatcher::Dispatcher(ReplicaSource source, int64_t max_chunk_tokens)
+    : source_(std::move(source)), max_chunk_tokens_(max_chunk_tokens) {}
 
 bool Dispatcher::any_healthy() const {
-  for (const auto& r : replicas_) {
+  for (const auto& r : source_()) {
     if (r->healthy()) return true;
   }
   return false;
@@ -59,6 +66,7 @@ bool Retryable(const absl::Status& s) {
 absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<Sequence>& sequences,
                                               const quiver::v1::OutputOptions& output,
                                               std::chrono::system_clock::time_point deadline) {
+  const std::vector<std::shared_ptr<Replica>> replicas_ = source_();  // this request's snapshot
   std::vector<int64_t> lengths;
   for (const Sequence& s : sequences) lengths.push_back(static_cast<int64_t>(s.ids.size()));
   const auto bounds = SplitIntoChunks(lengths, max_chunk_tokens_);
@@ -99,7 +107,7 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
     int pick;
     {
       std::lock_guard<std::mutex> lock(mu);
-      pick = PickReplica(loads, chunks[c].tried);  // each replica at most once per chunk
+      pick = PickReplica(loads, chunks[c].tried, rotation_++);  // each replica at most once per chunk
       if (pick < 0 || std::chrono::system_clock::now() >= deadline) {
         if (pick >= 0) {
           chunks[c].result = absl::DeadlineExceededError("request deadline passed");

@@ -4,7 +4,9 @@
 // request's deadline, and reassembles the results in input order.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -15,12 +17,14 @@
 namespace quiver::gateway {
 
 // Pure: the index of the healthy replica with the fewest outstanding tokens, skipping those in
-// `exclude`; -1 if none.
+// `exclude`; -1 if none. Ties go to the first one at or after `start` (callers rotate it, so idle
+// replicas share the traffic).
 struct ReplicaLoad {
   bool healthy = false;
   int64_t outstanding_tokens = 0;
 };
-int PickReplica(std::span<const ReplicaLoad> replicas, std::span<const int> exclude);
+int PickReplica(std::span<const ReplicaLoad> replicas, std::span<const int> exclude,
+                size_t start = 0);
 
 // Pure: the chunk boundaries (sequence index ranges [begin, end)) for sequences of the given
 // lengths: consecutive sequences, each chunk at most max_chunk_tokens tokens (a longer sequence
@@ -33,9 +37,13 @@ struct Sequence {
   std::vector<uint32_t> type_ids;  // empty: all zero
 };
 
+// The current replicas; called once per request (a DNS-discovered set changes over time).
+using ReplicaSource = std::function<std::vector<std::shared_ptr<Replica>>()>;
+
 class Dispatcher {
  public:
   Dispatcher(std::vector<std::shared_ptr<Replica>> replicas, int64_t max_chunk_tokens);
+  Dispatcher(ReplicaSource source, int64_t max_chunk_tokens);
 
   // Blocks until every chunk answered or the deadline passed. Rows come back in input order.
   absl::StatusOr<ReplicaResult> Run(CallKind kind, const std::vector<Sequence>& sequences,
@@ -43,11 +51,12 @@ class Dispatcher {
                                     std::chrono::system_clock::time_point deadline);
 
   bool any_healthy() const;
-  const std::vector<std::shared_ptr<Replica>>& replicas() const { return replicas_; }
+  std::vector<std::shared_ptr<Replica>> replicas() const { return source_(); }
 
  private:
-  std::vector<std::shared_ptr<Replica>> replicas_;
+  ReplicaSource source_;
   int64_t max_chunk_tokens_;
+  std::atomic<size_t> rotation_{0};
 };
 
 }  // namespace quiver::gateway

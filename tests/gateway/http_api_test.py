@@ -175,6 +175,21 @@ def main():
     finally:
         proc.send_signal(signal.SIGTERM)
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (auth)")
+    # Overload: a tiny queue refuses at once with 429 and Retry-After.
+    proc, port, log = start(["--max-batch-tokens", "256", "--max-queued-tokens", "256"])
+    try:
+        import concurrent.futures
+        text = " ".join(["directory"] * 100)
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            replies = list(pool.map(lambda _: call(port, "POST", "/v1/embeddings", {"input": [text] * 6}), range(12)))
+        codes = [r[0] for r in replies]
+        over = [r for r in replies if r[0] == 429]
+        check(set(codes) <= {200, 429} and over, f"overload gives 429 (codes {codes})")
+        check(all(r[2].get("Retry-After") == "1" and "max_queued_tokens" in r[1] for r in over), "429 carries Retry-After and names the limit")
+        check(call(port, "POST", "/v1/embeddings", {"input": text})[0] == 200, "a retry succeeds")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (overload)")
     if FAILURES:
         print(f"http api test: {len(FAILURES)} check(s) failed")
         sys.exit(1)

@@ -18,6 +18,8 @@ the real ones (no PyPI package carries those files; see tests/fixtures/README.md
 """
 
 import argparse
+import math
+from collections import Counter
 import json
 import random
 import shutil
@@ -91,21 +93,38 @@ def qwen_style_bpe() -> Tokenizer:
 
 def xlmr_style_unigram() -> Tokenizer:
     """XLM-R pipeline: Unigram with Metaspace; NFKC + Replace stand in for the Precompiled
-    (sentencepiece nmt_nfkc) normalizer, which only sentencepiece can produce."""
-    tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.Sequence([normalizers.NFKC(),
-                                           normalizers.Replace(Regex(" {2,}"), " ")])
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always",
-                                                 split=True)
+    (sentencepiece nmt_nfkc) normalizer, which only sentencepiece can produce.
+
+    The pieces and scores are counted here, not trained by tokenizers' UnigramTrainer, whose
+    result changes from run to run (Rust's randomly seeded hash maps decide ties): every
+    character seen, then the most frequent substrings of words (up to 8 characters), scored
+    log(count / total) as a unigram language model, ties broken by the text.
+    """
+    normalizer = normalizers.Sequence([normalizers.NFKC(),
+                                       normalizers.Replace(Regex(" {2,}"), " ")])
+    pre = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    chars, pieces = Counter(), Counter()
+    for text in training_text(1_500_000, seed=37):
+        for word, _ in pre.pre_tokenize_str(normalizer.normalize_str(text)):
+            chars.update(word)
+            for i in range(len(word)):
+                for n in range(2, 9):
+                    if i + n > len(word):
+                        break
+                    pieces[word[i:i + n]] += 1
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    by_count = lambda c: sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))
+    chosen = by_count(chars)[:3000] + [kv for kv in by_count(pieces) if kv[1] >= 3][:9000]
+    total = sum(count for _, count in chosen)
+    vocab = [(t, 0.0) for t in specials] + [(p, math.log(c / total)) for p, c in chosen]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=3, byte_fallback=False))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
-    trainer = trainers.UnigramTrainer(vocab_size=12000,
-                                      special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
-                                      unk_token="<unk>", show_progress=False)
-    tok.train_from_iterator(training_text(3_000_000, seed=37), trainer=trainer)
-    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
-        special_tokens=[("<s>", bos), ("</s>", eos)])
+        special_tokens=[("<s>", 0), ("</s>", 2)])
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
     tok.add_special_tokens([AddedToken("<mask>", lstrip=True, normalized=False, special=True)])
     return tok
 

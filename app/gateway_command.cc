@@ -1,0 +1,97 @@
+// `quiver gateway --workers host:port,... | dns:NAME:PORT --model DIR`: the HTTP APIs in front of
+// `quiver worker` processes. The model folder gives the tokenizer (weights are not read); sizes
+// and the model's kind come from the workers' ModelInfo.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "app/commands.h"
+#include "common/metrics.h"
+#include "common/strings.h"
+#include "engine/model_folder.h"
+#include "gateway/api.h"
+#include "gateway/grpc_replica.h"
+#include "gateway/http_server.h"
+#include "spdlog/spdlog.h"
+#include "tokenizer/tokenizer.h"
+
+namespace quiver::app {
+
+int RunGateway(const GatewayOptions& options) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  const std::string tokenizer_path = (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
+  auto tok = tokenizer::Tokenizer::FromFile(tokenizer_path);
+  if (!tok.ok()) {
+    spdlog::error("quiver gateway: {}", tok.status().message());
+    return 1;
+  }
+  MetricsRegistry metrics;
+  gateway::GrpcReplicaSet replicas(options.workers,
+                                   std::chrono::milliseconds(options.health_interval_ms),
+                                   std::chrono::milliseconds(options.resolve_interval_ms), &metrics);
+  // The model's description from the first worker that answers.
+  absl::StatusOr<quiver::v1::ModelInfoResponse> info = absl::UnavailableError("no worker");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(options.startup_timeout_s);
+  while (!info.ok() && std::chrono::steady_clock::now() < give_up) {
+    for (const auto& r : replicas.All()) {
+      info = r->ModelInfo(std::chrono::milliseconds(1000));
+      if (info.ok()) break;
+    }
+    if (!info.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!info.ok()) {
+    spdlog::error("quiver gateway: no worker in '{}' answered ModelInfo within {} s: {}",
+                  options.workers, options.startup_timeout_s, info.status().message());
+    return 1;
+  }
+  gateway::ModelDescription model;
+  model.name = options.model_name.empty() ? info->name() : options.model_name;
+  model.architecture = info->architecture();
+  model.max_input_tokens = info->max_input_tokens();
+  if (auto folder_config = engine::LoadModelFolder(options.model_dir); folder_config.ok()) {
+    if (folder_config->pooling.max_seq_length) model.max_input_tokens = *folder_config->pooling.max_seq_length;
+  }
+  model.hidden_size = info->hidden_size();
+  model.normalize = info->normalize();
+  model.can_embed = info->can_embed();
+  model.can_score = info->can_score();
+  model.qwen3_reranker = info->architecture() == "Qwen3ForCausalLM";
+  const int64_t chunk_tokens = options.max_chunk_tokens > 0 ? options.max_chunk_tokens
+                                                            : static_cast<int64_t>(info->max_batch_tokens());
+  auto dispatcher = std::make_shared<gateway::Dispatcher>([&replicas] { return replicas.Snapshot(); },
+                                                          chunk_tokens);
+  gateway::Api api(model, *std::move(tok), dispatcher, options.api, &metrics);
+  gateway::HttpServerOptions http;
+  http.host = options.host;
+  http.port = options.port;
+  http.handler_threads = options.handler_threads;
+  http.max_body_bytes = options.max_body_bytes;
+  gateway::HttpServer server(http, [&api](const gateway::HttpRequest& r) { return api.Handle(r); });
+  if (absl::Status s = server.Start(); !s.ok()) {
+    spdlog::error("quiver gateway: {}", s.message());
+    return 1;
+  }
+  spdlog::info("quiver gateway: model={} architecture={} workers={} ({} now) host={} port={} "
+               "max_chunk_tokens={} max_input_tokens={} health_interval_ms={} auth={}",
+               model.name, model.architecture, options.workers, replicas.All().size(), options.host,
+               server.port(), chunk_tokens, model.max_input_tokens, options.health_interval_ms,
+               options.api.api_key.empty() ? "off" : "bearer");
+  api.set_ready(true);
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("quiver gateway: {} received, stopping", strsignal(signal_number));
+  api.set_ready(false);
+  server.Stop();
+  spdlog::info("quiver gateway: stopped");
+  return 0;
+}
+
+}  // namespace quiver::app

@@ -1,0 +1,209 @@
+#include "gateway/grpc_replica.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+
+#include <set>
+
+#include "common/strings.h"
+
+namespace quiver::gateway {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+}  // namespace
+
+GrpcReplica::GrpcReplica(std::string address, std::chrono::milliseconds health_interval,
+                         MetricsRegistry* metrics)
+    : address_(std::move(address)), health_interval_(health_interval) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  stub_ = quiver::v1::Inference::NewStub(channel_);
+  health_ = grpc::health::v1::Health::NewStub(channel_);
+  const std::string labels = StrCat("replica=\"", address_, "\"");
+  healthy_gauge_ = &metrics->GetGauge("quiver_gateway_replica_healthy", "1 if the replica passes health checks", labels);
+  chunks_ = &metrics->GetCounter("quiver_gateway_replica_chunks_total", "Chunks sent to each replica", labels);
+  failures_ = &metrics->GetCounter("quiver_gateway_replica_failures_total", "Chunks a replica failed (retried elsewhere)", labels);
+  health_thread_ = std::thread([this] { HealthLoop(); });
+}
+
+GrpcReplica::~GrpcReplica() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  health_thread_.join();
+}
+
+void GrpcReplica::SetHealthy(bool healthy) {
+  healthy_ = healthy;
+  healthy_gauge_->Set(healthy ? 1 : 0);
+}
+
+void GrpcReplica::HealthLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    grpc::health::v1::HealthCheckResponse resp;
+    const grpc::Status s = health_->Check(&ctx, {}, &resp);
+    SetHealthy(s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+    lock.lock();
+    cv_.wait_for(lock, health_interval_, [&] { return stop_; });
+  }
+}
+
+void GrpcReplica::Call(CallKind kind, const quiver::v1::Chunk& chunk,
+                       std::chrono::system_clock::time_point deadline,
+                       std::function<void(absl::StatusOr<ReplicaResult>)> done) {
+  struct CallState {
+    grpc::ClientContext ctx;
+    quiver::v1::EmbedRequest embed_req;
+    quiver::v1::EmbedResponse embed_resp;
+    quiver::v1::ScoreRequest score_req;
+    quiver::v1::ScoreResponse score_resp;
+  };
+  auto state = std::make_shared<CallState>();
+  state->ctx.set_deadline(deadline);
+  const int64_t tokens = chunk.token_ids_size();
+  outstanding_ += tokens;
+  chunks_->Inc();
+  auto finish = [this, state, tokens, kind, done = std::move(done)](grpc::Status s) {
+    outstanding_ -= tokens;
+    if (!s.ok()) {
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        SetHealthy(false);  // until the next passing health check
+        failures_->Inc();
+      }
+      done(FromGrpc(s));
+      return;
+    }
+    ReplicaResult r;
+    if (kind == CallKind::kEmbed) {
+      r.num_seqs = state->embed_resp.num_seqs();
+      r.dimensions = state->embed_resp.dimensions();
+      r.output_type = state->embed_resp.output_type();
+      r.data = std::move(*state->embed_resp.mutable_data());
+      r.queue_wait_us = static_cast<int64_t>(state->embed_resp.queue_wait_us());
+      r.compute_us = static_cast<int64_t>(state->embed_resp.compute_us());
+    } else {
+      r.num_seqs = state->score_resp.num_seqs();
+      r.dimensions = r.num_seqs > 0 ? static_cast<int64_t>(state->score_resp.scores().size() / 4 / r.num_seqs) : 1;
+      r.data = std::move(*state->score_resp.mutable_scores());
+      r.queue_wait_us = static_cast<int64_t>(state->score_resp.queue_wait_us());
+      r.compute_us = static_cast<int64_t>(state->score_resp.compute_us());
+    }
+    done(std::move(r));
+  };
+  if (kind == CallKind::kEmbed) {
+    *state->embed_req.mutable_chunk() = chunk;
+    stub_->async()->Embed(&state->ctx, &state->embed_req, &state->embed_resp, std::move(finish));
+  } else {
+    *state->score_req.mutable_chunk() = chunk;
+    stub_->async()->Score(&state->ctx, &state->score_req, &state->score_resp, std::move(finish));
+  }
+}
+
+absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfo(std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  ctx.set_wait_for_ready(true);
+  quiver::v1::ModelInfoResponse resp;
+  grpc::Status s = stub_->ModelInfo(&ctx, {}, &resp);
+  if (!s.ok()) return FromGrpc(s);
+  return resp;
+}
+
+GrpcReplicaSet::GrpcReplicaSet(std::string spec, std::chrono::milliseconds health_interval,
+                               std::chrono::milliseconds resolve_interval, MetricsRegistry* metrics)
+    : spec_(std::move(spec)), health_interval_(health_interval),
+      resolve_interval_(resolve_interval), metrics_(metrics) {
+  Resolve();
+  if (spec_.starts_with("dns:")) {
+    resolver_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stop_) {
+        cv_.wait_for(lock, resolve_interval_, [&] { return stop_; });
+        if (stop_) break;
+        lock.unlock();
+        Resolve();
+        lock.lock();
+      }
+    });
+  }
+}
+
+GrpcReplicaSet::~GrpcReplicaSet() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (resolver_.joinable()) resolver_.join();
+}
+
+void GrpcReplicaSet::Resolve() {
+  std::set<std::string> wanted;
+  if (spec_.starts_with("dns:")) {
+    // dns:NAME:PORT -> every address NAME resolves to.
+    const std::string rest = spec_.substr(4);
+    const size_t colon = rest.rfind(':');
+    const std::string host = rest.substr(0, colon), port = rest.substr(colon + 1);
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) == 0) {
+      for (addrinfo* p = res; p != nullptr; p = p->ai_next) {
+        char buf[INET6_ADDRSTRLEN] = {0};
+        if (p->ai_family == AF_INET) {
+          inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr, buf, sizeof(buf));
+          wanted.insert(StrCat(buf, ":", port));
+        } else if (p->ai_family == AF_INET6) {
+          inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr, buf, sizeof(buf));
+          wanted.insert(StrCat("[", buf, "]:", port));
+        }
+      }
+      freeaddrinfo(res);
+    }
+  } else {
+    size_t start = 0;
+    while (start <= spec_.size()) {
+      size_t comma = spec_.find(',', start);
+      if (comma == std::string::npos) comma = spec_.size();
+      if (comma > start) wanted.insert(spec_.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<GrpcReplica>> next;
+  for (const std::string& address : wanted) {
+    auto it = std::find_if(replicas_.begin(), replicas_.end(),
+                           [&](const auto& r) { return r->name() == address; });
+    next.push_back(it != replicas_.end()
+                       ? *it
+                       : std::make_shared<GrpcReplica>(address, health_interval_, metrics_));
+  }
+  replicas_ = std::move(next);
+}
+
+std::vector<std::shared_ptr<Replica>> GrpcReplicaSet::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {replicas_.begin(), replicas_.end()};
+}
+
+std::vector<std::shared_ptr<GrpcReplica>> GrpcReplicaSet::All() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replicas_;
+}
+
+}  // namespace quiver::gateway

@@ -1,0 +1,81 @@
+// A `quiver worker` reached over gRPC. Calls are asynchronous (the callback client API); a
+// background thread checks grpc.health.v1 every `health_interval` and a failed call marks the
+// replica unhealthy at once, so the balancer stops sending to it until a check passes again.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/metrics.h"
+#include "gateway/replica.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "quiver/v1/inference.grpc.pb.h"
+
+namespace quiver::gateway {
+
+class GrpcReplica final : public Replica {
+ public:
+  GrpcReplica(std::string address, std::chrono::milliseconds health_interval,
+              MetricsRegistry* metrics);
+  ~GrpcReplica() override;
+
+  const std::string& name() const override { return address_; }
+  bool healthy() const override { return healthy_.load(); }
+  int64_t outstanding_tokens() const override { return outstanding_.load(); }
+  void Call(CallKind kind, const quiver::v1::Chunk& chunk,
+            std::chrono::system_clock::time_point deadline,
+            std::function<void(absl::StatusOr<ReplicaResult>)> done) override;
+  // One synchronous ModelInfo call (for the gateway's start-up).
+  absl::StatusOr<quiver::v1::ModelInfoResponse> ModelInfo(std::chrono::milliseconds timeout);
+
+ private:
+  void HealthLoop();
+  void SetHealthy(bool healthy);
+
+  std::string address_;
+  std::chrono::milliseconds health_interval_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<quiver::v1::Inference::Stub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+  std::atomic<bool> healthy_{false};
+  std::atomic<int64_t> outstanding_{0};
+  Gauge* healthy_gauge_;
+  Counter* chunks_;
+  Counter* failures_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread health_thread_;
+};
+
+// A set of GrpcReplica from a static list ("host:port,host:port") or a DNS name
+// ("dns:NAME:PORT", re-resolved every `resolve_interval`, as a Kubernetes headless Service
+// gives one address per pod).
+class GrpcReplicaSet {
+ public:
+  GrpcReplicaSet(std::string spec, std::chrono::milliseconds health_interval,
+                 std::chrono::milliseconds resolve_interval, MetricsRegistry* metrics);
+  ~GrpcReplicaSet();
+  std::vector<std::shared_ptr<Replica>> Snapshot() const;
+  std::vector<std::shared_ptr<GrpcReplica>> All() const;
+
+ private:
+  void Resolve();
+  std::string spec_;
+  std::chrono::milliseconds health_interval_, resolve_interval_;
+  MetricsRegistry* metrics_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<GrpcReplica>> replicas_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread resolver_;
+};
+
+}  // namespace quiver::gateway
