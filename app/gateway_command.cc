@@ -64,6 +64,7 @@ int RunGateway(const GatewayOptions& options) {
   model.can_embed = info->can_embed();
   model.can_score = info->can_score();
   model.qwen3_reranker = info->architecture() == "Qwen3ForCausalLM";
+  model.mean_pooling = info->pooling() == quiver::v1::POOLING_MEAN;
   const int64_t chunk_tokens = options.max_chunk_tokens > 0 ? options.max_chunk_tokens
                                                             : static_cast<int64_t>(info->max_batch_tokens());
   auto dispatcher = std::make_shared<gateway::Dispatcher>([&replicas] { return replicas.Snapshot(); },

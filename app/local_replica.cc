@@ -17,6 +17,7 @@ void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
   b.token_ids.assign(chunk.token_ids().begin(), chunk.token_ids().end());
   b.cu_seqlens.assign(chunk.cu_seqlens().begin(), chunk.cu_seqlens().end());
   b.token_type_ids.assign(chunk.token_type_ids().begin(), chunk.token_type_ids().end());
+  b.span_bounds.assign(chunk.span_bounds().begin(), chunk.span_bounds().end());
   const quiver::v1::OutputOptions& o = chunk.output();
   if (o.normalize()) b.output.normalize = true;
   b.output.dimensions = o.dimensions();

@@ -65,6 +65,7 @@ int RunServe(const ServeOptions& options) {
   model.can_embed = !(*engine)->is_scorer();
   model.can_score = (*engine)->is_scorer();
   model.qwen3_reranker = folder.config.architecture == engine::Architecture::kQwen3ForCausalLM;
+  model.mean_pooling = folder.pooling.mode == engine::PoolingMode::kMean;
 
   MetricsRegistry metrics;
   scheduler::Scheduler sched(engine->get(), options.limits, &metrics);

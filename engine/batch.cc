@@ -63,6 +63,20 @@ absl::Status ValidateBatch(const RaggedBatch& batch, int64_t vocab_size, int64_t
                                                std::max<int64_t>(1, type_vocab_size), ")"));
     }
   }
+  if (batch.span_bounds.size() % 2 != 0) {
+    return absl::InvalidArgumentError("span_bounds must hold (begin, end) pairs");
+  }
+  for (size_t i = 0; i < batch.span_bounds.size(); i += 2) {
+    const int32_t b = batch.span_bounds[i], e = batch.span_bounds[i + 1];
+    if (b < 0 || e <= b || e > batch.num_tokens()) {
+      return absl::InvalidArgumentError(StrCat("span ", i / 2, " [", b, ", ", e, ") is empty or "
+                                               "outside the tokens"));
+    }
+    const auto seq = std::upper_bound(batch.cu_seqlens.begin(), batch.cu_seqlens.end(), b) - 1;
+    if (e > *(seq + 1)) {
+      return absl::InvalidArgumentError(StrCat("span ", i / 2, " crosses a sequence boundary"));
+    }
+  }
   if (batch.output.dimensions < 0) {
     return absl::InvalidArgumentError("dimensions must be positive");
   }

@@ -26,7 +26,14 @@ struct RaggedBatch {
   std::vector<int32_t> token_ids;       // [num_tokens]
   std::vector<int32_t> cu_seqlens;      // [num_seqs + 1], cu_seqlens[0] = 0
   std::vector<int32_t> token_type_ids;  // [num_tokens] or empty (all 0)
+  // Late chunking: [2 * num_spans] (begin, end) token offsets, each inside one sequence. When
+  // non-empty the output has one mean-pooled row per span (pooling is ignored).
+  std::vector<int32_t> span_bounds;
   OutputOptions output;
+
+  int64_t num_rows() const {
+    return span_bounds.empty() ? num_seqs() : static_cast<int64_t>(span_bounds.size() / 2);
+  }
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_seqs() const { return static_cast<int64_t>(cu_seqlens.size()) - 1; }

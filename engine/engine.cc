@@ -214,9 +214,14 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
       case PoolingMode::kLastToken: mode = Pooling::kLastToken; break;
     }
   }
-  std::vector<float> pooled(static_cast<size_t>(real_seqs * h), 0.0f);
-  for (int64_t s = 0; s < real_seqs; ++s) {
-    const int64_t begin = batch->cu_seqlens[s], end = batch->cu_seqlens[s + 1];
+  // One row per sequence, or per span for late chunking (mean over the span's tokens).
+  const bool by_spans = !input.span_bounds.empty();
+  const int64_t rows = by_spans ? input.num_rows() : real_seqs;
+  if (by_spans) mode = Pooling::kMean;
+  std::vector<float> pooled(static_cast<size_t>(rows * h), 0.0f);
+  for (int64_t s = 0; s < rows; ++s) {
+    const int64_t begin = by_spans ? input.span_bounds[2 * s] : batch->cu_seqlens[s];
+    const int64_t end = by_spans ? input.span_bounds[2 * s + 1] : batch->cu_seqlens[s + 1];
     float* dst = pooled.data() + s * h;
     if (mode == Pooling::kCls || mode == Pooling::kLastToken) {
       const float* src = hidden.data() + (mode == Pooling::kCls ? begin : end - 1) * h;
@@ -230,7 +235,7 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
       for (int64_t j = 0; j < h; ++j) dst[j] *= inv;
     }
   }
-  return FormatOutput(pooled, real_seqs, h, input.output, folder_->pooling.normalize);
+  return FormatOutput(pooled, rows, h, input.output, folder_->pooling.normalize);
 }
 
 absl::StatusOr<EngineOutput> FormatOutput(const std::vector<float>& pooled, int64_t num_seqs,

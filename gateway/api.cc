@@ -179,6 +179,8 @@ HttpResponse Api::Handle(const HttpRequest& request) {
       response = Info();
     } else if (post && path == "/v1/embeddings") {
       response = Embeddings(request, ctx);
+    } else if (post && path == "/v1/contextualizedembeddings") {
+      response = Contextualized(request, ctx);
     } else if (post && path == "/embed") {
       response = TeiEmbed(request, ctx);
     } else if (post && (path == "/rerank" || path == "/v1/rerank")) {
@@ -382,6 +384,116 @@ HttpResponse Api::Embeddings(const HttpRequest& request, Context& ctx) {
       out += "\"" + Base64(row) + "\"";
     }
     out += '}';
+  }
+  out += StrCat("],\"model\":\"", JsonEscape(model_.name), "\",\"usage\":{\"prompt_tokens\":",
+                total_tokens, ",\"total_tokens\":", total_tokens, "}}");
+  HttpResponse r;
+  r.body = std::move(out);
+  return r;
+}
+
+// Perplexity's contextualized embeddings by late chunking: each document (a list of chunks) is one
+// sequence, one forward pass; each chunk's embedding is the mean of its own tokens' states, which
+// have seen the whole document.
+HttpResponse Api::Contextualized(const HttpRequest& request, Context& ctx) {
+  Parsed p = ParseBody(request.body);
+  if (p.error) return ErrorResponse(*p.error, true);
+  const JsonValue& body = p.json;
+  if (!model_.can_embed || !model_.mean_pooling) {
+    return ErrorResponse({400, StrCat("model '", model_.name, "' does not support contextualized "
+                                      "embeddings (late chunking needs a mean-pooling embedding model)"), "model", ""}, true);
+  }
+  if (const JsonValue* m = body.Find("model"); m && m->is_string() && m->as_string() != model_.name) {
+    return ErrorResponse({404, StrCat("model '", m->as_string(), "' is not served here"), "model", "model_not_found"}, true);
+  }
+  const JsonValue* input = body.Find("input");
+  if (input == nullptr || !input->is_array() || input->items().empty()) {
+    return ErrorResponse({422, "'input' must be a non-empty list of documents, each a list of chunk strings", "input", ""}, true);
+  }
+  int64_t chunks_total = 0;
+  for (const JsonValue& doc : input->items()) chunks_total += doc.is_array() ? static_cast<int64_t>(doc.items().size()) : 0;
+  if (chunks_total > limits_.max_inputs) {
+    return ErrorResponse({413, StrCat("'input' has ", chunks_total, " chunks; at most ", limits_.max_inputs, " per request"), "input", ""}, true);
+  }
+  // Where the special tokens put the text: the index of a sentinel id after wrapping.
+  tokenizer::Encoding probe;
+  tokenizer_->AddSpecialTokens({UINT32_MAX}, &probe);
+  const uint32_t prefix = static_cast<uint32_t>(
+      std::find(probe.ids.begin(), probe.ids.end(), UINT32_MAX) - probe.ids.begin());
+  tokenizer::EncodeOptions options;
+  options.add_special_tokens = false;
+  options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+  std::vector<Sequence> seqs;
+  std::vector<size_t> chunk_counts;
+  int64_t total_tokens = 0;
+  tokenizer::Encoding enc;
+  for (size_t d = 0; d < input->items().size(); ++d) {
+    const JsonValue& doc = input->items()[d];
+    absl::StatusOr<std::vector<std::string>> chunks = doc.is_array() ? Strings(doc, StrCat("input[", d, "]"))
+                                                                    : absl::StatusOr<std::vector<std::string>>(absl::FailedPreconditionError(StrCat("'input[", d, "]' must be a list of strings")));
+    if (!chunks.ok()) return ErrorResponse({422, std::string(chunks.status().message()), "input", ""}, true);
+    if (chunks->empty()) return ErrorResponse({422, StrCat("input[", d, "] has no chunks"), "input", ""}, true);
+    std::vector<uint32_t> ids;
+    Sequence seq;
+    for (size_t j = 0; j < chunks->size(); ++j) {
+      absl::Status s = tokenizer_->Encode((*chunks)[j], options, &enc);
+      if (!s.ok()) return ErrorResponse({400, StrCat("input[", d, "][", j, "]: ", s.message()), "input", ""}, true);
+      if (enc.ids.empty()) return ErrorResponse({422, StrCat("input[", d, "][", j, "] is empty after tokenization"), "input", ""}, true);
+      const uint32_t begin = prefix + static_cast<uint32_t>(ids.size());
+      ids.insert(ids.end(), enc.ids.begin(), enc.ids.end());
+      seq.spans.emplace_back(begin, prefix + static_cast<uint32_t>(ids.size()));
+    }
+    tokenizer_->AddSpecialTokens(ids, &enc);
+    if (static_cast<int64_t>(enc.ids.size()) > model_.max_input_tokens) {
+      return ErrorResponse({413, StrCat("document ", d, " has ", enc.ids.size(), " tokens with its special tokens; the model accepts at most ", model_.max_input_tokens), "input", "input_too_long"}, true);
+    }
+    seq.ids = enc.ids;
+    total_tokens += static_cast<int64_t>(seq.ids.size());
+    chunk_counts.push_back(chunks->size());
+    seqs.push_back(std::move(seq));
+  }
+  quiver::v1::OutputOptions output;
+  std::string format = "float";
+  if (const JsonValue* f = body.Find("encoding_format"); f && f->is_string()) format = f->as_string();
+  if (format == "base64_int8") output.set_output_type(quiver::v1::OUTPUT_INT8);
+  else if (format == "base64_binary") output.set_output_type(quiver::v1::OUTPUT_BINARY);
+  else if (format != "float" && format != "base64") {
+    return ErrorResponse({422, "'encoding_format' must be float, base64, base64_int8 or base64_binary", "encoding_format", ""}, true);
+  }
+  if (const JsonValue* dm = body.Find("dimensions"); dm && !dm->is_null()) {
+    if (!dm->is_int() || dm->as_int() <= 0 || dm->as_int() > model_.hidden_size) {
+      return ErrorResponse({422, StrCat("'dimensions' must be an integer in [1, ", model_.hidden_size, "]"), "dimensions", ""}, true);
+    }
+    output.set_dimensions(static_cast<uint32_t>(dm->as_int()));
+    output.set_normalize(true);
+  }
+  absl::StatusOr<ReplicaResult> result = dispatcher_->Run(CallKind::kEmbed, seqs, output, ctx.deadline);
+  if (!result.ok()) return ErrorResponse(FromStatus(result.status()), true);
+  const size_t row_bytes = result->data.size() / static_cast<size_t>(std::max<int64_t>(1, result->num_seqs));
+  std::string out = "{\"object\":\"list\",\"data\":[";
+  size_t row = 0;
+  for (size_t d = 0; d < chunk_counts.size(); ++d) {
+    if (d > 0) out += ',';
+    out += StrCat("{\"object\":\"list\",\"index\":", d, ",\"data\":[");
+    for (size_t j = 0; j < chunk_counts[d]; ++j, ++row) {
+      if (j > 0) out += ',';
+      out += StrCat("{\"object\":\"embedding\",\"index\":", j, ",\"embedding\":");
+      const std::string bytes = result->data.substr(row * row_bytes, row_bytes);
+      if (format == "float") {
+        out += '[';
+        for (size_t k = 0; k < row_bytes / 4; ++k) {
+          float v;
+          std::memcpy(&v, bytes.data() + 4 * k, 4);
+          if (k > 0) out += ',';
+          out += fmt::format("{}", v);
+        }
+        out += ']';
+      } else {
+        out += "\"" + Base64(bytes) + "\"";
+      }
+      out += '}';
+    }
+    out += "]}";
   }
   out += StrCat("],\"model\":\"", JsonEscape(model_.name), "\",\"usage\":{\"prompt_tokens\":",
                 total_tokens, ",\"total_tokens\":", total_tokens, "}}");

@@ -26,6 +26,7 @@ struct ModelDescription {
   bool can_embed = true;
   bool can_score = false;
   bool qwen3_reranker = false;     // scores with the yes/no prompt template
+  bool mean_pooling = false;       // late chunking (contextualized embeddings) needs it
 };
 
 struct ApiLimits {
@@ -52,6 +53,7 @@ class Api {
   HttpResponse Embeddings(const HttpRequest& request, Context& ctx);
   HttpResponse TeiEmbed(const HttpRequest& request, Context& ctx);
   HttpResponse Rerank(const HttpRequest& request, Context& ctx);
+  HttpResponse Contextualized(const HttpRequest& request, Context& ctx);
   HttpResponse Score(const HttpRequest& request, Context& ctx);
   HttpResponse Tokenize(const HttpRequest& request, Context& ctx);
   HttpResponse Decode(const HttpRequest& request, Context& ctx);

@@ -87,6 +87,11 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
     bool types = false;
     for (size_t i = bounds[c].first; i < bounds[c].second; ++i) types |= !sequences[i].type_ids.empty();
     for (size_t i = bounds[c].first; i < bounds[c].second; ++i) {
+      const uint32_t base = static_cast<uint32_t>(ch.token_ids_size());
+      for (const auto& [b, e] : sequences[i].spans) {
+        ch.add_span_bounds(base + b);
+        ch.add_span_bounds(base + e);
+      }
       for (uint32_t id : sequences[i].ids) ch.add_token_ids(id);
       if (types) {
         for (size_t k = 0; k < sequences[i].ids.size(); ++k) {

@@ -35,6 +35,8 @@ std::vector<std::pair<size_t, size_t>> SplitIntoChunks(std::span<const int64_t> 
 struct Sequence {
   std::vector<uint32_t> ids;
   std::vector<uint32_t> type_ids;  // empty: all zero
+  // Late chunking: (begin, end) token offsets within this sequence; one output row each.
+  std::vector<std::pair<uint32_t, uint32_t>> spans;
 };
 
 // The current replicas; called once per request (a DNS-discovered set changes over time).

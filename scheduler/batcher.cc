@@ -17,8 +17,9 @@ size_t FormBatch(std::span<const ChunkShape> queue, const SchedulerLimits& limit
     const bool fits = tokens + chunk.num_tokens <= limits.max_batch_tokens &&
                       seqs + chunk.num_seqs <= limits.max_batch_seqs;
     const bool compatible =
-        taken == 0 || chunk.output == nullptr || queue[0].output == nullptr ||
-        SameOutput(*chunk.output, *queue[0].output);
+        taken == 0 || (chunk.by_spans == queue[0].by_spans &&
+                       (chunk.output == nullptr || queue[0].output == nullptr ||
+                        SameOutput(*chunk.output, *queue[0].output)));
     if (taken > 0 && (!fits || !compatible)) break;
     tokens += chunk.num_tokens;
     seqs += chunk.num_seqs;

@@ -18,6 +18,7 @@ struct ChunkShape {
   int64_t num_tokens = 0;
   int64_t num_seqs = 0;
   const engine::OutputOptions* output = nullptr;  // chunks batch together only with equal options
+  bool by_spans = false;                          // ... and the same row kind (late chunking)
 };
 
 bool SameOutput(const engine::OutputOptions& a, const engine::OutputOptions& b);

@@ -100,7 +100,7 @@ void Scheduler::SubmitBatches() {
     shapes.reserve(queue_.size());
     for (const Entry& e : queue_) {
       shapes.push_back({e.chunk.batch.num_tokens(), e.chunk.batch.num_seqs(),
-                        &e.chunk.batch.output});
+                        &e.chunk.batch.output, !e.chunk.batch.span_bounds.empty()});
     }
     const size_t take = FormBatch(shapes, limits_);
     InFlight batch;
@@ -115,6 +115,7 @@ void Scheduler::SubmitBatches() {
       queue_.pop_front();
       const engine::RaggedBatch& b = entry.chunk.batch;
       const int32_t base = packed.cu_seqlens.back();
+      for (int32_t bound : b.span_bounds) packed.span_bounds.push_back(base + bound);
       packed.token_ids.insert(packed.token_ids.end(), b.token_ids.begin(), b.token_ids.end());
       if (any_types) {
         if (b.token_type_ids.empty()) {
@@ -149,7 +150,7 @@ void Scheduler::Deliver(InFlight& batch) {
   compute_ms_->Observe(compute_us / 1000.0);
   int64_t row = 0;
   for (Entry& entry : batch.entries) {
-    const int64_t seqs = entry.chunk.batch.num_seqs();
+    const int64_t seqs = entry.chunk.batch.num_rows();
     if (!out.ok()) {
       entry.done(out.status());
       continue;

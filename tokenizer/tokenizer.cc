@@ -264,6 +264,10 @@ absl::Status Tokenizer::EncodePair(std::string_view text, std::string_view text_
   return absl::OkStatus();
 }
 
+void Tokenizer::AddSpecialTokens(const std::vector<uint32_t>& ids, Encoding* out) const {
+  post_processor_->Process(ids, nullptr, /*add_special_tokens=*/true, out->ids, out->type_ids);
+}
+
 std::string Tokenizer::Decode(const std::vector<uint32_t>& ids, bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());

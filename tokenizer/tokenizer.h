@@ -64,6 +64,10 @@ class Tokenizer {
   absl::Status EncodePair(std::string_view text, std::string_view text_pair,
                           const EncodeOptions& options, Encoding* out) const;
 
+  // The post-processor's special tokens around one already-tokenized text (prefix + ids +
+  // suffix, with type ids), as Encode would add them.
+  void AddSpecialTokens(const std::vector<uint32_t>& ids, Encoding* out) const;
+
   // Text for `ids` through the tokenizer.json decoder; unknown ids are skipped.
   std::string Decode(const std::vector<uint32_t>& ids, bool skip_special_tokens) const;
 

@@ -65,6 +65,7 @@ absl::StatusOr<scheduler::Chunk> InferenceService::MakeChunk(grpc::CallbackServe
   }
   for (uint32_t c : in.cu_seqlens()) b.cu_seqlens.push_back(static_cast<int32_t>(c));
   for (uint32_t t : in.token_type_ids()) b.token_type_ids.push_back(static_cast<int32_t>(t));
+  for (uint32_t s : in.span_bounds()) b.span_bounds.push_back(static_cast<int32_t>(s));
   b.output.pooling = ToPooling(in.output().pooling());
   if (in.output().normalize()) b.output.normalize = true;
   b.output.dimensions = in.output().dimensions();

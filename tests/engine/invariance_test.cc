@@ -188,6 +188,34 @@ TEST(OutputFormatTest, BadBatchesAreRefusedWithTheReason) {
   EXPECT_FALSE((*engine)->Run(empty_seq).ok());
 }
 
+TEST(SpanPoolingTest, LateChunkingSpansAreMeansOverTheirTokens) {
+  // bert_mean pools by mean, so a span over a whole sequence must equal that sequence's output,
+  // and two halves of a sequence average (by token count) to the whole.
+  auto engine = Engine::Load(TinyDir("bert_mean"), {});
+  ASSERT_TRUE(engine.ok());
+  const auto seqs = RandomSequences(3, 1000, 60, 21);
+  RaggedBatch plain;
+  for (const auto& s : seqs) plain.Add(s);
+  auto whole = (*engine)->Run(plain);
+  ASSERT_TRUE(whole.ok());
+  RaggedBatch spans = plain;
+  const int32_t len0 = spans.cu_seqlens[1];
+  const int32_t half = len0 / 2 + 1;
+  spans.span_bounds = {0, len0, spans.cu_seqlens[1], spans.cu_seqlens[2], 0, half, half, len0};
+  auto out = (*engine)->Run(spans);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->num_seqs, 4);
+  EXPECT_EQ(out->RowF32(0), whole->RowF32(0));
+  EXPECT_EQ(out->RowF32(1), whole->RowF32(1));
+  const auto a = out->RowF32(2), b = out->RowF32(3), w = whole->RowF32(0);
+  for (size_t j = 0; j < w.size(); ++j) {
+    EXPECT_NEAR((a[j] * half + b[j] * (len0 - half)) / len0, w[j], 1e-5);
+  }
+  RaggedBatch crossing = plain;
+  crossing.span_bounds = {len0 - 1, len0 + 1};
+  EXPECT_NE(std::string((*engine)->Run(crossing).status().message()).find("crosses"), std::string::npos);
+}
+
 TEST(LazyResultTest, SubmitReturnsAtOnceAndResultsArriveInOrder) {
   auto engine = Engine::Load(TinyDir("qwen3_causal_lasttoken"), {});
   ASSERT_TRUE(engine.ok());

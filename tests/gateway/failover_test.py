@@ -137,6 +137,17 @@ def main():
         print(f"restarted worker: healthy={metric(gport, 'quiver_gateway_replica_healthy', dead)}, chunks {before} -> {after}")
         if after <= before:
             failures.append("the restarted worker got no traffic")
+        # Workers found by DNS (dns:NAME:PORT, re-resolved), as a Kubernetes headless Service gives.
+        dlog = tempfile.NamedTemporaryFile(prefix="quiver-fo-dns-", delete=False).name
+        dns_gw = subprocess.Popen([QUIVER, "gateway", "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
+                                   "--workers", f"dns:localhost:{ports[0]}", "--resolve-interval-ms", "500"],
+                                  stderr=open(dlog, "w"), stdout=subprocess.DEVNULL)
+        dport = int(wait_for(r" port=(\d+) ", dlog, dns_gw).group(1))
+        status, body = post(dport, "/v1/embeddings", {"input": queries[:3]})
+        if status != 200 or [d["embedding"] for d in json.loads(body)["data"]] != [expected[q] for q in queries[:3]]:
+            failures.append(f"dns: workers: {status} {body[:200]}")
+        dns_gw.send_signal(signal.SIGTERM)
+        dns_gw.wait(timeout=30)
         # With every worker gone: 503 naming the reason, and /health says so.
         for w in workers:
             w.send_signal(signal.SIGKILL)

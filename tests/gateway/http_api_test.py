@@ -131,12 +131,27 @@ def main():
         dec = json.loads(call(port, "POST", "/decode", {"ids": [101, 7592, 2088, 102]})[1])
         check(dec == "hello world", f"/decode ({dec!r})")
 
+        # Contextualized embeddings (late chunking): one embedding per chunk, documents in order.
+        s, b, _ = call(port, "POST", "/v1/contextualizedembeddings", {"input": [["ls lists directory contents.", "It sorts entries.", "See also dir."], ["mkdir makes directories."]]})
+        check(s == 200, f"/v1/contextualizedembeddings 200 ({s} {b[:160]})")
+        if s == 200:
+            ce = json.loads(b)
+            shapes = [len(d["data"]) for d in ce["data"]]
+            check(shapes == [3, 1] and all(len(e["embedding"]) == 384 for d in ce["data"] for e in d["data"]), f"contextualized shapes {shapes}")
+            norms = [math.sqrt(sum(x * x for x in e["embedding"])) for d in ce["data"] for e in d["data"]]
+            check(all(abs(n - 1) < 1e-5 for n in norms), "contextualized embeddings are normalized like the model's")
+            alone = json.loads(call(port, "POST", "/v1/contextualizedembeddings", {"input": [["It sorts entries."]]})[1])["data"][0]["data"][0]["embedding"]
+            check(cosine(alone, ce["data"][0]["data"][1]["embedding"]) < 0.9999, "a chunk's embedding depends on its document")
+
         # Errors: status and a message naming the field or limit.
         def err(path, body, status, needle, raw=None):
             s, b, h = call(port, "POST", path, body, raw=raw)
             check(s == status and needle in b, f"{path} {body!s:.60} -> {s} {b[:160]}")
             return h
         err("/v1/embeddings", None, 400, "malformed JSON", raw=b"{nope")
+        err("/v1/contextualizedembeddings", {"input": ["not a list"]}, 422, "input[0]")
+        err("/v1/contextualizedembeddings", {"input": [["word " * 200, "word " * 200]]}, 413, "document 0")
+
         err("/v1/embeddings", {"input": 3}, 422, "input")
         err("/v1/embeddings", {}, 422, "missing field 'input'")
         err("/v1/embeddings", {"input": "x", "model": "other"}, 404, "not served here")
