@@ -1,15 +1,13 @@
 // `quiver gateway --workers host:port,... | dns:NAME:PORT --model DIR`: the HTTP APIs in front of
 // `quiver worker` processes. The model folder gives the tokenizer (weights are not read); sizes
 // and the model's kind come from the workers' ModelInfo.
-#include <pthread.h>
-#include <signal.h>
-
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "app/commands.h"
 #include "common/metrics.h"
+#include "common/signals.h"
 #include "common/strings.h"
 #include "engine/model_folder.h"
 #include "gateway/api.h"
@@ -21,11 +19,7 @@
 namespace quiver::app {
 
 int RunGateway(const GatewayOptions& options) {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  BlockStopSignals();  // before any thread starts
 
   const std::string tokenizer_path = (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
   auto tok = tokenizer::Tokenizer::FromFile(tokenizer_path);
@@ -86,9 +80,7 @@ int RunGateway(const GatewayOptions& options) {
                server.port(), chunk_tokens, model.max_input_tokens, options.health_interval_ms,
                options.api.api_key.empty() ? "off" : "bearer");
   api.set_ready(true);
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  spdlog::info("quiver gateway: {} received, stopping", strsignal(signal_number));
+  spdlog::info("quiver gateway: {} received, stopping", WaitForStopSignal());
   api.set_ready(false);
   server.Stop();
   spdlog::info("quiver gateway: stopped");

@@ -1,15 +1,13 @@
 // `quiver serve`: the gateway's HTTP APIs over an in-process replica (scheduler + engine), on one
 // machine with no gRPC hop. Runs until SIGTERM or SIGINT, then stops accepting, finishes what
 // was admitted, and exits 0.
-#include <pthread.h>
-#include <signal.h>
-
 #include <cstring>
 #include <filesystem>
 
 #include "app/commands.h"
 #include "app/local_replica.h"
 #include "common/metrics.h"
+#include "common/signals.h"
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "gateway/api.h"
@@ -21,13 +19,7 @@
 namespace quiver::app {
 
 int RunServe(const ServeOptions& options) {
-  // Block the stop signals in every thread before any is started; this thread takes them with
-  // sigwait, so no handler runs at an arbitrary point.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  BlockStopSignals();  // before any thread starts; this thread takes them with sigwait
 
   if (absl::Status status = scheduler::ValidateLimits(options.limits); !status.ok()) {
     spdlog::error("{}", status.message());
@@ -102,9 +94,7 @@ int RunServe(const ServeOptions& options) {
   }
   api.set_ready(true);
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  spdlog::info("quiver serve: {} received, stopping", strsignal(signal_number));
+  spdlog::info("quiver serve: {} received, stopping", WaitForStopSignal());
   api.set_ready(false);
   server.Stop();   // no new requests; handlers in progress finish
   sched.Drain();   // everything admitted completes

@@ -30,4 +30,27 @@ std::string StrCat(const Args&... args) {
 
 inline std::string_view ToStd(absl::string_view s) { return {s.data(), s.size()}; }
 
+// `s` as the inside of a JSON string literal (quotes, backslashes and control characters
+// escaped; UTF-8 passes through).
+inline std::string JsonEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
 }  // namespace quiver

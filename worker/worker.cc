@@ -2,14 +2,13 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "common/metrics.h"
+#include "common/signals.h"
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "scheduler/scheduler.h"
@@ -20,11 +19,7 @@
 namespace quiver::worker {
 
 int RunWorker(const WorkerOptions& options) {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread starts
+  BlockStopSignals();  // before any thread starts
 
   if (absl::Status s = ValidateWorkerOptions(options); !s.ok()) {
     spdlog::error("quiver worker: {}", s.message());
@@ -74,10 +69,9 @@ int RunWorker(const WorkerOptions& options) {
       options.limits.max_queued_tokens, options.threads);
   server->GetHealthCheckService()->SetServingStatus(true);
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  spdlog::info("quiver worker: {} received; draining ({} tokens admitted)",
-               strsignal(signal_number), scheduler.queued_tokens());
+  const char* signal_name = WaitForStopSignal();
+  spdlog::info("quiver worker: {} received; draining ({} tokens admitted)", signal_name,
+               scheduler.queued_tokens());
   server->GetHealthCheckService()->SetServingStatus(false);
   scheduler.Drain();  // refuses new chunks (UNAVAILABLE), finishes every admitted one
   // Keep answering UNAVAILABLE for a moment, so that clients and balancers that have not yet seen
