@@ -37,12 +37,13 @@ class AttentionBackend {
                    const float* v, int64_t kv_stride, float* out, ThreadPool& pool) const = 0;
 };
 
-// "reference" or "tiled"; INVALID_ARGUMENT naming the known backends otherwise.
+// "reference", "packed" or "tiled"; INVALID_ARGUMENT naming the known backends otherwise.
 absl::StatusOr<std::unique_ptr<AttentionBackend>> MakeAttentionBackend(std::string_view name);
 
 // The table: which backend for a model family ("bert", "qwen3") and the batch's longest
-// sequence. Short sequences use the reference loop (its whole-row softmax is cheapest there);
-// longer ones the tiled kernel, whose memory does not grow with the sequence.
+// sequence. Up to 512 tokens the packed loop (whole-row softmax, vector-friendly layout); longer
+// ones the tiled kernel, whose memory does not grow with the sequence. "reference" is the plain
+// loop the others are tested against.
 std::string_view ChooseAttentionBackend(std::string_view family, int64_t max_seqlen);
 
 }  // namespace quiver::engine

@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
     if (!forced.ok()) return forced.status();
     e->forced_attention_ = *std::move(forced);
   }
-  e->reference_attention_ = *MakeAttentionBackend("reference");
+  e->packed_attention_ = *MakeAttentionBackend("packed");
   e->tiled_attention_ = *MakeAttentionBackend("tiled");
   int threads = options.num_threads > 0 ? options.num_threads
                                         : static_cast<int>(std::thread::hardware_concurrency());
@@ -184,8 +184,8 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
   plan.scale = 1.0f / std::sqrt(static_cast<float>(plan.head_dim));
   const AttentionBackend* attention = forced_attention_.get();
   if (attention == nullptr) {
-    attention = ChooseAttentionBackend(model_->family(), plan.max_seqlen) == "reference"
-                    ? reference_attention_.get()
+    attention = ChooseAttentionBackend(model_->family(), plan.max_seqlen) == "packed"
+                    ? packed_attention_.get()
                     : tiled_attention_.get();
   }
   ForwardContext ctx{*batch, positions, plan, *attention, *pool_, ws_};

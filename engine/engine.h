@@ -79,7 +79,7 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<AttentionBackend> forced_attention_;
-  std::unique_ptr<AttentionBackend> reference_attention_, tiled_attention_;
+  std::unique_ptr<AttentionBackend> packed_attention_, tiled_attention_;
   Workspace ws_;
 
   std::mutex mu_;
