@@ -19,7 +19,7 @@
 namespace quiver::app {
 
 int RunGateway(const GatewayOptions& options) {
-  BlockStopSignals();  // before any thread starts
+  CatchStopSignals();
 
   const std::string tokenizer_path = (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
   auto tok = tokenizer::Tokenizer::FromFile(tokenizer_path);

@@ -19,7 +19,7 @@
 namespace quiver::app {
 
 int RunServe(const ServeOptions& options) {
-  BlockStopSignals();  // before any thread starts; this thread takes them with sigwait
+  CatchStopSignals();
 
   if (absl::Status status = scheduler::ValidateLimits(options.limits); !status.ok()) {
     spdlog::error("{}", status.message());

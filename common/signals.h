@@ -1,13 +1,14 @@
-// Orderly shutdown on SIGTERM / SIGINT without signal handlers: block both in every thread
-// (call before starting any thread), then wait for one on the main thread.
+// Orderly shutdown on SIGTERM / SIGINT. A handler writes the signal to a pipe and the main thread
+// waits on it. (Blocking the signals in every thread is not enough: libraries such as OpenBLAS
+// start threads before main, and a process-directed signal may land on one of them.)
 #pragma once
 
 namespace quiver {
 
-// Blocks SIGTERM and SIGINT in the calling thread and in every thread it starts afterwards.
-void BlockStopSignals();
+// Installs the handler for SIGTERM and SIGINT. Call once, early in main's command.
+void CatchStopSignals();
 
-// Waits until SIGTERM or SIGINT arrives (they must be blocked); returns the signal's name.
+// Waits until SIGTERM or SIGINT arrives; returns the signal's name.
 const char* WaitForStopSignal();
 
 }  // namespace quiver

@@ -19,7 +19,7 @@
 namespace quiver::worker {
 
 int RunWorker(const WorkerOptions& options) {
-  BlockStopSignals();  // before any thread starts
+  CatchStopSignals();
 
   if (absl::Status s = ValidateWorkerOptions(options); !s.ok()) {
     spdlog::error("quiver worker: {}", s.message());
