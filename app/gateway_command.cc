@@ -1,6 +1,6 @@
 // `quiver gateway --workers host:port,... | dns:NAME:PORT --model DIR`: the HTTP APIs in front of
-// `quiver worker` processes. The model folder gives the tokenizer (weights are not read); sizes
-// and the model's kind come from the workers' ModelInfo.
+// `quiver worker` processes. The model folder gives the tokenizer only (no weights, no config);
+// sizes, lengths and the model's kind come from the workers' ModelInfo.
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -9,7 +9,6 @@
 #include "common/metrics.h"
 #include "common/signals.h"
 #include "common/strings.h"
-#include "engine/model_folder.h"
 #include "gateway/api.h"
 #include "gateway/grpc_replica.h"
 #include "gateway/http_server.h"
@@ -49,10 +48,8 @@ int RunGateway(const GatewayOptions& options) {
   gateway::ModelDescription model;
   model.name = options.model_name.empty() ? info->name() : options.model_name;
   model.architecture = info->architecture();
-  model.max_input_tokens = info->max_input_tokens();
-  if (auto folder_config = engine::LoadModelFolder(options.model_dir); folder_config.ok()) {
-    if (folder_config->pooling.max_seq_length) model.max_input_tokens = *folder_config->pooling.max_seq_length;
-  }
+  model.max_input_tokens = info->max_seq_length() > 0 ? info->max_seq_length()
+                                                      : info->max_input_tokens();
   model.hidden_size = info->hidden_size();
   model.normalize = info->normalize();
   model.can_embed = info->can_embed();

@@ -168,6 +168,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_can_embed(!engine_->is_scorer());
   response->set_can_score(engine_->is_scorer());
   response->set_max_batch_tokens(static_cast<uint32_t>(max_batch_tokens_));
+  response->set_max_seq_length(static_cast<uint32_t>(
+      folder.pooling.max_seq_length.value_or(engine_->max_input_tokens())));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

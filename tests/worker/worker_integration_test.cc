@@ -163,7 +163,8 @@ TEST(WorkerIntegrationTest, ConcurrentRaggedChunksEqualTheEngineByteForByte) {
     quiver::v1::ModelInfoResponse info;
     ASSERT_TRUE(Connect(worker.address())->ModelInfo(&ctx, {}, &info).ok());
     EXPECT_EQ(info.hidden_size(), 384u);
-    EXPECT_EQ(info.max_input_tokens(), 512u);  // the position table; sentence-transformers cuts at 256
+    EXPECT_EQ(info.max_input_tokens(), 512u);  // the position table
+    EXPECT_EQ(info.max_seq_length(), 256u);    // sentence-transformers' max_seq_length
     EXPECT_TRUE(info.can_embed());
   }
   constexpr int kThreads = 32, kPerThread = 8;
