@@ -87,34 +87,31 @@ absl::StatusOr<scheduler::Chunk> InferenceService::MakeChunk(grpc::CallbackServe
   return chunk;
 }
 
-grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,
-                                                  const quiver::v1::EmbedRequest* request,
-                                                  quiver::v1::EmbedResponse* response) {
+grpc::ServerUnaryReactor* InferenceService::Serve(
+    grpc::CallbackServerContext* context, bool score, const std::string& model,
+    const quiver::v1::Chunk& in, std::function<void(scheduler::ChunkResult&)> fill) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto fail = [&](const absl::Status& s) {
     requests_error_->Inc();
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   };
-  if (engine_->is_scorer()) {
+  if (score != engine_->is_scorer()) {
     return fail(absl::InvalidArgumentError(
-        StrCat("model '", model_name_, "' is a scoring model; call Score, not Embed")));
+        score ? StrCat("model '", model_name_, "' is an embedding model; call Embed, not Score")
+              : StrCat("model '", model_name_, "' is a scoring model; call Score, not Embed")));
   }
-  absl::StatusOr<scheduler::Chunk> chunk = MakeChunk(context, request->model(), request->chunk());
+  absl::StatusOr<scheduler::Chunk> chunk = MakeChunk(context, model, in);
   if (!chunk.ok()) return fail(chunk.status());
   absl::Status admitted = scheduler_->Enqueue(
-      *std::move(chunk), [this, reactor, response](absl::StatusOr<scheduler::ChunkResult> r) {
+      *std::move(chunk),
+      [this, reactor, fill = std::move(fill)](absl::StatusOr<scheduler::ChunkResult> r) {
         if (!r.ok()) {
           requests_error_->Inc();
           reactor->Finish(ToGrpcStatus(r.status()));
           return;
         }
-        response->set_num_seqs(static_cast<uint32_t>(r->output.num_seqs));
-        response->set_dimensions(static_cast<uint32_t>(r->output.dimensions));
-        response->set_output_type(static_cast<quiver::v1::OutputType>(r->output.output_type));
-        response->set_data(r->output.data.data(), r->output.data.size());
-        response->set_queue_wait_us(static_cast<uint64_t>(r->queue_wait_us));
-        response->set_compute_us(static_cast<uint64_t>(r->compute_us));
+        fill(*r);
         requests_ok_->Inc();
         reactor->Finish(grpc::Status::OK);
       });
@@ -122,37 +119,31 @@ grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* c
   return reactor;
 }
 
+grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,
+                                                  const quiver::v1::EmbedRequest* request,
+                                                  quiver::v1::EmbedResponse* response) {
+  return Serve(context, /*score=*/false, request->model(), request->chunk(),
+               [response](scheduler::ChunkResult& r) {
+                 response->set_num_seqs(static_cast<uint32_t>(r.output.num_seqs));
+                 response->set_dimensions(static_cast<uint32_t>(r.output.dimensions));
+                 response->set_output_type(
+                     static_cast<quiver::v1::OutputType>(r.output.output_type));
+                 response->set_data(r.output.data.data(), r.output.data.size());
+                 response->set_queue_wait_us(static_cast<uint64_t>(r.queue_wait_us));
+                 response->set_compute_us(static_cast<uint64_t>(r.compute_us));
+               });
+}
+
 grpc::ServerUnaryReactor* InferenceService::Score(grpc::CallbackServerContext* context,
                                                   const quiver::v1::ScoreRequest* request,
                                                   quiver::v1::ScoreResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto fail = [&](const absl::Status& s) {
-    requests_error_->Inc();
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  };
-  if (!engine_->is_scorer()) {
-    return fail(absl::InvalidArgumentError(
-        StrCat("model '", model_name_, "' is an embedding model; call Embed, not Score")));
-  }
-  absl::StatusOr<scheduler::Chunk> chunk = MakeChunk(context, request->model(), request->chunk());
-  if (!chunk.ok()) return fail(chunk.status());
-  absl::Status admitted = scheduler_->Enqueue(
-      *std::move(chunk), [this, reactor, response](absl::StatusOr<scheduler::ChunkResult> r) {
-        if (!r.ok()) {
-          requests_error_->Inc();
-          reactor->Finish(ToGrpcStatus(r.status()));
-          return;
-        }
-        response->set_num_seqs(static_cast<uint32_t>(r->output.num_seqs));
-        response->set_scores(r->output.data.data(), r->output.data.size());
-        response->set_queue_wait_us(static_cast<uint64_t>(r->queue_wait_us));
-        response->set_compute_us(static_cast<uint64_t>(r->compute_us));
-        requests_ok_->Inc();
-        reactor->Finish(grpc::Status::OK);
-      });
-  if (!admitted.ok()) return fail(admitted);
-  return reactor;
+  return Serve(context, /*score=*/true, request->model(), request->chunk(),
+               [response](scheduler::ChunkResult& r) {
+                 response->set_num_seqs(static_cast<uint32_t>(r.output.num_seqs));
+                 response->set_scores(r.output.data.data(), r.output.data.size());
+                 response->set_queue_wait_us(static_cast<uint64_t>(r.queue_wait_us));
+                 response->set_compute_us(static_cast<uint64_t>(r.compute_us));
+               });
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContext* context,

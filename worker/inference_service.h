@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <string>
 
 #include "common/metrics.h"
 #include "engine/engine.h"
@@ -28,6 +30,11 @@ class InferenceService final : public quiver::v1::Inference::CallbackService {
                                       quiver::v1::ModelInfoResponse* response) override;
 
  private:
+  // The path Embed and Score share: check the call fits the model, convert and validate the
+  // chunk, admit it, and on completion let `fill` write the response before finishing.
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, bool score,
+                                  const std::string& model, const quiver::v1::Chunk& chunk,
+                                  std::function<void(scheduler::ChunkResult&)> fill);
   // Converts and checks a request's chunk; INVALID_ARGUMENT naming the field otherwise.
   absl::StatusOr<scheduler::Chunk> MakeChunk(grpc::CallbackServerContext* context,
                                              const std::string& model,
