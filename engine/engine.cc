@@ -91,10 +91,7 @@ Engine::~Engine() {
   if (compute_thread_.joinable()) compute_thread_.join();
 }
 
-int64_t Engine::max_input_tokens() const {
-  int64_t limit = folder_->config.max_input_tokens();
-  return limit;
-}
+int64_t Engine::max_input_tokens() const { return folder_->config.max_input_tokens(); }
 
 absl::Status Engine::Validate(const RaggedBatch& batch) const {
   absl::Status valid = ValidateBatch(

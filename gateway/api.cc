@@ -82,6 +82,50 @@ ApiError FromStatus(const absl::Status& s) {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// The OpenAI-style output fields shared by /v1/embeddings and /v1/contextualizedembeddings:
+// encoding_format (float, base64, base64_int8, base64_binary) and dimensions (Matryoshka,
+// re-normalized as OpenAI does for shortened embeddings).
+std::optional<ApiError> ParseOpenAiOutput(const JsonValue& body, int64_t hidden_size,
+                                          quiver::v1::OutputOptions& output, std::string& format) {
+  format = "float";
+  if (const JsonValue* f = body.Find("encoding_format"); f && !f->is_null()) {
+    if (!f->is_string()) return ApiError{422, "'encoding_format' must be a string", "encoding_format", ""};
+    format = f->as_string();
+  }
+  if (format == "base64_int8") {
+    output.set_output_type(quiver::v1::OUTPUT_INT8);
+  } else if (format == "base64_binary") {
+    output.set_output_type(quiver::v1::OUTPUT_BINARY);
+  } else if (format != "float" && format != "base64") {
+    return ApiError{422, StrCat("'encoding_format' must be float, base64, base64_int8 or base64_binary, got '", format, "'"), "encoding_format", ""};
+  }
+  if (const JsonValue* d = body.Find("dimensions"); d && !d->is_null()) {
+    if (!d->is_int() || d->as_int() <= 0) return ApiError{422, "'dimensions' must be a positive integer", "dimensions", ""};
+    if (d->as_int() > hidden_size) {
+      return ApiError{400, StrCat("'dimensions' is ", d->as_int(), "; the model has ", hidden_size), "dimensions", ""};
+    }
+    output.set_dimensions(static_cast<uint32_t>(d->as_int()));
+    output.set_normalize(true);
+  }
+  return std::nullopt;
+}
+
+// One packed row as JSON: a list of floats (f32 rows) or a base64 string of its bytes.
+void AppendRow(std::string& out, std::string_view row, bool as_floats) {
+  if (!as_floats) {
+    out += "\"" + Base64(std::string(row)) + "\"";
+    return;
+  }
+  out += '[';
+  for (size_t j = 0; j < row.size() / 4; ++j) {
+    float v;
+    std::memcpy(&v, row.data() + 4 * j, 4);
+    if (j > 0) out += ',';
+    out += fmt::format("{}", v);
+  }
+  out += ']';
+}
+
 }  // namespace
 
 struct Api::Context {
@@ -292,8 +336,9 @@ HttpResponse Api::Embeddings(const HttpRequest& request, Context& ctx) {
       }
       Sequence s;
       for (int64_t id : *ids) {
-        if (id < 0 || id >= static_cast<int64_t>(tokenizer_->vocab_size()) + 1024) {
-          return ErrorResponse({422, StrCat("input[", i, "]: token id ", id, " is outside the vocabulary"), "input", ""}, true);
+        // The upper bound is the replica's to check: it knows the model's vocabulary.
+        if (id < 0 || id > INT32_MAX) {
+          return ErrorResponse({422, StrCat("input[", i, "]: token id ", id, " is not a valid id"), "input", ""}, true);
         }
         s.ids.push_back(static_cast<uint32_t>(id));
       }
@@ -320,26 +365,8 @@ HttpResponse Api::Embeddings(const HttpRequest& request, Context& ctx) {
   for (const Sequence& s : seqs) input_tokens_->Observe(static_cast<double>(s.ids.size()));
 
   quiver::v1::OutputOptions output;
-  std::string format = "float";
-  if (const JsonValue* f = body.Find("encoding_format"); f && !f->is_null()) {
-    if (!f->is_string()) return ErrorResponse({422, "'encoding_format' must be a string", "encoding_format", ""}, true);
-    format = f->as_string();
-  }
-  if (format == "base64_int8") {
-    output.set_output_type(quiver::v1::OUTPUT_INT8);
-  } else if (format == "base64_binary") {
-    output.set_output_type(quiver::v1::OUTPUT_BINARY);
-  } else if (format != "float" && format != "base64") {
-    return ErrorResponse({422, StrCat("'encoding_format' must be float, base64, base64_int8 or base64_binary, got '", format, "'"), "encoding_format", ""}, true);
-  }
-  if (const JsonValue* d = body.Find("dimensions"); d && !d->is_null()) {
-    if (!d->is_int() || d->as_int() <= 0) return ErrorResponse({422, "'dimensions' must be a positive integer", "dimensions", ""}, true);
-    if (d->as_int() > model_.hidden_size) {
-      return ErrorResponse({400, StrCat("'dimensions' is ", d->as_int(), "; the model has ", model_.hidden_size), "dimensions", ""}, true);
-    }
-    output.set_dimensions(static_cast<uint32_t>(d->as_int()));
-    output.set_normalize(true);  // OpenAI semantics: shortened embeddings are unit length
-  }
+  std::string format;
+  if (auto e = ParseOpenAiOutput(body, model_.hidden_size, output, format)) return ErrorResponse(*e, true);
   absl::StatusOr<ReplicaResult> result = dispatcher_->Run(CallKind::kEmbed, seqs, output, ctx.deadline);
   if (!result.ok()) return ErrorResponse(FromStatus(result.status()), true);
   queue_ms_->Observe(result->queue_wait_us / 1000.0);
@@ -349,19 +376,8 @@ HttpResponse Api::Embeddings(const HttpRequest& request, Context& ctx) {
   for (int64_t i = 0; i < result->num_seqs; ++i) {
     if (i > 0) out += ',';
     out += StrCat("{\"object\":\"embedding\",\"index\":", i, ",\"embedding\":");
-    const std::string row = result->data.substr(static_cast<size_t>(i) * row_bytes, row_bytes);
-    if (format == "float") {
-      out += '[';
-      for (size_t j = 0; j < row_bytes / 4; ++j) {
-        float v;
-        std::memcpy(&v, row.data() + 4 * j, 4);
-        if (j > 0) out += ',';
-        out += fmt::format("{}", v);
-      }
-      out += ']';
-    } else {
-      out += "\"" + Base64(row) + "\"";
-    }
+    AppendRow(out, std::string_view(result->data).substr(static_cast<size_t>(i) * row_bytes, row_bytes),
+              format == "float");
     out += '}';
   }
   out += StrCat("],\"model\":\"", JsonEscape(model_.name), "\",\"usage\":{\"prompt_tokens\":",
@@ -432,20 +448,8 @@ HttpResponse Api::Contextualized(const HttpRequest& request, Context& ctx) {
     seqs.push_back(std::move(seq));
   }
   quiver::v1::OutputOptions output;
-  std::string format = "float";
-  if (const JsonValue* f = body.Find("encoding_format"); f && f->is_string()) format = f->as_string();
-  if (format == "base64_int8") output.set_output_type(quiver::v1::OUTPUT_INT8);
-  else if (format == "base64_binary") output.set_output_type(quiver::v1::OUTPUT_BINARY);
-  else if (format != "float" && format != "base64") {
-    return ErrorResponse({422, "'encoding_format' must be float, base64, base64_int8 or base64_binary", "encoding_format", ""}, true);
-  }
-  if (const JsonValue* dm = body.Find("dimensions"); dm && !dm->is_null()) {
-    if (!dm->is_int() || dm->as_int() <= 0 || dm->as_int() > model_.hidden_size) {
-      return ErrorResponse({422, StrCat("'dimensions' must be an integer in [1, ", model_.hidden_size, "]"), "dimensions", ""}, true);
-    }
-    output.set_dimensions(static_cast<uint32_t>(dm->as_int()));
-    output.set_normalize(true);
-  }
+  std::string format;
+  if (auto e = ParseOpenAiOutput(body, model_.hidden_size, output, format)) return ErrorResponse(*e, true);
   absl::StatusOr<ReplicaResult> result = dispatcher_->Run(CallKind::kEmbed, seqs, output, ctx.deadline);
   if (!result.ok()) return ErrorResponse(FromStatus(result.status()), true);
   const size_t row_bytes = result->data.size() / static_cast<size_t>(std::max<int64_t>(1, result->num_seqs));
@@ -457,19 +461,7 @@ HttpResponse Api::Contextualized(const HttpRequest& request, Context& ctx) {
     for (size_t j = 0; j < chunk_counts[d]; ++j, ++row) {
       if (j > 0) out += ',';
       out += StrCat("{\"object\":\"embedding\",\"index\":", j, ",\"embedding\":");
-      const std::string bytes = result->data.substr(row * row_bytes, row_bytes);
-      if (format == "float") {
-        out += '[';
-        for (size_t k = 0; k < row_bytes / 4; ++k) {
-          float v;
-          std::memcpy(&v, bytes.data() + 4 * k, 4);
-          if (k > 0) out += ',';
-          out += fmt::format("{}", v);
-        }
-        out += ']';
-      } else {
-        out += "\"" + Base64(bytes) + "\"";
-      }
+      AppendRow(out, std::string_view(result->data).substr(row * row_bytes, row_bytes), format == "float");
       out += '}';
     }
     out += "]}";
@@ -520,18 +512,11 @@ HttpResponse Api::TeiEmbed(const HttpRequest& request, Context& ctx) {
   }
   absl::StatusOr<ReplicaResult> result = dispatcher_->Run(CallKind::kEmbed, seqs, output, ctx.deadline);
   if (!result.ok()) return ErrorResponse(FromStatus(result.status()), false);
-  const size_t dims = static_cast<size_t>(result->dimensions);
+  const size_t row_bytes = static_cast<size_t>(result->dimensions) * 4;
   std::string out = "[";
   for (int64_t i = 0; i < result->num_seqs; ++i) {
     if (i > 0) out += ',';
-    out += '[';
-    for (size_t j = 0; j < dims; ++j) {
-      float v;
-      std::memcpy(&v, result->data.data() + (static_cast<size_t>(i) * dims + j) * 4, 4);
-      if (j > 0) out += ',';
-      out += fmt::format("{}", v);
-    }
-    out += ']';
+    AppendRow(out, std::string_view(result->data).substr(static_cast<size_t>(i) * row_bytes, row_bytes), true);
   }
   out += ']';
   HttpResponse r;

@@ -93,10 +93,6 @@ TEST(GoldenTest, MiniLmMatchesSentenceTransformersOnEveryFixtureText) {
               worst_cos, worst_abs);
 }
 
-struct TinyCase {
-  const char* name;
-};
-
 class TinyGoldenTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {

@@ -154,6 +154,8 @@ def main():
 
         err("/v1/embeddings", {"input": 3}, 422, "input")
         err("/v1/embeddings", {}, 422, "missing field 'input'")
+        err("/v1/embeddings", {"input": [[101, 999999, 102]]}, 400, "outside the vocabulary")
+        err("/v1/embeddings", {"input": [[101, -5]]}, 422, "not a valid id")
         err("/v1/embeddings", {"input": "x", "model": "other"}, 404, "not served here")
         err("/v1/embeddings", {"input": "x", "encoding_format": "hex"}, 422, "encoding_format")
         err("/v1/embeddings", {"input": "x", "dimensions": 999}, 400, "dimensions")
