@@ -19,6 +19,7 @@ struct ServeOptions {
   int threads = 0;
   int handler_threads = 4;
   size_t max_body_bytes = 8 << 20;
+  int64_t max_input_tokens = 0;  // 0: sentence-transformers' max_seq_length, else the positions
   scheduler::SchedulerLimits limits;
   gateway::ApiLimits api;
 };

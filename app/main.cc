@@ -34,6 +34,15 @@ int NotYet(const char* command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(__x86_64__) && defined(__AVX2__)
+  // Built for x86-64-v3 (cmake/QuiverCompile.cmake): say so instead of dying on an instruction.
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    std::fprintf(stderr,
+                 "quiver was built for x86-64-v3 (AVX2, FMA) and this CPU lacks them; rebuild "
+                 "with cmake -DQUIVER_X86_LEVEL=x86-64\n");
+    return 1;
+  }
+#endif
   CLI::App app{"quiver: a server for text-embedding and reranking models"};
   app.require_subcommand(1);
   std::string log_level = "info";
@@ -55,6 +64,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes,
                         "Largest request body; larger ones get 413 unread")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-input-tokens", serve.max_input_tokens,
+                        "Longest input in tokens, 413 beyond (0: the model's max_seq_length, "
+                        "else its position limit; never more than the position limit)")
       ->capture_default_str();
   serve_cmd->add_option("--max-inputs", serve.api.max_inputs,
                         "Inputs per request (413 beyond); bounds one request's memory and latency")

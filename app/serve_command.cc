@@ -50,8 +50,16 @@ int RunServe(const ServeOptions& options) {
                    : options.model_name;
   model.architecture = folder.config.architecture_name;
   // sentence-transformers' max_seq_length when the folder has it (the length the model was
-  // trained for), else the position table.
+  // trained for), else the position table; --max-input-tokens up to the position table.
   model.max_input_tokens = folder.pooling.max_seq_length.value_or((*engine)->max_input_tokens());
+  if (options.max_input_tokens > 0) {
+    if (options.max_input_tokens > (*engine)->max_input_tokens()) {
+      spdlog::error("--max-input-tokens {} is more than the model's position limit {}",
+                    options.max_input_tokens, (*engine)->max_input_tokens());
+      return 1;
+    }
+    model.max_input_tokens = options.max_input_tokens;
+  }
   model.hidden_size = (*engine)->hidden_size();
   model.normalize = folder.pooling.normalize;
   model.can_embed = !(*engine)->is_scorer();

@@ -1,7 +1,9 @@
 // Attention backends: one interface, several implementations, chosen per model family and
 // sequence length by a table (overridable by --attention-backend). CPU has a reference loop
-// (whole score rows per query) and a tiled online-softmax kernel (key blocks of 64, never more
-// than one block of scores per query); CUDA backends register here when built.
+// (whole score rows per query), a packed loop (K transposed per head), a tiled online-softmax
+// loop (key blocks of 64), and flash: the online softmax over blocks of 128 queries x 512 keys
+// with both products in BLAS, never more than one score block per thread. CUDA backends register
+// here when built.
 #pragma once
 
 #include <cstdint>
@@ -37,13 +39,12 @@ class AttentionBackend {
                    const float* v, int64_t kv_stride, float* out, ThreadPool& pool) const = 0;
 };
 
-// "reference", "packed" or "tiled"; INVALID_ARGUMENT naming the known backends otherwise.
+// "reference", "packed", "tiled" or "flash"; INVALID_ARGUMENT naming the known ones otherwise.
 absl::StatusOr<std::unique_ptr<AttentionBackend>> MakeAttentionBackend(std::string_view name);
 
 // The table: which backend for a model family ("bert", "qwen3") and the batch's longest
-// sequence. Up to 512 tokens the packed loop (whole-row softmax, vector-friendly layout); longer
-// ones the tiled kernel, whose memory does not grow with the sequence. "reference" is the plain
-// loop the others are tested against.
+// sequence. Flash at every length today (measured: docs/benchmarks.md); "reference" is the plain
+// loop the others are tested against (tests/engine/attention_test.cc).
 std::string_view ChooseAttentionBackend(std::string_view family, int64_t max_seqlen);
 
 }  // namespace quiver::engine

@@ -71,12 +71,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
     if (!forced.ok()) return forced.status();
     e->forced_attention_ = *std::move(forced);
   }
-  e->packed_attention_ = *MakeAttentionBackend("packed");
-  e->tiled_attention_ = *MakeAttentionBackend("tiled");
+  for (std::string_view name : {"packed", "tiled", "flash"}) {
+    e->table_attention_.emplace(name, *MakeAttentionBackend(name));
+  }
   int threads = options.num_threads > 0 ? options.num_threads
                                         : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, threads);
-  openblas_set_num_threads(threads);
+  // BLAS runs single-threaded inside the pool's tasks (kernels/cpu/kernels.h).
+  openblas_set_num_threads(1);
   e->pool_ = std::make_unique<ThreadPool>(threads);
   e->compute_thread_ = std::thread([engine = e.get()] { engine->ComputeLoop(); });
   return e;
@@ -181,12 +183,11 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
   plan.scale = 1.0f / std::sqrt(static_cast<float>(plan.head_dim));
   const AttentionBackend* attention = forced_attention_.get();
   if (attention == nullptr) {
-    attention = ChooseAttentionBackend(model_->family(), plan.max_seqlen) == "packed"
-                    ? packed_attention_.get()
-                    : tiled_attention_.get();
+    attention =
+        table_attention_.at(ChooseAttentionBackend(model_->family(), plan.max_seqlen)).get();
   }
   ForwardContext ctx{*batch, positions, plan, *attention, *pool_, ws_};
-  std::vector<float> hidden;
+  std::vector<float>& hidden = ws_.hidden;
   model_->Forward(ctx, hidden);
 
   const int64_t real_seqs = input.num_seqs();

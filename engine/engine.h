@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -67,6 +68,7 @@ class Engine {
   bool is_scorer() const { return model_->num_labels() > 0; }
   int64_t hidden_size() const { return model_->hidden_size(); }
   int64_t max_input_tokens() const;
+  double flops_per_token(int64_t seq_len) const { return model_->FlopsPerToken(seq_len); }
 
  private:
   Engine() = default;
@@ -79,7 +81,8 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<AttentionBackend> forced_attention_;
-  std::unique_ptr<AttentionBackend> packed_attention_, tiled_attention_;
+  // The backends ChooseAttentionBackend's table names, by name.
+  std::map<std::string_view, std::unique_ptr<AttentionBackend>> table_attention_;
   Workspace ws_;
 
   std::mutex mu_;

@@ -1,7 +1,5 @@
 // BERT family (BERT, MiniLM, BGE, E5; RoBERTa/XLM-R position offsets): embeddings + post-LN
 // encoder layers, and the sequence-classification heads of cross-encoders.
-#include <cmath>
-
 #include "common/strings.h"
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/models/model.h"
@@ -62,6 +60,12 @@ class BertModel final : public Model {
   int64_t head_dim() const override { return c_.hidden / c_.num_heads; }
   int64_t num_labels() const override { return head_out_w_ ? c_.num_labels : 0; }
 
+  double FlopsPerToken(int64_t seq_len) const override {
+    const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
+    const double per_layer = 2.0 * (3 * h * h + h * h + 2 * h * inter) + 4.0 * seq_len * h;
+    return per_layer * static_cast<double>(c_.num_layers);
+  }
+
   void Forward(const ForwardContext& ctx, std::vector<float>& hidden) const override {
     const int64_t t_count = ctx.batch.num_tokens();
     const int64_t h = c_.hidden;
@@ -73,30 +77,22 @@ class BertModel final : public Model {
     ws.ctx.resize(hidden.size());
     ws.inter.resize(static_cast<size_t>(t_count * c_.intermediate));
     float* x = hidden.data();
-    // Embeddings: word + position (+ offset for RoBERTa) + token type, then LayerNorm.
-    for (int64_t t = 0; t < t_count; ++t) {
-      float* row = x + t * h;
-      const float* word = word_ + static_cast<int64_t>(ctx.batch.token_ids[t]) * h;
-      const float* pos = position_ + (ctx.positions[t] + c_.position_offset) * h;
-      const int64_t type_id = ctx.batch.token_type_ids.empty() ? 0 : ctx.batch.token_type_ids[t];
-      const float* type = type_ ? type_ + type_id * h : nullptr;
-      for (int64_t j = 0; j < h; ++j) row[j] = word[j] + pos[j] + (type ? type[j] : 0.0f);
-    }
-    cpu::LayerNorm(x, emb_ln_g_, emb_ln_b_, t_count, h, eps);
+    const int32_t* type_ids =
+        ctx.batch.token_type_ids.empty() ? nullptr : ctx.batch.token_type_ids.data();
+    cpu::EmbedLayerNorm(ctx.pool, ctx.batch.token_ids.data(), ctx.positions.data(), type_ids,
+                        word_, position_ + c_.position_offset * h, type_, emb_ln_g_, emb_ln_b_, x,
+                        t_count, h, eps);
+    const cpu::Activation act =
+        c_.hidden_act == "gelu" ? cpu::Activation::kGeluErf : cpu::Activation::kGeluTanh;
     for (const Layer& l : layers_) {
-      cpu::Linear(x, l.qkv_w, l.qkv_b, ws.qkv.data(), t_count, 3 * h, h);
+      cpu::Linear(ctx.pool, x, l.qkv_w, l.qkv_b, ws.qkv.data(), t_count, 3 * h, h);
       ctx.attention.Run(ctx.plan, ws.qkv.data(), 3 * h, ws.qkv.data() + h, ws.qkv.data() + 2 * h,
                         3 * h, ws.ctx.data(), ctx.pool);
-      cpu::Linear(ws.ctx.data(), l.o_w, l.o_b, ws.y.data(), t_count, h, h);
-      cpu::AddLayerNorm(x, ws.y.data(), l.ln1_g, l.ln1_b, t_count, h, eps);
-      cpu::Linear(x, l.i_w, l.i_b, ws.inter.data(), t_count, c_.intermediate, h);
-      if (c_.hidden_act == "gelu") {
-        cpu::GeluErf(ws.inter.data(), t_count * c_.intermediate);
-      } else {
-        cpu::GeluTanh(ws.inter.data(), t_count * c_.intermediate);
-      }
-      cpu::Linear(ws.inter.data(), l.out_w, l.out_b, ws.y.data(), t_count, h, c_.intermediate);
-      cpu::AddLayerNorm(x, ws.y.data(), l.ln2_g, l.ln2_b, t_count, h, eps);
+      cpu::LinearAddLayerNorm(ctx.pool, ws.ctx.data(), l.o_w, l.o_b, x, l.ln1_g, l.ln1_b,
+                              ws.y.data(), t_count, h, h, eps);
+      cpu::Linear(ctx.pool, x, l.i_w, l.i_b, ws.inter.data(), t_count, c_.intermediate, h, act);
+      cpu::LinearAddLayerNorm(ctx.pool, ws.inter.data(), l.out_w, l.out_b, x, l.ln2_g, l.ln2_b,
+                              ws.y.data(), t_count, h, c_.intermediate, eps);
     }
   }
 

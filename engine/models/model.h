@@ -20,7 +20,7 @@ namespace quiver::engine {
 
 // Scratch buffers for one forward pass; grown on demand, never shrunk.
 struct Workspace {
-  std::vector<float> x, y, qkv, ctx, inter, act;
+  std::vector<float> hidden, y, qkv, ctx, inter, act;
 };
 
 struct ForwardContext {
@@ -48,6 +48,9 @@ class Model {
   virtual int64_t head_dim() const = 0;
   // 0 for embedding models; the number of scores per sequence for scoring models.
   virtual int64_t num_labels() const { return 0; }
+  // Model FLOPs per token in a sequence of `seq_len` tokens: 2 per weight of every Linear, and
+  // attention's two products (what a benchmark divides by to compare with a GEMM rate).
+  virtual double FlopsPerToken(int64_t seq_len) const = 0;
   // Final hidden states, [num_tokens, hidden], into `hidden`.
   virtual void Forward(const ForwardContext& ctx, std::vector<float>& hidden) const = 0;
   // Scores [num_seqs, num_labels] from the final hidden states (scoring models only).

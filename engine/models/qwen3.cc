@@ -55,6 +55,15 @@ class Qwen3Model final : public Model {
   int64_t head_dim() const override { return c_.head_dim; }
   int64_t num_labels() const override { return yes_row_ ? 1 : 0; }
 
+  double FlopsPerToken(int64_t seq_len) const override {
+    const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
+    const double q = static_cast<double>(q_dim_), kv = static_cast<double>(kv_dim_);
+    // Causal (or not): a token attends to (len + 1) / 2 keys on average, else to len.
+    const double keys = causal() ? (seq_len + 1) / 2.0 : static_cast<double>(seq_len);
+    const double per_layer = 2.0 * (h * (q + 2 * kv) + q * h + 3 * h * inter) + 4.0 * keys * q;
+    return per_layer * static_cast<double>(c_.num_layers);
+  }
+
   void Forward(const ForwardContext& ctx, std::vector<float>& hidden) const override {
     const int64_t t_count = ctx.batch.num_tokens();
     const int64_t h = c_.hidden;
@@ -74,7 +83,7 @@ class Qwen3Model final : public Model {
     }
     for (const Layer& l : layers_) {
       cpu::RmsNorm(x, l.in_norm, ws.y.data(), t_count, h, eps);
-      cpu::Linear(ws.y.data(), l.qkv_w, l.qkv_b, ws.qkv.data(), t_count, qkv_width, h);
+      cpu::Linear(ctx.pool, ws.y.data(), l.qkv_w, l.qkv_b, ws.qkv.data(), t_count, qkv_width, h);
       for (int64_t t = 0; t < t_count; ++t) {  // per-head RMSNorm of q and k, before rotary
         float* row = ws.qkv.data() + t * qkv_width;
         cpu::RmsNorm(row, l.q_norm, row, c_.num_heads, c_.head_dim, eps);
@@ -86,13 +95,13 @@ class Qwen3Model final : public Model {
                   c_.head_dim, qkv_width, c_.rope_theta);
       ctx.attention.Run(ctx.plan, ws.qkv.data(), qkv_width, ws.qkv.data() + q_dim_,
                         ws.qkv.data() + q_dim_ + kv_dim_, qkv_width, ws.ctx.data(), ctx.pool);
-      cpu::Linear(ws.ctx.data(), l.o_w, l.o_b, ws.y.data(), t_count, h, q_dim_);
+      cpu::Linear(ctx.pool, ws.ctx.data(), l.o_w, l.o_b, ws.y.data(), t_count, h, q_dim_);
       cpu::Add(x, ws.y.data(), t_count * h);
       cpu::RmsNorm(x, l.post_norm, ws.y.data(), t_count, h, eps);
-      cpu::Linear(ws.y.data(), l.gate_up_w, nullptr, ws.inter.data(), t_count,
+      cpu::Linear(ctx.pool, ws.y.data(), l.gate_up_w, nullptr, ws.inter.data(), t_count,
                   2 * c_.intermediate, h);
       cpu::SiluMul(ws.inter.data(), ws.act.data(), t_count, c_.intermediate);
-      cpu::Linear(ws.act.data(), l.down_w, nullptr, ws.y.data(), t_count, h, c_.intermediate);
+      cpu::Linear(ctx.pool, ws.act.data(), l.down_w, nullptr, ws.y.data(), t_count, h, c_.intermediate);
       cpu::Add(x, ws.y.data(), t_count * h);
     }
     cpu::RmsNorm(x, norm_, x, t_count, h, eps);

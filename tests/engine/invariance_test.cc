@@ -89,7 +89,7 @@ TEST_P(InvarianceTest, AttentionBackendsAgree) {
   for (const auto& seq : RandomSequences(9, 1000, 150, 11)) b.Add(seq);  // spans several blocks
   auto r = (*reference)->Run(b);
   ASSERT_TRUE(r.ok());
-  for (const char* backend : {"packed", "tiled"}) {
+  for (const char* backend : {"packed", "tiled", "flash"}) {
     auto other = Engine::Load(TinyDir(GetParam()), Options(GetParam(), backend));
     ASSERT_TRUE(other.ok());
     auto t = (*other)->Run(b);

@@ -1,5 +1,7 @@
 // CPU attention backends over ragged batches. Work items are (sequence, head) pairs spread over
 // the thread pool.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,6 +9,7 @@
 
 #include "common/strings.h"
 #include "engine/attention.h"
+#include "engine/kernels/cpu/vec.h"
 #include "engine/runtime/thread_pool.h"
 
 namespace quiver::engine {
@@ -98,12 +101,9 @@ class PackedAttention final : public AttentionBackend {
           sc[j] *= plan.scale;
           max_score = std::max(max_score, sc[j]);
         }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < visible; ++j) {
-          sc[j] = std::exp(sc[j] - max_score);
-          sum += sc[j];
-        }
-        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < visible; ++j) sc[j] -= max_score;
+        cpu::vec::Exp(sc, visible);
+        const float inv = 1.0f / cpu::vec::Sum(sc, visible);
         float* o = out + (begin + i) * out_stride + h * d;
         std::fill(o, o + d, 0.0f);
         for (int64_t j = 0; j < visible; ++j) {
@@ -168,14 +168,103 @@ class TiledAttention final : public AttentionBackend {
   }
 };
 
+// FlashAttention's recurrence with the products in BLAS: per (sequence, head, block of up to
+// kQueryBlock queries), scores for one block of up to kKeyBlock keys at a time (S = scale Q K^T,
+// one GEMM), an online softmax over the block (running max and sum per query, the output rows
+// rescaled when the max grows), and O += P V (a second GEMM into the output rows). Memory is one
+// score block per thread whatever the length; a causal block skips the keys after its last query
+// and masks the diagonal block. The default at every length: the products run at GEMM speed.
+class FlashAttention final : public AttentionBackend {
+ public:
+  static constexpr int64_t kQueryBlock = 128;
+  static constexpr int64_t kKeyBlock = 512;
+  std::string_view name() const override { return "flash"; }
+
+  void Run(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
+           const float* v, int64_t kv_stride, float* out, ThreadPool& pool) const override {
+    const int64_t d = plan.head_dim;
+    const int64_t group = plan.num_heads / plan.num_kv_heads;
+    const int64_t out_stride = plan.num_heads * d;
+    // Items: (sequence, query block, head), query blocks of every sequence listed first.
+    thread_local std::vector<int64_t> item_seq, item_q0;
+    item_seq.clear();
+    item_q0.clear();
+    for (int64_t s = 0; s < plan.num_seqs; ++s) {
+      const int64_t len = plan.cu_seqlens[s + 1] - plan.cu_seqlens[s];
+      for (int64_t q0 = 0; q0 < len; q0 += kQueryBlock) {
+        item_seq.push_back(s);
+        item_q0.push_back(q0);
+      }
+    }
+    const std::vector<int64_t>& seqs = item_seq;
+    const std::vector<int64_t>& q0s = item_q0;
+    pool.ParallelFor(static_cast<int64_t>(seqs.size()) * plan.num_heads, [&](int64_t item) {
+      const int64_t block = item / plan.num_heads, h = item % plan.num_heads;
+      const int64_t s = seqs[block], q0 = q0s[block];
+      const int64_t begin = plan.cu_seqlens[s], len = plan.cu_seqlens[s + 1] - begin;
+      const int64_t rows = std::min(kQueryBlock, len - q0);
+      const int64_t kvh = h / group;
+      const float* qb = q + (begin + q0) * q_stride + h * d;
+      const float* kb = k + begin * kv_stride + kvh * d;
+      const float* vb = v + begin * kv_stride + kvh * d;
+      float* ob = out + (begin + q0) * out_stride + h * d;
+      thread_local std::vector<float> scores, running_max, running_sum;
+      scores.resize(static_cast<size_t>(kQueryBlock * kKeyBlock));
+      running_max.assign(static_cast<size_t>(rows), -std::numeric_limits<float>::infinity());
+      running_sum.assign(static_cast<size_t>(rows), 0.0f);
+      for (int64_t r = 0; r < rows; ++r) std::fill(ob + r * out_stride, ob + r * out_stride + d, 0.0f);
+      const int64_t key_end = plan.causal ? q0 + rows : len;
+      for (int64_t k0 = 0; k0 < key_end; k0 += kKeyBlock) {
+        const int64_t keys = std::min(kKeyBlock, key_end - k0);
+        float* sc = scores.data();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
+                    static_cast<int>(keys), static_cast<int>(d), plan.scale, qb,
+                    static_cast<int>(q_stride), kb + k0 * kv_stride, static_cast<int>(kv_stride),
+                    0.0f, sc, static_cast<int>(keys));
+        for (int64_t r = 0; r < rows; ++r) {
+          float* row = sc + r * keys;
+          // Causal: query q0 + r sees keys up to itself; the rest of its row weighs nothing.
+          const int64_t visible =
+              plan.causal ? std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys) : keys;
+          if (visible == 0) {  // a block wholly after this query (not reached with these sizes)
+            std::fill(row, row + keys, 0.0f);
+            continue;
+          }
+          const float new_max = std::max(running_max[r], cpu::vec::Max(row, visible));
+          const float correction = std::exp(running_max[r] - new_max);
+          for (int64_t j = 0; j < visible; ++j) row[j] -= new_max;
+          cpu::vec::Exp(row, visible);
+          std::fill(row + visible, row + keys, 0.0f);
+          running_sum[r] = running_sum[r] * correction + cpu::vec::Sum(row, visible);
+          running_max[r] = new_max;
+          if (k0 > 0 && correction != 1.0f) {
+            float* o = ob + r * out_stride;
+            for (int64_t c = 0; c < d; ++c) o[c] *= correction;
+          }
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
+                    static_cast<int>(d), static_cast<int>(keys), 1.0f, sc, static_cast<int>(keys),
+                    vb + k0 * kv_stride, static_cast<int>(kv_stride), 1.0f, ob,
+                    static_cast<int>(out_stride));
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const float inv = 1.0f / running_sum[r];
+        float* o = ob + r * out_stride;
+        for (int64_t c = 0; c < d; ++c) o[c] *= inv;
+      }
+    });
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AttentionBackend>> MakeAttentionBackend(std::string_view name) {
   if (name == "reference") return std::make_unique<ReferenceAttention>();
   if (name == "tiled") return std::make_unique<TiledAttention>();
   if (name == "packed") return std::make_unique<PackedAttention>();
+  if (name == "flash") return std::make_unique<FlashAttention>();
   return absl::InvalidArgumentError(
-      StrCat("unknown attention backend '", name, "' (reference, packed, tiled)"));
+      StrCat("unknown attention backend '", name, "' (reference, packed, tiled, flash)"));
 }
 
 std::string_view ChooseAttentionBackend(std::string_view family, int64_t max_seqlen) {
@@ -185,8 +274,8 @@ std::string_view ChooseAttentionBackend(std::string_view family, int64_t max_seq
     std::string_view backend;
   };
   static constexpr Row kTable[] = {
-      {"bert", 512, "packed"}, {"bert", INT64_MAX, "tiled"},
-      {"qwen3", 512, "packed"}, {"qwen3", INT64_MAX, "tiled"},
+      {"bert", INT64_MAX, "flash"},
+      {"qwen3", INT64_MAX, "flash"},
   };
   for (const Row& row : kTable) {
     if (row.family == family && max_seqlen <= row.up_to_seqlen) return row.backend;

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/kernels/cpu/vec.h"
+#include "engine/runtime/thread_pool.h"
+
 namespace quiver::engine::cpu {
 
 namespace {
@@ -52,34 +55,89 @@ void Linear(const float* x, const float* w, const float* bias, float* y, int64_t
 
 namespace {
 
+// Rows per task: enough that the product stays efficient and weights are repacked rarely, small
+// enough that a block's output stays in the thread's L2 for its epilogue, and at least one block
+// per thread.
+struct RowBlocks {
+  int64_t count, rows;
+};
+
+RowBlocks SplitRows(int64_t m, int64_t n, int threads) {
+  constexpr int64_t max_rows = 256;
+  int64_t count = std::max<int64_t>(threads, (m + max_rows - 1) / max_rows);
+  count = (count + threads - 1) / threads * threads;  // even shares
+  count = std::min(count, m);
+  const int64_t rows = (m + count - 1) / count;
+  return {(m + rows - 1) / rows, rows};
+}
+
 inline void NormalizeRow(float* row, const float* gamma, const float* beta, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t j = 0; j < n; ++j) sum += row[j];
-  const float mean = static_cast<float>(sum / n);
-  double var = 0.0;
-  for (int64_t j = 0; j < n; ++j) {
-    const float d = row[j] - mean;
-    var += static_cast<double>(d) * d;
-  }
-  const float inv = 1.0f / std::sqrt(static_cast<float>(var / n) + eps);
+  const float mean = vec::Sum(row, n) / static_cast<float>(n);
+  const float var = vec::SumSquaredDiff(row, mean, n) / static_cast<float>(n);
+  const float inv = 1.0f / std::sqrt(var + eps);
   for (int64_t j = 0; j < n; ++j) row[j] = (row[j] - mean) * inv * gamma[j] + beta[j];
+}
+
+void Activate(float* row, int64_t n, Activation act) {
+  switch (act) {
+    case Activation::kNone: break;
+    case Activation::kGeluErf: vec::GeluErf(row, n); break;
+    case Activation::kGeluTanh: vec::GeluTanh(row, n); break;
+  }
 }
 
 }  // namespace
 
-void LayerNorm(float* x, const float* gamma, const float* beta, int64_t rows, int64_t n,
-               float eps) {
-  for (int64_t r = 0; r < rows; ++r) NormalizeRow(x + r * n, gamma, beta, n, eps);
+void Linear(ThreadPool& pool, const float* x, const float* w, const float* bias, float* y,
+            int64_t m, int64_t n, int64_t k, Activation act) {
+  const RowBlocks blocks = SplitRows(m, n, pool.num_threads());
+  pool.ParallelFor(blocks.count, [&](int64_t b) {
+    const int64_t r0 = b * blocks.rows, rows = std::min(blocks.rows, m - r0);
+    float* out = y + r0 * n;
+    Linear(x + r0 * k, w, bias, out, rows, n, k);
+    if (act != Activation::kNone) {
+      for (int64_t r = 0; r < rows; ++r) Activate(out + r * n, n, act);
+    }
+  });
 }
 
-void AddLayerNorm(float* x, const float* residual, const float* gamma, const float* beta,
-                  int64_t rows, int64_t n, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = x + r * n;
-    const float* res = residual + r * n;
-    for (int64_t j = 0; j < n; ++j) row[j] += res[j];
-    NormalizeRow(row, gamma, beta, n, eps);
-  }
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const float* w, const float* bias,
+                        float* io, const float* gamma, const float* beta, float* scratch,
+                        int64_t m, int64_t n, int64_t k, float eps) {
+  const RowBlocks blocks = SplitRows(m, n, pool.num_threads());
+  pool.ParallelFor(blocks.count, [&](int64_t b) {
+    const int64_t r0 = b * blocks.rows, rows = std::min(blocks.rows, m - r0);
+    float* y = scratch + r0 * n;
+    Linear(x + r0 * k, w, bias, y, rows, n, k);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = io + (r0 + r) * n;
+      const float* add = y + r * n;
+      for (int64_t j = 0; j < n; ++j) row[j] += add[j];
+      NormalizeRow(row, gamma, beta, n, eps);
+    }
+  });
+}
+
+void EmbedLayerNorm(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
+                    const int32_t* type_ids, const float* word, const float* position,
+                    const float* type, const float* gamma, const float* beta, float* x,
+                    int64_t m, int64_t n, float eps) {
+  const RowBlocks blocks = SplitRows(m, n, pool.num_threads());
+  pool.ParallelFor(blocks.count, [&](int64_t b) {
+    const int64_t r0 = b * blocks.rows, r1 = std::min(r0 + blocks.rows, m);
+    for (int64_t t = r0; t < r1; ++t) {
+      float* row = x + t * n;
+      const float* wv = word + static_cast<int64_t>(ids[t]) * n;
+      const float* pv = position + static_cast<int64_t>(positions[t]) * n;
+      if (type != nullptr) {
+        const float* tv = type + static_cast<int64_t>(type_ids ? type_ids[t] : 0) * n;
+        for (int64_t j = 0; j < n; ++j) row[j] = wv[j] + pv[j] + tv[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) row[j] = wv[j] + pv[j];
+      }
+      NormalizeRow(row, gamma, beta, n, eps);
+    }
+  });
 }
 
 void RmsNorm(const float* x, const float* gamma, float* out, int64_t rows, int64_t n, float eps) {
@@ -93,17 +151,6 @@ void RmsNorm(const float* x, const float* gamma, float* out, int64_t rows, int64
   }
 }
 
-void GeluErf(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
-}
-
-void GeluTanh(float* x, int64_t n) {
-  constexpr float kAlpha = 0.7978845608028654f;  // sqrt(2 / pi)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    x[i] = 0.5f * v * (1.0f + std::tanh(kAlpha * (v + 0.044715f * v * v * v)));
-  }
-}
 
 void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -114,9 +161,7 @@ void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter) {
   }
 }
 
-void Tanh(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
-}
+void Tanh(float* x, int64_t n) { vec::Tanh(x, n); }
 
 void Add(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];

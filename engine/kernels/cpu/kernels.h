@@ -1,6 +1,7 @@
 // CPU kernels: raw pointers and sizes, row-major f32, no tensors, no validation (the callers in
-// models/ check shapes once per batch). Each is a plain loop the compiler vectorizes, or a call
-// into BLAS; parallel ones take the thread pool.
+// models/ check shapes once per batch). Loops are written for the vector units (x86-64-v3: AVX2
+// and FMA, with glibc's vector exp/erf/tanh); parallel ones take the thread pool, and BLAS runs
+// single-threaded inside the pool's tasks so that the two never compete for the cores.
 #pragma once
 
 #include <cstdint>
@@ -11,21 +12,34 @@ class ThreadPool;
 
 namespace quiver::engine::cpu {
 
-// y[m, n] = x[m, k] · w[n, k]^T (+ bias[n] if non-null). w is a PyTorch Linear weight.
+// y[m, n] = x[m, k] · w[n, k]^T (+ bias[n] if non-null), on the calling thread. w is a PyTorch
+// Linear weight.
 void Linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,
             int64_t k);
 
-// In place over rows of width `n`: x = (x - mean) / sqrt(var + eps) * gamma + beta.
-void LayerNorm(float* x, const float* gamma, const float* beta, int64_t rows, int64_t n,
-               float eps);
-// x = (x + residual) then LayerNorm, fused.
-void AddLayerNorm(float* x, const float* residual, const float* gamma, const float* beta,
-                  int64_t rows, int64_t n, float eps);
+enum class Activation { kNone, kGeluErf, kGeluTanh };
+
+// The same product spread over the pool in blocks of rows; each block's bias and activation are
+// applied by the thread that computed it, while the block is still in its cache.
+void Linear(ThreadPool& pool, const float* x, const float* w, const float* bias, float* y,
+            int64_t m, int64_t n, int64_t k, Activation act = Activation::kNone);
+
+// io[m, n] = LayerNorm(io + x · w^T + bias): a post-LN block's output projection, residual and
+// LayerNorm fused per block of rows. `scratch` holds at least [m, n] floats.
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const float* w, const float* bias,
+                        float* io, const float* gamma, const float* beta, float* scratch,
+                        int64_t m, int64_t n, int64_t k, float eps);
+
+// x[m, n] = LayerNorm(word[ids] + position[positions] + type[type_ids]) (type may be null, and
+// type_ids empty for all zeros): BERT's embedding layer, over the pool.
+void EmbedLayerNorm(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
+                    const int32_t* type_ids, const float* word, const float* position,
+                    const float* type, const float* gamma, const float* beta, float* x,
+                    int64_t m, int64_t n, float eps);
+
 // out = x / sqrt(mean(x^2) + eps) * gamma (out may alias x).
 void RmsNorm(const float* x, const float* gamma, float* out, int64_t rows, int64_t n, float eps);
 
-void GeluErf(float* x, int64_t n);   // 0.5 x (1 + erf(x / sqrt 2))
-void GeluTanh(float* x, int64_t n);  // tanh approximation (gelu_new / gelu_pytorch_tanh)
 // out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j] for a fused [rows, 2 * inter] input.
 void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter);
 void Tanh(float* x, int64_t n);

@@ -1,0 +1,284 @@
+// The benchmark suites' shapes run on the engine directly (no HTTP, no gRPC, no scheduler), to
+// separate engine cost from serving cost; and this machine's large-GEMM rate with the BLAS the
+// engine uses, measured in the same run as the ceiling the engine is held to.
+//
+//   quiver_engine_bench --model models/all-MiniLM-L6-v2 --inputs .cache/bench/inputs.json
+//                       [--threads 2] [--seconds 4] [--suites latency,scoring,throughput]
+//
+// Inputs come from bench/make_inputs.py (texts cut to exact token lengths); they are tokenized
+// here with quiver's tokenizer, outside the timed part, and every length is checked. Prints JSON.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using quiver::engine::Engine;
+using quiver::engine::RaggedBatch;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Nearest-rank percentile of latencies in milliseconds.
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::max<size_t>(rank, 1) - 1];
+}
+
+std::string LatencyJson(const std::vector<double>& ms) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "\"n\": %zu, \"p50_ms\": %.3f, \"p90_ms\": %.3f, \"p99_ms\": %.3f, "
+                "\"mean_ms\": %.3f",
+                ms.size(), Percentile(ms, 50), Percentile(ms, 90), Percentile(ms, 99),
+                std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size()));
+  return buf;
+}
+
+// Runs fn at least `min_runs` times and for at least `seconds`, after two warm-up calls;
+// returns each call's latency in ms.
+template <typename Fn>
+std::vector<double> Repeat(Fn fn, double seconds, int min_runs) {
+  fn();
+  fn();
+  std::vector<double> ms;
+  const Clock::time_point start = Clock::now();
+  while (static_cast<int>(ms.size()) < min_runs || Seconds(start) < seconds) {
+    const Clock::time_point t = Clock::now();
+    fn();
+    ms.push_back(Seconds(t) * 1e3);
+  }
+  return ms;
+}
+
+// The best of a few 2048^3 products with the engine's BLAS on `threads` threads: the machine's
+// large-GEMM rate, the ceiling for the engine's own rate.
+double GemmCeilingGflops(int threads) {
+  constexpr int n = 2048;
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : a) v = dist(rng);
+  for (float& v : b) v = dist(rng);
+  openblas_set_num_threads(threads);
+  double best = 0;
+  for (int i = 0; i < 6; ++i) {
+    const Clock::time_point t = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
+    best = std::max(best, 2.0 * n * n * n / Seconds(t) / 1e9);
+  }
+  return best;
+}
+
+struct Options {
+  std::string model = "models/all-MiniLM-L6-v2";
+  std::string inputs = ".cache/bench/inputs.json";
+  std::string suites = "latency,scoring,throughput";
+  int threads = 2;
+  double seconds = 4;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string f = argv[i], v = argv[i + 1];
+    if (f == "--model") o.model = v;
+    else if (f == "--inputs") o.inputs = v;
+    else if (f == "--suites") o.suites = v;
+    else if (f == "--threads") o.threads = std::stoi(v);
+    else if (f == "--seconds") o.seconds = std::stod(v);
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", f.c_str());
+      return 2;
+    }
+  }
+  auto want = [&](const char* suite) { return o.suites.find(suite) != std::string::npos; };
+
+  std::ifstream in(o.inputs);
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<quiver::JsonValue> inputs = quiver::JsonValue::Parse(text.str());
+  if (!in || !inputs.ok()) {
+    std::fprintf(stderr, "cannot read %s (make it with bench/make_inputs.py)\n", o.inputs.c_str());
+    return 1;
+  }
+
+  const double ceiling = GemmCeilingGflops(o.threads);  // before the engine sets BLAS to 1 thread
+
+  quiver::engine::EngineOptions options;
+  options.num_threads = o.threads;
+  absl::StatusOr<std::unique_ptr<Engine>> loaded = Engine::Load(o.model, options);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
+    return 1;
+  }
+  Engine& engine = **loaded;
+  auto tok = quiver::tokenizer::Tokenizer::FromFile(engine.folder().tokenizer_path);
+  if (!tok.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(tok.status().message()).c_str());
+    return 1;
+  }
+  auto encode = [&](const std::string& s) {
+    quiver::tokenizer::Encoding enc;
+    if (!(*tok)->Encode(s, {}, &enc).ok()) std::abort();
+    return std::vector<int32_t>(enc.ids.begin(), enc.ids.end());
+  };
+  // Token ids per length, each checked against its length.
+  std::vector<std::pair<int64_t, std::vector<std::vector<int32_t>>>> sets;
+  for (const auto& [key, texts] : inputs->Find("sets")->members()) {
+    std::vector<std::vector<int32_t>> ids;
+    for (const quiver::JsonValue& t : texts.items()) {
+      ids.push_back(encode(t.as_string()));
+      if (static_cast<int64_t>(ids.back().size()) != std::stoll(key)) {
+        std::fprintf(stderr, "an input for %s tokens has %zu\n", key.c_str(), ids.back().size());
+        return 1;
+      }
+    }
+    sets.emplace_back(std::stoll(key), std::move(ids));
+  }
+  std::vector<std::vector<int32_t>> queries;
+  for (const quiver::JsonValue& q : inputs->Find("queries")->items()) {
+    queries.push_back(encode(q.as_string()));
+  }
+  auto set_of = [&](int64_t tokens) -> const std::vector<std::vector<int32_t>>* {
+    for (const auto& [len, ids] : sets) {
+      if (len == tokens) return &ids;
+    }
+    return nullptr;
+  };
+  auto run = [&](const RaggedBatch& batch) {
+    absl::StatusOr<quiver::engine::EngineOutput> out = engine.Run(batch);
+    if (!out.ok()) std::abort();
+    return *std::move(out);
+  };
+
+  std::string json = "{\"system\": \"quiver engine\", \"model\": \"" + o.model +
+                     "\", \"threads\": " + std::to_string(o.threads) +
+                     ", \"gemm_ceiling_gflops\": " + std::to_string(ceiling);
+
+  if (want("latency")) {
+    json += ", \"latency\": [";
+    bool first = true;
+    for (int64_t tokens : {128, 512, 4096}) {
+      json += first ? "" : ", ";
+      first = false;
+      const auto* ids = set_of(tokens);
+      if (tokens > engine.max_input_tokens() || ids == nullptr) {
+        json += "{\"tokens\": " + std::to_string(tokens) +
+                ", \"not_applicable\": \"longer than the model's " +
+                std::to_string(engine.max_input_tokens()) + " positions\"}";
+        continue;
+      }
+      size_t next = 0;
+      const std::vector<double> ms = Repeat(
+          [&] {
+            RaggedBatch b;
+            b.Add((*ids)[next++ % ids->size()]);
+            run(b);
+          },
+          o.seconds, 20);
+      json += "{\"tokens\": " + std::to_string(tokens) + ", " + LatencyJson(ms) + "}";
+    }
+    json += "]";
+  }
+
+  if (want("scoring") && set_of(512) != nullptr && engine.max_input_tokens() >= 512) {
+    // One query against N documents: embed all N + 1 in one batch, cosine of each document with
+    // the query (bi-encoder scoring; what /rerank does for an embedding model).
+    json += ", \"scoring\": [";
+    const auto& docs = *set_of(512);
+    bool first = true;
+    for (int n : {5, 25, 50}) {
+      json += first ? "" : ", ";
+      first = false;
+      size_t next = 0;
+      const std::vector<double> ms = Repeat(
+          [&] {
+            RaggedBatch b;
+            b.Add(queries[next % queries.size()]);
+            for (int d = 0; d < n; ++d) b.Add(docs[(next + d) % docs.size()]);
+            ++next;
+            quiver::engine::EngineOutput out = run(b);
+            const int64_t h = out.dimensions;
+            const float* e = reinterpret_cast<const float*>(out.data.data());
+            volatile float sink = 0;
+            for (int d = 1; d <= n; ++d) {
+              float dot = 0, qq = 0, dd = 0;
+              for (int64_t j = 0; j < h; ++j) {
+                dot += e[j] * e[d * h + j];
+                qq += e[j] * e[j];
+                dd += e[d * h + j] * e[d * h + j];
+              }
+              sink = sink + dot / std::sqrt(qq * dd);
+            }
+          },
+          o.seconds, 5);
+      json += "{\"documents\": " + std::to_string(n) + ", \"document_tokens\": 512, " +
+              LatencyJson(ms) + "}";
+    }
+    json += "]";
+  }
+
+  if (want("throughput")) {
+    // Batches of 100 texts of 128 tokens, four submitted at a time (four clients' worth of
+    // requests queued, run in order), for at least `seconds` and 8 batches.
+    const auto& texts = *set_of(128);
+    RaggedBatch batch;
+    for (const auto& ids : texts) batch.Add(ids);
+    run(batch);
+    std::vector<quiver::engine::LazyResult> inflight;
+    std::vector<Clock::time_point> submitted;
+    std::vector<double> ms;
+    int64_t tokens = 0, batches = 0;
+    const Clock::time_point start = Clock::now();
+    size_t head = 0;
+    while (batches < 8 || Seconds(start) < 2 * o.seconds) {
+      while (inflight.size() - head < 4) {
+        inflight.push_back(engine.Submit(batch));
+        submitted.push_back(Clock::now());
+      }
+      if (!inflight[head].Wait().ok()) std::abort();
+      ms.push_back(Seconds(submitted[head]) * 1e3);
+      tokens += batch.num_tokens();
+      ++batches;
+      ++head;
+    }
+    const double elapsed = Seconds(start);
+    for (size_t i = head; i < inflight.size(); ++i) inflight[i].Wait();
+    const double tokens_per_s = static_cast<double>(tokens) / elapsed;
+    const double flops_per_token = engine.flops_per_token(128);
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  ", \"throughput\": {\"batch\": %zu, \"tokens\": 128, \"clients\": 4, "
+                  "\"requests_per_s\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_token\": %.0f, "
+                  "\"gflops\": %.1f, \"fraction_of_ceiling\": %.4f, %s}",
+                  texts.size(), static_cast<double>(batches) / elapsed, tokens_per_s,
+                  flops_per_token, tokens_per_s * flops_per_token / 1e9,
+                  tokens_per_s * flops_per_token / 1e9 / ceiling, LatencyJson(ms).c_str());
+    json += buf;
+  }
+  json += "}";
+  std::printf("%s\n", json.c_str());
+  return 0;
+}

@@ -1,0 +1,150 @@
+// Vector helpers for the CPU kernels (private to engine/kernels/cpu). With AVX2 and FMA (the
+// x86-64-v3 build), 8 floats at a time, and exp/erf/tanh from glibc's libmvec (the vector variants
+// GCC itself calls under -ffast-math; within 4 ulp). Elsewhere, the same functions as plain loops.
+//
+// A tail shorter than a vector goes through the same vector code on a zero-padded copy, so an
+// element's result never depends on where the array around it ends: a sequence embeds bit for
+// bit the same alone and in any batch.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define QUIVER_VEC_AVX2 1
+extern "C" {
+__m256 _ZGVdN8v_expf(__m256);
+__m256 _ZGVdN8v_erff(__m256);
+__m256 _ZGVdN8v_tanhf(__m256);
+}
+#endif
+
+namespace quiver::engine::cpu::vec {
+
+#if QUIVER_VEC_AVX2
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Applies op (an __m256 -> __m256 function) to x[0, n) in place.
+template <typename Op>
+inline void Map(float* x, int64_t n, Op op) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, op(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(32) float tail[8] = {};
+    std::copy(x + i, x + n, tail);
+    _mm256_store_ps(tail, op(_mm256_load_ps(tail)));
+    std::copy(tail, tail + (n - i), x + i);
+  }
+}
+
+// Sum of x[0, n), 8 lanes then across.
+inline float Sum(const float* x, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
+  float s = HorizontalSum(acc);
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+// Largest of x[0, n) (n > 0).
+inline float Max(const float* x, int64_t n) {
+  int64_t i = 0;
+  float m = x[0];
+  if (n >= 8) {
+    __m256 acc = _mm256_loadu_ps(x);
+    for (i = 8; i + 8 <= n; i += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(x + i));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    m = *std::max_element(lanes, lanes + 8);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// Sum of (x[i] - mean)^2.
+inline float SumSquaredDiff(const float* x, float mean, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256 m = _mm256_set1_ps(mean);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), m);
+    acc = _mm256_fmadd_ps(d, d, acc);
+  }
+  float s = HorizontalSum(acc);
+  for (; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
+  return s;
+}
+
+inline void Exp(float* x, int64_t n) { Map(x, n, [](__m256 v) { return _ZGVdN8v_expf(v); }); }
+
+inline void Tanh(float* x, int64_t n) { Map(x, n, [](__m256 v) { return _ZGVdN8v_tanhf(v); }); }
+
+// 0.5 x (1 + erf(x / sqrt 2)), PyTorch's exact GELU.
+inline void GeluErf(float* x, int64_t n) {
+  Map(x, n, [](__m256 v) {
+    const __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
+                         _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  });
+}
+
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), gelu_new / gelu_pytorch_tanh.
+inline void GeluTanh(float* x, int64_t n) {
+  Map(x, n, [](__m256 v) {
+    const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+    const __m256 inner = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f),
+                                       _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), cube, v));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
+                         _mm256_add_ps(_mm256_set1_ps(1.0f), _ZGVdN8v_tanhf(inner)));
+  });
+}
+
+#else  // portable loops
+
+inline float Sum(const float* x, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
+inline float Max(const float* x, int64_t n) { return *std::max_element(x, x + n); }
+
+inline float SumSquaredDiff(const float* x, float mean, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += (x[i] - mean) * (x[i] - mean);
+  return s;
+}
+
+inline void Exp(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+inline void Tanh(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+}
+
+inline void GeluErf(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+  }
+}
+
+inline void GeluTanh(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  }
+}
+
+#endif
+
+}  // namespace quiver::engine::cpu::vec
