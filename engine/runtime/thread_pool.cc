@@ -1,6 +1,36 @@
 #include "engine/runtime/thread_pool.h"
 
+#include <chrono>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace quiver::engine {
+namespace {
+
+// How long an idle thread polls before it sleeps: longer than the gap between two kernels of a
+// forward pass, short enough that an idle server does not hold the cores.
+constexpr std::chrono::microseconds kSpin{200};
+
+inline void Relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+// Polls done() until it holds or kSpin passed; true if it holds.
+template <typename Done>
+bool SpinUntil(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  while (!done()) {
+    for (int i = 0; i < 64; ++i) Relax();
+    if (std::chrono::steady_clock::now() > deadline) return done();
+  }
+  return true;
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -9,7 +39,7 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   work_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -17,12 +47,8 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::RunShare() {
   while (true) {
-    int64_t i;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (next_ >= n_) return;
-      i = next_++;
-    }
+    const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= n_) return;
     (*fn_)(i);
   }
 }
@@ -30,16 +56,20 @@ void ThreadPool::RunShare() {
 void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   while (true) {
-    {
+    auto has_work = [&] {
+      return stop_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!SpinUntil(has_work)) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      work_cv_.wait(lock, has_work);
     }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     RunShare();
-    {
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--active_ == 0) done_cv_.notify_all();
+      done_cv_.notify_all();
     }
   }
 }
@@ -50,18 +80,21 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
+  fn_ = &fn;
+  n_ = n;
+  next_.store(0, std::memory_order_relaxed);
+  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    next_ = 0;
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
+    std::lock_guard<std::mutex> lock(mu_);  // a worker about to sleep sees the new generation
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.notify_all();
   RunShare();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return active_ == 0; });
+  auto all_done = [&] { return active_.load(std::memory_order_acquire) == 0; };
+  if (!SpinUntil(all_done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, all_done);
+  }
   fn_ = nullptr;
 }
 

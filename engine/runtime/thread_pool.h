@@ -1,8 +1,14 @@
-// A persistent pool of compute threads for the engine's own kernels (attention, pooling).
-// ParallelFor blocks until every index ran; it may be called from one thread at a time (the
-// engine's compute thread). BLAS runs its own threads.
+// A persistent pool of compute threads for the engine's kernels (GEMM tiles, attention, row-wise
+// passes). ParallelFor blocks until every index ran; it may be called from one thread at a time
+// (the engine's compute thread), which takes a share of the work itself. BLAS runs single-threaded
+// inside the tasks.
+//
+// A forward pass calls ParallelFor a few dozen times in a row, so between calls the workers spin
+// for a short while (kSpin) before they sleep: a wake-up through the kernel costs tens of
+// microseconds each time, which batch-1 latency would pay on every layer.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -28,14 +34,14 @@ class ThreadPool {
   void RunShare();
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards sleeping and waking, not the work itself
   std::condition_variable work_cv_, done_cv_;
-  const std::function<void(int64_t)>* fn_ = nullptr;
+  const std::function<void(int64_t)>* fn_ = nullptr;  // published by generation_
   int64_t n_ = 0;
-  int64_t next_ = 0;     // next index to hand out (guarded by mu_)
-  int active_ = 0;       // workers still running the current job
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int64_t> next_{0};      // next index to hand out
+  std::atomic<int> active_{0};        // workers still running the current job
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace quiver::engine

@@ -57,7 +57,8 @@ def main():
                 "last_hidden_state": dynamic,
             },
             opset_version=17,
-            dynamo=False,
+            dynamo=True,
+            external_data=False,
         )
         expected = wrapped(*inputs).numpy()
     session = onnxruntime.InferenceSession(tmp, providers=["CPUExecutionProvider"])

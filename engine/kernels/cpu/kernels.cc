@@ -25,10 +25,9 @@ int64_t MinRows(int64_t n, int64_t k) {
   return std::max<int64_t>(4, static_cast<int64_t>(kSmallProduct / (double(n) * double(k))) + 1);
 }
 
-}  // namespace
-
-void Linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,
-            int64_t k) {
+// y[m, n] (row stride ldy) = x · w^T (+ bias), on the calling thread.
+void Gemm(const float* x, const float* w, const float* bias, float* y, int64_t ldy, int64_t m,
+          int64_t n, int64_t k) {
   if (m == 0) return;
   const int64_t min_rows = MinRows(n, k);
   if (m < min_rows) {
@@ -36,39 +35,64 @@ void Linear(const float* x, const float* w, const float* bias, float* y, int64_t
     x_pad.assign(static_cast<size_t>(min_rows * k), 0.0f);
     std::copy(x, x + m * k, x_pad.begin());
     y_pad.resize(static_cast<size_t>(min_rows * n));
-    Linear(x_pad.data(), w, bias, y_pad.data(), min_rows, n, k);
-    std::copy(y_pad.begin(), y_pad.begin() + m * n, y);
+    Gemm(x_pad.data(), w, bias, y_pad.data(), n, min_rows, n, k);
+    for (int64_t r = 0; r < m; ++r) std::copy_n(y_pad.data() + r * n, n, y + r * ldy);
     return;
   }
   float beta = 0.0f;
   if (bias != nullptr) {
-    for (int64_t r = 0; r < m; ++r) {
-      float* row = y + r * n;
-      for (int64_t j = 0; j < n; ++j) row[j] = bias[j];
-    }
+    for (int64_t r = 0; r < m; ++r) std::copy_n(bias, n, y + r * ldy);
     beta = 1.0f;
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k), beta, y,
-              static_cast<int>(n));
+              static_cast<int>(ldy));
 }
 
-namespace {
-
-// Rows per task: enough that the product stays efficient and weights are repacked rarely, small
-// enough that a block's output stays in the thread's L2 for its epilogue, and at least one block
-// per thread.
-struct RowBlocks {
-  int64_t count, rows;
+// How a product is cut into tasks. Large m: blocks of at most 256 rows (measured best with this
+// BLAS: the block's output stays in cache for its epilogue, the weights are repacked rarely), a
+// multiple of the thread count. Small m (a short batch, batch-1 latency): one row block, columns
+// split between the threads, so that each packs only its share of the weights.
+struct Tiles {
+  int64_t row_blocks, rows, col_blocks, cols;
+  int64_t count() const { return row_blocks * col_blocks; }
 };
 
-RowBlocks SplitRows(int64_t m, int64_t n, int threads) {
-  constexpr int64_t max_rows = 256;
-  int64_t count = std::max<int64_t>(threads, (m + max_rows - 1) / max_rows);
-  count = (count + threads - 1) / threads * threads;  // even shares
-  count = std::min(count, m);
-  const int64_t rows = (m + count - 1) / count;
-  return {(m + rows - 1) / rows, rows};
+Tiles SplitProduct(int64_t m, int64_t n, int threads) {
+  constexpr int64_t kMaxRows = 256, kColumnAlign = 16;
+  Tiles t{std::max<int64_t>(1, (m + kMaxRows - 1) / kMaxRows), 0, 1, n};
+  if (t.row_blocks >= threads) {
+    t.row_blocks = std::min((t.row_blocks + threads - 1) / threads * threads, m);
+  } else if (n >= 2 * kColumnAlign * threads) {
+    t.cols = ((n + threads - 1) / threads + kColumnAlign - 1) / kColumnAlign * kColumnAlign;
+    t.col_blocks = (n + t.cols - 1) / t.cols;
+  }
+  t.rows = (m + t.row_blocks - 1) / t.row_blocks;
+  t.row_blocks = (m + t.rows - 1) / t.rows;
+  return t;
+}
+
+// Runs every tile of y = x · w^T + bias over the pool, and then(r0, rows, c0, cols) right after
+// each tile on the thread that computed it.
+template <typename Then>
+void TiledGemm(ThreadPool& pool, const Tiles& t, const float* x, const float* w,
+               const float* bias, float* y, int64_t m, int64_t n, int64_t k, Then then) {
+  pool.ParallelFor(t.count(), [&](int64_t i) {
+    const int64_t r0 = (i / t.col_blocks) * t.rows, rows = std::min(t.rows, m - r0);
+    const int64_t c0 = (i % t.col_blocks) * t.cols, cols = std::min(t.cols, n - c0);
+    Gemm(x + r0 * k, w + c0 * k, bias ? bias + c0 : nullptr, y + r0 * n + c0, n, rows, cols, k);
+    then(r0, rows, c0, cols);
+  });
+}
+
+// Splits m rows evenly over the pool's threads for a row-wise pass.
+template <typename Fn>
+void ForRowShares(ThreadPool& pool, int64_t m, Fn fn) {
+  const int64_t per = (m + pool.num_threads() - 1) / pool.num_threads();
+  pool.ParallelFor(pool.num_threads(), [&](int64_t i) {
+    const int64_t r0 = i * per;
+    if (r0 < m) fn(r0, std::min(r0 + per, m));
+  });
 }
 
 inline void NormalizeRow(float* row, const float* gamma, const float* beta, int64_t n, float eps) {
@@ -88,43 +112,46 @@ void Activate(float* row, int64_t n, Activation act) {
 
 }  // namespace
 
+void Linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,
+            int64_t k) {
+  Gemm(x, w, bias, y, n, m, n, k);
+}
+
 void Linear(ThreadPool& pool, const float* x, const float* w, const float* bias, float* y,
             int64_t m, int64_t n, int64_t k, Activation act) {
-  const RowBlocks blocks = SplitRows(m, n, pool.num_threads());
-  pool.ParallelFor(blocks.count, [&](int64_t b) {
-    const int64_t r0 = b * blocks.rows, rows = std::min(blocks.rows, m - r0);
-    float* out = y + r0 * n;
-    Linear(x + r0 * k, w, bias, out, rows, n, k);
-    if (act != Activation::kNone) {
-      for (int64_t r = 0; r < rows; ++r) Activate(out + r * n, n, act);
-    }
-  });
+  TiledGemm(pool, SplitProduct(m, n, pool.num_threads()), x, w, bias, y, m, n, k,
+            [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+              if (act == Activation::kNone) return;
+              for (int64_t r = r0; r < r0 + rows; ++r) Activate(y + r * n + c0, cols, act);
+            });
 }
 
 void LinearAddLayerNorm(ThreadPool& pool, const float* x, const float* w, const float* bias,
                         float* io, const float* gamma, const float* beta, float* scratch,
                         int64_t m, int64_t n, int64_t k, float eps) {
-  const RowBlocks blocks = SplitRows(m, n, pool.num_threads());
-  pool.ParallelFor(blocks.count, [&](int64_t b) {
-    const int64_t r0 = b * blocks.rows, rows = std::min(blocks.rows, m - r0);
-    float* y = scratch + r0 * n;
-    Linear(x + r0 * k, w, bias, y, rows, n, k);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = io + (r0 + r) * n;
-      const float* add = y + r * n;
+  auto add_norm = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = io + r * n;
+      const float* add = scratch + r * n;
       for (int64_t j = 0; j < n; ++j) row[j] += add[j];
       NormalizeRow(row, gamma, beta, n, eps);
     }
-  });
+  };
+  const Tiles t = SplitProduct(m, n, pool.num_threads());
+  if (t.col_blocks == 1) {  // whole rows per tile: residual and LayerNorm while they are in cache
+    TiledGemm(pool, t, x, w, bias, scratch, m, n, k,
+              [&](int64_t r0, int64_t rows, int64_t, int64_t) { add_norm(r0, r0 + rows); });
+    return;
+  }
+  TiledGemm(pool, t, x, w, bias, scratch, m, n, k, [](int64_t, int64_t, int64_t, int64_t) {});
+  ForRowShares(pool, m, add_norm);
 }
 
 void EmbedLayerNorm(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
                     const int32_t* type_ids, const float* word, const float* position,
                     const float* type, const float* gamma, const float* beta, float* x,
                     int64_t m, int64_t n, float eps) {
-  const RowBlocks blocks = SplitRows(m, n, pool.num_threads());
-  pool.ParallelFor(blocks.count, [&](int64_t b) {
-    const int64_t r0 = b * blocks.rows, r1 = std::min(r0 + blocks.rows, m);
+  ForRowShares(pool, m, [&](int64_t r0, int64_t r1) {
     for (int64_t t = r0; t < r1; ++t) {
       float* row = x + t * n;
       const float* wv = word + static_cast<int64_t>(ids[t]) * n;
