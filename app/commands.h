@@ -17,7 +17,7 @@ struct ServeOptions {
   std::string host = "0.0.0.0";
   int port = 8080;
   int threads = 0;
-  int handler_threads = 4;
+  int handler_threads = 64;  // requests in flight at once; the batcher needs many to batch
   size_t max_body_bytes = 8 << 20;
   int64_t max_input_tokens = 0;  // 0: sentence-transformers' max_seq_length, else the positions
   scheduler::SchedulerLimits limits;
@@ -50,7 +50,7 @@ struct GatewayOptions {
   std::string model_name;
   std::string host = "0.0.0.0";
   int port = 8080;
-  int handler_threads = 8;
+  int handler_threads = 64;
   size_t max_body_bytes = 8 << 20;
   int64_t max_chunk_tokens = 0;  // 0: the workers' max_batch_tokens
   int health_interval_ms = 1000;

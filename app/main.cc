@@ -60,7 +60,9 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--threads", serve.threads, "Compute threads (0: all cores)")
       ->capture_default_str();
   serve_cmd->add_option("--handler-threads", serve.handler_threads,
-                        "Threads that parse, tokenize and wait for results; a few per core")
+                        "Threads that parse, tokenize and wait for results: the requests in "
+                        "flight at once (later ones wait in order); the batcher can only batch "
+                        "what is in flight")
       ->capture_default_str();
   serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes,
                         "Largest request body; larger ones get 413 unread")
@@ -97,8 +99,8 @@ int main(int argc, char** argv) {
   gateway_cmd->add_option("--host", gw.host, "Address to listen on")->capture_default_str();
   gateway_cmd->add_option("--port", gw.port, "HTTP port (0: pick one, logged)")->capture_default_str();
   gateway_cmd->add_option("--handler-threads", gw.handler_threads,
-                          "Threads that parse, tokenize and wait for workers; more than the "
-                          "concurrent requests you expect per core")->capture_default_str();
+                          "Threads that parse, tokenize and wait for workers: the requests in "
+                          "flight at once (later ones wait in order)")->capture_default_str();
   gateway_cmd->add_option("--max-chunk-tokens", gw.max_chunk_tokens,
                           "Split requests into chunks of at most this many tokens (0: the workers' "
                           "max_batch_tokens)")->capture_default_str();
