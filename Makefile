@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 PORT ?= 8080
 MODEL ?= models/all-MiniLM-L6-v2
 
-.PHONY: all setup configure build test serve bench format clean
+.PHONY: all setup configure build test serve bench bench-suites format clean
 
 all: build
 
@@ -28,12 +28,19 @@ test: build
 serve: build
 	$(BUILD_DIR)/quiver serve --model $(MODEL) --port $(PORT)
 
+# Everything in docs/benchmarks.md: the tokenizer, the worker, then the four suites with the peers
+# side by side (tools/peers/setup.sh installs them once; about 20 minutes on 2 cores).
 bench: build
 	@bash scripts/setup.sh --bench
 	.venv/bin/python bench/tokenizer_bench.py --build $(BUILD_DIR) --out docs/benchmarks
 	$(BUILD_DIR)/quiver_worker_bench --quiver $(BUILD_DIR)/quiver --model $(MODEL) \
 	  --clients 8 --seqs 16 --tokens 128 --seconds 20 --threads $(JOBS) \
 	  | tee docs/benchmarks/worker.json
+	$(MAKE) bench-suites
+
+bench-suites: build
+	@bash tools/peers/setup.sh
+	BUILD_DIR=$(abspath $(BUILD_DIR)) bash bench/run_suites.sh --threads $(JOBS) --out docs/benchmarks
 
 format:
 	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i

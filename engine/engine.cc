@@ -166,7 +166,8 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
     batch = &padded;
   }
   // Plan once: positions and attention metadata, read-only for the whole layer loop.
-  std::vector<int32_t> positions(static_cast<size_t>(batch->num_tokens()));
+  std::vector<int32_t>& positions = ws_.positions;
+  positions.resize(static_cast<size_t>(batch->num_tokens()));
   for (int64_t s = 0; s < batch->num_seqs(); ++s) {
     for (int32_t t = batch->cu_seqlens[s]; t < batch->cu_seqlens[s + 1]; ++t) {
       positions[t] = t - batch->cu_seqlens[s];
@@ -216,7 +217,8 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
   const bool by_spans = !input.span_bounds.empty();
   const int64_t rows = by_spans ? input.num_rows() : real_seqs;
   if (by_spans) mode = Pooling::kMean;
-  std::vector<float> pooled(static_cast<size_t>(rows * h), 0.0f);
+  std::vector<float>& pooled = ws_.pooled;
+  pooled.assign(static_cast<size_t>(rows * h), 0.0f);
   for (int64_t s = 0; s < rows; ++s) {
     const int64_t begin = by_spans ? input.span_bounds[2 * s] : batch->cu_seqlens[s];
     const int64_t end = by_spans ? input.span_bounds[2 * s + 1] : batch->cu_seqlens[s + 1];

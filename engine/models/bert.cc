@@ -21,23 +21,25 @@ class BertModel final : public Model {
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = StrCat("encoder.layer.", i, ".");
       Layer l;
-      l.qkv_w = w.Concat(p + "qkv.weight", {p + "attention.self.query.weight",
-                                            p + "attention.self.key.weight",
-                                            p + "attention.self.value.weight"});
+      const int64_t h = c_.hidden, inter = c_.intermediate;
+      l.qkv_w = cpu::PackedWeights(w.Concat(p + "qkv.weight", {p + "attention.self.query.weight",
+                                                               p + "attention.self.key.weight",
+                                                               p + "attention.self.value.weight"}),
+                                   3 * h, h);
       l.qkv_b = w.Concat(p + "qkv.bias", {p + "attention.self.query.bias",
                                           p + "attention.self.key.bias",
                                           p + "attention.self.value.bias"});
-      l.o_w = w.Get(p + "attention.output.dense.weight");
+      l.o_w = cpu::PackedWeights(w.Get(p + "attention.output.dense.weight"), h, h);
       l.o_b = w.Get(p + "attention.output.dense.bias");
       l.ln1_g = w.Get(p + "attention.output.LayerNorm.weight");
       l.ln1_b = w.Get(p + "attention.output.LayerNorm.bias");
-      l.i_w = w.Get(p + "intermediate.dense.weight");
+      l.i_w = cpu::PackedWeights(w.Get(p + "intermediate.dense.weight"), inter, h);
       l.i_b = w.Get(p + "intermediate.dense.bias");
-      l.out_w = w.Get(p + "output.dense.weight");
+      l.out_w = cpu::PackedWeights(w.Get(p + "output.dense.weight"), h, inter);
       l.out_b = w.Get(p + "output.dense.bias");
       l.ln2_g = w.Get(p + "output.LayerNorm.weight");
       l.ln2_b = w.Get(p + "output.LayerNorm.bias");
-      layers_.push_back(l);
+      layers_.push_back(std::move(l));
     }
     if (config.architecture == Architecture::kBertForSequenceClassification) {
       head_dense_w_ = w.Get("pooler.dense.weight");
@@ -85,14 +87,14 @@ class BertModel final : public Model {
     const cpu::Activation act =
         c_.hidden_act == "gelu" ? cpu::Activation::kGeluErf : cpu::Activation::kGeluTanh;
     for (const Layer& l : layers_) {
-      cpu::Linear(ctx.pool, x, l.qkv_w, l.qkv_b, ws.qkv.data(), t_count, 3 * h, h);
+      cpu::Linear(ctx.pool, x, l.qkv_w, l.qkv_b, ws.qkv.data(), t_count);
       ctx.attention.Run(ctx.plan, ws.qkv.data(), 3 * h, ws.qkv.data() + h, ws.qkv.data() + 2 * h,
                         3 * h, ws.ctx.data(), ctx.pool);
       cpu::LinearAddLayerNorm(ctx.pool, ws.ctx.data(), l.o_w, l.o_b, x, l.ln1_g, l.ln1_b,
-                              ws.y.data(), t_count, h, h, eps);
-      cpu::Linear(ctx.pool, x, l.i_w, l.i_b, ws.inter.data(), t_count, c_.intermediate, h, act);
+                              ws.y.data(), t_count, eps);
+      cpu::Linear(ctx.pool, x, l.i_w, l.i_b, ws.inter.data(), t_count, act);
       cpu::LinearAddLayerNorm(ctx.pool, ws.inter.data(), l.out_w, l.out_b, x, l.ln2_g, l.ln2_b,
-                              ws.y.data(), t_count, h, c_.intermediate, eps);
+                              ws.y.data(), t_count, eps);
     }
   }
 
@@ -113,8 +115,8 @@ class BertModel final : public Model {
 
  private:
   struct Layer {
-    const float *qkv_w, *qkv_b, *o_w, *o_b, *ln1_g, *ln1_b, *i_w, *i_b, *out_w, *out_b, *ln2_g,
-        *ln2_b;
+    cpu::PackedWeights qkv_w, o_w, i_w, out_w;
+    const float *qkv_b, *o_b, *ln1_g, *ln1_b, *i_b, *out_b, *ln2_g, *ln2_b;
   };
   ModelConfig config_;
   BertConfig c_;

@@ -18,9 +18,11 @@
 
 namespace quiver::engine {
 
-// Scratch buffers for one forward pass; grown on demand, never shrunk.
+// Scratch buffers for one forward pass; grown on demand, never shrunk, so that a steady stream
+// of batches allocates nothing but its outputs.
 struct Workspace {
-  std::vector<float> hidden, y, qkv, ctx, inter, act;
+  std::vector<float> hidden, y, qkv, ctx, inter, act, pooled;
+  std::vector<int32_t> positions;
 };
 
 struct ForwardContext {

@@ -21,23 +21,26 @@ class Qwen3Model final : public Model {
       const std::string p = StrCat("layers.", i, ".");
       Layer l;
       l.in_norm = w.Get(p + "input_layernorm.weight");
-      l.qkv_w = w.Concat(p + "qkv.weight", {p + "self_attn.q_proj.weight",
-                                            p + "self_attn.k_proj.weight",
-                                            p + "self_attn.v_proj.weight"});
+      const int64_t h = c_.hidden, inter = c_.intermediate;
+      l.qkv_w = cpu::PackedWeights(w.Concat(p + "qkv.weight", {p + "self_attn.q_proj.weight",
+                                                               p + "self_attn.k_proj.weight",
+                                                               p + "self_attn.v_proj.weight"}),
+                                   q_dim_ + 2 * kv_dim_, h);
       l.qkv_b = c_.attention_bias
                     ? w.Concat(p + "qkv.bias", {p + "self_attn.q_proj.bias",
                                                 p + "self_attn.k_proj.bias",
                                                 p + "self_attn.v_proj.bias"})
                     : nullptr;
-      l.o_w = w.Get(p + "self_attn.o_proj.weight");
+      l.o_w = cpu::PackedWeights(w.Get(p + "self_attn.o_proj.weight"), h, q_dim_);
       l.o_b = c_.attention_bias ? w.Get(p + "self_attn.o_proj.bias") : nullptr;
       l.q_norm = w.Get(p + "self_attn.q_norm.weight");
       l.k_norm = w.Get(p + "self_attn.k_norm.weight");
       l.post_norm = w.Get(p + "post_attention_layernorm.weight");
-      l.gate_up_w = w.Concat(p + "mlp.gate_up.weight", {p + "mlp.gate_proj.weight",
-                                                        p + "mlp.up_proj.weight"});
-      l.down_w = w.Get(p + "mlp.down_proj.weight");
-      layers_.push_back(l);
+      l.gate_up_w = cpu::PackedWeights(
+          w.Concat(p + "mlp.gate_up.weight", {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}),
+          2 * inter, h);
+      l.down_w = cpu::PackedWeights(w.Get(p + "mlp.down_proj.weight"), h, inter);
+      layers_.push_back(std::move(l));
     }
     norm_ = w.Get("norm.weight");
     if (config.architecture == Architecture::kQwen3ForCausalLM) {
@@ -83,7 +86,7 @@ class Qwen3Model final : public Model {
     }
     for (const Layer& l : layers_) {
       cpu::RmsNorm(x, l.in_norm, ws.y.data(), t_count, h, eps);
-      cpu::Linear(ctx.pool, ws.y.data(), l.qkv_w, l.qkv_b, ws.qkv.data(), t_count, qkv_width, h);
+      cpu::Linear(ctx.pool, ws.y.data(), l.qkv_w, l.qkv_b, ws.qkv.data(), t_count);
       for (int64_t t = 0; t < t_count; ++t) {  // per-head RMSNorm of q and k, before rotary
         float* row = ws.qkv.data() + t * qkv_width;
         cpu::RmsNorm(row, l.q_norm, row, c_.num_heads, c_.head_dim, eps);
@@ -95,13 +98,12 @@ class Qwen3Model final : public Model {
                   c_.head_dim, qkv_width, c_.rope_theta);
       ctx.attention.Run(ctx.plan, ws.qkv.data(), qkv_width, ws.qkv.data() + q_dim_,
                         ws.qkv.data() + q_dim_ + kv_dim_, qkv_width, ws.ctx.data(), ctx.pool);
-      cpu::Linear(ctx.pool, ws.ctx.data(), l.o_w, l.o_b, ws.y.data(), t_count, h, q_dim_);
+      cpu::Linear(ctx.pool, ws.ctx.data(), l.o_w, l.o_b, ws.y.data(), t_count);
       cpu::Add(x, ws.y.data(), t_count * h);
       cpu::RmsNorm(x, l.post_norm, ws.y.data(), t_count, h, eps);
-      cpu::Linear(ctx.pool, ws.y.data(), l.gate_up_w, nullptr, ws.inter.data(), t_count,
-                  2 * c_.intermediate, h);
+      cpu::Linear(ctx.pool, ws.y.data(), l.gate_up_w, nullptr, ws.inter.data(), t_count);
       cpu::SiluMul(ws.inter.data(), ws.act.data(), t_count, c_.intermediate);
-      cpu::Linear(ctx.pool, ws.act.data(), l.down_w, nullptr, ws.y.data(), t_count, h, c_.intermediate);
+      cpu::Linear(ctx.pool, ws.act.data(), l.down_w, nullptr, ws.y.data(), t_count);
       cpu::Add(x, ws.y.data(), t_count * h);
     }
     cpu::RmsNorm(x, norm_, x, t_count, h, eps);
@@ -125,8 +127,8 @@ class Qwen3Model final : public Model {
 
  private:
   struct Layer {
-    const float *in_norm, *qkv_w, *qkv_b, *o_w, *o_b, *q_norm, *k_norm, *post_norm, *gate_up_w,
-        *down_w;
+    cpu::PackedWeights qkv_w, o_w, gate_up_w, down_w;
+    const float *in_norm, *qkv_b, *o_b, *q_norm, *k_norm, *post_norm;
   };
   Qwen3Config c_;
   int64_t q_dim_, kv_dim_;

@@ -1,7 +1,5 @@
 // CPU attention backends over ragged batches. Work items are (sequence, head) pairs spread over
 // the thread pool.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +7,7 @@
 
 #include "common/strings.h"
 #include "engine/attention.h"
+#include "engine/kernels/cpu/gemm.h"
 #include "engine/kernels/cpu/vec.h"
 #include "engine/runtime/thread_pool.h"
 
@@ -168,12 +167,13 @@ class TiledAttention final : public AttentionBackend {
   }
 };
 
-// FlashAttention's recurrence with the products in BLAS: per (sequence, head, block of up to
-// kQueryBlock queries), scores for one block of up to kKeyBlock keys at a time (S = scale Q K^T,
-// one GEMM), an online softmax over the block (running max and sum per query, the output rows
-// rescaled when the max grows), and O += P V (a second GEMM into the output rows). Memory is one
-// score block per thread whatever the length; a causal block skips the keys after its last query
-// and masks the diagonal block. The default at every length: the products run at GEMM speed.
+// FlashAttention's recurrence with both products on the packed GEMM (kernels/cpu/gemm.h): per
+// (sequence, head, block of up to kQueryBlock queries), scores for one block of up to kKeyBlock
+// keys at a time (the block's K packed as the "weights", S = Q Kᵀ), an online softmax over the
+// block (running max and sum per query, the output rows rescaled when the max grows), and
+// O += P V (V of the block packed transposed). Memory is one score block per thread whatever the
+// length; a causal block skips the keys after its last query and masks the diagonal block. The
+// default at every length.
 class FlashAttention final : public AttentionBackend {
  public:
   static constexpr int64_t kQueryBlock = 128;
@@ -185,22 +185,17 @@ class FlashAttention final : public AttentionBackend {
     const int64_t d = plan.head_dim;
     const int64_t group = plan.num_heads / plan.num_kv_heads;
     const int64_t out_stride = plan.num_heads * d;
-    // Items: (sequence, query block, head), query blocks of every sequence listed first.
-    thread_local std::vector<int64_t> item_seq, item_q0;
-    item_seq.clear();
-    item_q0.clear();
+    // Items: (sequence, query block) x head.
+    thread_local std::vector<std::pair<int64_t, int64_t>> blocks;
+    blocks.clear();
     for (int64_t s = 0; s < plan.num_seqs; ++s) {
       const int64_t len = plan.cu_seqlens[s + 1] - plan.cu_seqlens[s];
-      for (int64_t q0 = 0; q0 < len; q0 += kQueryBlock) {
-        item_seq.push_back(s);
-        item_q0.push_back(q0);
-      }
+      for (int64_t q0 = 0; q0 < len; q0 += kQueryBlock) blocks.emplace_back(s, q0);
     }
-    const std::vector<int64_t>& seqs = item_seq;
-    const std::vector<int64_t>& q0s = item_q0;
-    pool.ParallelFor(static_cast<int64_t>(seqs.size()) * plan.num_heads, [&](int64_t item) {
-      const int64_t block = item / plan.num_heads, h = item % plan.num_heads;
-      const int64_t s = seqs[block], q0 = q0s[block];
+    const auto& items = blocks;
+    pool.ParallelFor(static_cast<int64_t>(items.size()) * plan.num_heads, [&](int64_t item) {
+      const auto [s, q0] = items[item / plan.num_heads];
+      const int64_t h = item % plan.num_heads;
       const int64_t begin = plan.cu_seqlens[s], len = plan.cu_seqlens[s + 1] - begin;
       const int64_t rows = std::min(kQueryBlock, len - q0);
       const int64_t kvh = h / group;
@@ -209,18 +204,16 @@ class FlashAttention final : public AttentionBackend {
       const float* vb = v + begin * kv_stride + kvh * d;
       float* ob = out + (begin + q0) * out_stride + h * d;
       thread_local std::vector<float> scores, running_max, running_sum;
+      thread_local cpu::PackedWeights k_packed, v_packed;
       scores.resize(static_cast<size_t>(kQueryBlock * kKeyBlock));
       running_max.assign(static_cast<size_t>(rows), -std::numeric_limits<float>::infinity());
       running_sum.assign(static_cast<size_t>(rows), 0.0f);
-      for (int64_t r = 0; r < rows; ++r) std::fill(ob + r * out_stride, ob + r * out_stride + d, 0.0f);
       const int64_t key_end = plan.causal ? q0 + rows : len;
       for (int64_t k0 = 0; k0 < key_end; k0 += kKeyBlock) {
         const int64_t keys = std::min(kKeyBlock, key_end - k0);
         float* sc = scores.data();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-                    static_cast<int>(keys), static_cast<int>(d), plan.scale, qb,
-                    static_cast<int>(q_stride), kb + k0 * kv_stride, static_cast<int>(kv_stride),
-                    0.0f, sc, static_cast<int>(keys));
+        k_packed.Pack(kb + k0 * kv_stride, keys, d, kv_stride);
+        cpu::PackedGemm(qb, q_stride, k_packed, nullptr, sc, keys, rows, 0, keys);
         for (int64_t r = 0; r < rows; ++r) {
           float* row = sc + r * keys;
           // Causal: query q0 + r sees keys up to itself; the rest of its row weighs nothing.
@@ -230,6 +223,7 @@ class FlashAttention final : public AttentionBackend {
             std::fill(row, row + keys, 0.0f);
             continue;
           }
+          for (int64_t j = 0; j < visible; ++j) row[j] *= plan.scale;
           const float new_max = std::max(running_max[r], cpu::vec::Max(row, visible));
           const float correction = std::exp(running_max[r] - new_max);
           for (int64_t j = 0; j < visible; ++j) row[j] -= new_max;
@@ -242,10 +236,9 @@ class FlashAttention final : public AttentionBackend {
             for (int64_t c = 0; c < d; ++c) o[c] *= correction;
           }
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
-                    static_cast<int>(d), static_cast<int>(keys), 1.0f, sc, static_cast<int>(keys),
-                    vb + k0 * kv_stride, static_cast<int>(kv_stride), 1.0f, ob,
-                    static_cast<int>(out_stride));
+        v_packed.PackTransposed(vb + k0 * kv_stride, keys, d, kv_stride);
+        cpu::PackedGemm(sc, keys, v_packed, nullptr, ob, out_stride, rows, 0, d,
+                        /*accumulate=*/k0 > 0);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const float inv = 1.0f / running_sum[r];

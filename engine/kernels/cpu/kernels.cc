@@ -25,7 +25,7 @@ int64_t MinRows(int64_t n, int64_t k) {
   return std::max<int64_t>(4, static_cast<int64_t>(kSmallProduct / (double(n) * double(k))) + 1);
 }
 
-// y[m, n] (row stride ldy) = x · w^T (+ bias), on the calling thread.
+// y[m, n] (row stride ldy) = x · w^T (+ bias), on the calling thread, through BLAS.
 void Gemm(const float* x, const float* w, const float* bias, float* y, int64_t ldy, int64_t m,
           int64_t n, int64_t k) {
   if (m == 0) return;
@@ -49,17 +49,16 @@ void Gemm(const float* x, const float* w, const float* bias, float* y, int64_t l
               static_cast<int>(ldy));
 }
 
-// How a product is cut into tasks. Large m: blocks of at most 256 rows (measured best with this
-// BLAS: the block's output stays in cache for its epilogue, the weights are repacked rarely), a
-// multiple of the thread count. Small m (a short batch, batch-1 latency): one row block, columns
-// split between the threads, so that each packs only its share of the weights.
+// How a product is cut into tasks. Large m: blocks of at most 256 rows (the block's output
+// stays in cache for its epilogue), a multiple of the thread count. Small m (a short batch,
+// batch-1 latency): one row block, the columns split between the threads in whole panels.
 struct Tiles {
   int64_t row_blocks, rows, col_blocks, cols;
   int64_t count() const { return row_blocks * col_blocks; }
 };
 
 Tiles SplitProduct(int64_t m, int64_t n, int threads) {
-  constexpr int64_t kMaxRows = 256, kColumnAlign = 16;
+  constexpr int64_t kMaxRows = 256, kColumnAlign = PackedWeights::kPanel;
   Tiles t{std::max<int64_t>(1, (m + kMaxRows - 1) / kMaxRows), 0, 1, n};
   if (t.row_blocks >= threads) {
     t.row_blocks = std::min((t.row_blocks + threads - 1) / threads * threads, m);
@@ -72,15 +71,16 @@ Tiles SplitProduct(int64_t m, int64_t n, int threads) {
   return t;
 }
 
-// Runs every tile of y = x · w^T + bias over the pool, and then(r0, rows, c0, cols) right after
+// Runs every tile of y = x · Wᵀ + bias over the pool, and then(r0, rows, c0, cols) right after
 // each tile on the thread that computed it.
 template <typename Then>
-void TiledGemm(ThreadPool& pool, const Tiles& t, const float* x, const float* w,
-               const float* bias, float* y, int64_t m, int64_t n, int64_t k, Then then) {
+void TiledGemm(ThreadPool& pool, const Tiles& t, const float* x, const PackedWeights& w,
+               const float* bias, float* y, int64_t m, Then then) {
+  const int64_t n = w.n(), k = w.k();
   pool.ParallelFor(t.count(), [&](int64_t i) {
     const int64_t r0 = (i / t.col_blocks) * t.rows, rows = std::min(t.rows, m - r0);
     const int64_t c0 = (i % t.col_blocks) * t.cols, cols = std::min(t.cols, n - c0);
-    Gemm(x + r0 * k, w + c0 * k, bias ? bias + c0 : nullptr, y + r0 * n + c0, n, rows, cols, k);
+    PackedGemm(x + r0 * k, k, w, bias, y + r0 * n, n, rows, c0, c0 + cols);
     then(r0, rows, c0, cols);
   });
 }
@@ -117,18 +117,20 @@ void Linear(const float* x, const float* w, const float* bias, float* y, int64_t
   Gemm(x, w, bias, y, n, m, n, k);
 }
 
-void Linear(ThreadPool& pool, const float* x, const float* w, const float* bias, float* y,
-            int64_t m, int64_t n, int64_t k, Activation act) {
-  TiledGemm(pool, SplitProduct(m, n, pool.num_threads()), x, w, bias, y, m, n, k,
+void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
+            float* y, int64_t m, Activation act) {
+  const int64_t n = w.n();
+  TiledGemm(pool, SplitProduct(m, n, pool.num_threads()), x, w, bias, y, m,
             [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
               if (act == Activation::kNone) return;
               for (int64_t r = r0; r < r0 + rows; ++r) Activate(y + r * n + c0, cols, act);
             });
 }
 
-void LinearAddLayerNorm(ThreadPool& pool, const float* x, const float* w, const float* bias,
-                        float* io, const float* gamma, const float* beta, float* scratch,
-                        int64_t m, int64_t n, int64_t k, float eps) {
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w,
+                        const float* bias, float* io, const float* gamma, const float* beta,
+                        float* scratch, int64_t m, float eps) {
+  const int64_t n = w.n();
   auto add_norm = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* row = io + r * n;
@@ -139,11 +141,11 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const float* w, const 
   };
   const Tiles t = SplitProduct(m, n, pool.num_threads());
   if (t.col_blocks == 1) {  // whole rows per tile: residual and LayerNorm while they are in cache
-    TiledGemm(pool, t, x, w, bias, scratch, m, n, k,
+    TiledGemm(pool, t, x, w, bias, scratch, m,
               [&](int64_t r0, int64_t rows, int64_t, int64_t) { add_norm(r0, r0 + rows); });
     return;
   }
-  TiledGemm(pool, t, x, w, bias, scratch, m, n, k, [](int64_t, int64_t, int64_t, int64_t) {});
+  TiledGemm(pool, t, x, w, bias, scratch, m, [](int64_t, int64_t, int64_t, int64_t) {});
   ForRowShares(pool, m, add_norm);
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "engine/kernels/cpu/gemm.h"
+
 namespace quiver::engine {
 class ThreadPool;
 }
@@ -19,16 +21,17 @@ void Linear(const float* x, const float* w, const float* bias, float* y, int64_t
 
 enum class Activation { kNone, kGeluErf, kGeluTanh };
 
-// The same product spread over the pool in blocks of rows; each block's bias and activation are
-// applied by the thread that computed it, while the block is still in its cache.
-void Linear(ThreadPool& pool, const float* x, const float* w, const float* bias, float* y,
-            int64_t m, int64_t n, int64_t k, Activation act = Activation::kNone);
+// y[m, n] = act(x[m, k] · Wᵀ + bias) with W packed at load (gemm.h), spread over the pool in
+// tiles; each tile's activation is applied by the thread that computed it, while the tile is
+// still in its cache.
+void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
+            float* y, int64_t m, Activation act = Activation::kNone);
 
-// io[m, n] = LayerNorm(io + x · w^T + bias): a post-LN block's output projection, residual and
-// LayerNorm fused per block of rows. `scratch` holds at least [m, n] floats.
-void LinearAddLayerNorm(ThreadPool& pool, const float* x, const float* w, const float* bias,
-                        float* io, const float* gamma, const float* beta, float* scratch,
-                        int64_t m, int64_t n, int64_t k, float eps);
+// io[m, n] = LayerNorm(io + x · Wᵀ + bias): a post-LN block's output projection, residual and
+// LayerNorm fused per tile of whole rows. `scratch` holds at least [m, n] floats.
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w,
+                        const float* bias, float* io, const float* gamma, const float* beta,
+                        float* scratch, int64_t m, float eps);
 
 // x[m, n] = LayerNorm(word[ids] + position[positions] + type[type_ids]) (type may be null, and
 // type_ids empty for all zeros): BERT's embedding layer, over the pool.

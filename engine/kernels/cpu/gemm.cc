@@ -1,0 +1,162 @@
+#include "engine/kernels/cpu/gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/kernels/cpu/vec.h"
+
+namespace quiver::engine::cpu {
+namespace {
+
+constexpr int64_t kPanel = PackedWeights::kPanel;
+constexpr int64_t kRows = 6;     // rows of y per micro-kernel call
+constexpr int64_t kDepth = 256;  // k per pass: a panel's 256 x 16 weights (16 KB) stay in L1
+
+#if QUIVER_VEC_AVX2
+
+// y[0, R) x [0, cols) of one panel over k in [0, kc): from `init` (16 values: the bias, or
+// zeros) on the first pass, else from y itself. The accumulators are named variables, not an
+// array: GCC keeps an array of vectors on the stack, which halves the speed.
+template <int R>
+void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float* y, int64_t ldy,
+                 const float* init, int64_t cols) {
+  alignas(32) float tail[kPanel];
+  auto start = [&](int i) -> const float* {
+    if (init != nullptr) return init;
+    if (cols == kPanel) return y + i * ldy;
+    std::fill(tail, tail + kPanel, 0.0f);
+    std::copy(y + i * ldy, y + i * ldy + cols, tail);
+    return tail;
+  };
+  auto finish = [&](int i, __m256 lo, __m256 hi) {
+    float* out = y + i * ldy;
+    if (cols == kPanel) {
+      _mm256_storeu_ps(out, lo);
+      _mm256_storeu_ps(out + 8, hi);
+    } else {
+      _mm256_store_ps(tail, lo);
+      _mm256_store_ps(tail + 8, hi);
+      std::copy(tail, tail + cols, out);
+    }
+  };
+  __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+#define QUIVER_LOAD(i)                        \
+  if constexpr (R > i) {                      \
+    const float* from = start(i);             \
+    c##i##0 = _mm256_loadu_ps(from);          \
+    c##i##1 = _mm256_loadu_ps(from + 8);      \
+  }
+  QUIVER_LOAD(0) QUIVER_LOAD(1) QUIVER_LOAD(2) QUIVER_LOAD(3) QUIVER_LOAD(4) QUIVER_LOAD(5)
+#undef QUIVER_LOAD
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 w0 = _mm256_load_ps(b + k * kPanel);
+    const __m256 w1 = _mm256_load_ps(b + k * kPanel + 8);
+#define QUIVER_FMA(i)                                         \
+  if constexpr (R > i) {                                      \
+    const __m256 x = _mm256_broadcast_ss(a + i * lda + k);    \
+    c##i##0 = _mm256_fmadd_ps(x, w0, c##i##0);                \
+    c##i##1 = _mm256_fmadd_ps(x, w1, c##i##1);                \
+  }
+    QUIVER_FMA(0) QUIVER_FMA(1) QUIVER_FMA(2) QUIVER_FMA(3) QUIVER_FMA(4) QUIVER_FMA(5)
+#undef QUIVER_FMA
+  }
+#define QUIVER_STORE(i) \
+  if constexpr (R > i) finish(i, c##i##0, c##i##1);
+  QUIVER_STORE(0) QUIVER_STORE(1) QUIVER_STORE(2) QUIVER_STORE(3) QUIVER_STORE(4) QUIVER_STORE(5)
+#undef QUIVER_STORE
+}
+
+#else  // the same order of operations in plain loops
+
+template <int R>
+void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float* y, int64_t ldy,
+                 const float* init, int64_t cols) {
+  for (int i = 0; i < R; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      float acc = init != nullptr ? init[j] : y[i * ldy + j];
+      for (int64_t k = 0; k < kc; ++k) acc += a[i * lda + k] * b[k * kPanel + j];
+      y[i * ldy + j] = acc;
+    }
+  }
+}
+
+#endif
+
+void RunMicroKernel(int64_t rows, const float* a, int64_t lda, const float* b, int64_t kc,
+                    float* y, int64_t ldy, const float* init, int64_t cols) {
+  switch (rows) {
+    case 6: MicroKernel<6>(a, lda, b, kc, y, ldy, init, cols); break;
+    case 5: MicroKernel<5>(a, lda, b, kc, y, ldy, init, cols); break;
+    case 4: MicroKernel<4>(a, lda, b, kc, y, ldy, init, cols); break;
+    case 3: MicroKernel<3>(a, lda, b, kc, y, ldy, init, cols); break;
+    case 2: MicroKernel<2>(a, lda, b, kc, y, ldy, init, cols); break;
+    default: MicroKernel<1>(a, lda, b, kc, y, ldy, init, cols); break;
+  }
+}
+
+}  // namespace
+
+void PackedWeights::Free::operator()(float* p) const { std::free(p); }
+
+float* PackedWeights::Reserve(int64_t n, int64_t k) {
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  const int64_t size = panels * k * kPanel;
+  if (size > capacity_) {
+    const size_t bytes = (static_cast<size_t>(size) * sizeof(float) + 63) / 64 * 64;
+    data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    capacity_ = size;
+  }
+  n_ = n;
+  k_ = k;
+  return data_.get();
+}
+
+void PackedWeights::Pack(const float* w, int64_t n, int64_t k, int64_t ldw) {
+  float* out = Reserve(n, k);
+  for (int64_t p = 0; p * kPanel < n; ++p) {
+    const int64_t cols = std::min(kPanel, n - p * kPanel);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t j = 0; j < cols; ++j) out[j] = w[(p * kPanel + j) * ldw + kk];
+      std::fill(out + cols, out + kPanel, 0.0f);
+      out += kPanel;
+    }
+  }
+}
+
+void PackedWeights::PackTransposed(const float* v, int64_t k, int64_t n, int64_t ldv) {
+  float* out = Reserve(n, k);
+  for (int64_t p = 0; p * kPanel < n; ++p) {
+    const int64_t cols = std::min(kPanel, n - p * kPanel);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      std::copy_n(v + kk * ldv + p * kPanel, cols, out);
+      std::fill(out + cols, out + kPanel, 0.0f);
+      out += kPanel;
+    }
+  }
+}
+
+void PackedGemm(const float* x, int64_t ldx, const PackedWeights& w, const float* bias, float* y,
+                int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
+  const int64_t k = w.k();
+  alignas(32) float first[kPanel];
+  for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+    const int64_t kc = std::min(kDepth, k - k0);
+    for (int64_t col = c0; col < c1; col += kPanel) {
+      const int64_t cols = std::min(kPanel, c1 - col);
+      const float* b = w.panel(col / kPanel) + k0 * kPanel;
+      const float* init = nullptr;  // later passes continue from y
+      if (k0 == 0 && !accumulate) {
+        std::fill(first, first + kPanel, 0.0f);
+        if (bias != nullptr) std::copy(bias + col, bias + col + cols, first);
+        init = first;
+      }
+      for (int64_t r = 0; r < m; r += kRows) {
+        RunMicroKernel(std::min(kRows, m - r), x + r * ldx + k0, ldx, b, kc, y + r * ldy + col,
+                       ldy, init, cols);
+      }
+    }
+  }
+}
+
+}  // namespace quiver::engine::cpu
