@@ -4,12 +4,14 @@
 //
 //   quiver_engine_bench --model models/all-MiniLM-L6-v2 --inputs .cache/bench/inputs.json
 //                       [--threads 2] [--seconds 4] [--suites latency,scoring,throughput]
+//                       [--lengths 128,512,4096]
 //
 // Inputs come from bench/make_inputs.py (texts cut to exact token lengths); they are tokenized
 // here with quiver's tokenizer, outside the timed part, and every length is checked. Prints JSON.
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,10 +20,12 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/json.h"
 #include "engine/engine.h"
+#include "engine/kernels/cpu/gemm.h"
 #include "tokenizer/tokenizer.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -69,30 +73,58 @@ std::vector<double> Repeat(Fn fn, double seconds, int min_runs) {
   return ms;
 }
 
-// The best of a few 2048^3 products with the engine's BLAS on `threads` threads: the machine's
-// large-GEMM rate, the ceiling for the engine's own rate.
-double GemmCeilingGflops(int threads) {
+// The machine's large-GEMM rate on `threads` threads, the ceiling the engine is held to: the
+// best of a few 2048^3 products with OpenBLAS (its own threads) and with the engine's packed GEMM
+// (threads taking blocks of 256 rows, as the engine's pool does).
+struct Ceiling {
+  double openblas_gflops = 0, packed_gflops = 0;
+  double best() const { return std::max(openblas_gflops, packed_gflops); }
+};
+
+Ceiling MeasureCeiling(int threads) {
   constexpr int n = 2048;
   std::vector<float> a(n * n), b(n * n), c(n * n);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& v : a) v = dist(rng);
   for (float& v : b) v = dist(rng);
+  auto best_of = [&](auto fn) {
+    double best = 0;
+    for (int i = 0; i < 6; ++i) {
+      const Clock::time_point t = Clock::now();
+      fn();
+      best = std::max(best, 2.0 * n * n * n / Seconds(t) / 1e9);
+    }
+    return best;
+  };
+  Ceiling ceiling;
   openblas_set_num_threads(threads);
-  double best = 0;
-  for (int i = 0; i < 6; ++i) {
-    const Clock::time_point t = Clock::now();
+  ceiling.openblas_gflops = best_of([&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
                 0.0f, c.data(), n);
-    best = std::max(best, 2.0 * n * n * n / Seconds(t) / 1e9);
-  }
-  return best;
+  });
+  const quiver::engine::cpu::PackedWeights packed(b.data(), n, n);
+  ceiling.packed_gflops = best_of([&] {
+    std::atomic<int> next{0};
+    auto work = [&] {
+      for (int block; (block = next.fetch_add(1)) * 256 < n;) {
+        quiver::engine::cpu::PackedGemm(a.data() + block * 256 * n, n, packed, nullptr,
+                                        c.data() + block * 256 * n, n, 256, 0, n);
+      }
+    };
+    std::vector<std::thread> others;
+    for (int i = 1; i < threads; ++i) others.emplace_back(work);
+    work();
+    for (std::thread& t : others) t.join();
+  });
+  return ceiling;
 }
 
 struct Options {
   std::string model = "models/all-MiniLM-L6-v2";
   std::string inputs = ".cache/bench/inputs.json";
   std::string suites = "latency,scoring,throughput";
+  std::vector<int64_t> lengths = {128, 512, 4096};  // for the latency suite
   int threads = 2;
   double seconds = 4;
 };
@@ -108,6 +140,11 @@ int main(int argc, char** argv) {
     else if (f == "--suites") o.suites = v;
     else if (f == "--threads") o.threads = std::stoi(v);
     else if (f == "--seconds") o.seconds = std::stod(v);
+    else if (f == "--lengths") {
+      o.lengths.clear();
+      std::stringstream list(v);
+      for (std::string item; std::getline(list, item, ',');) o.lengths.push_back(std::stoll(item));
+    }
     else {
       std::fprintf(stderr, "unknown flag %s\n", f.c_str());
       return 2;
@@ -124,7 +161,9 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  const double ceiling = GemmCeilingGflops(o.threads);  // before the engine sets BLAS to 1 thread
+  // Before the engine sets BLAS to one thread.
+  const Ceiling measured = MeasureCeiling(o.threads);
+  const double ceiling = measured.best();
 
   quiver::engine::EngineOptions options;
   options.num_threads = o.threads;
@@ -175,12 +214,14 @@ int main(int argc, char** argv) {
 
   std::string json = "{\"system\": \"quiver engine\", \"model\": \"" + o.model +
                      "\", \"threads\": " + std::to_string(o.threads) +
-                     ", \"gemm_ceiling_gflops\": " + std::to_string(ceiling);
+                     ", \"gemm_ceiling_gflops\": " + std::to_string(ceiling) +
+                     ", \"openblas_2048_gflops\": " + std::to_string(measured.openblas_gflops) +
+                     ", \"packed_gemm_2048_gflops\": " + std::to_string(measured.packed_gflops);
 
   if (want("latency")) {
     json += ", \"latency\": [";
     bool first = true;
-    for (int64_t tokens : {128, 512, 4096}) {
+    for (int64_t tokens : o.lengths) {
       json += first ? "" : ", ";
       first = false;
       const auto* ids = set_of(tokens);

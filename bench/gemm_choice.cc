@@ -18,6 +18,8 @@
 
 #if defined(QUIVER_GEMM_DNNL)
 #include <dnnl.h>
+#elif defined(QUIVER_GEMM_OWN)
+#include "engine/kernels/cpu/gemm.h"
 #else
 #include <cblas.h>
 #endif
@@ -25,7 +27,7 @@
 #if defined(QUIVER_GEMM_OPENBLAS)
 extern "C" void openblas_set_num_threads(int);
 #elif defined(QUIVER_GEMM_BLIS)
-#include <blis/blis.h>
+#include <blis.h>
 #endif
 
 namespace {
@@ -33,6 +35,8 @@ namespace {
 const char* kLibrary =
 #if defined(QUIVER_GEMM_DNNL)
     "oneDNN";
+#elif defined(QUIVER_GEMM_OWN)
+    "quiver packed GEMM";
 #elif defined(QUIVER_GEMM_BLIS)
     "BLIS";
 #else
@@ -51,7 +55,19 @@ void SetThreads(int n) {
 
 // y[m, n] = x[m, k] · w[n, k]^T, row-major, ldy = n.
 void Gemm(const float* x, const float* w, float* y, int m, int n, int k, int ldy) {
-#if defined(QUIVER_GEMM_DNNL)
+#if defined(QUIVER_GEMM_OWN)
+  // Packed once per weight matrix, as the engine does at load (the pointer identifies it).
+  thread_local const float* packed_from = nullptr;
+  thread_local quiver::engine::cpu::PackedWeights packed;
+  thread_local int64_t packed_n = 0, packed_k = 0;
+  if (packed_from != w || packed_n != n || packed_k != k) {
+    packed = quiver::engine::cpu::PackedWeights(w, n, k);
+    packed_from = w;
+    packed_n = n;
+    packed_k = k;
+  }
+  quiver::engine::cpu::PackedGemm(x, k, packed, nullptr, y, ldy, m, 0, n);
+#elif defined(QUIVER_GEMM_DNNL)
   dnnl_sgemm('N', 'T', m, n, k, 1.0f, x, k, w, k, 0.0f, y, ldy);
 #else
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f, y, ldy);
@@ -74,7 +90,7 @@ double BestGflops(Fn fn, double flops) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string only = argc > 1 ? argv[1] : "";
+  std::string only = argc > 1 ? argv[1] : "";
   constexpr int kTokens = 12800;  // 100 texts of 128 tokens
   const int shapes[4][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};  // qkv, o, up, down
   std::vector<float> x(static_cast<size_t>(kTokens) * 1536), w(1536 * 1536),
@@ -83,11 +99,30 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> dist(-1, 1);
   for (float& v : x) v = dist(rng);
   for (float& v : w) v = dist(rng);
+#if defined(QUIVER_GEMM_OWN)
+  only = "blocks";  // no threading of its own: the engine's pool takes blocks
+#endif
   if (only != "blocks") {
     constexpr int n = 2048;
     SetThreads(2);
     std::printf("{\"library\": \"%s\", \"shape\": \"2048^3\", \"mode\": \"own-threads\", \"gflops\": %.1f}\n",
                 kLibrary, BestGflops([&] { Gemm(x.data(), w.data(), y.data(), n, n, n, n); }, 2.0 * n * n * n));
+  }
+  if (only == "blocks") {  // the large product, 2 threads taking blocks of 256 rows
+    constexpr int n = 2048;
+    SetThreads(1);
+    std::printf("{\"library\": \"%s\", \"shape\": \"2048^3\", \"mode\": \"row-blocks\", \"gflops\": %.1f}\n",
+                kLibrary, BestGflops([&] {
+                  std::atomic<int> next{0};
+                  auto worker = [&] {
+                    for (int b; (b = next.fetch_add(1)) * 256 < n;) {
+                      Gemm(x.data() + static_cast<size_t>(b) * 256 * n, w.data(), y.data() + static_cast<size_t>(b) * 256 * n, 256, n, n, n);
+                    }
+                  };
+                  std::thread other(worker);
+                  worker();
+                  other.join();
+                }, 2.0 * n * n * n));
   }
   for (const auto& s : shapes) {
     const int n = s[0], k = s[1];

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Times the model's products with OpenBLAS, BLIS and oneDNN (bench/gemm_choice.cc), the
+# Times the model's products with quiver's packed GEMM, OpenBLAS, BLIS and oneDNN
+# (bench/gemm_choice.cc), the
 # measurement behind the engine's choice of GEMM (docs/benchmarks.md). Installs libblis-dev and
 # libdnnl-dev from Debian if they are missing; the engine itself links only OpenBLAS.
 #
@@ -18,9 +19,19 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 fi
 SRC="$ROOT/bench/gemm_choice.cc"
 FLAGS=(-O2 -std=c++20 -pthread)
-g++ "${FLAGS[@]}" -DQUIVER_GEMM_OPENBLAS "$SRC" -o "$OUT/openblas" $(pkg-config --cflags --libs openblas)
-g++ "${FLAGS[@]}" -DQUIVER_GEMM_BLIS "$SRC" -o "$OUT/blis" -I/usr/include -lblis
+g++ "${FLAGS[@]}" -DQUIVER_GEMM_OPENBLAS "$SRC" -o g++ "${FLAGS[@]}" -O3 -march=x86-64-v3 -DQUIVER_GEMM_OWN -I"$ROOT" "$SRC" \
+  "$ROOT/engine/kernels/cpu/gemm.cc" -o "$OUT/own"
+"$OUT/own"
+"$OUT/openblas" $(pkg-config --cflags --libs openblas)
+# Debian installs BLIS per threading model (blis-openmp, blis-pthread); any one will do.
+BLIS_INC="$(dirname "$(ls /usr/include/*/blis-*/blis.h | head -1)")"
+BLIS_LIB="/usr/lib/$(basename "$(dirname "$BLIS_INC")")/$(basename "$BLIS_INC")"
+g++ "${FLAGS[@]}" -DQUIVER_GEMM_BLIS -I"$BLIS_INC" "$SRC" -o "$OUT/blis" -L"$BLIS_LIB" -lblis \
+  -Wl,-rpath,"$BLIS_LIB" -fopenmp
 g++ "${FLAGS[@]}" -DQUIVER_GEMM_DNNL "$SRC" -o "$OUT/dnnl" -ldnnl
+g++ "${FLAGS[@]}" -O3 -march=x86-64-v3 -DQUIVER_GEMM_OWN -I"$ROOT" "$SRC" \
+  "$ROOT/engine/kernels/cpu/gemm.cc" -o "$OUT/own"
+"$OUT/own"
 "$OUT/openblas"
 "$OUT/blis"
 OMP_NUM_THREADS=2 "$OUT/dnnl" own

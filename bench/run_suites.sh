@@ -66,6 +66,16 @@ trap 'kill $SERVER 2>/dev/null || true' EXIT
 wait_ready "http://127.0.0.1:$PORT_QUIVER/ready"
 "$PY" "$ROOT/bench/suites.py" --url "http://127.0.0.1:$PORT_QUIVER" --model all-MiniLM-L6-v2 \
   --name "quiver serve" --inputs "$INPUTS" --seconds "$SECONDS_PER" --out "$RUN/quiver-http.json"
+# Batch-1 latency at 128 tokens, engine and serve in turn three times (the server idles while the
+# engine runs): this machine drifts by milliseconds within a minute, and a 1 ms comparison needs
+# the two measured close together.
+for round in 1 2 3; do
+  "$BUILD/quiver_engine_bench" --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" \
+    --seconds "$SECONDS_PER" --suites latency --lengths 128 > "$RUN/paired-engine-$round.json"
+  "$PY" "$ROOT/bench/suites.py" --url "http://127.0.0.1:$PORT_QUIVER" --model all-MiniLM-L6-v2 \
+    --name "quiver serve" --inputs "$INPUTS" --seconds "$SECONDS_PER" --suites latency \
+    --lengths 128 --out "$RUN/paired-serve-$round.json"
+done
 kill "$SERVER"; wait "$SERVER" || true
 
 echo "== llama-cpp-python server over HTTP" >&2

@@ -152,6 +152,8 @@ def main():
                         help="the longest input the served model accepts")
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--suites", default="latency,scoring,throughput,concurrency")
+    parser.add_argument("--lengths", type=lambda s: [int(c) for c in s.split(",")],
+                        default=[128, 512, 4096], help="input lengths for the latency suite")
     parser.add_argument("--clients", type=lambda s: [int(c) for c in s.split(",")],
                         default=[1, 2, 4, 8, 16], help="client counts for the concurrency suite")
     parser.add_argument("--out", required=True)
@@ -165,7 +167,7 @@ def main():
 
     if "latency" in args.suites:
         result["latency"] = []
-        for tokens in (128, 512, 4096):
+        for tokens in args.lengths:
             if tokens > args.max_tokens or tokens not in sets:
                 result["latency"].append({"tokens": tokens, "not_applicable":
                                           f"longer than the model's {args.max_tokens} positions"})
