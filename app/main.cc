@@ -25,12 +25,6 @@ void AddLimitFlags(CLI::App& cmd, quiver::scheduler::SchedulerLimits& limits) {
       ->capture_default_str();
 }
 
-int NotYet(const char* command) {
-  std::fprintf(stderr, "quiver %s: not available in this build yet (see docs/ for the plan)\n",
-               command);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,9 +171,7 @@ int main(int argc, char** argv) {
   tokenize_cmd->add_option("--truncation-side", tokenize.truncation_side, "right or left")
       ->check(CLI::IsMember({"right", "left"}))
       ->capture_default_str();
-  CLI::App* bench_cmd = app.add_subcommand("bench", "Engine benchmarks");
   CLI::App* version_cmd = app.add_subcommand("version", "Version, build and devices");
-  bench_cmd->allow_extras();
 
   CLI11_PARSE(app, argc, argv);
 
@@ -202,6 +194,5 @@ int main(int argc, char** argv) {
     return quiver::worker::RunWorker(worker);
   }
   if (*gateway_cmd) return quiver::app::RunGateway(gw);
-  if (*bench_cmd) return NotYet("bench");
   return 2;
 }
