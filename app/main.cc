@@ -28,15 +28,6 @@ void AddLimitFlags(CLI::App& cmd, quiver::scheduler::SchedulerLimits& limits) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#if defined(__x86_64__) && defined(__AVX2__)
-  // Built for x86-64-v3 (cmake/QuiverCompile.cmake): say so instead of dying on an instruction.
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-    std::fprintf(stderr,
-                 "quiver was built for x86-64-v3 (AVX2, FMA) and this CPU lacks them; rebuild "
-                 "with cmake -DQUIVER_X86_LEVEL=x86-64\n");
-    return 1;
-  }
-#endif
   CLI::App app{"quiver: a server for text-embedding and reranking models"};
   app.require_subcommand(1);
   std::string log_level = "info";

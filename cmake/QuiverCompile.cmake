@@ -7,7 +7,7 @@ target_compile_options(quiver_build_flags INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict -Wno-maybe-uninitialized>)
 
 # The CPU kernels are written for x86-64-v3 (AVX2, FMA: every x86 server CPU since 2013); `quiver`
-# refuses to start on a CPU without them (app/main.cc). -DQUIVER_X86_LEVEL=x86-64 builds for any.
+# refuses to start on a CPU without them (app/cpu_check.cc). -DQUIVER_X86_LEVEL=x86-64 builds for any.
 set(QUIVER_X86_LEVEL "x86-64-v3" CACHE STRING "x86-64 microarchitecture level to compile for")
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64)$" AND QUIVER_X86_LEVEL)
   target_compile_options(quiver_build_flags INTERFACE

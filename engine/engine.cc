@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "common/strings.h"
 #include "engine/graph_bucket.h"
@@ -136,7 +137,15 @@ void Engine::ComputeLoop() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    absl::StatusOr<EngineOutput> out = Execute(item.batch);
+    absl::StatusOr<EngineOutput> out;
+    try {
+      out = Execute(item.batch);
+    } catch (const std::bad_alloc&) {  // the batch fails, the engine goes on
+      out = absl::ResourceExhaustedError(
+          StrCat("out of memory running a batch of ", item.batch.num_tokens(), " tokens"));
+    } catch (const std::exception& e) {
+      out = absl::InternalError(StrCat("forward pass failed: ", e.what()));
+    }
     LazyResult::State& state = *item.result.state_;
     {
       std::lock_guard<std::mutex> lock(state.mu);

@@ -49,7 +49,12 @@ void ThreadPool::RunShare() {
   while (true) {
     const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
     if (i >= n_) return;
-    (*fn_)(i);
+    try {
+      (*fn_)(i);
+    } catch (...) {  // kept for ParallelFor's caller; the other indices still run
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
   }
 }
 
@@ -96,6 +101,12 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
     done_cv_.wait(lock, all_done);
   }
   fn_ = nullptr;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::swap(error, error_);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace quiver::engine

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -26,7 +27,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
-  // fn(i) for i in [0, n), spread over the threads; returns when all are done.
+  // fn(i) for i in [0, n), spread over the threads; returns when all are done. If any fn(i)
+  // threw, the first exception is rethrown here once every index has run.
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn);
 
  private:
@@ -42,6 +44,7 @@ class ThreadPool {
   std::atomic<int> active_{0};        // workers still running the current job
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
+  std::exception_ptr error_;  // guarded by mu_
 };
 
 }  // namespace quiver::engine

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "engine/kernels/cpu/vec.h"
 
@@ -105,6 +106,7 @@ float* PackedWeights::Reserve(int64_t n, int64_t k) {
   if (size > capacity_) {
     const size_t bytes = (static_cast<size_t>(size) * sizeof(float) + 63) / 64 * 64;
     data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (data_ == nullptr) throw std::bad_alloc();
     capacity_ = size;
   }
   n_ = n;

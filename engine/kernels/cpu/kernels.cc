@@ -57,7 +57,7 @@ struct Tiles {
   int64_t count() const { return row_blocks * col_blocks; }
 };
 
-Tiles SplitProduct(int64_t m, int64_t n, int threads) {
+Tiles SplitProduct(int64_t m, int64_t n, int threads) {  // m > 0
   constexpr int64_t kMaxRows = 256, kColumnAlign = PackedWeights::kPanel;
   Tiles t{std::max<int64_t>(1, (m + kMaxRows - 1) / kMaxRows), 0, 1, n};
   if (t.row_blocks >= threads) {
@@ -119,6 +119,7 @@ void Linear(const float* x, const float* w, const float* bias, float* y, int64_t
 
 void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
             float* y, int64_t m, Activation act) {
+  if (m == 0) return;
   const int64_t n = w.n();
   TiledGemm(pool, SplitProduct(m, n, pool.num_threads()), x, w, bias, y, m,
             [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
@@ -130,6 +131,7 @@ void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const floa
 void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w,
                         const float* bias, float* io, const float* gamma, const float* beta,
                         float* scratch, int64_t m, float eps) {
+  if (m == 0) return;
   const int64_t n = w.n();
   auto add_norm = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
