@@ -65,6 +65,26 @@ def main():
         checks[f"best_peer_p50_ms_{tokens}"] = best["p50_ms"]
         checks[f"best_peer_latency_{tokens}"] = name
         checks[f"engine_minus_best_peer_p50_ms_{tokens}"] = mine["p50_ms"] - best["p50_ms"]
+    # The same comparison from the paired rounds (engine, then every peer, three times): the
+    # median over the rounds of (engine - best peer of that round).
+    for tokens in (128, 512):
+        rounds = []
+        for i in range(1, 10):
+            e_path = os.path.join(args.run, f"paired-peers-engine-{i}.json")
+            p_path = os.path.join(args.run, f"paired-peers-{i}.json")
+            if not (os.path.exists(e_path) and os.path.exists(p_path)):
+                continue
+            mine = latency_at(load(e_path), tokens)
+            theirs = [(p["system"], latency_at(p, tokens)) for p in load(p_path)
+                      if latency_at(p, tokens)]
+            name, best = min(theirs, key=lambda t: t[1]["p50_ms"])
+            rounds.append({"engine_p50_ms": mine["p50_ms"], "best_peer": name,
+                           "best_peer_p50_ms": best["p50_ms"],
+                           "difference_ms": mine["p50_ms"] - best["p50_ms"]})
+        if rounds:
+            checks[f"paired_peer_rounds_{tokens}"] = rounds
+            diffs = sorted(r["difference_ms"] for r in rounds)
+            checks[f"paired_engine_minus_best_peer_p50_ms_{tokens}"] = diffs[len(diffs) // 2]
     sixteen = [r for r in quiver_http.get("concurrency", []) if r["clients"] == 16]
     if sixteen:
         checks["serve_16_clients_tokens_per_s"] = sixteen[0]["tokens_per_s"]
@@ -122,6 +142,16 @@ def main():
             f" ms, best peer ({checks[f'best_peer_latency_{tokens}']}) "
             f"{fmt(checks[f'best_peer_p50_ms_{tokens}'], 2)} ms: difference **"
             f"{checks[f'engine_minus_best_peer_p50_ms_{tokens}']:+.2f} ms** |")
+    for tokens in (128, 512):
+        key = f"paired_peer_rounds_{tokens}"
+        if key in checks:
+            pairs = ", ".join(f"{r['engine_p50_ms']:.2f} vs {r['best_peer_p50_ms']:.2f}"
+                              for r in checks[key])
+            lines.append(
+                f"| the same at {tokens} tokens, engine and peers measured in turn "
+                f"({len(checks[key])} rounds, engine vs best peer: {pairs} ms) | median "
+                f"difference **{checks[f'paired_engine_minus_best_peer_p50_ms_{tokens}']:+.2f} "
+                "ms** |")
     if "serve_16_clients_over_engine" in checks:
         lines.append(
             f"| `quiver serve`, 16 clients x 1 text of 128 tokens | "

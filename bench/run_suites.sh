@@ -49,6 +49,19 @@ HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THR
   --gguf "$PEERS/model-f32.gguf" --inputs "$INPUTS" --threads "$THREADS" \
   --seconds "$SECONDS_PER" --out "$RUN/peers.json"
 
+# Batch-1 latency at 128 and 512 tokens, the engine and the peers in turn three times: the
+# comparison with the best peer is the median of the rounds, not two numbers a minute apart.
+for round in 1 2 3; do
+  "$BUILD/quiver_engine_bench" --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" \
+    --seconds "$SECONDS_PER" --suites latency --lengths 128,512 \
+    > "$RUN/paired-peers-engine-$round.json"
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS="$THREADS" \
+    "$PY" "$ROOT/bench/peers.py" --model "$MODEL" --onnx "$PEERS/model.onnx" \
+    --gguf "$PEERS/model-f32.gguf" --inputs "$INPUTS" --threads "$THREADS" \
+    --seconds "$SECONDS_PER" --suites latency --lengths 128,512 \
+    --out "$RUN/paired-peers-$round.json"
+done
+
 wait_ready() {  # url
   for _ in $(seq 120); do
     curl -sf "$1" > /dev/null && return 0

@@ -49,22 +49,28 @@ void Gemm(const float* x, const float* w, const float* bias, float* y, int64_t l
               static_cast<int>(ldy));
 }
 
-// How a product is cut into tasks. Large m: blocks of at most 256 rows (the block's output
-// stays in cache for its epilogue), a multiple of the thread count. Small m (a short batch,
-// batch-1 latency): one row block, the columns split between the threads in whole panels.
+// How a product is cut into tasks. Rows in blocks of at most 256 (the block's output stays in
+// cache for its epilogue); with enough of them (four per thread or more), whole rows per tile, a
+// multiple of the thread count. With fewer (short batches, batch-1 latency) the columns are split
+// too, in whole panels of at least 64 columns, so that there are about four tiles per thread: a
+// thread slowed down by a neighbour on a shared core leaves its remaining tiles to the others.
 struct Tiles {
   int64_t row_blocks, rows, col_blocks, cols;
   int64_t count() const { return row_blocks * col_blocks; }
 };
 
 Tiles SplitProduct(int64_t m, int64_t n, int threads) {  // m > 0
-  constexpr int64_t kMaxRows = 256, kColumnAlign = PackedWeights::kPanel;
+  constexpr int64_t kMaxRows = 256, kPanel = PackedWeights::kPanel, kMinCols = 4 * kPanel;
+  const int64_t want = 4 * static_cast<int64_t>(threads);
   Tiles t{std::max<int64_t>(1, (m + kMaxRows - 1) / kMaxRows), 0, 1, n};
-  if (t.row_blocks >= threads) {
+  if (t.row_blocks >= want) {
     t.row_blocks = std::min((t.row_blocks + threads - 1) / threads * threads, m);
-  } else if (n >= 2 * kColumnAlign * threads) {
-    t.cols = ((n + threads - 1) / threads + kColumnAlign - 1) / kColumnAlign * kColumnAlign;
+  } else {
+    const int64_t col_blocks = (want + t.row_blocks - 1) / t.row_blocks;
+    const int64_t cols = (n + col_blocks - 1) / col_blocks;
+    t.cols = std::max(kMinCols, (cols + kPanel - 1) / kPanel * kPanel);
     t.col_blocks = (n + t.cols - 1) / t.cols;
+    if (t.col_blocks == 1) t.cols = n;
   }
   t.rows = (m + t.row_blocks - 1) / t.row_blocks;
   t.row_blocks = (m + t.rows - 1) / t.rows;
