@@ -12,7 +12,7 @@ namespace {
 
 constexpr int64_t kPanel = PackedWeights::kPanel;
 constexpr int64_t kRows = 6;     // rows of y per micro-kernel call
-constexpr int64_t kDepth = 256;  // k per pass: a panel's 256 x 16 weights (16 KB) stay in L1
+constexpr int64_t kDepth = 384;  // k per pass: a panel's 384 x 16 weights (24 KB) stay in L1
 
 #if QUIVER_VEC_AVX2
 
