@@ -15,21 +15,16 @@ Run by bench/run_suites.sh inside the peers venv (tools/peers/setup.sh).
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 
 import numpy as np
 
+from suites import percentile  # bench/ is the script's folder, so on sys.path
+
 LATENCY_LENGTHS = (128, 512, 4096)
 SCORING_DOCS = (5, 25, 50)
-
-
-def percentile(values, p):
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 def latency_fields(ms):

@@ -25,30 +25,6 @@ int64_t MinRows(int64_t n, int64_t k) {
   return std::max<int64_t>(4, static_cast<int64_t>(kSmallProduct / (double(n) * double(k))) + 1);
 }
 
-// y[m, n] (row stride ldy) = x · w^T (+ bias), on the calling thread, through BLAS.
-void Gemm(const float* x, const float* w, const float* bias, float* y, int64_t ldy, int64_t m,
-          int64_t n, int64_t k) {
-  if (m == 0) return;
-  const int64_t min_rows = MinRows(n, k);
-  if (m < min_rows) {
-    thread_local std::vector<float> x_pad, y_pad;
-    x_pad.assign(static_cast<size_t>(min_rows * k), 0.0f);
-    std::copy(x, x + m * k, x_pad.begin());
-    y_pad.resize(static_cast<size_t>(min_rows * n));
-    Gemm(x_pad.data(), w, bias, y_pad.data(), n, min_rows, n, k);
-    for (int64_t r = 0; r < m; ++r) std::copy_n(y_pad.data() + r * n, n, y + r * ldy);
-    return;
-  }
-  float beta = 0.0f;
-  if (bias != nullptr) {
-    for (int64_t r = 0; r < m; ++r) std::copy_n(bias, n, y + r * ldy);
-    beta = 1.0f;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k), beta, y,
-              static_cast<int>(ldy));
-}
-
 // How a product is cut into tasks. Rows in blocks of at most 256 (the block's output stays in
 // cache for its epilogue); with enough of them (four per thread or more), whole rows per tile, a
 // multiple of the thread count. With fewer (short batches, batch-1 latency) the columns are split
@@ -120,7 +96,25 @@ void Activate(float* row, int64_t n, Activation act) {
 
 void Linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,
             int64_t k) {
-  Gemm(x, w, bias, y, n, m, n, k);
+  if (m == 0) return;
+  const int64_t min_rows = MinRows(n, k);
+  if (m < min_rows) {
+    thread_local std::vector<float> x_pad, y_pad;
+    x_pad.assign(static_cast<size_t>(min_rows * k), 0.0f);
+    std::copy(x, x + m * k, x_pad.begin());
+    y_pad.resize(static_cast<size_t>(min_rows * n));
+    Linear(x_pad.data(), w, bias, y_pad.data(), min_rows, n, k);
+    std::copy(y_pad.begin(), y_pad.begin() + m * n, y);
+    return;
+  }
+  float beta = 0.0f;
+  if (bias != nullptr) {
+    for (int64_t r = 0; r < m; ++r) std::copy_n(bias, n, y + r * n);
+    beta = 1.0f;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k), beta, y,
+              static_cast<int>(n));
 }
 
 void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
