@@ -146,6 +146,14 @@ void Engine::ComputeLoop() {
     } catch (const std::exception& e) {
       out = absl::InternalError(StrCat("forward pass failed: ", e.what()));
     }
+    // Nothing queued behind this batch: the pool's workers sleep now, leaving the cores to the
+    // threads that deliver the result.
+    bool idle;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      idle = queue_.empty();
+    }
+    if (idle) pool_->Rest();
     LazyResult::State& state = *item.result.state_;
     {
       std::lock_guard<std::mutex> lock(state.mu);

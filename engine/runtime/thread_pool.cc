@@ -65,7 +65,8 @@ void ThreadPool::WorkerLoop() {
       return stop_.load(std::memory_order_acquire) ||
              generation_.load(std::memory_order_acquire) != seen;
     };
-    if (!SpinUntil(has_work)) {
+    auto stop_spinning = [&] { return has_work() || resting_.load(std::memory_order_relaxed); };
+    if (!SpinUntil(stop_spinning) || !has_work()) {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, has_work);
     }
@@ -89,6 +90,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   n_ = n;
   next_.store(0, std::memory_order_relaxed);
   active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  resting_.store(false, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);  // a worker about to sleep sees the new generation
     generation_.fetch_add(1, std::memory_order_release);
@@ -108,5 +110,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   }
   if (error) std::rethrow_exception(error);
 }
+
+void ThreadPool::Rest() { resting_.store(true, std::memory_order_relaxed); }
 
 }  // namespace quiver::engine

@@ -5,7 +5,10 @@
 //
 // A forward pass calls ParallelFor a few dozen times in a row, so between calls the workers spin
 // for a short while (kSpin) before they sleep: a wake-up through the kernel costs tens of
-// microseconds each time, which batch-1 latency would pay on every layer.
+// microseconds each time, which batch-1 latency would pay on every layer. When a forward pass
+// ends with nothing queued behind it, the engine calls Rest() and the workers sleep at once: where
+// the pool has as many threads as the machine has cores, a spinning worker would hold a core that
+// the threads delivering the result (scheduler, HTTP) are waiting for.
 #pragma once
 
 #include <atomic>
@@ -30,6 +33,9 @@ class ThreadPool {
   // fn(i) for i in [0, n), spread over the threads; returns when all are done. If any fn(i)
   // threw, the first exception is rethrown here once every index has run.
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn);
+  // No work is coming soon: spinning workers sleep now instead of after kSpin. The next
+  // ParallelFor wakes them as usual.
+  void Rest();
 
  private:
   void WorkerLoop();
@@ -44,6 +50,7 @@ class ThreadPool {
   std::atomic<int> active_{0};        // workers still running the current job
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> resting_{false};  // set by Rest(), cleared by ParallelFor
   std::exception_ptr error_;  // guarded by mu_
 };
 

@@ -1,0 +1,84 @@
+// The engine's thread pool: every index runs exactly once, on more than one thread when there is
+// more than one; a task's exception reaches the caller after the other indices ran; and Rest()
+// (workers sleep at once) neither loses the next job nor leaves work unfinished, whether the next
+// job comes at once or after the workers went to sleep.
+#include "engine/runtime/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace quiver::engine {
+namespace {
+
+// Runs ParallelFor(n) and checks every index ran once; returns how many threads took part.
+size_t RunOnce(ThreadPool& pool, int64_t n) {
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  pool.ParallelFor(n, [&](int64_t i) {
+    hits[static_cast<size_t>(i)].fetch_add(1);
+    std::lock_guard<std::mutex> lock(mu);
+    threads.insert(std::this_thread::get_id());
+  });
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i;
+  return threads.size();
+}
+
+TEST(ThreadPoolTest, EveryIndexRunsOnce) {
+  ThreadPool pool(3);
+  EXPECT_EQ(pool.num_threads(), 3);
+  for (int64_t n : {1, 2, 3, 7, 64, 1000}) RunOnce(pool, n);
+  pool.ParallelFor(0, [](int64_t) { FAIL() << "no index to run"; });
+}
+
+TEST(ThreadPoolTest, WorkersTakePart) {
+  ThreadPool pool(2);
+  size_t most = 0;
+  // Slow tasks, so that the worker wakes while the caller is still busy.
+  for (int round = 0; round < 20 && most < 2; ++round) {
+    std::set<std::thread::id> threads;
+    std::mutex mu;
+    pool.ParallelFor(8, [&](int64_t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::lock_guard<std::mutex> lock(mu);
+      threads.insert(std::this_thread::get_id());
+    });
+    most = std::max(most, threads.size());
+  }
+  EXPECT_EQ(most, 2u);
+}
+
+TEST(ThreadPoolTest, ExceptionReachesTheCallerAfterEveryIndexRan) {
+  ThreadPool pool(2);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(pool.ParallelFor(100,
+                                [&](int64_t i) {
+                                  ran.fetch_add(1);
+                                  if (i == 17) throw std::runtime_error("task 17");
+                                }),
+               std::runtime_error);
+  EXPECT_EQ(ran.load(), 100);
+  RunOnce(pool, 50);  // the pool is usable afterwards, with no stale error
+}
+
+TEST(ThreadPoolTest, RestThenWorkAgain) {
+  ThreadPool pool(2);
+  for (int round = 0; round < 200; ++round) {
+    RunOnce(pool, 1 + round % 13);
+    pool.Rest();
+    // Sometimes the next job comes while the workers are still going to sleep, sometimes after.
+    if (round % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
+  pool.Rest();
+  pool.Rest();
+  RunOnce(pool, 5);
+}
+
+}  // namespace
+}  // namespace quiver::engine
