@@ -20,6 +20,7 @@ import argparse
 import http.client
 import json
 import math
+import socket
 import sys
 import threading
 import time
@@ -45,32 +46,52 @@ def summary(ms, elapsed, requests, tokens):
 
 
 class Client:
-    """One keep-alive connection; embed() posts and checks the answer."""
+    """One keep-alive connection; embed() posts and checks the answer.
+
+    Like the usual HTTP clients (urllib3, aiohttp, httpx) it turns Nagle's algorithm off, and it
+    writes each request in one send: http.client sends the headers and the body separately, and
+    the body then waits for the server to acknowledge the headers.
+    """
 
     def __init__(self, url, model):
         parsed = urllib.parse.urlsplit(url)
         self.host, self.port = parsed.hostname, parsed.port or 80
-        self.base = parsed.path.rstrip("/")
+        self.path = parsed.path.rstrip("/") + "/v1/embeddings"
         self.model = model
-        self.conn = None
+        self.sock = None
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def post(self, body):
+        head = (f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                "Content-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode("ascii")
+        for attempt in range(2):  # one reconnect if the server closed an idle connection
+            try:
+                if self.sock is None:
+                    self.sock = socket.create_connection((self.host, self.port), timeout=600)
+                    self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.sock.sendall(head + body)
+                response = http.client.HTTPResponse(self.sock, method="POST")
+                response.begin()
+                payload = response.read()
+                if response.will_close:
+                    self.close()
+                return response.status, payload
+            except (http.client.HTTPException, ConnectionError):
+                self.close()
+                if attempt == 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def embed(self, texts):
         body = json.dumps({"model": self.model, "input": texts, "encoding_format": "float"})
-        for attempt in range(2):  # one reconnect if the server closed an idle connection
-            try:
-                if self.conn is None:
-                    self.conn = http.client.HTTPConnection(self.host, self.port, timeout=600)
-                self.conn.request("POST", self.base + "/v1/embeddings", body,
-                                  {"Content-Type": "application/json"})
-                response = self.conn.getresponse()
-                payload = response.read()
-                break
-            except (http.client.HTTPException, ConnectionError):
-                self.conn = None
-                if attempt == 1:
-                    raise
-        if response.status != 200:
-            raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
+        status, payload = self.post(body.encode("utf-8"))
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {payload[:300]!r}")
         data = json.loads(payload)["data"]
         if len(data) != len(texts):
             raise RuntimeError(f"{len(data)} embeddings for {len(texts)} inputs")

@@ -117,11 +117,12 @@ void AppendRow(std::string& out, std::string_view row, bool as_floats) {
     return;
   }
   out += '[';
+  char buf[32];  // fmt's shortest form that reads back as the same float, without a string each
   for (size_t j = 0; j < row.size() / 4; ++j) {
     float v;
     std::memcpy(&v, row.data() + 4 * j, 4);
     if (j > 0) out += ',';
-    out += fmt::format("{}", v);
+    out.append(buf, fmt::format_to(buf, "{}", v));
   }
   out += ']';
 }

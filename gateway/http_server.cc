@@ -131,6 +131,10 @@ struct HttpServer::Impl {
       if (ec) {
         if (ec == asio::error::operation_aborted) return;
       } else {
+        // Responses go out as soon as they are written: without this, Nagle's algorithm holds a
+        // response's last segment until the client acknowledges the previous one.
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
         std::make_shared<Session>(std::move(socket), handlers, handler, options.max_body_bytes)
             ->Start();
       }
