@@ -1,11 +1,13 @@
 // The FCFS token-budget scheduler around one Engine. Chunks (atomic ragged pieces of requests)
-// are admitted or refused at once; one scheduler thread forms batches with FormBatch, keeps two
-// batches in the engine (batch N+1 packed and submitted while batch N computes), drops cancelled
-// or expired chunks before they reach the engine, and hands each chunk its rows when its batch
-// is ready.
+// are admitted or refused at once. Batches are formed with FormBatch and two are kept in the
+// engine (batch N+1 packed and submitted while batch N computes): Enqueue submits at once when
+// the engine has room, and the scheduler thread refills it as batches complete. Cancelled or
+// expired chunks are dropped before they reach the engine; each chunk gets its rows when its
+// batch is ready.
 //
-// Thread-safe: Enqueue from any thread; `done` callbacks run on the scheduler thread (keep them
-// short).
+// Thread-safe: Enqueue from any thread. `done` callbacks run on the scheduler thread, except that
+// a chunk found cancelled or expired while Enqueue submits is answered on Enqueue's thread; keep
+// them short, and never call Enqueue from one.
 #pragma once
 
 #include <chrono>
