@@ -8,6 +8,13 @@
 //
 // Inputs come from bench/make_inputs.py (texts cut to exact token lengths); they are tokenized
 // here with quiver's tokenizer, outside the timed part, and every length is checked. Prints JSON.
+//
+// With --stdin it loads the engine, prints "ready", and then runs what each line of standard input
+// asks, answering with one JSON line, until the input ends. bench/paired.py uses this to measure
+// the engine in short turns with other systems (this machine drifts by milliseconds within
+// seconds, so compared figures must be taken close together):
+//   latency <tokens> <count>   count batch-1 calls, one text of that length each -> [ms, ...]
+//   throughput <batches>       that many 100 x 128-token batches, four in flight -> tokens/s
 #include <cblas.h>
 
 #include <algorithm>
@@ -16,6 +23,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -120,6 +129,42 @@ Ceiling MeasureCeiling(int threads) {
   return ceiling;
 }
 
+// Batches of 100 texts of 128 tokens, four submitted at a time (four clients' worth of requests
+// queued, run in order), for at least `seconds` and `min_batches`. Each batch's time from
+// submission to result goes to *ms; returns tokens per second.
+double Throughput(Engine& engine, const RaggedBatch& batch, int64_t min_batches, double seconds,
+                  std::vector<double>* ms) {
+  std::vector<quiver::engine::LazyResult> inflight;
+  std::vector<Clock::time_point> submitted;
+  int64_t tokens = 0, batches = 0;
+  const Clock::time_point start = Clock::now();
+  size_t head = 0;
+  while (batches < min_batches || Seconds(start) < seconds) {
+    while (inflight.size() - head < 4) {
+      inflight.push_back(engine.Submit(batch));
+      submitted.push_back(Clock::now());
+    }
+    if (!inflight[head].Wait().ok()) std::abort();
+    ms->push_back(Seconds(submitted[head]) * 1e3);
+    tokens += batch.num_tokens();
+    ++batches;
+    ++head;
+  }
+  const double elapsed = Seconds(start);
+  for (size_t i = head; i < inflight.size(); ++i) inflight[i].Wait();
+  return static_cast<double>(tokens) / elapsed;
+}
+
+std::string MsList(const std::vector<double>& ms) {
+  std::string out = "[";
+  char buf[32];
+  for (size_t i = 0; i < ms.size(); ++i) {
+    std::snprintf(buf, sizeof(buf), "%s%.3f", i > 0 ? ", " : "", ms[i]);
+    out += buf;
+  }
+  return out + "]";
+}
+
 struct Options {
   std::string model = "models/all-MiniLM-L6-v2";
   std::string inputs = ".cache/bench/inputs.json";
@@ -127,14 +172,24 @@ struct Options {
   std::vector<int64_t> lengths = {128, 512, 4096};  // for the latency suite
   int threads = 2;
   double seconds = 4;
+  bool stdin_mode = false;
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "--stdin") {
+      o.stdin_mode = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", f.c_str());
+      return 2;
+    }
+    const std::string v = argv[++i];
     if (f == "--model") o.model = v;
     else if (f == "--inputs") o.inputs = v;
     else if (f == "--suites") o.suites = v;
@@ -162,7 +217,7 @@ int main(int argc, char** argv) {
   }
 
   // Before the engine sets BLAS to one thread.
-  const Ceiling measured = MeasureCeiling(o.threads);
+  const Ceiling measured = o.stdin_mode ? Ceiling{} : MeasureCeiling(o.threads);
   const double ceiling = measured.best();
 
   quiver::engine::EngineOptions options;
@@ -211,6 +266,42 @@ int main(int argc, char** argv) {
     if (!out.ok()) std::abort();
     return *std::move(out);
   };
+
+  if (o.stdin_mode) {
+    std::map<int64_t, size_t> next;  // per length, the next text to use
+    RaggedBatch throughput_batch;
+    if (const auto* texts = set_of(128)) {
+      for (const auto& ids : *texts) throughput_batch.Add(ids);
+    }
+    std::printf("ready\n");
+    std::fflush(stdout);
+    for (std::string line; std::getline(std::cin, line);) {
+      std::istringstream words(line);
+      std::string command;
+      int64_t a = 0, b = 0;
+      words >> command >> a >> b;
+      std::vector<double> ms;
+      if (command == "latency" && set_of(a) != nullptr && b > 0) {
+        const auto& ids = *set_of(a);
+        size_t& n = next[a];
+        for (int64_t i = 0; i < b; ++i) {
+          RaggedBatch one;
+          one.Add(ids[n++ % ids.size()]);
+          const Clock::time_point t = Clock::now();
+          run(one);
+          ms.push_back(Seconds(t) * 1e3);
+        }
+        std::printf("{\"ms\": %s}\n", MsList(ms).c_str());
+      } else if (command == "throughput" && throughput_batch.num_seqs() > 0 && a > 0) {
+        const double tokens_per_s = Throughput(engine, throughput_batch, a, 0, &ms);
+        std::printf("{\"tokens_per_s\": %.1f, \"ms\": %s}\n", tokens_per_s, MsList(ms).c_str());
+      } else {
+        std::printf("{\"error\": \"cannot run '%s'\"}\n", line.c_str());
+      }
+      std::fflush(stdout);
+    }
+    return 0;
+  }
 
   std::string json = "{\"system\": \"quiver engine\", \"model\": \"" + o.model +
                      "\", \"threads\": " + std::to_string(o.threads) +
@@ -282,39 +373,20 @@ int main(int argc, char** argv) {
   }
 
   if (want("throughput")) {
-    // Batches of 100 texts of 128 tokens, four submitted at a time (four clients' worth of
-    // requests queued, run in order), for at least `seconds` and 8 batches.
     const auto& texts = *set_of(128);
     RaggedBatch batch;
     for (const auto& ids : texts) batch.Add(ids);
     run(batch);
-    std::vector<quiver::engine::LazyResult> inflight;
-    std::vector<Clock::time_point> submitted;
     std::vector<double> ms;
-    int64_t tokens = 0, batches = 0;
-    const Clock::time_point start = Clock::now();
-    size_t head = 0;
-    while (batches < 8 || Seconds(start) < 2 * o.seconds) {
-      while (inflight.size() - head < 4) {
-        inflight.push_back(engine.Submit(batch));
-        submitted.push_back(Clock::now());
-      }
-      if (!inflight[head].Wait().ok()) std::abort();
-      ms.push_back(Seconds(submitted[head]) * 1e3);
-      tokens += batch.num_tokens();
-      ++batches;
-      ++head;
-    }
-    const double elapsed = Seconds(start);
-    for (size_t i = head; i < inflight.size(); ++i) inflight[i].Wait();
-    const double tokens_per_s = static_cast<double>(tokens) / elapsed;
+    const double tokens_per_s = Throughput(engine, batch, 8, 2 * o.seconds, &ms);
+    const double batches_per_s = tokens_per_s / static_cast<double>(batch.num_tokens());
     const double flops_per_token = engine.flops_per_token(128);
     char buf[512];
     std::snprintf(buf, sizeof(buf),
                   ", \"throughput\": {\"batch\": %zu, \"tokens\": 128, \"clients\": 4, "
                   "\"requests_per_s\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_token\": %.0f, "
                   "\"gflops\": %.1f, \"fraction_of_ceiling\": %.4f, %s}",
-                  texts.size(), static_cast<double>(batches) / elapsed, tokens_per_s,
+                  texts.size(), batches_per_s, tokens_per_s,
                   flops_per_token, tokens_per_s * flops_per_token / 1e9,
                   tokens_per_s * flops_per_token / 1e9 / ceiling, LatencyJson(ms).c_str());
     json += buf;
