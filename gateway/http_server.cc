@@ -3,6 +3,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -69,17 +70,15 @@ class Session : public std::enable_shared_from_this<Session> {
       in.headers[name] = std::string(field.value());
     }
     in.body = std::move(req.body());
-    // Off the I/O thread: the handler tokenizes and waits for replicas.
+    // Off the I/O thread: the handler tokenizes and waits for replicas, then answers.
     asio::post(handlers_, [self = shared_from_this(), in = std::move(in), keep_alive, version] {
-      HttpResponse out = self->handler_(in);
-      asio::post(self->stream_.get_executor(),
-                 [self, out = std::move(out), keep_alive, version]() mutable {
-                   self->Write(std::move(out), keep_alive, version);
-                 });
+      self->Answer(self->handler_(in), keep_alive, version);
     });
   }
 
-  void Write(HttpResponse r, bool keep_alive, unsigned version) {
+  static std::shared_ptr<http::response<http::string_body>> Serialize(HttpResponse r,
+                                                                      bool keep_alive,
+                                                                      unsigned version) {
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(r.status), version);
     res->set(http::field::server, "quiver");
@@ -88,14 +87,55 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive);
     res->body() = std::move(r.body);
     res->prepare_payload();
+    return res;
+  }
+
+  // On a handler thread. Between a request's read and its answer nothing else uses the socket
+  // (the next read starts after the answer), so the handler sends what the socket takes at once,
+  // without waiting: a whole answer, for any usual size, and no hop back to the I/O thread for
+  // it. What does not fit (a slow reader) is written asynchronously on the connection's strand.
+  void Answer(HttpResponse r, bool keep_alive, unsigned version) {
+    auto res = Serialize(std::move(r), keep_alive, version);
+    std::ostringstream text;
+    text << *res;
+    auto bytes = std::make_shared<std::string>(std::move(text).str());
+    size_t sent = 0;
+    beast::error_code ec;
+    tcp::socket& socket = stream_.socket();
+    socket.non_blocking(true, ec);
+    while (!ec && sent < bytes->size()) {
+      sent += socket.write_some(asio::buffer(bytes->data() + sent, bytes->size() - sent), ec);
+    }
+    if (ec == asio::error::would_block) ec = {};
+    asio::post(stream_.get_executor(), [self = shared_from_this(), bytes, sent, ec, keep_alive] {
+      if (ec) {
+        self->Close();
+      } else if (sent < bytes->size()) {
+        asio::async_write(self->stream_, asio::buffer(bytes->data() + sent, bytes->size() - sent),
+                          [self, bytes, keep_alive](beast::error_code ec, size_t) {
+                            self->AfterAnswer(ec, keep_alive);
+                          });
+      } else {
+        self->AfterAnswer({}, keep_alive);
+      }
+    });
+  }
+
+  // Answers written on the I/O thread (errors found while reading).
+  void Write(HttpResponse r, bool keep_alive, unsigned version) {
+    auto res = Serialize(std::move(r), keep_alive, version);
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
-                        if (ec || !keep_alive) {
-                          self->Close();
-                          return;
-                        }
-                        self->Read();
+                        self->AfterAnswer(ec, keep_alive);
                       });
+  }
+
+  void AfterAnswer(beast::error_code ec, bool keep_alive) {
+    if (ec || !keep_alive) {
+      Close();
+      return;
+    }
+    Read();
   }
 
   void Close() {

@@ -1,7 +1,8 @@
 // HTTP/1.1 keep-alive server on Boost.Beast/Asio, behind a small interface: requests are read on
-// I/O threads, handled on a separate handler pool (tokenization and waiting for replicas never
-// run on an I/O thread), and answered on the connection's strand. Bodies larger than
-// max_body_bytes are answered 413 without being read.
+// I/O threads and handled on a separate handler pool (tokenization and waiting for replicas never
+// run on an I/O thread); the handler thread sends the answer itself as far as the socket takes it
+// without blocking, and the connection's strand writes any rest and reads the next request.
+// Bodies larger than max_body_bytes are answered 413 without being read.
 #pragma once
 
 #include <functional>

@@ -174,6 +174,29 @@ def main():
                          b"Content-Length: 9437184\r\n\r\n")
             reply = sock.recv(4096).decode(errors="replace")
         check(reply.startswith("HTTP/1.1 413") and "bytes" in reply, f"413 for a 9 MiB body: {reply[:120]}")
+        # A large answer to a client that reads slowly arrives whole (the part the socket does
+        # not take at once is written later), and the connection stays usable.
+        def read_answer(sock):
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += sock.recv(65536)
+            head, body = data.split(b"\r\n\r\n", 1)
+            length = int(re.search(rb"content-length: *(\d+)", head, re.I).group(1))
+            while len(body) < length:
+                body += sock.recv(65536)
+            return head.split(b" ")[1], body
+        many = json.dumps({"input": [f"text number {i}" for i in range(2000)]}).encode()
+        with socket.socket() as sock:
+            sock.settimeout(60)
+            sock.connect(("127.0.0.1", port))
+            for attempt in range(2):
+                sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n" % len(many) + many)
+                time.sleep(0.5)
+                code, body = read_answer(sock)
+                rows = json.loads(body)["data"] if code == b"200" else []
+                check(len(body) > 8_000_000 and len(rows) == 2000 and all(len(r["embedding"]) == 384 for r in rows),
+                      f"an 8 MB answer to a slow reader arrives whole (request {attempt + 1} on one connection)")
         err("/v1/embeddings", None, 400, "UTF-8", raw=b'{"input": "bad \xff byte"}')
         metrics = call(port, "GET", "/metrics")[1]
         check("quiver_http_requests_total" in metrics and "quiver_http_tokenize_ms_bucket" in metrics and "quiver_scheduler_batch_tokens" in metrics, "/metrics")
