@@ -110,16 +110,12 @@ absl::Status Engine::Validate(const RaggedBatch& batch) const {
 
 LazyResult Engine::Submit(RaggedBatch batch, std::function<void()> on_ready) {
   LazyResult result;
+  // A batch that fails the checks is still answered on the compute thread, in order: on_ready
+  // never runs inside Submit, where the caller may hold the lock that on_ready takes.
   absl::Status valid = Validate(batch);
-  if (!valid.ok()) {
-    result.state_->result = valid;
-    result.state_->done = true;
-    if (on_ready) on_ready();
-    return result;
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({std::move(batch), result, std::move(on_ready)});
+    queue_.push_back({std::move(batch), result, std::move(on_ready), std::move(valid)});
   }
   cv_.notify_one();
   return result;
@@ -137,9 +133,13 @@ void Engine::ComputeLoop() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    absl::StatusOr<EngineOutput> out;
+    absl::StatusOr<EngineOutput> out = absl::UnknownError("not run");
     try {
-      out = Execute(item.batch);
+      if (item.valid.ok()) {
+        out = Execute(item.batch);
+      } else {
+        out = item.valid;
+      }
     } catch (const std::bad_alloc&) {  // the batch fails, the engine goes on
       out = absl::ResourceExhaustedError(
           StrCat("out of memory running a batch of ", item.batch.num_tokens(), " tokens"));

@@ -55,8 +55,8 @@ class Engine {
                                                       const EngineOptions& options);
   ~Engine();  // finishes queued batches, then stops the compute thread
 
-  // `on_ready`, if set, runs on the compute thread right after the result is set (keep it short:
-  // notify, don't compute).
+  // `on_ready`, if set, runs on the compute thread right after the result is set, also for a
+  // batch that fails the checks; never inside Submit. The next batch waits for it: keep it short.
   LazyResult Submit(RaggedBatch batch, std::function<void()> on_ready = nullptr);
   // The checks Submit makes (ids, type ids, lengths, dimensions), for callers that want to refuse
   // a piece of a batch before packing it with others.
@@ -91,6 +91,7 @@ class Engine {
     RaggedBatch batch;
     LazyResult result;
     std::function<void()> on_ready;
+    absl::Status valid;  // Validate's answer; the batch runs only if OK
   };
   std::deque<Pending> queue_;
   bool stopping_ = false;

@@ -36,7 +36,6 @@ Scheduler::Scheduler(engine::Engine* engine, SchedulerLimits limits, MetricsRegi
                                            "Chunks refused at admission", "reason=\"invalid\"");
   dropped_ = &metrics->GetCounter("quiver_scheduler_dropped_total",
                                   "Chunks cancelled or expired before compute");
-  thread_ = std::thread([this] { Loop(); });
 }
 
 Scheduler::~Scheduler() { Drain(); }
@@ -70,14 +69,9 @@ absl::Status Scheduler::Enqueue(Chunk chunk, ChunkDone done) {
 }
 
 void Scheduler::Drain() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return;
-    draining_ = true;
-    stop_ = true;  // the loop exits once the queue and the engine are empty
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  std::unique_lock<std::mutex> lock(mu_);
+  draining_ = true;
+  drained_.wait(lock, [&] { return queue_.empty() && in_flight_.empty(); });
 }
 
 void Scheduler::SubmitBatches() {
@@ -137,10 +131,7 @@ void Scheduler::SubmitBatches() {
     batch_tokens_->Observe(static_cast<double>(packed.num_tokens()));
     batch_seqs_->Observe(static_cast<double>(packed.num_seqs()));
     batch.submitted = now;
-    batch.result = engine_->Submit(std::move(packed), [this] {
-      std::lock_guard<std::mutex> lock(mu_);
-      cv_.notify_all();
-    });
+    batch.result = engine_->Submit(std::move(packed), [this] { OnBatchReady(); });
     in_flight_.push_back(std::move(batch));
   }
   queue_chunks_->Set(static_cast<double>(queue_.size()));
@@ -173,29 +164,22 @@ void Scheduler::Deliver(InFlight& batch) {
   }
 }
 
-void Scheduler::Loop() {
+void Scheduler::OnBatchReady() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    SubmitBatches();
-    if (!in_flight_.empty() && in_flight_.front().result.Ready()) {
-      InFlight batch = std::move(in_flight_.front());
-      in_flight_.pop_front();
-      int64_t tokens = 0;
-      for (const Entry& e : batch.entries) tokens += e.chunk.batch.num_tokens();
-      lock.unlock();
-      Deliver(batch);
-      lock.lock();
-      admitted_tokens_ -= tokens;
-      queue_tokens_->Set(static_cast<double>(admitted_tokens_));
-      continue;
-    }
-    if (stop_ && queue_.empty() && in_flight_.empty()) return;
-    cv_.wait(lock, [&] {
-      return (!queue_.empty() && in_flight_.size() < 2) ||
-             (!in_flight_.empty() && in_flight_.front().result.Ready()) ||
-             (stop_ && queue_.empty() && in_flight_.empty());
-    });
+  // The engine completes batches in the order they were submitted.
+  while (!in_flight_.empty() && in_flight_.front().result.Ready()) {
+    InFlight batch = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    int64_t tokens = 0;
+    for (const Entry& e : batch.entries) tokens += e.chunk.batch.num_tokens();
+    lock.unlock();
+    Deliver(batch);
+    lock.lock();
+    admitted_tokens_ -= tokens;
+    queue_tokens_->Set(static_cast<double>(admitted_tokens_));
   }
+  SubmitBatches();
+  if (queue_.empty() && in_flight_.empty()) drained_.notify_all();
 }
 
 }  // namespace quiver::scheduler

@@ -1,13 +1,14 @@
 // The FCFS token-budget scheduler around one Engine. Chunks (atomic ragged pieces of requests)
 // are admitted or refused at once. Batches are formed with FormBatch and two are kept in the
 // engine (batch N+1 packed and submitted while batch N computes): Enqueue submits at once when
-// the engine has room, and the scheduler thread refills it as batches complete. Cancelled or
-// expired chunks are dropped before they reach the engine; each chunk gets its rows when its
-// batch is ready.
+// the engine has room, and each completion delivers its batch and refills the engine. The
+// scheduler has no thread of its own: on an idle server a request goes from the caller's thread
+// to the engine's and back with no hop in between. Cancelled or expired chunks are dropped
+// before they reach the engine; each chunk gets its rows when its batch is ready.
 //
-// Thread-safe: Enqueue from any thread. `done` callbacks run on the scheduler thread, except that
-// a chunk found cancelled or expired while Enqueue submits is answered on Enqueue's thread; keep
-// them short, and never call Enqueue from one.
+// Thread-safe: Enqueue from any thread. `done` callbacks run on the engine's compute thread when
+// the batch completes (a chunk found cancelled or expired is answered on the thread that was
+// submitting); keep them short, and never call Enqueue from one.
 #pragma once
 
 #include <chrono>
@@ -16,7 +17,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "common/metrics.h"
@@ -51,7 +51,7 @@ class Scheduler {
   // UNAVAILABLE (draining).
   absl::Status Enqueue(Chunk chunk, ChunkDone done);
 
-  // Stops admitting, waits until every admitted chunk is done, stops the thread. Idempotent.
+  // Stops admitting and waits until every admitted chunk is done. Idempotent.
   void Drain();
 
   int64_t queued_tokens() const;
@@ -67,8 +67,8 @@ class Scheduler {
     std::vector<Entry> entries;
     std::chrono::steady_clock::time_point submitted;
   };
-  void Loop();
   void SubmitBatches();  // with mu_ held
+  void OnBatchReady();   // on the engine's thread, when a batch completes
   void Deliver(InFlight& batch);
 
   engine::Engine* engine_;
@@ -76,13 +76,11 @@ class Scheduler {
   int64_t max_input_tokens_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable drained_;  // the queue and the engine became empty
   std::deque<Entry> queue_;
   std::deque<InFlight> in_flight_;
   int64_t admitted_tokens_ = 0;  // queued + in flight
   bool draining_ = false;
-  bool stop_ = false;
-  std::thread thread_;
 
   // Metrics (owned by the registry).
   Gauge* queue_chunks_;

@@ -367,7 +367,11 @@ TEST(WorkerIntegrationTest, SigtermDrainsAdmittedWorkAndExitsZero) {
       }
     });
   }
-  while (ok.load() < 30) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (ok.load() < 30 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(ok.load(), 30) << "the worker answered too few requests before the signal";
   const int exit_code = worker.Terminate();  // waits for the process
   stop = true;
   for (auto& th : threads) th.join();
