@@ -2,6 +2,7 @@
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
+#include <array>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -96,29 +97,37 @@ class Session : public std::enable_shared_from_this<Session> {
   // it. What does not fit (a slow reader) is written asynchronously on the connection's strand.
   void Answer(HttpResponse r, bool keep_alive, unsigned version) {
     auto res = Serialize(std::move(r), keep_alive, version);
-    std::ostringstream text;
-    text << *res;
-    auto bytes = std::make_shared<std::string>(std::move(text).str());
+    std::ostringstream head;  // the header only; the body is sent from where it is
+    head << res->base();
+    auto header = std::make_shared<std::string>(std::move(head).str());
+    const std::string& body = res->body();
+    const size_t total = header->size() + body.size();
+    auto rest = [&](size_t sent) {  // what is still to send after `sent` bytes
+      std::array<asio::const_buffer, 2> b{
+          asio::buffer(*header) + std::min(sent, header->size()),
+          asio::buffer(body) + (sent > header->size() ? sent - header->size() : 0)};
+      return b;
+    };
     size_t sent = 0;
     beast::error_code ec;
     tcp::socket& socket = stream_.socket();
     socket.non_blocking(true, ec);
-    while (!ec && sent < bytes->size()) {
-      sent += socket.write_some(asio::buffer(bytes->data() + sent, bytes->size() - sent), ec);
-    }
+    while (!ec && sent < total) sent += socket.write_some(rest(sent), ec);
     if (ec == asio::error::would_block) ec = {};
-    asio::post(stream_.get_executor(), [self = shared_from_this(), bytes, sent, ec, keep_alive] {
-      if (ec) {
-        self->Close();
-      } else if (sent < bytes->size()) {
-        asio::async_write(self->stream_, asio::buffer(bytes->data() + sent, bytes->size() - sent),
-                          [self, bytes, keep_alive](beast::error_code ec, size_t) {
-                            self->AfterAnswer(ec, keep_alive);
-                          });
-      } else {
-        self->AfterAnswer({}, keep_alive);
-      }
-    });
+    const auto remaining = rest(sent);
+    asio::post(stream_.get_executor(),
+               [self = shared_from_this(), res, header, remaining, sent, total, ec, keep_alive] {
+                 if (ec) {
+                   self->Close();
+                 } else if (sent < total) {
+                   asio::async_write(self->stream_, remaining,
+                                     [self, res, header, keep_alive](beast::error_code ec, size_t) {
+                                       self->AfterAnswer(ec, keep_alive);
+                                     });
+                 } else {
+                   self->AfterAnswer({}, keep_alive);
+                 }
+               });
   }
 
   // Answers written on the I/O thread (errors found while reading).
