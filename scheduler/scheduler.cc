@@ -61,9 +61,8 @@ absl::Status Scheduler::Enqueue(Chunk chunk, ChunkDone done) {
   queue_.push_back({std::move(chunk), std::move(done), Clock::now()});
   queue_chunks_->Set(static_cast<double>(queue_.size()));
   queue_tokens_->Set(static_cast<double>(admitted_tokens_));
-  // The engine has room: pack and submit on this thread instead of waking the scheduler thread
-  // for it, which would cost an idle server one thread hop per request. Otherwise the chunk
-  // waits, and the scheduler thread submits it when a batch completes.
+  // The engine has room: pack and submit now, on this thread. Otherwise the chunk waits, and the
+  // completion of a batch in the engine submits it (OnBatchReady).
   if (in_flight_.size() < 2) SubmitBatches();
   return absl::OkStatus();
 }
