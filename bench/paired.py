@@ -10,7 +10,8 @@ as the median over rounds of the difference between the two block medians.
 
     --compare serve   batch-1 latency at 128 tokens: the engine (quiver_engine_bench --stdin,
                       loaded once) against quiver serve over HTTP (--url, the suites' client:
-                      JSON, tokenization and loopback TCP included).
+                      JSON, tokenization and loopback TCP included); and the engine's throughput
+                      (100 x 128 tokens) against serve under --clients concurrent clients.
     --compare peers   batch-1 latency at 128 and 512 tokens and throughput (batches of 100 texts
                       of 128 tokens): the engine against ONNX Runtime, sentence-transformers and
                       llama.cpp, loaded in this process as bench/peers.py loads them.
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from suites import Client, percentile
+from suites import Client, concurrent, percentile
 
 
 def fields(ms):
@@ -107,7 +108,30 @@ def compare_serve(args, engine, inputs):
     print(f"serve - engine at 128 tokens: p50 {result['serve_minus_engine_p50_ms']:+.2f} ms, "
           f"median of round differences {result['median_round_difference_ms']:+.2f} ms",
           file=sys.stderr)
-    return {"latency_128": result}
+
+    # Throughput: the engine's throughput suite (100 x 128 tokens, four batches in flight) in
+    # turns with the high-concurrency suite at --clients clients through serve.
+    engine.throughput(1)
+    rates = {"quiver engine": [], "quiver serve": []}
+    for _ in range(args.throughput_rounds):
+        rates["quiver engine"].append(engine.throughput(args.batches))
+        r = concurrent(args.url, args.served_model, args.clients,
+                       lambda c, i: c.embed([texts[i % len(texts)]]), 128, args.seconds)
+        if r["errors"]:
+            raise SystemExit(f"quiver serve answered {r['errors']} requests with errors")
+        rates["quiver serve"].append(r["tokens_per_s"])
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    ratios = [s / e for e, s in zip(rates["quiver engine"], rates["quiver serve"])]
+    concurrency = {
+        "clients": args.clients, "tokens": 128, "rounds": args.throughput_rounds,
+        "tokens_per_s_per_round": rates, "median_tokens_per_s": medians,
+        "serve_over_engine": medians["quiver serve"] / medians["quiver engine"],
+        "median_round_ratio": statistics.median(ratios),
+    }
+    print(f"serve at {args.clients} clients / engine throughput: "
+          f"{concurrency['serve_over_engine']:.3f} (median of round ratios "
+          f"{concurrency['median_round_ratio']:.3f})", file=sys.stderr)
+    return {"latency_128": result, f"concurrency_{args.clients}": concurrency}
 
 
 def compare_peers(args, engine, inputs):
@@ -198,6 +222,10 @@ def main():
     parser.add_argument("--peers", default="onnxruntime,sentence-transformers,llama.cpp")
     parser.add_argument("--throughput-rounds", type=int, default=4)
     parser.add_argument("--batches", type=int, default=2, help="batches per throughput turn")
+    parser.add_argument("--clients", type=int, default=16,
+                        help="concurrent clients through serve (--compare serve)")
+    parser.add_argument("--seconds", type=float, default=3,
+                        help="length of a serve throughput turn (--compare serve)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     with open(args.inputs, encoding="utf-8") as f:

@@ -7,9 +7,11 @@
 # Same model (all-MiniLM-L6-v2, f32), texts, and thread count everywhere:
 #   1. quiver_engine_bench: the engine directly, and the machine's large-GEMM rate;
 #   2. bench/peers.py: ONNX Runtime, sentence-transformers, llama.cpp in-process;
-#   3. bench/suites.py over HTTP against `quiver serve`, then against llama-cpp-python's
-#      OpenAI-compatible server (the peer server that installs here);
-#   4. bench/report.py.
+#   3. bench/paired.py: the engine and the peers in short turns (the acceptance comparisons);
+#   4. bench/suites.py over HTTP against `quiver serve`, then bench/paired.py for the engine and
+#      serve in turns; then the suites against llama-cpp-python's OpenAI-compatible server (the
+#      peer server that installs here);
+#   5. bench/report.py.
 # Needs tools/peers/setup.sh (venv, ONNX export, GGUF conversion) and a build.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +31,7 @@ RUN="$ROOT/.cache/bench/run"
 INPUTS="$ROOT/.cache/bench/inputs.json"
 PORT_QUIVER=18480 PORT_LLAMA=18481
 mkdir -p "$RUN" "$OUT"
+rm -f "$RUN"/*.json  # nothing from an earlier run reaches the report
 PY="$PEERS_VENV/bin/python"
 
 "$PY" "$ROOT/bench/make_inputs.py" --tokenizer "$MODEL/tokenizer.json" \
@@ -49,18 +52,14 @@ HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THR
   --gguf "$PEERS/model-f32.gguf" --inputs "$INPUTS" --threads "$THREADS" \
   --seconds "$SECONDS_PER" --out "$RUN/peers.json"
 
-# Batch-1 latency at 128 and 512 tokens, the engine and the peers in turn three times: the
-# comparison with the best peer is the median of the rounds, not two numbers a minute apart.
-for round in 1 2 3; do
-  "$BUILD/quiver_engine_bench" --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" \
-    --seconds "$SECONDS_PER" --suites latency --lengths 128,512 \
-    > "$RUN/paired-peers-engine-$round.json"
-  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS="$THREADS" \
-    "$PY" "$ROOT/bench/peers.py" --model "$MODEL" --onnx "$PEERS/model.onnx" \
-    --gguf "$PEERS/model-f32.gguf" --inputs "$INPUTS" --threads "$THREADS" \
-    --seconds "$SECONDS_PER" --suites latency --lengths 128,512 \
-    --out "$RUN/paired-peers-$round.json"
-done
+# The comparisons the acceptance points make, measured in short turns (bench/paired.py): the
+# engine and the peers at batch 1 (128 and 512 tokens) and on throughput. This machine drifts by
+# milliseconds within seconds; figures compared with each other are taken close together.
+echo "== engine and peers in turns" >&2
+HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS="$THREADS" \
+  "$PY" "$ROOT/bench/paired.py" --compare peers --engine-bench "$BUILD/quiver_engine_bench" \
+  --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" --onnx "$PEERS/model.onnx" \
+  --gguf "$PEERS/model-f32.gguf" --rounds 20 --throughput-rounds 4 --out "$RUN/paired-peers.json"
 
 wait_ready() {  # url
   for _ in $(seq 120); do
@@ -79,16 +78,12 @@ trap 'kill $SERVER 2>/dev/null || true' EXIT
 wait_ready "http://127.0.0.1:$PORT_QUIVER/ready"
 "$PY" "$ROOT/bench/suites.py" --url "http://127.0.0.1:$PORT_QUIVER" --model all-MiniLM-L6-v2 \
   --name "quiver serve" --inputs "$INPUTS" --seconds "$SECONDS_PER" --out "$RUN/quiver-http.json"
-# Batch-1 latency at 128 tokens, engine and serve in turn three times (the server idles while the
-# engine runs): this machine drifts by milliseconds within a minute, and a 1 ms comparison needs
-# the two measured close together.
-for round in 1 2 3; do
-  "$BUILD/quiver_engine_bench" --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" \
-    --seconds "$SECONDS_PER" --suites latency --lengths 128 > "$RUN/paired-engine-$round.json"
-  "$PY" "$ROOT/bench/suites.py" --url "http://127.0.0.1:$PORT_QUIVER" --model all-MiniLM-L6-v2 \
-    --name "quiver serve" --inputs "$INPUTS" --seconds "$SECONDS_PER" --suites latency \
-    --lengths 128 --out "$RUN/paired-serve-$round.json"
-done
+# Engine and serve in turns: batch-1 latency at 128 tokens, and the engine's throughput against
+# serve with 16 clients.
+"$PY" "$ROOT/bench/paired.py" --compare serve --engine-bench "$BUILD/quiver_engine_bench" \
+  --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" \
+  --url "http://127.0.0.1:$PORT_QUIVER" --served-model all-MiniLM-L6-v2 --rounds 40 \
+  --throughput-rounds 4 --clients 16 --out "$RUN/paired-serve.json"
 kill "$SERVER"; wait "$SERVER" || true
 
 echo "== llama-cpp-python server over HTTP" >&2
