@@ -26,12 +26,7 @@ import subprocess
 import sys
 import time
 
-from suites import Client, concurrent, percentile
-
-
-def fields(ms):
-    return {"n": len(ms), "p50_ms": percentile(ms, 50), "p90_ms": percentile(ms, 90),
-            "p99_ms": percentile(ms, 99), "mean_ms": sum(ms) / len(ms)}
+from suites import Client, concurrent, latency_fields
 
 
 class Engine:
@@ -84,7 +79,7 @@ def latency_turns(systems, rounds, block):
             medians[name] = statistics.median(ms)
         per_round.append(medians)
     return {"rounds": rounds, "block": block,
-            "systems": {name: fields(ms) for name, ms in calls.items()},
+            "systems": {name: latency_fields(ms) for name, ms in calls.items()},
             "round_medians_ms": per_round}
 
 

@@ -21,20 +21,10 @@ import time
 
 import numpy as np
 
-from suites import percentile  # bench/ is the script's folder, so on sys.path
+from suites import latency_fields  # bench/ is the script's folder, so on sys.path
 
 LATENCY_LENGTHS = (128, 512, 4096)
 SCORING_DOCS = (5, 25, 50)
-
-
-def latency_fields(ms):
-    return {
-        "n": len(ms),
-        "p50_ms": percentile(ms, 50),
-        "p90_ms": percentile(ms, 90),
-        "p99_ms": percentile(ms, 99),
-        "mean_ms": sum(ms) / len(ms),
-    }
 
 
 def repeat(fn, seconds, min_runs):
@@ -55,13 +45,13 @@ def cosine_scores(embeddings):
     return docs @ query / (np.linalg.norm(docs, axis=1) * np.linalg.norm(query))
 
 
-def run_suites(name, embed, max_tokens, inputs, seconds, suites, lengths):
+def run_suites(name, embed, max_tokens, inputs, seconds):
     """embed(list of texts) -> [n, dims] array, for one peer."""
     sets = {int(k): v for k, v in inputs["sets"].items()}
     queries = inputs["queries"]
     result = {"system": name}
     latency = []
-    for tokens in lengths if "latency" in suites else ():
+    for tokens in LATENCY_LENGTHS:
         if tokens > max_tokens or tokens not in sets:
             latency.append({"tokens": tokens,
                             "not_applicable": f"longer than the model's {max_tokens} positions"})
@@ -75,10 +65,9 @@ def run_suites(name, embed, max_tokens, inputs, seconds, suites, lengths):
 
         latency.append({"tokens": tokens, **latency_fields(repeat(one, seconds, 20))})
         print(f"{name}: latency {tokens} p50 {latency[-1]['p50_ms']:.2f} ms", file=sys.stderr)
-    if latency:
-        result["latency"] = latency
+    result["latency"] = latency
 
-    if "scoring" in suites and 512 in sets and max_tokens >= 512:
+    if 512 in sets and max_tokens >= 512:
         docs = sets[512]
         scoring = []
         for n in SCORING_DOCS:
@@ -95,8 +84,6 @@ def run_suites(name, embed, max_tokens, inputs, seconds, suites, lengths):
             print(f"{name}: scoring {n} p50 {scoring[-1]['p50_ms']:.1f} ms", file=sys.stderr)
         result["scoring"] = scoring
 
-    if "throughput" not in suites:
-        return result
     texts = sets[128]
     embed(texts)
     ms = []
@@ -201,9 +188,6 @@ def main():
     # throughput of 2048 here (llama.cpp attends across the whole micro-batch).
     parser.add_argument("--llama-ubatch", type=int, default=512)
     parser.add_argument("--peers", default="onnxruntime,sentence-transformers,llama.cpp")
-    parser.add_argument("--suites", default="latency,scoring,throughput")
-    parser.add_argument("--lengths", type=lambda s: [int(c) for c in s.split(",")],
-                        default=list(LATENCY_LENGTHS), help="input lengths for the latency suite")
     parser.add_argument("--out", required=True, help="JSON list of the peers' results")
     args = parser.parse_args()
     with open(args.inputs, encoding="utf-8") as f:
@@ -218,8 +202,7 @@ def main():
             name, embed, max_tokens = llama_cpp_peer(args.gguf, args.threads, args.llama_ubatch)
         else:
             raise SystemExit(f"unknown peer {peer}")
-        result = run_suites(name, embed, max_tokens, inputs, args.seconds, args.suites,
-                            args.lengths)
+        result = run_suites(name, embed, max_tokens, inputs, args.seconds)
         result["threads"] = args.threads
         results.append(result)
         del embed

@@ -32,16 +32,20 @@ def percentile(values, p):
     return ordered[rank - 1]
 
 
-def summary(ms, elapsed, requests, tokens):
+def latency_fields(ms):
+    """The latency summary every benchmark here reports (ms: latencies in milliseconds)."""
     return {
         "n": len(ms),
         "p50_ms": percentile(ms, 50),
         "p90_ms": percentile(ms, 90),
         "p99_ms": percentile(ms, 99),
         "mean_ms": sum(ms) / len(ms),
-        "requests_per_s": requests / elapsed,
-        "tokens_per_s": tokens / elapsed,
     }
+
+
+def summary(ms, elapsed, requests, tokens):
+    return {**latency_fields(ms), "requests_per_s": requests / elapsed,
+            "tokens_per_s": tokens / elapsed}
 
 
 class Client:

@@ -51,7 +51,7 @@ class Session : public std::enable_shared_from_this<Session> {
       r.body = StrCat("{\"error\":{\"message\":\"request body exceeds the limit of ",
                       max_body_bytes_, " bytes\",\"type\":\"invalid_request_error\","
                       "\"code\":\"body_too_large\"}}");
-      Write(std::move(r), /*keep_alive=*/false, 11);
+      Answer(std::move(r), /*keep_alive=*/false, 11);
       return;
     }
     if (ec) {
@@ -77,9 +77,12 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  static std::shared_ptr<http::response<http::string_body>> Serialize(HttpResponse r,
-                                                                      bool keep_alive,
-                                                                      unsigned version) {
+  // On a handler thread (or on the I/O thread, for an error found while reading). Between a
+  // request's read and its answer nothing else uses the socket (the next read starts after the
+  // answer), so this sends what the socket takes at once, without waiting: a whole answer, for
+  // any usual size, and no hop back to the I/O thread for it. What does not fit (a slow reader)
+  // is written asynchronously on the connection's strand.
+  void Answer(HttpResponse r, bool keep_alive, unsigned version) {
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(r.status), version);
     res->set(http::field::server, "quiver");
@@ -88,15 +91,6 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive);
     res->body() = std::move(r.body);
     res->prepare_payload();
-    return res;
-  }
-
-  // On a handler thread. Between a request's read and its answer nothing else uses the socket
-  // (the next read starts after the answer), so the handler sends what the socket takes at once,
-  // without waiting: a whole answer, for any usual size, and no hop back to the I/O thread for
-  // it. What does not fit (a slow reader) is written asynchronously on the connection's strand.
-  void Answer(HttpResponse r, bool keep_alive, unsigned version) {
-    auto res = Serialize(std::move(r), keep_alive, version);
     std::ostringstream head;  // the header only; the body is sent from where it is
     head << res->base();
     auto header = std::make_shared<std::string>(std::move(head).str());
@@ -128,15 +122,6 @@ class Session : public std::enable_shared_from_this<Session> {
                    self->AfterAnswer({}, keep_alive);
                  }
                });
-  }
-
-  // Answers written on the I/O thread (errors found while reading).
-  void Write(HttpResponse r, bool keep_alive, unsigned version) {
-    auto res = Serialize(std::move(r), keep_alive, version);
-    http::async_write(stream_, *res,
-                      [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
-                        self->AfterAnswer(ec, keep_alive);
-                      });
   }
 
   void AfterAnswer(beast::error_code ec, bool keep_alive) {

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -16,13 +18,16 @@
 namespace quiver::engine {
 namespace {
 
-// Runs ParallelFor(n) and checks every index ran once; returns how many threads took part.
-size_t RunOnce(ThreadPool& pool, int64_t n) {
+// Runs ParallelFor(n), each index taking at least `task`, and checks every index ran once;
+// returns how many threads took part.
+size_t RunOnce(ThreadPool& pool, int64_t n,
+               std::chrono::microseconds task = std::chrono::microseconds(0)) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
   std::mutex mu;
   std::set<std::thread::id> threads;
   pool.ParallelFor(n, [&](int64_t i) {
     hits[static_cast<size_t>(i)].fetch_add(1);
+    if (task.count() > 0) std::this_thread::sleep_for(task);
     std::lock_guard<std::mutex> lock(mu);
     threads.insert(std::this_thread::get_id());
   });
@@ -42,14 +47,7 @@ TEST(ThreadPoolTest, WorkersTakePart) {
   size_t most = 0;
   // Slow tasks, so that the worker wakes while the caller is still busy.
   for (int round = 0; round < 20 && most < 2; ++round) {
-    std::set<std::thread::id> threads;
-    std::mutex mu;
-    pool.ParallelFor(8, [&](int64_t) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      std::lock_guard<std::mutex> lock(mu);
-      threads.insert(std::this_thread::get_id());
-    });
-    most = std::max(most, threads.size());
+    most = std::max(most, RunOnce(pool, 8, std::chrono::milliseconds(1)));
   }
   EXPECT_EQ(most, 2u);
 }
