@@ -9,9 +9,11 @@ the rounds repeat. Each system's figure is taken over all its calls; the compari
 as the median over rounds of the difference between the two block medians.
 
     --compare serve   batch-1 latency at 128 tokens: the engine (quiver_engine_bench --stdin,
-                      loaded once) against quiver serve over HTTP (--url, the suites' client:
-                      JSON, tokenization and loopback TCP included); and the engine's throughput
-                      (100 x 128 tokens) against serve under --clients concurrent clients.
+                      loaded once) against quiver serve over HTTP (--url; JSON, tokenization and
+                      loopback TCP included), timed by quiver_http_bench --stdin (--http-bench, a
+                      C++ client timed in C++ as the engine is) and by the suites' Python client;
+                      and the engine's throughput (100 x 128 tokens) against serve under
+                      --clients concurrent clients.
     --compare peers   batch-1 latency at 128 and 512 tokens and throughput (batches of 100 texts
                       of 128 tokens): the engine against ONNX Runtime, sentence-transformers and
                       llama.cpp, loaded in this process as bench/peers.py loads them.
@@ -29,33 +31,40 @@ import time
 from suites import Client, concurrent, latency_fields
 
 
-class Engine:
-    """quiver_engine_bench --stdin: the engine loaded once, asked for blocks of calls."""
+class StdinTool:
+    """A benchmark binary in --stdin mode (quiver_engine_bench: the engine loaded once;
+    quiver_http_bench: one keep-alive HTTP connection), asked for blocks of calls and timing each
+    call itself."""
 
-    def __init__(self, binary, model, inputs, threads):
-        self.proc = subprocess.Popen(
-            [binary, "--stdin", "--model", model, "--inputs", inputs, "--threads", str(threads)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, argv):
+        self.name = argv[0]
+        self.proc = subprocess.Popen([*argv, "--stdin"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
         if self.proc.stdout.readline().strip() != "ready":
-            raise SystemExit("quiver_engine_bench --stdin did not start")
+            raise SystemExit(f"{self.name} --stdin did not start")
 
     def ask(self, line):
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
         answer = json.loads(self.proc.stdout.readline())
         if "error" in answer:
-            raise SystemExit(f"quiver_engine_bench: {answer['error']}")
+            raise SystemExit(f"{self.name}: {answer['error']}")
         return answer
 
     def latency(self, tokens, count):
         return self.ask(f"latency {tokens} {count}")["ms"]
 
-    def throughput(self, batches):
-        return self.ask(f"throughput {batches}")["tokens_per_s"]
-
     def close(self):
         self.proc.stdin.close()
         self.proc.wait()
+
+
+class Engine(StdinTool):
+    def __init__(self, binary, model, inputs, threads):
+        super().__init__([binary, "--model", model, "--inputs", inputs, "--threads", str(threads)])
+
+    def throughput(self, batches):
+        return self.ask(f"throughput {batches}")["tokens_per_s"]
 
 
 def timed_calls(fn, count):
@@ -88,21 +97,32 @@ def compare_serve(args, engine, inputs):
     client = Client(args.url, args.served_model)
     state = {"next": 0}
 
-    def serve(count):
+    def serve_python(count):
         def one():
             client.embed([texts[state["next"] % len(texts)]])
             state["next"] += 1
         return timed_calls(one, count)
 
-    result = latency_turns({"quiver engine": lambda n: engine.latency(128, n),
-                            "quiver serve": serve}, args.rounds, args.block)
-    diffs = [r["quiver serve"] - r["quiver engine"] for r in result["round_medians_ms"]]
-    result["serve_minus_engine_p50_ms"] = (result["systems"]["quiver serve"]["p50_ms"] -
-                                           result["systems"]["quiver engine"]["p50_ms"])
-    result["median_round_difference_ms"] = statistics.median(diffs)
-    print(f"serve - engine at 128 tokens: p50 {result['serve_minus_engine_p50_ms']:+.2f} ms, "
-          f"median of round differences {result['median_round_difference_ms']:+.2f} ms",
-          file=sys.stderr)
+    # Serve is timed by two clients in the same rounds: quiver_http_bench (C++, timed in C++ as
+    # the engine is: the difference is the serving cost) and the suites' Python client (what a
+    # Python program sees; its own JSON and HTTP work is inside).
+    http = StdinTool([args.http_bench, "--url", args.url, "--model", args.served_model,
+                      "--inputs", args.inputs])
+    try:
+        result = latency_turns({"quiver engine": lambda n: engine.latency(128, n),
+                                "quiver serve": lambda n: http.latency(128, n),
+                                "quiver serve, Python client": serve_python},
+                               args.rounds, args.block)
+    finally:
+        http.close()
+    for name, key in (("quiver serve", ""), ("quiver serve, Python client", "python_client_")):
+        diffs = [r[name] - r["quiver engine"] for r in result["round_medians_ms"]]
+        result[f"{key}serve_minus_engine_p50_ms"] = (result["systems"][name]["p50_ms"] -
+                                                     result["systems"]["quiver engine"]["p50_ms"])
+        result[f"{key}median_round_difference_ms"] = statistics.median(diffs)
+        print(f"{name} - engine at 128 tokens: p50 "
+              f"{result[f'{key}serve_minus_engine_p50_ms']:+.2f} ms, median of round differences "
+              f"{result[f'{key}median_round_difference_ms']:+.2f} ms", file=sys.stderr)
 
     # Throughput: the engine's throughput suite (100 x 128 tokens, four batches in flight) in
     # turns with the high-concurrency suite at --clients clients through serve.
@@ -210,6 +230,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=20, help="latency rounds")
     parser.add_argument("--block", type=int, default=10, help="timed calls per latency turn")
     parser.add_argument("--url", help="quiver serve (--compare serve)")
+    parser.add_argument("--http-bench", help="the quiver_http_bench binary (--compare serve)")
     parser.add_argument("--served-model", default="all-MiniLM-L6-v2")
     parser.add_argument("--onnx")
     parser.add_argument("--gguf")
@@ -228,8 +249,8 @@ def main():
     engine = Engine(args.engine_bench, args.model, args.inputs, args.threads)
     try:
         if args.compare == "serve":
-            if not args.url:
-                raise SystemExit("--compare serve needs --url")
+            if not (args.url and args.http_bench):
+                raise SystemExit("--compare serve needs --url and --http-bench")
             result = compare_serve(args, engine, inputs)
         else:
             if not (args.onnx and args.gguf):

@@ -101,6 +101,9 @@ def main():
         checks["turns_serve_minus_engine_ms_128"] = t["median_round_difference_ms"]
         checks["turns_serve_latency_128"] = {n: s["p50_ms"] for n, s in t["systems"].items()}
         checks["turns_serve_rounds"] = t["rounds"]
+        if "python_client_median_round_difference_ms" in t:
+            checks["turns_serve_python_client_minus_engine_ms_128"] = (
+                t["python_client_median_round_difference_ms"])
     if "concurrency_16" in serve_turns:
         t = serve_turns["concurrency_16"]
         checks["turns_serve_16_over_engine"] = t["median_round_ratio"]
@@ -165,9 +168,17 @@ def main():
         p50 = checks["turns_serve_latency_128"]
         lines.append(
             f"| `quiver serve` batch-1 latency at 128 tokens (HTTP, JSON, tokenization) against "
-            f"the engine | {checks['turns_serve_rounds']} rounds; p50 over all calls "
+            f"the engine, both timed in C++ (quiver_http_bench, quiver_engine_bench) | "
+            f"{checks['turns_serve_rounds']} rounds; p50 over all calls "
             f"{fmt(p50['quiver serve'], 2)} vs {fmt(p50['quiver engine'], 2)} ms | "
             f"**{checks['turns_serve_minus_engine_ms_128']:+.2f} ms** |")
+    if "turns_serve_python_client_minus_engine_ms_128" in checks:
+        p50 = checks["turns_serve_latency_128"]
+        lines.append(
+            f"| the same through the suites' Python client (its own JSON and HTTP work included),"
+            f" in the same rounds | p50 over all calls "
+            f"{fmt(p50['quiver serve, Python client'], 2)} vs {fmt(p50['quiver engine'], 2)} ms | "
+            f"{checks['turns_serve_python_client_minus_engine_ms_128']:+.2f} ms |")
     lines += [
         "",
         "The same comparisons from the suite runs below, one system after the other:",

@@ -9,8 +9,9 @@
 #   2. bench/peers.py: ONNX Runtime, sentence-transformers, llama.cpp in-process;
 #   3. bench/paired.py: the engine and the peers in short turns (the acceptance comparisons);
 #   4. bench/suites.py over HTTP against `quiver serve`, then bench/paired.py for the engine and
-#      serve in turns; then the suites against llama-cpp-python's OpenAI-compatible server (the
-#      peer server that installs here);
+#      serve in turns (serve timed by quiver_http_bench, a C++ client, and by the Python client);
+#      then the suites against llama-cpp-python's OpenAI-compatible server (the peer server that
+#      installs here);
 #   5. bench/report.py.
 # Needs tools/peers/setup.sh (venv, ONNX export, GGUF conversion) and a build.
 set -euo pipefail
@@ -78,10 +79,10 @@ trap 'kill $SERVER 2>/dev/null || true' EXIT
 wait_ready "http://127.0.0.1:$PORT_QUIVER/ready"
 "$PY" "$ROOT/bench/suites.py" --url "http://127.0.0.1:$PORT_QUIVER" --model all-MiniLM-L6-v2 \
   --name "quiver serve" --inputs "$INPUTS" --seconds "$SECONDS_PER" --out "$RUN/quiver-http.json"
-# Engine and serve in turns: batch-1 latency at 128 tokens, and the engine's throughput against
-# serve with 16 clients.
+# Engine and serve in turns: batch-1 latency at 128 tokens (serve timed by the C++ client and by
+# the Python one), and the engine's throughput against serve with 16 clients.
 "$PY" "$ROOT/bench/paired.py" --compare serve --engine-bench "$BUILD/quiver_engine_bench" \
-  --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" \
+  --http-bench "$BUILD/quiver_http_bench" --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" \
   --url "http://127.0.0.1:$PORT_QUIVER" --served-model all-MiniLM-L6-v2 --rounds 40 \
   --throughput-rounds 4 --clients 16 --out "$RUN/paired-serve.json"
 kill "$SERVER"; wait "$SERVER" || true
