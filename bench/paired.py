@@ -8,10 +8,17 @@ is dropped (it pays for the previous system's threads going to sleep and for col
 the rounds repeat. Each system's figure is taken over all its calls; the comparison is also given
 as the median over rounds of the difference between the two block medians.
 
+A process keeps its speed for its whole life, and two identical engine processes measured in
+turns differ by up to 10% (at 512 tokens, 80 against 96 ms): where their memory landed. One
+process per system compares two draws of that luck, so --processes N shares the rounds among N
+process sets, each with a fresh engine and a fresh server or freshly loaded peers, and the
+figures are taken over all their rounds.
+
     --compare serve   batch-1 latency at 128 tokens: the engine (quiver_engine_bench --stdin,
-                      loaded once) against quiver serve over HTTP (--url; JSON, tokenization and
-                      loopback TCP included), timed by quiver_http_bench --stdin (--http-bench, a
-                      C++ client timed in C++ as the engine is) and by the suites' Python client;
+                      loaded once) against quiver serve over HTTP (JSON, tokenization and
+                      loopback TCP included; started by each process set with --quiver, or one
+                      running at --url), timed by quiver_http_bench --stdin (--http-bench, a C++
+                      client timed in C++ as the engine is) and by the suites' Python client;
                       and the engine's throughput (100 x 128 tokens) against serve under
                       --clients concurrent clients.
     --compare peers   batch-1 latency at 128 and 512 tokens and throughput (batches of 100 texts
@@ -23,10 +30,14 @@ Run by bench/run_suites.sh; writes one JSON object (--out).
 
 import argparse
 import json
+import os
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
 
 from suites import Client, concurrent, latency_fields
 
@@ -77,7 +88,8 @@ def timed_calls(fn, count):
 
 
 def latency_turns(systems, rounds, block):
-    """systems: name -> fn(count) returning `count` latencies in ms (block + 1 with the warm-up)."""
+    """systems: name -> fn(count) returning `count` latencies in ms (block + 1 with the warm-up).
+    The raw figures: every timed call, and each round's block medians."""
     calls = {name: [] for name in systems}
     per_round = []
     for _ in range(rounds):
@@ -87,69 +99,81 @@ def latency_turns(systems, rounds, block):
             calls[name] += ms
             medians[name] = statistics.median(ms)
         per_round.append(medians)
-    return {"rounds": rounds, "block": block,
-            "systems": {name: latency_fields(ms) for name, ms in calls.items()},
-            "round_medians_ms": per_round}
+    return {"rounds": rounds, "block": block, "calls_ms": calls, "round_medians_ms": per_round}
 
 
-def compare_serve(args, engine, inputs):
+def start_serve(args):
+    """A fresh `quiver serve` on a free port (--quiver); its process, URL and log file."""
+    log = tempfile.NamedTemporaryFile(prefix="quiver-serve-", suffix=".log", delete=False)
+    proc = subprocess.Popen([args.quiver, "--log-level", "info", "serve", "--model", args.model,
+                             "--host", "127.0.0.1", "--port", "0", "--threads", str(args.threads),
+                             "--max-input-tokens", "512"], stderr=log, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"quiver serve exited: {open(log.name).read()}")
+        found = re.search(r" port=(\d+) ", open(log.name).read())
+        if found:
+            url = f"http://127.0.0.1:{found.group(1)}"
+            try:
+                with urllib.request.urlopen(url + "/ready", timeout=5) as answer:
+                    if answer.status == 200:
+                        return proc, url, log.name
+            except OSError:
+                pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("quiver serve did not become ready")
+
+
+def measure_serve(args, engine, inputs):
     texts = inputs["sets"]["128"]
-    client = Client(args.url, args.served_model)
-    state = {"next": 0}
-
-    def serve_python(count):
-        def one():
-            client.embed([texts[state["next"] % len(texts)]])
-            state["next"] += 1
-        return timed_calls(one, count)
-
-    # Serve is timed by two clients in the same rounds: quiver_http_bench (C++, timed in C++ as
-    # the engine is: the difference is the serving cost) and the suites' Python client (what a
-    # Python program sees; its own JSON and HTTP work is inside).
-    http = StdinTool([args.http_bench, "--url", args.url, "--model", args.served_model,
-                      "--inputs", args.inputs])
+    server, url, log = start_serve(args) if args.quiver else (None, args.url, None)
     try:
-        result = latency_turns({"quiver engine": lambda n: engine.latency(128, n),
-                                "quiver serve": lambda n: http.latency(128, n),
-                                "quiver serve, Python client": serve_python},
-                               args.rounds, args.block)
+        client = Client(url, args.served_model)
+        state = {"next": 0}
+
+        def serve_python(count):
+            def one():
+                client.embed([texts[state["next"] % len(texts)]])
+                state["next"] += 1
+            return timed_calls(one, count)
+
+        # Serve is timed by two clients in the same rounds: quiver_http_bench (C++, timed in C++
+        # as the engine is: the difference is the serving cost) and the suites' Python client
+        # (what a Python program sees; its own JSON and HTTP work is inside).
+        http = StdinTool([args.http_bench, "--url", url, "--model", args.served_model,
+                          "--inputs", args.inputs])
+        try:
+            latency = latency_turns({"quiver engine": lambda n: engine.latency(128, n),
+                                     "quiver serve": lambda n: http.latency(128, n),
+                                     "quiver serve, Python client": serve_python},
+                                    args.rounds, args.block)
+        finally:
+            http.close()
+
+        # Throughput: the engine's throughput suite (100 x 128 tokens, four batches in flight) in
+        # turns with the high-concurrency suite at --clients clients through serve.
+        engine.throughput(1)
+        rates = {"quiver engine": [], "quiver serve": []}
+        for _ in range(args.throughput_rounds):
+            rates["quiver engine"].append(engine.throughput(args.batches))
+            r = concurrent(url, args.served_model, args.clients,
+                           lambda c, i: c.embed([texts[i % len(texts)]]), 128, args.seconds)
+            if r["errors"]:
+                raise SystemExit(f"quiver serve answered {r['errors']} requests with errors")
+            rates["quiver serve"].append(r["tokens_per_s"])
     finally:
-        http.close()
-    for name, key in (("quiver serve", ""), ("quiver serve, Python client", "python_client_")):
-        diffs = [r[name] - r["quiver engine"] for r in result["round_medians_ms"]]
-        result[f"{key}serve_minus_engine_p50_ms"] = (result["systems"][name]["p50_ms"] -
-                                                     result["systems"]["quiver engine"]["p50_ms"])
-        result[f"{key}median_round_difference_ms"] = statistics.median(diffs)
-        print(f"{name} - engine at 128 tokens: p50 "
-              f"{result[f'{key}serve_minus_engine_p50_ms']:+.2f} ms, median of round differences "
-              f"{result[f'{key}median_round_difference_ms']:+.2f} ms", file=sys.stderr)
-
-    # Throughput: the engine's throughput suite (100 x 128 tokens, four batches in flight) in
-    # turns with the high-concurrency suite at --clients clients through serve.
-    engine.throughput(1)
-    rates = {"quiver engine": [], "quiver serve": []}
-    for _ in range(args.throughput_rounds):
-        rates["quiver engine"].append(engine.throughput(args.batches))
-        r = concurrent(args.url, args.served_model, args.clients,
-                       lambda c, i: c.embed([texts[i % len(texts)]]), 128, args.seconds)
-        if r["errors"]:
-            raise SystemExit(f"quiver serve answered {r['errors']} requests with errors")
-        rates["quiver serve"].append(r["tokens_per_s"])
-    medians = {name: statistics.median(r) for name, r in rates.items()}
-    ratios = [s / e for e, s in zip(rates["quiver engine"], rates["quiver serve"])]
-    concurrency = {
-        "clients": args.clients, "tokens": 128, "rounds": args.throughput_rounds,
-        "tokens_per_s_per_round": rates, "median_tokens_per_s": medians,
-        "serve_over_engine": medians["quiver serve"] / medians["quiver engine"],
-        "median_round_ratio": statistics.median(ratios),
-    }
-    print(f"serve at {args.clients} clients / engine throughput: "
-          f"{concurrency['serve_over_engine']:.3f} (median of round ratios "
-          f"{concurrency['median_round_ratio']:.3f})", file=sys.stderr)
-    return {"latency_128": result, f"concurrency_{args.clients}": concurrency}
+        if server is not None:
+            server.terminate()
+            server.wait()
+            os.unlink(log)
+    return {"latency_128": latency,
+            f"concurrency_{args.clients}": {"clients": args.clients, "tokens": 128,
+                                            "tokens_per_s_per_round": rates}}
 
 
-def compare_peers(args, engine, inputs):
+def measure_peers(args, engine, inputs):
     import peers  # noqa: E402 - numpy and the peers' packages, only needed here
 
     loaded = {}
@@ -177,17 +201,7 @@ def compare_peers(args, engine, inputs):
                 return timed_calls(one, count)
 
             systems[name] = run
-        result = latency_turns(systems, args.rounds, args.block)
-        peer_p50 = {n: s["p50_ms"] for n, s in result["systems"].items() if n != "quiver engine"}
-        best = min(peer_p50, key=peer_p50.get)
-        result["best_peer"] = best
-        result["engine_minus_best_peer_p50_ms"] = (result["systems"]["quiver engine"]["p50_ms"] -
-                                                   peer_p50[best])
-        result["median_round_difference_ms"] = statistics.median(
-            r["quiver engine"] - r[best] for r in result["round_medians_ms"])
-        print(f"engine - {best} at {tokens} tokens: p50 "
-              f"{result['engine_minus_best_peer_p50_ms']:+.2f} ms", file=sys.stderr)
-        out[f"latency_{tokens}"] = result
+        out[f"latency_{tokens}"] = latency_turns(systems, args.rounds, args.block)
 
     # Throughput: each turn is --batches batches of the 100 texts of 128 tokens (the engine keeps
     # four in flight, as in its throughput suite; the peers take one batch per call).
@@ -203,20 +217,94 @@ def compare_peers(args, engine, inputs):
             for _ in range(args.batches):
                 embed(texts)
             rates[name].append(args.batches * len(texts) * 128 / (time.perf_counter() - t))
-    medians = {name: statistics.median(r) for name, r in rates.items()}
-    best = max((n for n in medians if n != "quiver engine"), key=medians.get)
-    ratios = [e / p for e, p in zip(rates["quiver engine"], rates[best])]
-    out["throughput"] = {
-        "batch": len(texts), "tokens": 128, "rounds": args.throughput_rounds,
-        "batches_per_turn": args.batches, "tokens_per_s_per_round": rates,
-        "median_tokens_per_s": medians, "best_peer": best,
-        "engine_over_best_peer": medians["quiver engine"] / medians[best],
-        "median_round_ratio": statistics.median(ratios),
-    }
-    print(f"throughput: engine / {best} = {out['throughput']['engine_over_best_peer']:.2f}x "
-          f"(median of round ratios {out['throughput']['median_round_ratio']:.2f}x)",
-          file=sys.stderr)
+    out["throughput"] = {"batch": len(texts), "tokens": 128, "batches_per_turn": args.batches,
+                         "tokens_per_s_per_round": rates}
     return out
+
+
+def merge(parts):
+    """One raw result from several process sets' raw results: their calls and rounds together."""
+    merged = json.loads(json.dumps(parts[0]))
+    for part in parts[1:]:
+        for key, figures in part.items():
+            into = merged[key]
+            if "calls_ms" in figures:
+                into["rounds"] += figures["rounds"]
+                into["round_medians_ms"] += figures["round_medians_ms"]
+                for name, ms in figures["calls_ms"].items():
+                    into["calls_ms"][name] += ms
+            else:
+                for name, rates in figures["tokens_per_s_per_round"].items():
+                    into["tokens_per_s_per_round"][name] += rates
+    return merged
+
+
+def difference(figures, name, reference):
+    """name - reference: the difference of p50 over all calls, and the median over rounds of the
+    difference of the two block medians (the figure the acceptance points are held to)."""
+    return (figures["systems"][name]["p50_ms"] - figures["systems"][reference]["p50_ms"],
+            statistics.median(r[name] - r[reference] for r in figures["round_medians_ms"]))
+
+
+def summarize_throughput(figures, numerator, denominator, key):
+    rates = figures["tokens_per_s_per_round"]
+    figures["rounds"] = len(rates[numerator])
+    figures["median_tokens_per_s"] = {name: statistics.median(r) for name, r in rates.items()}
+    medians = figures["median_tokens_per_s"]
+    figures[key] = medians[numerator] / medians[denominator]
+    figures["median_round_ratio"] = statistics.median(
+        n / d for n, d in zip(rates[numerator], rates[denominator]))
+
+
+def summarize(compare, raw, clients):
+    """The figures compared, from the raw ones (every call's latency replaced by its summary)."""
+    for figures in raw.values():
+        if "calls_ms" in figures:
+            figures["systems"] = {name: latency_fields(ms)
+                                  for name, ms in figures.pop("calls_ms").items()}
+    if compare == "serve":
+        latency = raw["latency_128"]
+        for name, prefix in (("quiver serve", ""), ("quiver serve, Python client", "python_client_")):
+            p50, rounds = difference(latency, name, "quiver engine")
+            latency[f"{prefix}serve_minus_engine_p50_ms"] = p50
+            latency[f"{prefix}median_round_difference_ms"] = rounds
+            print(f"{name} - engine at 128 tokens: p50 {p50:+.2f} ms, median of round "
+                  f"differences {rounds:+.2f} ms", file=sys.stderr)
+        concurrency = raw[f"concurrency_{clients}"]
+        summarize_throughput(concurrency, "quiver serve", "quiver engine", "serve_over_engine")
+        print(f"serve at {clients} clients / engine throughput: "
+              f"{concurrency['serve_over_engine']:.3f} (median of round ratios "
+              f"{concurrency['median_round_ratio']:.3f})", file=sys.stderr)
+        return raw
+    for tokens in (128, 512):
+        latency = raw[f"latency_{tokens}"]
+        peer_p50 = {n: s["p50_ms"] for n, s in latency["systems"].items() if n != "quiver engine"}
+        best = min(peer_p50, key=peer_p50.get)
+        latency["best_peer"] = best
+        p50, rounds = difference(latency, "quiver engine", best)
+        latency["engine_minus_best_peer_p50_ms"] = p50
+        latency["median_round_difference_ms"] = rounds
+        print(f"engine - {best} at {tokens} tokens: p50 {p50:+.2f} ms, median of round "
+              f"differences {rounds:+.2f} ms", file=sys.stderr)
+    throughput = raw["throughput"]
+    rates = throughput["tokens_per_s_per_round"]
+    best = max((n for n in rates if n != "quiver engine"), key=lambda n: statistics.median(rates[n]))
+    throughput["best_peer"] = best
+    summarize_throughput(throughput, "quiver engine", best, "engine_over_best_peer")
+    print(f"throughput: engine / {best} = {throughput['engine_over_best_peer']:.2f}x "
+          f"(median of round ratios {throughput['median_round_ratio']:.2f}x)", file=sys.stderr)
+    return raw
+
+
+def measure(args, inputs):
+    """The raw figures of one process set: a fresh engine (and, with --quiver, a fresh server)."""
+    engine = Engine(args.engine_bench, args.model, args.inputs, args.threads)
+    try:
+        if args.compare == "serve":
+            return measure_serve(args, engine, inputs)
+        return measure_peers(args, engine, inputs)
+    finally:
+        engine.close()
 
 
 def main():
@@ -242,25 +330,74 @@ def main():
                         help="concurrent clients through serve (--compare serve)")
     parser.add_argument("--seconds", type=float, default=3,
                         help="length of a serve throughput turn (--compare serve)")
+    parser.add_argument("--quiver", help="the quiver binary: each process set starts its own "
+                        "`quiver serve` (--compare serve, instead of --url)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="process sets the rounds are shared among (each a fresh engine, "
+                        "and a fresh server or freshly loaded peers)")
+    parser.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)  # one set, unsummarized
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    if args.compare == "serve" and not ((args.url or args.quiver) and args.http_bench):
+        raise SystemExit("--compare serve needs --http-bench and --url or --quiver")
+    if args.compare == "serve" and args.processes > 1 and not args.quiver:
+        raise SystemExit("--processes > 1 needs --quiver (a fresh server per process set)")
+    if args.compare == "peers" and not (args.onnx and args.gguf):
+        raise SystemExit("--compare peers needs --onnx and --gguf")
+    if args.processes < 1 or args.rounds < args.processes:
+        raise SystemExit("--processes must be at least 1 and at most --rounds")
     with open(args.inputs, encoding="utf-8") as f:
         inputs = json.load(f)
-    engine = Engine(args.engine_bench, args.model, args.inputs, args.threads)
-    try:
-        if args.compare == "serve":
-            if not (args.url and args.http_bench):
-                raise SystemExit("--compare serve needs --url and --http-bench")
-            result = compare_serve(args, engine, inputs)
-        else:
-            if not (args.onnx and args.gguf):
-                raise SystemExit("--compare peers needs --onnx and --gguf")
-            result = compare_peers(args, engine, inputs)
-    finally:
-        engine.close()
-    result.update({"compare": args.compare, "threads": args.threads})
+    if args.processes == 1:
+        raw = measure(args, inputs)
+    else:
+        # Each set in its own process: this machine gives two identical engine processes
+        # latencies up to 10% apart for their whole lives (where their memory landed), so one
+        # process of each system would compare two draws of that luck; the sets share it out.
+        parts = []
+        with tempfile.TemporaryDirectory() as folder:
+            for i in range(args.processes):
+                out = os.path.join(folder, f"set{i}.json")
+                argv = [a for a in sys.argv[1:]]
+                argv = replace_flag(argv, "--processes", "1")
+                argv = replace_flag(argv, "--out", out)
+                argv = replace_flag(argv, "--rounds", str(share(args.rounds, args.processes, i)))
+                argv = replace_flag(argv, "--throughput-rounds",
+                                    str(max(1, share(args.throughput_rounds, args.processes, i))))
+                print(f"process set {i + 1} of {args.processes}", file=sys.stderr)
+                subprocess.run([sys.executable, os.path.abspath(__file__), *argv, "--raw"],
+                               check=True)
+                with open(out, encoding="utf-8") as f:
+                    parts.append(json.load(f))
+        raw = merge(parts)
+    if args.raw:
+        result = raw
+    else:
+        result = summarize(args.compare, raw, args.clients)
+        result.update({"compare": args.compare, "threads": args.threads,
+                       "process_sets": args.processes})
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
+
+
+def share(total, parts, i):
+    """Set i's share of `total` rounds over `parts` sets."""
+    return total // parts + (1 if i < total % parts else 0)
+
+
+def replace_flag(argv, flag, value):
+    """argv with `flag value` set to `value` (added when absent)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == flag:
+            i += 2
+            continue
+        if argv[i].startswith(flag + "="):
+            i += 1
+            continue
+        out.append(argv[i])
+        i += 1
+    return [*out, flag, value]
 
 
 if __name__ == "__main__":

@@ -55,12 +55,14 @@ HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THR
 
 # The comparisons the acceptance points make, measured in short turns (bench/paired.py): the
 # engine and the peers at batch 1 (128 and 512 tokens) and on throughput. This machine drifts by
-# milliseconds within seconds; figures compared with each other are taken close together.
+# milliseconds within seconds, so figures compared with each other are taken close together; and
+# each process keeps its own speed, so the rounds are shared among 4 fresh process sets.
 echo "== engine and peers in turns" >&2
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS="$THREADS" \
   "$PY" "$ROOT/bench/paired.py" --compare peers --engine-bench "$BUILD/quiver_engine_bench" \
   --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" --onnx "$PEERS/model.onnx" \
-  --gguf "$PEERS/model-f32.gguf" --rounds 20 --throughput-rounds 4 --out "$RUN/paired-peers.json"
+  --gguf "$PEERS/model-f32.gguf" --rounds 20 --throughput-rounds 4 --processes 4 \
+  --out "$RUN/paired-peers.json"
 
 wait_ready() {  # url
   for _ in $(seq 120); do
@@ -79,13 +81,14 @@ trap 'kill $SERVER 2>/dev/null || true' EXIT
 wait_ready "http://127.0.0.1:$PORT_QUIVER/ready"
 "$PY" "$ROOT/bench/suites.py" --url "http://127.0.0.1:$PORT_QUIVER" --model all-MiniLM-L6-v2 \
   --name "quiver serve" --inputs "$INPUTS" --seconds "$SECONDS_PER" --out "$RUN/quiver-http.json"
-# Engine and serve in turns: batch-1 latency at 128 tokens (serve timed by the C++ client and by
-# the Python one), and the engine's throughput against serve with 16 clients.
+kill "$SERVER"; wait "$SERVER" || true
+# Engine and serve in turns, 4 process sets each with a server of its own: batch-1 latency at 128
+# tokens (serve timed by the C++ client and by the Python one), and the engine's throughput
+# against serve with 16 clients.
 "$PY" "$ROOT/bench/paired.py" --compare serve --engine-bench "$BUILD/quiver_engine_bench" \
   --http-bench "$BUILD/quiver_http_bench" --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" \
-  --url "http://127.0.0.1:$PORT_QUIVER" --served-model all-MiniLM-L6-v2 --rounds 40 \
-  --throughput-rounds 4 --clients 16 --out "$RUN/paired-serve.json"
-kill "$SERVER"; wait "$SERVER" || true
+  --served-model all-MiniLM-L6-v2 --rounds 40 --throughput-rounds 4 --clients 16 \
+  --processes 4 --quiver "$BUILD/quiver" --out "$RUN/paired-serve.json"
 
 echo "== llama-cpp-python server over HTTP" >&2
 "$PY" -m llama_cpp.server --model "$PEERS/model-f32.gguf" --model_alias all-MiniLM-L6-v2 \
