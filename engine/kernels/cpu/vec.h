@@ -1,6 +1,7 @@
 // Vector helpers for the CPU kernels (private to engine/kernels/cpu). With AVX2 and FMA (the
 // x86-64-v3 build), 8 floats at a time, and exp/erf/tanh from glibc's libmvec (the vector variants
-// GCC itself calls under -ffast-math; within 4 ulp). Elsewhere, the same functions as plain loops.
+// GCC itself calls under -ffast-math; within 4 ulp), but the softmax's exp inlined (SoftmaxExp).
+// Elsewhere, the same functions as plain loops.
 //
 // A tail shorter than a vector goes through the same vector code on a zero-padded copy, so an
 // element's result never depends on where the array around it ends: a sequence embeds bit for
@@ -70,6 +71,52 @@ inline float Max(const float* x, int64_t n) {
   return m;
 }
 
+// e^x in 8 lanes, for softmax: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts), e^r from
+// Cephes' degree-6 expf polynomial, 2^n put into the exponent; within 2 ulp of e^x (1.3 at most
+// from -87 to 1, against libmvec's 2.5; tests/engine/softmax_exp_test.cc). x is clamped
+// to [-87.3, 88.7], so below -87.3 the result is 2^-126 (about 1e-38), not 0: next to the 1 that
+// every softmax row holds, that is nothing. Inlined, unlike libmvec's expf, which also handles
+// what softmax never gives it.
+inline __m256 SoftmaxExp(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.336544f)), _mm256_set1_ps(88.72283f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// x[i] = e^(x[i] * scale - shift) over x[0, n), in one pass; returns the sum of the results
+// (8 lanes over whole vectors, then the tail one by one, as Sum adds).
+inline float SoftmaxExpSum(float* x, int64_t n, float scale, float shift) {
+  const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = SoftmaxExp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vs, vm));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = HorizontalSum(acc);
+  if (i < n) {
+    alignas(32) float tail[8] = {};
+    std::copy(x + i, x + n, tail);
+    _mm256_store_ps(tail, SoftmaxExp(_mm256_fmsub_ps(_mm256_load_ps(tail), vs, vm)));
+    std::copy(tail, tail + (n - i), x + i);
+    for (int64_t j = 0; j < n - i; ++j) sum += tail[j];
+  }
+  return sum;
+}
+
 // Sum of (x[i] - mean)^2.
 inline float SumSquaredDiff(const float* x, float mean, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
@@ -117,6 +164,15 @@ inline float Sum(const float* x, int64_t n) {
 }
 
 inline float Max(const float* x, int64_t n) { return *std::max_element(x, x + n); }
+
+inline float SoftmaxExpSum(float* x, int64_t n, float scale, float shift) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] * scale - shift);
+    sum += x[i];
+  }
+  return sum;
+}
 
 inline float SumSquaredDiff(const float* x, float mean, int64_t n) {
   float s = 0.0f;
