@@ -73,6 +73,12 @@ def main():
         return load(path) if os.path.exists(path) else {}
 
     peer_turns, serve_turns = turns("paired-peers.json"), turns("paired-serve.json")
+
+    def sets(t):  # " in N process sets" where the rounds were shared among fresh processes
+        n = t.get("process_sets", 1)
+        return f" in {n} process sets" if n > 1 else ""
+
+    checks["turns_peer_sets"], checks["turns_serve_sets"] = sets(peer_turns), sets(serve_turns)
     for tokens in (128, 512):
         t = peer_turns.get(f"latency_{tokens}")
         if t:
@@ -128,7 +134,10 @@ def main():
         " (its first call dropped), and the figure is the median over rounds of the difference"
         " (or ratio) between the systems in that round. This machine's speed drifts by 10-25%"
         " within seconds, more than the differences compared, so figures taken minutes apart"
-        " (the suite tables further down) do not decide them.",
+        " (the suite tables further down) do not decide them. Each process keeps its own speed"
+        " for its whole life (two identical engine processes differ by up to 10%), so the rounds"
+        " are shared among fresh process sets, each with a new engine and a new server or newly"
+        " loaded peers, and every system warms up with a whole turn first.",
         "",
         "| measure | in turns | value |",
         "|---|---|---|",
@@ -137,7 +146,8 @@ def main():
         tp = checks["turns_throughput"]
         lines.append(
             f"| engine throughput, 100 x 128 tokens, against the best peer "
-            f"({checks['turns_best_peer']}) | {checks['turns_throughput_rounds']} rounds: "
+            f"({checks['turns_best_peer']}) | {checks['turns_throughput_rounds']} rounds"
+            f"{checks['turns_peer_sets']}: "
             f"{fmt(tp['quiver engine'], 0)} vs {fmt(tp[checks['turns_best_peer']], 0)} tokens/s "
             f"(medians) | **{checks['turns_engine_over_best_peer']:.2f}x** |")
     lines.append(
@@ -154,14 +164,16 @@ def main():
             p50 = checks[f"turns_latency_{tokens}"]
             lines.append(
                 f"| batch-1 latency at {tokens} tokens, engine against the best peer ({best}) | "
-                f"{checks[f'turns_rounds_{tokens}']} rounds; p50 over all calls "
+                f"{checks[f'turns_rounds_{tokens}']} rounds{checks['turns_peer_sets']}; p50 over "
+                f"all calls "
                 f"{fmt(p50['quiver engine'], 2)} vs {fmt(p50[best], 2)} ms | "
                 f"**{checks[key]:+.2f} ms** |")
     if "turns_serve_16_over_engine" in checks:
         tp = checks["turns_serve_16_tokens_per_s"]
         lines.append(
             f"| `quiver serve`, 16 clients x one 128-token text, against the engine's throughput"
-            f" | {checks['turns_serve_16_rounds']} rounds: {fmt(tp['quiver serve'], 0)} vs "
+            f" | {checks['turns_serve_16_rounds']} rounds{checks['turns_serve_sets']}: "
+            f"{fmt(tp['quiver serve'], 0)} vs "
             f"{fmt(tp['quiver engine'], 0)} tokens/s (medians) | "
             f"**{100 * checks['turns_serve_16_over_engine']:.1f}%** |")
     if "turns_serve_minus_engine_ms_128" in checks:
@@ -169,7 +181,7 @@ def main():
         lines.append(
             f"| `quiver serve` batch-1 latency at 128 tokens (HTTP, JSON, tokenization) against "
             f"the engine, both timed in C++ (quiver_http_bench, quiver_engine_bench) | "
-            f"{checks['turns_serve_rounds']} rounds; p50 over all calls "
+            f"{checks['turns_serve_rounds']} rounds{checks['turns_serve_sets']}; p50 over all calls "
             f"{fmt(p50['quiver serve'], 2)} vs {fmt(p50['quiver engine'], 2)} ms | "
             f"**{checks['turns_serve_minus_engine_ms_128']:+.2f} ms** |")
     if "turns_serve_python_client_minus_engine_ms_128" in checks:

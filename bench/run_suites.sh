@@ -61,7 +61,7 @@ echo "== engine and peers in turns" >&2
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS="$THREADS" \
   "$PY" "$ROOT/bench/paired.py" --compare peers --engine-bench "$BUILD/quiver_engine_bench" \
   --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" --onnx "$PEERS/model.onnx" \
-  --gguf "$PEERS/model-f32.gguf" --rounds 20 --throughput-rounds 4 --processes 4 \
+  --gguf "$PEERS/model-f32.gguf" --rounds 20 --throughput-rounds 8 --processes 4 \
   --out "$RUN/paired-peers.json"
 
 wait_ready() {  # url
@@ -87,7 +87,7 @@ kill "$SERVER"; wait "$SERVER" || true
 # against serve with 16 clients.
 "$PY" "$ROOT/bench/paired.py" --compare serve --engine-bench "$BUILD/quiver_engine_bench" \
   --http-bench "$BUILD/quiver_http_bench" --model "$MODEL" --inputs "$INPUTS" --threads "$THREADS" \
-  --served-model all-MiniLM-L6-v2 --rounds 40 --throughput-rounds 4 --clients 16 \
+  --served-model all-MiniLM-L6-v2 --rounds 40 --throughput-rounds 8 --clients 16 \
   --processes 4 --quiver "$BUILD/quiver" --out "$RUN/paired-serve.json"
 
 echo "== llama-cpp-python server over HTTP" >&2
