@@ -29,8 +29,8 @@ serve: build
 	$(BUILD_DIR)/quiver serve --model $(MODEL) --port $(PORT)
 
 # Everything in docs/benchmarks.md: the tokenizer, the worker, then the four suites with the peers
-# side by side (tools/peers/setup.sh installs them once; about 30 minutes on 2 cores, 20 of them
-# the suites).
+# side by side (tools/peers/setup.sh installs them once; about 30-35 minutes on 2 cores, 20-25
+# of them the suites).
 bench: build
 	@bash scripts/setup.sh --bench
 	.venv/bin/python bench/tokenizer_bench.py --build $(BUILD_DIR) --out docs/benchmarks
