@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/stdin_protocol.h"
 #include "common/json.h"
 #include "engine/engine.h"
 #include "engine/kernels/cpu/gemm.h"
@@ -44,6 +45,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using quiver::engine::Engine;
 using quiver::engine::RaggedBatch;
+using quiver::bench::MsList;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -153,16 +155,6 @@ double Throughput(Engine& engine, const RaggedBatch& batch, int64_t min_batches,
   const double elapsed = Seconds(start);
   for (size_t i = head; i < inflight.size(); ++i) inflight[i].Wait();
   return static_cast<double>(tokens) / elapsed;
-}
-
-std::string MsList(const std::vector<double>& ms) {
-  std::string out = "[";
-  char buf[32];
-  for (size_t i = 0; i < ms.size(); ++i) {
-    std::snprintf(buf, sizeof(buf), "%s%.3f", i > 0 ? ", " : "", ms[i]);
-    out += buf;
-  }
-  return out + "]";
 }
 
 struct Options {

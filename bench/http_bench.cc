@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/stdin_protocol.h"
 #include "common/file.h"
 #include "common/json.h"
 #include "common/strings.h"
@@ -40,6 +41,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using quiver::JsonValue;
 using quiver::StrCat;
+using quiver::bench::MsList;
 
 // One keep-alive HTTP/1.1 connection.
 class Connection {
@@ -199,16 +201,6 @@ absl::Status Embed(Connection& connection, const std::string& model, const std::
     if (!v.is_number()) return absl::InternalError("an embedding value is not a number");
   }
   return absl::OkStatus();
-}
-
-std::string MsList(const std::vector<double>& ms) {
-  std::string out = "[";
-  char buf[32];
-  for (size_t i = 0; i < ms.size(); ++i) {
-    std::snprintf(buf, sizeof(buf), "%s%.3f", i > 0 ? ", " : "", ms[i]);
-    out += buf;
-  }
-  return out + "]";
 }
 
 }  // namespace
