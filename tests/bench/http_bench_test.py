@@ -36,7 +36,7 @@ def main():
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"sets": texts, "queries": []}, f)
     inputs = f.name
-    proc, port, _ = server.start()
+    proc, port, log = server.start()
     try:
         c = client(port, inputs)
         answer = ask(c, "latency 3 5")
@@ -62,6 +62,7 @@ def main():
     finally:
         proc.kill()
         os.unlink(inputs)
+        os.unlink(log)
     if server.FAILURES:
         sys.exit(f"{len(server.FAILURES)} failed")
     print("http bench client: all passed")
