@@ -4,6 +4,7 @@
 #include <boost/beast.hpp>
 #include <array>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -82,21 +83,18 @@ class Session : public std::enable_shared_from_this<Session> {
   // any usual size, and no hop back to the I/O thread for it. What does not fit (a slow reader)
   // is written asynchronously on the connection's strand.
   void Answer(HttpResponse r, bool keep_alive, unsigned version) {
-    // The status line and header fields, written directly (what Beast's serializer would write,
-    // without its response object and stream on every request).
-    const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(r.status));
-    auto header = std::make_shared<std::string>(StrCat(
-        "HTTP/", version / 10, ".", version % 10, " ", r.status, " ",
-        std::string_view(reason.data(), reason.size()), "\r\nServer: quiver\r\nContent-Type: ",
-        r.content_type, "\r\n"));
-    for (const auto& [k, v] : r.headers) *header += StrCat(k, ": ", v, "\r\n");
-    *header += StrCat("Content-Length: ", r.body.size(), "\r\n");
-    // HTTP/1.1 keeps the connection unless told; HTTP/1.0 closes it unless told.
-    if (version >= 11 && !keep_alive) *header += "Connection: close\r\n";
-    if (version < 11 && keep_alive) *header += "Connection: keep-alive\r\n";
-    *header += "\r\n";
-    auto res = std::make_shared<std::string>(std::move(r.body));
-    const std::string& body = *res;
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(r.status), version);
+    res->set(http::field::server, "quiver");
+    res->set(http::field::content_type, r.content_type);
+    for (const auto& [k, v] : r.headers) res->set(k, v);
+    res->keep_alive(keep_alive);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    std::ostringstream head;  // the header only; the body is sent from where it is
+    head << res->base();
+    auto header = std::make_shared<std::string>(std::move(head).str());
+    const std::string& body = res->body();
     const size_t total = header->size() + body.size();
     auto rest = [&](size_t sent) {  // what is still to send after `sent` bytes
       std::array<asio::const_buffer, 2> b{
