@@ -29,6 +29,7 @@ Run by bench/run_suites.sh; writes one JSON object (--out).
 """
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -108,11 +109,15 @@ def start_serve(args):
     proc = subprocess.Popen([args.quiver, "--log-level", "info", "serve", "--model", args.model,
                              "--host", "127.0.0.1", "--port", "0", "--threads", str(args.threads),
                              "--max-input-tokens", "512"], stderr=log, stdout=subprocess.DEVNULL)
+    def text():
+        with open(log.name, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"quiver serve exited: {open(log.name).read()}")
-        found = re.search(r" port=(\d+) ", open(log.name).read())
+            raise SystemExit(f"quiver serve exited: {text()}")
+        found = re.search(r" port=(\d+) ", text())
         if found:
             url = f"http://127.0.0.1:{found.group(1)}"
             try:
@@ -154,14 +159,16 @@ def measure_serve(args, engine, inputs):
 
         # Throughput: the engine's throughput suite (100 x 128 tokens, four batches in flight) in
         # turns with the high-concurrency suite at --clients clients through serve.
+        def clients(seconds):
+            return concurrent(url, args.served_model, args.clients,
+                              lambda c, i: c.embed([texts[i % len(texts)]]), 128, seconds)
+
         engine.throughput(args.batches)  # a whole turn each as warm-up
-        concurrent(url, args.served_model, args.clients,
-                   lambda c, i: c.embed([texts[i % len(texts)]]), 128, 1)
+        clients(1)
         rates = {"quiver engine": [], "quiver serve": []}
         for _ in range(args.throughput_rounds):
             rates["quiver engine"].append(engine.throughput(args.batches))
-            r = concurrent(url, args.served_model, args.clients,
-                           lambda c, i: c.embed([texts[i % len(texts)]]), 128, args.seconds)
+            r = clients(args.seconds)
             if r["errors"]:
                 raise SystemExit(f"quiver serve answered {r['errors']} requests with errors")
             rates["quiver serve"].append(r["tokens_per_s"])
@@ -229,7 +236,7 @@ def measure_peers(args, engine, inputs):
 
 def merge(parts):
     """One raw result from several process sets' raw results: their calls and rounds together."""
-    merged = json.loads(json.dumps(parts[0]))
+    merged = copy.deepcopy(parts[0])
     for part in parts[1:]:
         for key, figures in part.items():
             into = merged[key]
