@@ -13,15 +13,13 @@
 //   latency <tokens> <count>   count calls of one text of that length each -> {"ms": [...]}
 //
 // Each call is what a client does: one keep-alive connection with Nagle off; the request built
-// as JSON ({"model", "input": [text], "encoding_format": "float"}) and sent in one write; the
-// status line, headers and a Content-Length or chunked body read; the body parsed as JSON and
-// checked to hold one embedding of numbers. A failed call is an error line, not a latency.
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <unistd.h>
+// as JSON ({"model", "input": [text], "encoding_format": "float"}) and written by Beast; the
+// answer read by Beast (Content-Length or chunked), its body parsed as JSON and checked to hold
+// one embedding of numbers. A failed call is an error line, not a latency.
+#include <utility>  // before Asio, whose awaitable.hpp uses std::exchange
 
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -38,145 +36,71 @@
 
 namespace {
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using quiver::JsonValue;
 using quiver::StrCat;
 using quiver::bench::MsList;
 
-// One keep-alive HTTP/1.1 connection.
+// One keep-alive HTTP/1.1 connection, on Beast (the HTTP library quiver serve uses): each call
+// runs its write and read on a private io_context, with a 600 s deadline so that a server that
+// stops answering ends the run with an error instead of a hang.
 class Connection {
  public:
   Connection(std::string host, std::string port) : host_(std::move(host)), port_(std::move(port)) {}
-  ~Connection() { Close(); }
 
   // POSTs `body` to `path`; the answer's status and body.
-  absl::StatusOr<std::pair<int, std::string>> Post(const std::string& path,
-                                                   const std::string& body) {
-    const std::string request = StrCat("POST ", path, " HTTP/1.1\r\nHost: ", host_, ":", port_,
-                                       "\r\nContent-Type: application/json\r\nContent-Length: ",
-                                       body.size(), "\r\n\r\n", body);
+  absl::StatusOr<std::pair<int, std::string>> Post(const std::string& path, std::string body) {
+    http::request<http::string_body> request{http::verb::post, path, 11};
+    request.set(http::field::host, StrCat(host_, ":", port_));
+    request.set(http::field::content_type, "application/json");
+    request.body() = std::move(body);
+    request.prepare_payload();
+    beast::error_code ec;
     for (int attempt = 0; attempt < 2; ++attempt) {  // once more if an idle connection was closed
-      if (fd_ < 0) {
-        if (absl::Status s = Connect(); !s.ok()) return s;
+      if (!stream_.socket().is_open()) {
+        tcp::resolver resolver(io_);
+        const auto endpoints = resolver.resolve(host_, port_, ec);
+        if (!ec) stream_.connect(endpoints, ec);
+        if (ec) {
+          stream_.close();
+          return absl::UnavailableError(StrCat("cannot connect to ", host_, ":", port_, ": ",
+                                               ec.message()));
+        }
+        stream_.socket().set_option(tcp::no_delay(true), ec);
+        buffer_.clear();
       }
-      if (SendAll(request)) {
-        absl::StatusOr<std::pair<int, std::string>> answer = ReadAnswer();
-        if (answer.ok() || attempt == 1) return answer;
+      http::response<http::string_body> response;
+      ec = Run([&](auto done) { http::async_write(stream_, request, done); });
+      if (!ec) ec = Run([&](auto done) { http::async_read(stream_, buffer_, response, done); });
+      if (!ec) {
+        if (!response.keep_alive()) stream_.close();
+        return std::make_pair(static_cast<int>(response.result_int()), std::move(response.body()));
       }
-      Close();
+      stream_.close();
     }
-    return absl::UnavailableError(StrCat("cannot send to ", host_, ":", port_));
+    return absl::UnavailableError(StrCat("no answer from ", host_, ":", port_, ": ", ec.message()));
   }
 
  private:
-  absl::Status Connect() {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (getaddrinfo(host_.c_str(), port_.c_str(), &hints, &found) != 0 || found == nullptr) {
-      return absl::UnavailableError(StrCat("cannot resolve ", host_));
-    }
-    fd_ = socket(found->ai_family, found->ai_socktype, found->ai_protocol);
-    const bool ok = fd_ >= 0 && connect(fd_, found->ai_addr, found->ai_addrlen) == 0;
-    freeaddrinfo(found);
-    if (!ok) {
-      Close();
-      return absl::UnavailableError(StrCat("cannot connect to ", host_, ":", port_));
-    }
-    int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    timeval timeout{600, 0};  // a server that stops answering ends the run with an error
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    buffer_.clear();
-    return absl::OkStatus();
-  }
-
-  void Close() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
-  bool SendAll(const std::string& data) {
-    for (size_t sent = 0; sent < data.size();) {
-      const ssize_t n = send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      sent += static_cast<size_t>(n);
-    }
-    return true;
-  }
-
-  // Reads until buffer_ holds at least `size` bytes.
-  bool Fill(size_t size) {
-    char chunk[65536];
-    while (buffer_.size() < size) {
-      const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
-      if (n <= 0) return false;
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  // The next CRLF-terminated line, without it.
-  bool Line(std::string* line) {
-    size_t end;
-    while ((end = buffer_.find("\r\n")) == std::string::npos) {
-      if (!Fill(buffer_.size() + 1)) return false;
-    }
-    line->assign(buffer_, 0, end);
-    buffer_.erase(0, end + 2);
-    return true;
-  }
-
-  bool Take(size_t n, std::string* out) {
-    if (!Fill(n)) return false;
-    out->append(buffer_, 0, n);
-    buffer_.erase(0, n);
-    return true;
-  }
-
-  absl::StatusOr<std::pair<int, std::string>> ReadAnswer() {
-    const auto lost = absl::UnavailableError("the server closed the connection mid-answer");
-    std::string line;
-    if (!Line(&line) || line.size() < 12 || !line.starts_with("HTTP/1.")) return lost;
-    const int status = std::atoi(line.c_str() + 9);
-    long long length = -1;
-    bool chunked = false, close_after = false;
-    while (true) {
-      if (!Line(&line)) return lost;
-      if (line.empty()) break;
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string name = line.substr(0, colon);
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      std::string value = line.substr(colon + 1);
-      for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (name == "content-length") length = std::atoll(value.c_str());
-      if (name == "transfer-encoding") chunked = value.find("chunked") != std::string::npos;
-      if (name == "connection") close_after = value.find("close") != std::string::npos;
-    }
-    std::string body;
-    if (chunked) {
-      while (true) {
-        if (!Line(&line)) return lost;
-        const size_t size = std::strtoul(line.c_str(), nullptr, 16);
-        if (size == 0) break;
-        if (!Take(size, &body) || !Line(&line)) return lost;
-      }
-      do {  // trailers, up to the empty line
-        if (!Line(&line)) return lost;
-      } while (!line.empty());
-    } else if (length >= 0) {
-      if (!Take(static_cast<size_t>(length), &body)) return lost;
-    } else {
-      return absl::UnimplementedError("an answer without Content-Length or chunked encoding");
-    }
-    if (close_after) Close();
-    return std::make_pair(status, std::move(body));
+  // Starts op(handler) and runs it to completion within the deadline; its error.
+  template <typename Op>
+  beast::error_code Run(Op op) {
+    beast::error_code result;
+    stream_.expires_after(std::chrono::seconds(600));
+    op([&result](beast::error_code ec, size_t) { result = ec; });
+    io_.restart();
+    io_.run();
+    return result;
   }
 
   std::string host_, port_;
-  int fd_ = -1;
-  std::string buffer_;  // read and not yet used
+  asio::io_context io_;
+  beast::tcp_stream stream_{io_};
+  beast::flat_buffer buffer_;
 };
 
 // One embeddings call: the request, the answer, and its check.
