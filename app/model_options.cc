@@ -13,14 +13,14 @@ absl::StatusOr<engine::ModelOptions> ResolveModelOptions(const std::string& mode
   engine::ModelOptions options;
   auto folder = engine::LoadModelFolder(model_dir);
   if (!folder.ok()) return folder.status();
-  if (folder->config.architecture != engine::Architecture::kQwen3ForCausalLM) return options;
+  if (!folder->info.yes_no_reranker) return options;
   auto tok = tokenizer::Tokenizer::FromFile(folder->tokenizer_path);
   if (!tok.ok()) return tok.status();
   for (const char* word : {"yes", "no"}) {
     std::optional<uint32_t> id = (*tok)->TokenToId(word);
     if (!id) {
       return absl::InvalidArgumentError(StrCat(folder->tokenizer_path, ": no single token '", word,
-                                               "', which a Qwen3 reranker scores with"));
+                                               "', which a yes/no reranker scores with"));
     }
     (word[0] == 'y' ? options.yes_token_id : options.no_token_id) = static_cast<int32_t>(*id);
   }

@@ -48,7 +48,7 @@ int RunServe(const ServeOptions& options) {
   model.name = options.model_name.empty()
                    ? std::filesystem::path(options.model_dir).filename().string()
                    : options.model_name;
-  model.architecture = folder.config.architecture_name;
+  model.architecture = folder.architecture;
   // sentence-transformers' max_seq_length when the folder has it (the length the model was
   // trained for), else the position table; --max-input-tokens up to the position table.
   model.max_input_tokens = folder.pooling.max_seq_length.value_or((*engine)->max_input_tokens());
@@ -64,7 +64,7 @@ int RunServe(const ServeOptions& options) {
   model.normalize = folder.pooling.normalize;
   model.can_embed = !(*engine)->is_scorer();
   model.can_score = (*engine)->is_scorer();
-  model.qwen3_reranker = folder.config.architecture == engine::Architecture::kQwen3ForCausalLM;
+  model.qwen3_reranker = (*engine)->info().yes_no_reranker;
   model.mean_pooling = folder.pooling.mode == engine::PoolingMode::kMean;
 
   MetricsRegistry metrics;
@@ -89,7 +89,7 @@ int RunServe(const ServeOptions& options) {
       "max_batch_seqs={} max_queued_tokens={} max_inputs={} max_body_bytes={} auth={}",
       model.name, folder.dir, model.architecture, model.hidden_size, model.max_input_tokens,
       engine::PoolingModeName(folder.pooling.mode), folder.pooling.normalize,
-      model.can_score ? "score" : "embed", folder.resolved.size(),
+      model.can_score ? "score" : "embed", folder.weight_names.size(),
       folder.weights.weights_bytes() / 1e6, options.host, server.port(),
       options.limits.max_batch_tokens, options.limits.max_batch_seqs,
       options.limits.max_queued_tokens, options.api.max_inputs, options.max_body_bytes,

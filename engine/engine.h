@@ -1,6 +1,8 @@
 // The engine: a loaded model behind an asynchronous interface. Submit() validates the ragged
-// batch and returns a LazyResult at once; a persistent compute thread runs batches in order
-// (kernels on a persistent thread pool, GEMMs in BLAS) and fulfils the result.
+// batch and returns a LazyResult at once; a persistent compute thread runs batches in order and
+// fulfils the result. Each batch runs as plan -> forward -> pool (or score) -> format
+// (Execute): the plan in runtime/, the forward pass in the model file, pooling and formatting
+// as ops, all on the engine's device (the CPU today: kernels on a persistent thread pool).
 //
 // Engine is thread-safe: Submit may be called from any thread. Results arrive in submission
 // order.
@@ -17,17 +19,22 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "engine/attention.h"
+#include "engine/attention/backend.h"
+#include "engine/base/exec_context.h"
+#include "engine/base/thread_pool.h"
+#include "engine/base/workspace.h"
 #include "engine/batch.h"
+#include "engine/loader/weight_loader.h"
 #include "engine/model_folder.h"
 #include "engine/models/model.h"
+#include "engine/runtime/plan.h"
 
 namespace quiver::engine {
 
 struct EngineOptions {
-  int num_threads = 0;             // compute threads; 0 = the machine's cores
-  std::string attention_backend;   // "" = the table (ChooseAttentionBackend), else forced
-  bool pad_to_buckets = false;     // pad every batch to its graph bucket (what CUDA graphs run)
+  int num_threads = 0;            // compute threads; 0 = the machine's cores
+  std::string attention_backend;  // "" = the table (ChooseAttentionBackend), else forced
+  bool pad_to_buckets = false;    // pad every batch to its graph bucket (what CUDA graphs run)
   ModelOptions model;
 };
 
@@ -65,9 +72,10 @@ class Engine {
   absl::StatusOr<EngineOutput> Run(RaggedBatch batch);
 
   const ModelFolder& folder() const { return *folder_; }
-  bool is_scorer() const { return model_->num_labels() > 0; }
-  int64_t hidden_size() const { return model_->hidden_size(); }
-  int64_t max_input_tokens() const;
+  const ModelInfo& info() const { return model_->info(); }
+  bool is_scorer() const { return info().num_labels > 0; }
+  int64_t hidden_size() const { return info().hidden_size; }
+  int64_t max_input_tokens() const { return info().max_input_tokens; }
   double flops_per_token(int64_t seq_len) const { return model_->FlopsPerToken(seq_len); }
 
  private:
@@ -77,13 +85,17 @@ class Engine {
 
   EngineOptions options_;
   std::unique_ptr<ModelFolder> folder_;
-  std::unique_ptr<Weights> weights_;
+  std::unique_ptr<WeightLoader> weights_;  // owns the prepared weights the model reads
   std::unique_ptr<Model> model_;
   std::unique_ptr<ThreadPool> pool_;
+  ExecContext exec_;
   std::unique_ptr<AttentionBackend> forced_attention_;
   // The backends ChooseAttentionBackend's table names, by name.
   std::map<std::string_view, std::unique_ptr<AttentionBackend>> table_attention_;
-  Workspace ws_;
+  // Owned by the compute thread: the batch's plan, the model's scratch and the engine's own
+  // (pooled rows).
+  BatchPlan plan_;
+  std::unique_ptr<Workspace> model_ws_, engine_ws_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -97,12 +109,5 @@ class Engine {
   bool stopping_ = false;
   std::thread compute_thread_;
 };
-
-// Pooled vectors [num_seqs, hidden] -> the requested output: Matryoshka truncation to
-// `dimensions`, L2 normalization, then f32 / f16 / int8 (clamp(round(tanh(x) * 127))) / packed
-// sign bits.
-absl::StatusOr<EngineOutput> FormatOutput(const std::vector<float>& pooled, int64_t num_seqs,
-                                          int64_t hidden, const OutputOptions& options,
-                                          bool model_normalizes);
 
 }  // namespace quiver::engine

@@ -3,10 +3,11 @@
 #include <filesystem>
 #include <utility>
 
-#include "common/strings.h"
 #include "common/file.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "common/strings.h"
+#include "engine/loader/weight_loader.h"
 
 namespace quiver::engine {
 
@@ -18,25 +19,48 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
   ModelFolder folder;
   folder.dir = dir;
 
-  const std::string config_path = (fs::path(dir) / "config.json").string();
-  absl::StatusOr<std::string> config_text = ReadFile(config_path);
+  folder.config_path = (fs::path(dir) / "config.json").string();
+  absl::StatusOr<std::string> config_text = ReadFile(folder.config_path);
   if (!config_text.ok()) return config_text.status();
   absl::StatusOr<JsonValue> config_json = JsonValue::Parse(*config_text);
-  if (!config_json.ok()) return WithContext(config_json.status(), config_path);
-  absl::StatusOr<ModelConfig> config = ParseModelConfig(*config_json);
-  if (!config.ok()) return WithContext(config.status(), config_path);
-  folder.config = *std::move(config);
+  if (!config_json.ok()) return WithContext(config_json.status(), folder.config_path);
+  folder.config = *std::move(config_json);
+  const JsonValue& config = folder.config;
+  const JsonValue* architectures = config.is_object() ? config.Find("architectures") : nullptr;
+  if (architectures == nullptr || !architectures->is_array() || architectures->items().empty() ||
+      !architectures->items()[0].is_string()) {
+    return WithContext(absl::InvalidArgumentError("field 'architectures' must be a non-empty list "
+                                                  "of names (e.g. [\"BertModel\"])"),
+                       folder.config_path);
+  }
+  folder.architecture = architectures->items()[0].as_string();
+  folder.entry = Models().Find(folder.architecture);
+  if (folder.entry == nullptr) {
+    return WithContext(
+        absl::InvalidArgumentError(StrCat("unknown architecture '", folder.architecture,
+                                          "'; supported: ", Models().Names())),
+        folder.config_path);
+  }
 
   folder.tokenizer_path = (fs::path(dir) / "tokenizer.json").string();
   if (!fs::exists(folder.tokenizer_path)) {
-    return absl::NotFoundError(StrCat(folder.tokenizer_path, " is missing (quiver needs "
-                                            "the fast-tokenizer file, not only vocab.txt)"));
+    return absl::NotFoundError(StrCat(folder.tokenizer_path,
+                                      " is missing (quiver needs "
+                                      "the fast-tokenizer file, not only vocab.txt)"));
   }
-  QUIVER_ASSIGN_OR_RETURN(folder.pooling, LoadPoolingConfig(dir, folder.config));
   QUIVER_ASSIGN_OR_RETURN(folder.weights, WeightStore::OpenFolder(dir));
-  absl::StatusOr<ResolvedWeights> resolved = ResolveWeights(folder.config, folder.weights);
-  if (!resolved.ok()) return WithContext(resolved.status(), dir);
-  folder.resolved = *std::move(resolved);
+  // The architecture's declarations, checked against the checkpoint without reading it.
+  WeightLoader check(folder.weights, folder.architecture, std::string(folder.entry->module_prefix),
+                     WeightLoader::Mode::kCheck);
+  const ModelOptions no_options;
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      folder.entry->factory({folder.architecture, config, check, no_options});
+  if (!model.ok()) {
+    return WithContext(model.status(), check.status().ok() ? folder.config_path : dir);
+  }
+  folder.info = (*model)->info();
+  folder.weight_names = check.names();
+  QUIVER_ASSIGN_OR_RETURN(folder.pooling, LoadPoolingConfig(dir, folder.info.default_pooling));
   return folder;
 }
 

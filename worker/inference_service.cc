@@ -151,7 +151,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
                                                       quiver::v1::ModelInfoResponse* response) {
   const engine::ModelFolder& folder = engine_->folder();
   response->set_name(model_name_);
-  response->set_architecture(folder.config.architecture_name);
+  response->set_architecture(folder.architecture);
   response->set_max_input_tokens(static_cast<uint32_t>(engine_->max_input_tokens()));
   response->set_hidden_size(static_cast<uint32_t>(engine_->hidden_size()));
   response->set_pooling(FromPoolingMode(folder.pooling.mode));

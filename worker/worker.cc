@@ -63,7 +63,7 @@ int RunWorker(const WorkerOptions& options) {
   spdlog::info(
       "quiver worker: model={} ({}, {}) listen={} port={} metrics_port={} max_batch_tokens={} "
       "max_batch_seqs={} max_queued_tokens={} threads={}",
-      model_name, (*engine)->folder().config.architecture_name,
+      model_name, (*engine)->folder().architecture,
       (*engine)->is_scorer() ? "score" : "embed", options.listen, bound_port, metrics_http.port(),
       options.limits.max_batch_tokens, options.limits.max_batch_seqs,
       options.limits.max_queued_tokens, options.threads);

@@ -5,9 +5,9 @@
 #include <set>
 #include <utility>
 
-#include "common/strings.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "common/strings.h"
 
 namespace quiver::engine {
 namespace {
@@ -15,23 +15,8 @@ namespace {
 // A header larger than this is not a real checkpoint's (the largest are a few MB).
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
-struct DTypeEntry {
-  DType dtype;
-  std::string_view name;
-  size_t size_bytes;
-};
-
-constexpr DTypeEntry kDTypes[] = {
-    {DType::kF64, "F64", 8},  {DType::kF32, "F32", 4}, {DType::kF16, "F16", 2},
-    {DType::kBF16, "BF16", 2}, {DType::kI64, "I64", 8}, {DType::kI32, "I32", 4},
-    {DType::kI16, "I16", 2},  {DType::kI8, "I8", 1},   {DType::kU8, "U8", 1},
-    {DType::kBool, "BOOL", 1},
-};
-
 absl::StatusOr<DType> ParseDType(std::string_view name) {
-  for (const DTypeEntry& entry : kDTypes) {
-    if (entry.name == name) return entry.dtype;
-  }
+  if (std::optional<DType> dtype = DTypeFromName(name)) return *dtype;
   return absl::InvalidArgumentError(StrCat("unsupported dtype '", name, "'"));
 }
 
@@ -64,14 +49,15 @@ absl::StatusOr<TensorInfo> ParseTensor(const std::string& name, const JsonValue&
   uint64_t end = static_cast<uint64_t>(offsets[1]);
   uint64_t expected = elements * DTypeSizeBytes(info.dtype);
   if (end - begin != expected) {
-    return absl::InvalidArgumentError(
-        StrCat("data_offsets span ", end - begin, " bytes but ", dtype_name, " ",
-                     ShapeString(info.shape), " needs ", expected));
+    return absl::InvalidArgumentError(StrCat("data_offsets span ", end - begin, " bytes but ",
+                                             dtype_name, " ", ShapeString(info.shape), " needs ",
+                                             expected));
   }
   if (end > data_bytes) {
-    return absl::DataLossError(StrCat("data ends at byte ", end, " of the data section but "
-                                            "the file holds only ", data_bytes,
-                                            " (truncated file?)"));
+    return absl::DataLossError(StrCat("data ends at byte ", end,
+                                      " of the data section but "
+                                      "the file holds only ",
+                                      data_bytes, " (truncated file?)"));
   }
   info.data = data + begin;
   info.size_bytes = expected;
@@ -79,20 +65,6 @@ absl::StatusOr<TensorInfo> ParseTensor(const std::string& name, const JsonValue&
 }
 
 }  // namespace
-
-std::string_view DTypeName(DType dtype) {
-  for (const DTypeEntry& entry : kDTypes) {
-    if (entry.dtype == dtype) return entry.name;
-  }
-  return "?";
-}
-
-size_t DTypeSizeBytes(DType dtype) {
-  for (const DTypeEntry& entry : kDTypes) {
-    if (entry.dtype == dtype) return entry.size_bytes;
-  }
-  return 0;
-}
 
 int64_t TensorInfo::num_elements() const {
   int64_t n = 1;
@@ -114,8 +86,8 @@ absl::Status WeightStore::AddFile(const std::string& path) {
   std::memcpy(&header_bytes, file.data(), 8);  // little-endian u64, as on every host we build for
   if (header_bytes > kMaxHeaderBytes || header_bytes > file.size_bytes() - 8) {
     return absl::DataLossError(StrCat(path, ": header length ", header_bytes,
-                                            " does not fit in the file's ", file.size_bytes(),
-                                            " bytes (truncated or not safetensors)"));
+                                      " does not fit in the file's ", file.size_bytes(),
+                                      " bytes (truncated or not safetensors)"));
   }
   std::string_view header_text(reinterpret_cast<const char*>(file.data()) + 8, header_bytes);
   absl::StatusOr<JsonValue> header = JsonValue::Parse(header_text);
@@ -151,8 +123,8 @@ absl::StatusOr<WeightStore> WeightStore::OpenFolder(const std::string& dir) {
   fs::path index = fs::path(dir) / "model.safetensors.index.json";
   if (fs::exists(single)) return OpenFile(single.string());
   if (!fs::exists(index)) {
-    return absl::NotFoundError(StrCat(dir, ": no model.safetensors and no ",
-                                            "model.safetensors.index.json"));
+    return absl::NotFoundError(
+        StrCat(dir, ": no model.safetensors and no ", "model.safetensors.index.json"));
   }
   QUIVER_ASSIGN_OR_RETURN(std::string text, ReadFile(index.string()));
   absl::StatusOr<JsonValue> json = JsonValue::Parse(text);
@@ -177,8 +149,8 @@ absl::StatusOr<WeightStore> WeightStore::OpenFolder(const std::string& dir) {
   for (const auto& [name, shard] : map->members()) {
     const TensorInfo* info = store.Find(name);
     if (info == nullptr) {
-      return absl::DataLossError(StrCat(index.string(), ": tensor '", name,
-                                              "' is not in its shard ", shard.as_string()));
+      return absl::DataLossError(
+          StrCat(index.string(), ": tensor '", name, "' is not in its shard ", shard.as_string()));
     }
   }
   return store;

@@ -16,14 +16,9 @@
 
 #include "absl/status/statusor.h"
 #include "common/file.h"
+#include "engine/base/dtype.h"
 
 namespace quiver::engine {
-
-enum class DType { kF64, kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kBool };
-
-// "F32", "BF16", ... as safetensors spells them.
-std::string_view DTypeName(DType dtype);
-size_t DTypeSizeBytes(DType dtype);
 
 struct TensorInfo {
   std::string name;

@@ -1,66 +1,145 @@
-// BERT family (BERT, MiniLM, BGE, E5; RoBERTa/XLM-R position offsets): embeddings + post-LN
-// encoder layers, and the sequence-classification heads of cross-encoders.
+// BERT family (BERT, MiniLM, BGE, E5; RoBERTa / XLM-R with their position offset): embeddings +
+// post-LN encoder layers, and the sequence-classification heads of cross-encoders.
+#include <string>
+
+#include "common/status.h"
 #include "common/strings.h"
-#include "engine/kernels/cpu/kernels.h"
-#include "engine/models/model.h"
+#include "engine/models/registry.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/heads.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/pooling.h"
 
 namespace quiver::engine {
-
-void Model::Score(const ForwardContext&, const std::vector<float>&, std::vector<float>&) const {}
-
 namespace {
+
+enum class Head { kNone, kBertClassifier, kRobertaClassifier };
+
+struct BertConfig {
+  int64_t vocab_size = 0;
+  int64_t hidden = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t intermediate = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t type_vocab_size = 0;
+  int64_t pad_token_id = 0;
+  int64_t position_offset = 0;  // 0 for BERT, pad_token_id + 1 for RoBERTa / XLM-R
+  int64_t num_labels = 0;       // classification heads only
+  double layer_norm_eps = 1e-12;
+  std::string hidden_act;  // "gelu" (erf) or "gelu_new" / "gelu_pytorch_tanh" (tanh)
+};
+
+absl::Status Positive(std::string_view field, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat("field '", field, "' must be positive, got ", value));
+}
+
+absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, Head head) {
+  BertConfig c;
+  QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "num_attention_heads"));
+  QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "intermediate_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings, JsonInt(json, "max_position_embeddings"));
+  QUIVER_ASSIGN_OR_RETURN(c.type_vocab_size, JsonInt(json, "type_vocab_size", 2));
+  QUIVER_ASSIGN_OR_RETURN(c.pad_token_id, JsonInt(json, "pad_token_id", 0));
+  QUIVER_ASSIGN_OR_RETURN(c.layer_norm_eps, JsonDouble(json, "layer_norm_eps", 1e-12));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden_act, JsonString(json, "hidden_act", "gelu"));
+  QUIVER_ASSIGN_OR_RETURN(std::string position_type,
+                          JsonString(json, "position_embedding_type", "absolute"));
+  if (position_type != "absolute") {
+    return absl::InvalidArgumentError(
+        StrCat("field 'position_embedding_type': only 'absolute' is supported, got '",
+               position_type, "'"));
+  }
+  if (c.hidden_act != "gelu" && c.hidden_act != "gelu_new" && c.hidden_act != "gelu_pytorch_tanh") {
+    return absl::InvalidArgumentError(StrCat("field 'hidden_act': unsupported activation '",
+                                             c.hidden_act,
+                                             "' (gelu, gelu_new, gelu_pytorch_tanh)"));
+  }
+  c.position_offset = roberta ? c.pad_token_id + 1 : 0;
+  if (head != Head::kNone) {
+    int64_t labels = 2;
+    if (const JsonValue* id2label = json.Find("id2label"); id2label && id2label->is_object()) {
+      labels = static_cast<int64_t>(id2label->members().size());
+    }
+    QUIVER_ASSIGN_OR_RETURN(c.num_labels, JsonInt(json, "num_labels", labels));
+    QUIVER_RETURN_IF_ERROR(Positive("num_labels", c.num_labels));
+  }
+  QUIVER_RETURN_IF_ERROR(Positive("vocab_size", c.vocab_size));
+  QUIVER_RETURN_IF_ERROR(Positive("hidden_size", c.hidden));
+  QUIVER_RETURN_IF_ERROR(Positive("num_hidden_layers", c.num_layers));
+  QUIVER_RETURN_IF_ERROR(Positive("num_attention_heads", c.num_heads));
+  QUIVER_RETURN_IF_ERROR(Positive("intermediate_size", c.intermediate));
+  QUIVER_RETURN_IF_ERROR(Positive("max_position_embeddings", c.max_position_embeddings));
+  if (c.hidden % c.num_heads != 0) {
+    return absl::InvalidArgumentError(StrCat(
+        "hidden_size ", c.hidden, " is not a multiple of num_attention_heads ", c.num_heads));
+  }
+  return c;
+}
 
 class BertModel final : public Model {
  public:
-  BertModel(const ModelConfig& config, Weights& w) : config_(config), c_(config.bert()) {
-    word_ = w.Get("embeddings.word_embeddings.weight");
-    position_ = w.Get("embeddings.position_embeddings.weight");
-    type_ = c_.type_vocab_size > 0 ? w.Get("embeddings.token_type_embeddings.weight") : nullptr;
-    emb_ln_g_ = w.Get("embeddings.LayerNorm.weight");
-    emb_ln_b_ = w.Get("embeddings.LayerNorm.bias");
+  BertModel(const BertConfig& c, Head head, WeightLoader& w) : c_(c) {
+    const int64_t h = c_.hidden, inter = c_.intermediate;
+    word_ = w.Get("embeddings.word_embeddings.weight", {c_.vocab_size, h});
+    position_ = w.Get("embeddings.position_embeddings.weight", {c_.max_position_embeddings, h});
+    if (c_.type_vocab_size > 0) {
+      type_ = w.Get("embeddings.token_type_embeddings.weight", {c_.type_vocab_size, h});
+    }
+    emb_ln_g_ = w.Get("embeddings.LayerNorm.weight", {h});
+    emb_ln_b_ = w.Get("embeddings.LayerNorm.bias", {h});
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = StrCat("encoder.layer.", i, ".");
       Layer l;
-      const int64_t h = c_.hidden, inter = c_.intermediate;
-      l.qkv_w = cpu::PackedWeights(w.Concat(p + "qkv.weight", {p + "attention.self.query.weight",
-                                                               p + "attention.self.key.weight",
-                                                               p + "attention.self.value.weight"}),
-                                   3 * h, h);
-      l.qkv_b = w.Concat(p + "qkv.bias", {p + "attention.self.query.bias",
-                                          p + "attention.self.key.bias",
-                                          p + "attention.self.value.bias"});
-      l.o_w = cpu::PackedWeights(w.Get(p + "attention.output.dense.weight"), h, h);
-      l.o_b = w.Get(p + "attention.output.dense.bias");
-      l.ln1_g = w.Get(p + "attention.output.LayerNorm.weight");
-      l.ln1_b = w.Get(p + "attention.output.LayerNorm.bias");
-      l.i_w = cpu::PackedWeights(w.Get(p + "intermediate.dense.weight"), inter, h);
-      l.i_b = w.Get(p + "intermediate.dense.bias");
-      l.out_w = cpu::PackedWeights(w.Get(p + "output.dense.weight"), h, inter);
-      l.out_b = w.Get(p + "output.dense.bias");
-      l.ln2_g = w.Get(p + "output.LayerNorm.weight");
-      l.ln2_b = w.Get(p + "output.LayerNorm.bias");
+      l.qkv = w.FusedLinear(
+          {p + "attention.self.query", p + "attention.self.key", p + "attention.self.value"},
+          {h, h, h}, h, /*bias=*/true);
+      l.o = w.Linear(p + "attention.output.dense", h, h, true);
+      l.ln1_g = w.Get(p + "attention.output.LayerNorm.weight", {h});
+      l.ln1_b = w.Get(p + "attention.output.LayerNorm.bias", {h});
+      l.intermediate = w.Linear(p + "intermediate.dense", inter, h, true);
+      l.out = w.Linear(p + "output.dense", h, inter, true);
+      l.ln2_g = w.Get(p + "output.LayerNorm.weight", {h});
+      l.ln2_b = w.Get(p + "output.LayerNorm.bias", {h});
       layers_.push_back(std::move(l));
     }
-    if (config.architecture == Architecture::kBertForSequenceClassification) {
-      head_dense_w_ = w.Get("pooler.dense.weight");
-      head_dense_b_ = w.Get("pooler.dense.bias");
-      head_out_w_ = w.Get("classifier.weight");
-      head_out_b_ = w.Get("classifier.bias");
-    } else if (config.architecture == Architecture::kRobertaForSequenceClassification) {
-      head_dense_w_ = w.Get("classifier.dense.weight");
-      head_dense_b_ = w.Get("classifier.dense.bias");
-      head_out_w_ = w.Get("classifier.out_proj.weight");
-      head_out_b_ = w.Get("classifier.out_proj.bias");
+    using Scope = WeightLoader::Scope;
+    if (head == Head::kBertClassifier) {
+      head_dense_ = w.Linear("pooler.dense", h, h, true);
+      head_out_ = w.Linear("classifier", c_.num_labels, h, true, Scope::kHead);
+    } else if (head == Head::kRobertaClassifier) {
+      head_dense_ = w.Linear("classifier.dense", h, h, true, Scope::kHead);
+      head_out_ = w.Linear("classifier.out_proj", c_.num_labels, h, true, Scope::kHead);
     }
+    info_.family = "bert";
+    info_.hidden_size = h;
+    info_.num_heads = info_.num_kv_heads = c_.num_heads;
+    info_.head_dim = h / c_.num_heads;
+    info_.causal = false;
+    info_.vocab_size = c_.vocab_size;
+    info_.type_vocab_size = c_.type_vocab_size;
+    info_.max_input_tokens = c_.max_position_embeddings - c_.position_offset;
+    info_.num_labels = head == Head::kNone ? 0 : c_.num_labels;
+    info_.default_pooling = PoolingMode::kCls;
+    info_.settings = {
+        {"hidden_size", StrCat(h)},
+        {"num_hidden_layers", StrCat(c_.num_layers)},
+        {"num_attention_heads", StrCat(c_.num_heads)},
+        {"intermediate_size", StrCat(inter)},
+        {"vocab_size", StrCat(c_.vocab_size)},
+        {"type_vocab_size", StrCat(c_.type_vocab_size)},
+        {"max_position_embeddings", StrCat(c_.max_position_embeddings)},
+        {"position_offset", StrCat(c_.position_offset)},
+        {"layer_norm_eps", fmt::format("{}", c_.layer_norm_eps)},
+        {"hidden_act", c_.hidden_act},
+    };
+    if (head != Head::kNone) info_.settings.push_back({"num_labels", StrCat(c_.num_labels)});
   }
-
-  std::string_view family() const override { return "bert"; }
-  bool causal() const override { return false; }
-  int64_t hidden_size() const override { return c_.hidden; }
-  int64_t num_heads() const override { return c_.num_heads; }
-  int64_t num_kv_heads() const override { return c_.num_heads; }
-  int64_t head_dim() const override { return c_.hidden / c_.num_heads; }
-  int64_t num_labels() const override { return head_out_w_ ? c_.num_labels : 0; }
 
   double FlopsPerToken(int64_t seq_len) const override {
     const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
@@ -68,70 +147,73 @@ class BertModel final : public Model {
     return per_layer * static_cast<double>(c_.num_layers);
   }
 
-  void Forward(const ForwardContext& ctx, std::vector<float>& hidden) const override {
-    const int64_t t_count = ctx.batch.num_tokens();
+  Tensor Forward(const ForwardContext& ctx) const override {
+    const ExecContext& exec = ctx.exec;
+    const int64_t num_tokens = ctx.num_tokens();
     const int64_t h = c_.hidden;
     const float eps = static_cast<float>(c_.layer_norm_eps);
-    Workspace& ws = ctx.ws;
-    hidden.resize(static_cast<size_t>(t_count * h));
-    ws.y.resize(hidden.size());
-    ws.qkv.resize(static_cast<size_t>(t_count * 3 * h));
-    ws.ctx.resize(hidden.size());
-    ws.inter.resize(static_cast<size_t>(t_count * c_.intermediate));
-    float* x = hidden.data();
-    const int32_t* type_ids =
-        ctx.batch.token_type_ids.empty() ? nullptr : ctx.batch.token_type_ids.data();
-    cpu::EmbedLayerNorm(ctx.pool, ctx.batch.token_ids.data(), ctx.positions.data(), type_ids,
-                        word_, position_ + c_.position_offset * h, type_, emb_ln_g_, emb_ln_b_, x,
-                        t_count, h, eps);
-    const cpu::Activation act =
-        c_.hidden_act == "gelu" ? cpu::Activation::kGeluErf : cpu::Activation::kGeluTanh;
+    const Tensor x = ctx.ws.F32(kHidden, {num_tokens, h});
+    const Tensor scratch = ctx.ws.F32(kScratch, {num_tokens, h});
+    const Tensor qkv = ctx.ws.F32(kQkv, {num_tokens, 3 * h});
+    const Tensor attended = ctx.ws.F32(kAttended, {num_tokens, h});
+    const Tensor inter = ctx.ws.F32(kIntermediate, {num_tokens, c_.intermediate});
+    const ops::EmbeddingTables tables{
+        word_,     position_.Rows(c_.position_offset, c_.max_position_embeddings),
+        type_,     emb_ln_g_,
+        emb_ln_b_, eps};
+    ops::Embedding(exec, ctx.token_ids, ctx.positions, ctx.token_type_ids, tables, x);
+    const ops::Epilogue act =
+        c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf : ops::Epilogue::kGeluTanh;
     for (const Layer& l : layers_) {
-      cpu::Linear(ctx.pool, x, l.qkv_w, l.qkv_b, ws.qkv.data(), t_count);
-      ctx.attention.Run(ctx.plan, ws.qkv.data(), 3 * h, ws.qkv.data() + h, ws.qkv.data() + 2 * h,
-                        3 * h, ws.ctx.data(), ctx.pool);
-      cpu::LinearAddLayerNorm(ctx.pool, ws.ctx.data(), l.o_w, l.o_b, x, l.ln1_g, l.ln1_b,
-                              ws.y.data(), t_count, eps);
-      cpu::Linear(ctx.pool, x, l.i_w, l.i_b, ws.inter.data(), t_count, act);
-      cpu::LinearAddLayerNorm(ctx.pool, ws.inter.data(), l.out_w, l.out_b, x, l.ln2_g, l.ln2_b,
-                              ws.y.data(), t_count, eps);
+      ops::Linear(exec, x, l.qkv, qkv);
+      ops::Attention(exec, ctx.attention, ctx.plan, qkv.Columns(0, h), qkv.Columns(h, 2 * h),
+                     qkv.Columns(2 * h, 3 * h), attended);
+      ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch);
+      ops::Linear(exec, x, l.intermediate, inter, act);
+      ops::LinearAddLayerNorm(exec, inter, l.out, x, l.ln2_g, l.ln2_b, eps, scratch);
     }
+    return x;
   }
 
-  void Score(const ForwardContext& ctx, const std::vector<float>& hidden,
-             std::vector<float>& scores) const override {
-    const int64_t s_count = ctx.batch.num_seqs();
-    const int64_t h = c_.hidden;
-    std::vector<float> cls(static_cast<size_t>(s_count * h)), dense(cls.size());
-    for (int64_t s = 0; s < s_count; ++s) {
-      const float* row = hidden.data() + static_cast<int64_t>(ctx.batch.cu_seqlens[s]) * h;
-      std::copy(row, row + h, cls.begin() + s * h);
-    }
-    cpu::Linear(cls.data(), head_dense_w_, head_dense_b_, dense.data(), s_count, h, h);
-    cpu::Tanh(dense.data(), s_count * h);
-    scores.resize(static_cast<size_t>(s_count * c_.num_labels));
-    cpu::Linear(dense.data(), head_out_w_, head_out_b_, scores.data(), s_count, c_.num_labels, h);
+  void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const override {
+    const int64_t num_seqs = ctx.seq_bounds.dim(0);
+    const Tensor cls = ctx.ws.F32(kCls, {num_seqs, c_.hidden});
+    const Tensor dense = ctx.ws.F32(kDense, {num_seqs, c_.hidden});
+    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::Pooling::kCls, cls);
+    ops::ClassifierHead(ctx.exec, cls, head_dense_, head_out_, dense, scores);
   }
 
  private:
+  enum Slot { kHidden, kScratch, kQkv, kAttended, kIntermediate, kCls, kDense };
   struct Layer {
-    cpu::PackedWeights qkv_w, o_w, i_w, out_w;
-    const float *qkv_b, *o_b, *ln1_g, *ln1_b, *i_b, *out_b, *ln2_g, *ln2_b;
+    ops::LinearWeights qkv, o, intermediate, out;
+    Tensor ln1_g, ln1_b, ln2_g, ln2_b;
   };
-  ModelConfig config_;
   BertConfig c_;
-  const float *word_, *position_, *type_, *emb_ln_g_, *emb_ln_b_;
+  Tensor word_, position_, type_, emb_ln_g_, emb_ln_b_;
   std::vector<Layer> layers_;
-  const float* head_dense_w_ = nullptr;
-  const float* head_dense_b_ = nullptr;
-  const float* head_out_w_ = nullptr;
-  const float* head_out_b_ = nullptr;
+  ops::LinearWeights head_dense_, head_out_;
 };
+
+template <bool kRoberta, Head kHead>
+absl::StatusOr<std::unique_ptr<Model>> MakeBert(const ModelArgs& args) {
+  QUIVER_ASSIGN_OR_RETURN(BertConfig config, ParseBertConfig(args.config, kRoberta, kHead));
+  auto model = std::make_unique<BertModel>(config, kHead, args.weights);
+  if (!args.weights.status().ok()) return args.weights.status();
+  return model;
+}
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> MakeBertModel(const ModelFolder& folder, Weights& weights) {
-  return std::make_unique<BertModel>(folder.config, weights);
+void RegisterBertModels(ModelRegistry& registry) {
+  registry.Add({"BertModel", "bert.", MakeBert<false, Head::kNone>});
+  registry.Add({"BertForSequenceClassification", "bert.", MakeBert<false, Head::kBertClassifier>});
+  registry.Add({"RobertaModel", "roberta.", MakeBert<true, Head::kNone>});
+  registry.Add({"XLMRobertaModel", "roberta.", MakeBert<true, Head::kNone>});
+  registry.Add(
+      {"RobertaForSequenceClassification", "roberta.", MakeBert<true, Head::kRobertaClassifier>});
+  registry.Add({"XLMRobertaForSequenceClassification", "roberta.",
+                MakeBert<true, Head::kRobertaClassifier>});
 }
 
 }  // namespace quiver::engine

@@ -1,67 +1,101 @@
-// A model wires shared layers (kernels/cpu) over its weights. Built once at load; Forward is
-// called by the engine's compute thread only (one batch at a time), with a workspace whose
-// buffers are reused across batches.
+// A model: one architecture's forward pass over the ops layer (engine/ops), on one device. Each
+// architecture lives in one file, engine/models/<arch>.cc, which parses its part of config.json,
+// declares every weight once through the WeightLoader (name + shape -> the handle its forward
+// pass reads) and registers its factory in models/registry.cc. Model files call ops:: only,
+// never a kernel (tests/check_layers.py).
+//
+// Built once at load and immutable after; Forward and Score are called by the engine's compute
+// thread only (one batch at a time), with a workspace whose buffers are reused across batches.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/attention.h"
-#include "engine/batch.h"
-#include "engine/model_folder.h"
-#include "engine/runtime/thread_pool.h"
-#include "engine/runtime/weights.h"
+#include "common/json.h"
+#include "engine/attention/backend.h"
+#include "engine/base/attention_plan.h"
+#include "engine/base/exec_context.h"
+#include "engine/base/tensor.h"
+#include "engine/base/workspace.h"
+#include "engine/loader/pooling_config.h"
+#include "engine/loader/weight_loader.h"
 
 namespace quiver::engine {
 
-// Scratch buffers for one forward pass; grown on demand, never shrunk, so that a steady stream
-// of batches allocates nothing but its outputs.
-struct Workspace {
-  std::vector<float> hidden, y, qkv, ctx, inter, act, pooled;
-  std::vector<int32_t> positions;
-};
-
-struct ForwardContext {
-  const RaggedBatch& batch;
-  const std::vector<int32_t>& positions;  // [num_tokens], position of each token in its sequence
-  const AttentionPlan& plan;              // built once per batch
-  const AttentionBackend& attention;
-  ThreadPool& pool;
-  Workspace& ws;
+// What the rest of the engine, the worker and the gateway need to know of a model, from its
+// config: no caller ever switches on the architecture.
+struct ModelInfo {
+  std::string family;  // "bert", "qwen3": the attention table's key (attention/table.h)
+  int64_t hidden_size = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  bool causal = false;
+  int64_t vocab_size = 0;
+  int64_t type_vocab_size = 1;   // token type ids must be below this (1: only zeros)
+  int64_t max_input_tokens = 0;  // the longest input the position table allows
+  int64_t num_labels = 0;        // 0 for embedding models; scores per sequence for scorers
+  // Scores as logit("yes") - logit("no") at the last token (Qwen3-Reranker style): needs
+  // ModelOptions' token ids, and the gateway wraps pairs in the reranker's prompt.
+  bool yes_no_reranker = false;
+  // Pooling when the folder has no sentence-transformers Pooling module.
+  PoolingMode default_pooling = PoolingMode::kCls;
+  // The config values the model read, by config.json's names, for the start-up log and tests.
+  std::vector<std::pair<std::string, std::string>> settings;
 };
 
 struct ModelOptions {
-  // Qwen3 rerankers: the vocabulary ids of "yes" and "no" (from the tokenizer).
+  // Yes/no rerankers: the vocabulary ids of "yes" and "no" (from the tokenizer).
   std::optional<int32_t> yes_token_id, no_token_id;
+};
+
+// One batch as the forward pass sees it: device tensors planned once (runtime/plan.h).
+struct ForwardContext {
+  const ExecContext& exec;
+  Tensor token_ids;       // i32 [num_tokens]
+  Tensor token_type_ids;  // i32 [num_tokens], or empty for all zeros
+  Tensor positions;       // i32 [num_tokens], each token's position in its sequence
+  Tensor seq_bounds;      // i32 [num_seqs, 2] (begin, end) of the batch's real sequences, host
+  const AttentionPlan& plan;
+  const AttentionBackend& attention;
+  Workspace& ws;
+
+  int64_t num_tokens() const { return token_ids.dim(0); }
 };
 
 class Model {
  public:
   virtual ~Model() = default;
-  virtual std::string_view family() const = 0;  // "bert", "qwen3": the attention table's key
-  virtual bool causal() const = 0;
-  virtual int64_t hidden_size() const = 0;
-  virtual int64_t num_heads() const = 0;
-  virtual int64_t num_kv_heads() const = 0;
-  virtual int64_t head_dim() const = 0;
-  // 0 for embedding models; the number of scores per sequence for scoring models.
-  virtual int64_t num_labels() const { return 0; }
+  const ModelInfo& info() const { return info_; }
   // Model FLOPs per token in a sequence of `seq_len` tokens: 2 per weight of every Linear, and
   // attention's two products (what a benchmark divides by to compare with a GEMM rate).
   virtual double FlopsPerToken(int64_t seq_len) const = 0;
-  // Final hidden states, [num_tokens, hidden], into `hidden`.
-  virtual void Forward(const ForwardContext& ctx, std::vector<float>& hidden) const = 0;
-  // Scores [num_seqs, num_labels] from the final hidden states (scoring models only).
-  virtual void Score(const ForwardContext& ctx, const std::vector<float>& hidden,
-                     std::vector<float>& scores) const;
+  // The final hidden states f32 [num_tokens, hidden] on the device, in ctx.ws (valid until the
+  // workspace is used again).
+  virtual Tensor Forward(const ForwardContext& ctx) const = 0;
+  // Scores f32 [num_seqs, num_labels] of the real sequences from the final hidden states
+  // (scoring models only).
+  virtual void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const;
+
+ protected:
+  ModelInfo info_;
 };
 
-absl::StatusOr<std::unique_ptr<Model>> MakeBertModel(const ModelFolder& folder, Weights& weights);
-absl::StatusOr<std::unique_ptr<Model>> MakeQwen3Model(const ModelFolder& folder, Weights& weights,
-                                                      const ModelOptions& options);
+struct ModelArgs {
+  std::string_view architecture;  // config.json's "architectures"[0]
+  const JsonValue& config;        // config.json
+  WeightLoader& weights;          // declare every weight here (kCheck or kPrepare)
+  const ModelOptions& options;
+};
+
+// An architecture's factory: INVALID_ARGUMENT naming the config field that is missing or wrong,
+// or the weight loader's status when a declared weight does not match the checkpoint.
+using ModelFactory = absl::StatusOr<std::unique_ptr<Model>> (*)(const ModelArgs& args);
 
 }  // namespace quiver::engine

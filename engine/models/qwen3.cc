@@ -1,165 +1,240 @@
-// Qwen3 family: pre-norm decoder layers (RMSNorm, q/k norm, rotary, GQA, gated SiLU MLP).
-// Causal with last-token pooling (Qwen3-Embedding), bidirectional with mean pooling
+// Qwen3 family: pre-norm decoder layers (RMSNorm, per-head q/k norm, rotary, GQA, gated SiLU
+// MLP). Causal with last-token pooling (Qwen3-Embedding), bidirectional with mean pooling
 // (pplx-embed style), and the reranker score: logit("yes") - logit("no") at the last token from
 // two rows of the LM head, never the whole vocabulary.
-#include <cmath>
+#include <string>
 
+#include "common/status.h"
 #include "common/strings.h"
-#include "engine/kernels/cpu/kernels.h"
-#include "engine/models/model.h"
+#include "engine/models/registry.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/heads.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/pooling.h"
+#include "engine/ops/rotary.h"
 
 namespace quiver::engine {
 namespace {
 
+struct Qwen3Config {
+  int64_t vocab_size = 0;
+  int64_t hidden = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t intermediate = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 1e6;
+  bool attention_bias = false;
+  bool tie_word_embeddings = false;
+  bool bidirectional = false;  // config "use_bidirectional_attention" or "is_causal": false
+};
+
+absl::Status Positive(std::string_view field, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat("field '", field, "' must be positive, got ", value));
+}
+
+absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json) {
+  Qwen3Config c;
+  QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "num_attention_heads"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_kv_heads, JsonInt(json, "num_key_value_heads", c.num_heads));
+  QUIVER_RETURN_IF_ERROR(Positive("hidden_size", c.hidden));
+  QUIVER_RETURN_IF_ERROR(Positive("num_attention_heads", c.num_heads));
+  QUIVER_ASSIGN_OR_RETURN(c.head_dim, JsonInt(json, "head_dim", c.hidden / c.num_heads));
+  QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "intermediate_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings, JsonInt(json, "max_position_embeddings"));
+  QUIVER_ASSIGN_OR_RETURN(c.rms_norm_eps, JsonDouble(json, "rms_norm_eps", 1e-6));
+  // transformers 5 moved rope_theta under rope_parameters; accept both spellings.
+  double rope_theta = 1e6;
+  if (const JsonValue* rope = json.Find("rope_parameters"); rope && rope->is_object()) {
+    QUIVER_ASSIGN_OR_RETURN(rope_theta, JsonDouble(*rope, "rope_theta", rope_theta));
+  }
+  QUIVER_ASSIGN_OR_RETURN(c.rope_theta, JsonDouble(json, "rope_theta", rope_theta));
+  QUIVER_ASSIGN_OR_RETURN(c.attention_bias, JsonBool(json, "attention_bias", false));
+  QUIVER_ASSIGN_OR_RETURN(c.tie_word_embeddings, JsonBool(json, "tie_word_embeddings", false));
+  QUIVER_ASSIGN_OR_RETURN(bool bidirectional, JsonBool(json, "use_bidirectional_attention", false));
+  QUIVER_ASSIGN_OR_RETURN(bool is_causal, JsonBool(json, "is_causal", true));
+  c.bidirectional = bidirectional || !is_causal;
+  QUIVER_RETURN_IF_ERROR(Positive("vocab_size", c.vocab_size));
+  QUIVER_RETURN_IF_ERROR(Positive("num_hidden_layers", c.num_layers));
+  QUIVER_RETURN_IF_ERROR(Positive("num_key_value_heads", c.num_kv_heads));
+  QUIVER_RETURN_IF_ERROR(Positive("head_dim", c.head_dim));
+  QUIVER_RETURN_IF_ERROR(Positive("intermediate_size", c.intermediate));
+  QUIVER_RETURN_IF_ERROR(Positive("max_position_embeddings", c.max_position_embeddings));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return absl::InvalidArgumentError(StrCat("num_attention_heads ", c.num_heads,
+                                             " is not a multiple of num_key_value_heads ",
+                                             c.num_kv_heads));
+  }
+  if (c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(StrCat("head_dim ", c.head_dim, " must be even for rotary"));
+  }
+  return c;
+}
+
 class Qwen3Model final : public Model {
  public:
-  Qwen3Model(const ModelConfig& config, Weights& w, const ModelOptions& options)
-      : c_(config.qwen3()), q_dim_(c_.num_heads * c_.head_dim),
-        kv_dim_(c_.num_kv_heads * c_.head_dim) {
-    embed_ = w.Get("embed_tokens.weight");
+  Qwen3Model(const Qwen3Config& c, bool reranker, WeightLoader& w, const ModelOptions& options)
+      : c_(c), q_dim_(c.num_heads * c.head_dim), kv_dim_(c.num_kv_heads * c.head_dim) {
+    const int64_t h = c_.hidden, inter = c_.intermediate;
+    const bool bias = c_.attention_bias;
+    embed_ = w.Get("embed_tokens.weight", {c_.vocab_size, h});
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = StrCat("layers.", i, ".");
       Layer l;
-      l.in_norm = w.Get(p + "input_layernorm.weight");
-      const int64_t h = c_.hidden, inter = c_.intermediate;
-      l.qkv_w = cpu::PackedWeights(w.Concat(p + "qkv.weight", {p + "self_attn.q_proj.weight",
-                                                               p + "self_attn.k_proj.weight",
-                                                               p + "self_attn.v_proj.weight"}),
-                                   q_dim_ + 2 * kv_dim_, h);
-      l.qkv_b = c_.attention_bias
-                    ? w.Concat(p + "qkv.bias", {p + "self_attn.q_proj.bias",
-                                                p + "self_attn.k_proj.bias",
-                                                p + "self_attn.v_proj.bias"})
-                    : nullptr;
-      l.o_w = cpu::PackedWeights(w.Get(p + "self_attn.o_proj.weight"), h, q_dim_);
-      l.o_b = c_.attention_bias ? w.Get(p + "self_attn.o_proj.bias") : nullptr;
-      l.q_norm = w.Get(p + "self_attn.q_norm.weight");
-      l.k_norm = w.Get(p + "self_attn.k_norm.weight");
-      l.post_norm = w.Get(p + "post_attention_layernorm.weight");
-      l.gate_up_w = cpu::PackedWeights(
-          w.Concat(p + "mlp.gate_up.weight", {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}),
-          2 * inter, h);
-      l.down_w = cpu::PackedWeights(w.Get(p + "mlp.down_proj.weight"), h, inter);
+      l.in_norm = w.Get(p + "input_layernorm.weight", {h});
+      l.qkv =
+          w.FusedLinear({p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
+                        {q_dim_, kv_dim_, kv_dim_}, h, bias);
+      l.o = w.Linear(p + "self_attn.o_proj", h, q_dim_, bias);
+      l.q_norm = w.Get(p + "self_attn.q_norm.weight", {c_.head_dim});
+      l.k_norm = w.Get(p + "self_attn.k_norm.weight", {c_.head_dim});
+      l.post_norm = w.Get(p + "post_attention_layernorm.weight", {h});
+      l.gate_up = w.FusedLinear({p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter, inter}, h, false);
+      l.down = w.Linear(p + "mlp.down_proj", h, inter, false);
       layers_.push_back(std::move(l));
     }
-    norm_ = w.Get("norm.weight");
-    if (config.architecture == Architecture::kQwen3ForCausalLM) {
-      const float* lm = c_.tie_word_embeddings ? embed_ : w.Get("lm_head.weight");
-      yes_row_ = lm + static_cast<int64_t>(*options.yes_token_id) * c_.hidden;
-      no_row_ = lm + static_cast<int64_t>(*options.no_token_id) * c_.hidden;
+    norm_ = w.Get("norm.weight", {h});
+    if (reranker) {
+      lm_head_ = c_.tie_word_embeddings
+                     ? embed_
+                     : w.Get("lm_head.weight", {c_.vocab_size, h}, WeightLoader::Scope::kHead);
+      yes_id_ = options.yes_token_id.value_or(0);
+      no_id_ = options.no_token_id.value_or(0);
     }
+    info_.family = "qwen3";
+    info_.hidden_size = h;
+    info_.num_heads = c_.num_heads;
+    info_.num_kv_heads = c_.num_kv_heads;
+    info_.head_dim = c_.head_dim;
+    info_.causal = !c_.bidirectional;
+    info_.vocab_size = c_.vocab_size;
+    info_.type_vocab_size = 1;
+    info_.max_input_tokens = c_.max_position_embeddings;
+    info_.num_labels = reranker ? 1 : 0;
+    info_.yes_no_reranker = reranker;
+    info_.default_pooling = c_.bidirectional ? PoolingMode::kMean : PoolingMode::kLastToken;
+    info_.settings = {
+        {"hidden_size", StrCat(h)},
+        {"num_hidden_layers", StrCat(c_.num_layers)},
+        {"num_attention_heads", StrCat(c_.num_heads)},
+        {"num_key_value_heads", StrCat(c_.num_kv_heads)},
+        {"head_dim", StrCat(c_.head_dim)},
+        {"intermediate_size", StrCat(inter)},
+        {"vocab_size", StrCat(c_.vocab_size)},
+        {"max_position_embeddings", StrCat(c_.max_position_embeddings)},
+        {"rms_norm_eps", fmt::format("{}", c_.rms_norm_eps)},
+        {"rope_theta", fmt::format("{}", c_.rope_theta)},
+        {"attention_bias", c_.attention_bias ? "true" : "false"},
+        {"tie_word_embeddings", c_.tie_word_embeddings ? "true" : "false"},
+        {"bidirectional", c_.bidirectional ? "true" : "false"},
+    };
   }
-
-  std::string_view family() const override { return "qwen3"; }
-  bool causal() const override { return !c_.bidirectional; }
-  int64_t hidden_size() const override { return c_.hidden; }
-  int64_t num_heads() const override { return c_.num_heads; }
-  int64_t num_kv_heads() const override { return c_.num_kv_heads; }
-  int64_t head_dim() const override { return c_.head_dim; }
-  int64_t num_labels() const override { return yes_row_ ? 1 : 0; }
 
   double FlopsPerToken(int64_t seq_len) const override {
     const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
     const double q = static_cast<double>(q_dim_), kv = static_cast<double>(kv_dim_);
     // Causal (or not): a token attends to (len + 1) / 2 keys on average, else to len.
-    const double keys = causal() ? (seq_len + 1) / 2.0 : static_cast<double>(seq_len);
+    const double keys = info_.causal ? (seq_len + 1) / 2.0 : static_cast<double>(seq_len);
     const double per_layer = 2.0 * (h * (q + 2 * kv) + q * h + 3 * h * inter) + 4.0 * keys * q;
     return per_layer * static_cast<double>(c_.num_layers);
   }
 
-  void Forward(const ForwardContext& ctx, std::vector<float>& hidden) const override {
-    const int64_t t_count = ctx.batch.num_tokens();
+  Tensor Forward(const ForwardContext& ctx) const override {
+    const ExecContext& exec = ctx.exec;
+    const int64_t num_tokens = ctx.num_tokens();
     const int64_t h = c_.hidden;
-    const int64_t qkv_width = q_dim_ + 2 * kv_dim_;
     const float eps = static_cast<float>(c_.rms_norm_eps);
-    Workspace& ws = ctx.ws;
-    hidden.resize(static_cast<size_t>(t_count * h));
-    ws.y.resize(hidden.size());
-    ws.qkv.resize(static_cast<size_t>(t_count * qkv_width));
-    ws.ctx.resize(static_cast<size_t>(t_count * q_dim_));
-    ws.inter.resize(static_cast<size_t>(t_count * 2 * c_.intermediate));
-    ws.act.resize(static_cast<size_t>(t_count * c_.intermediate));
-    float* x = hidden.data();
-    for (int64_t t = 0; t < t_count; ++t) {
-      const float* e = embed_ + static_cast<int64_t>(ctx.batch.token_ids[t]) * h;
-      std::copy(e, e + h, x + t * h);
+    // x is the residual stream; y the normed input of each block, then its output.
+    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, h});
+    const Tensor y = ctx.ws.F32(kNormed, {num_tokens, h});
+    const Tensor qkv = ctx.ws.F32(kQkv, {num_tokens, q_dim_ + 2 * kv_dim_});
+    const Tensor attended = ctx.ws.F32(kAttended, {num_tokens, q_dim_});
+    const Tensor gate_up = ctx.ws.F32(kGateUp, {num_tokens, 2 * c_.intermediate});
+    const Tensor act = ctx.ws.F32(kAct, {num_tokens, c_.intermediate});
+    const Tensor q = qkv.Columns(0, q_dim_);
+    const Tensor k = qkv.Columns(q_dim_, q_dim_ + kv_dim_);
+    const Tensor v = qkv.Columns(q_dim_ + kv_dim_, q_dim_ + 2 * kv_dim_);
+    ops::Embedding(exec, ctx.token_ids, {}, {}, ops::EmbeddingTables{embed_}, x);
+    ops::RmsNorm(exec, x, layers_.front().in_norm, eps, y);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      ops::Linear(exec, y, l.qkv, qkv);
+      ops::HeadRmsNorm(exec, q, c_.num_heads, l.q_norm, eps);  // before rotary, as Qwen3 does
+      ops::HeadRmsNorm(exec, k, c_.num_kv_heads, l.k_norm, eps);
+      ops::Rotary(exec, q, ctx.positions, c_.num_heads, c_.head_dim, c_.rope_theta,
+                  ops::RotaryLayout::kNeox);
+      ops::Rotary(exec, k, ctx.positions, c_.num_kv_heads, c_.head_dim, c_.rope_theta,
+                  ops::RotaryLayout::kNeox);
+      ops::Attention(exec, ctx.attention, ctx.plan, q, k, v, attended);
+      ops::Linear(exec, attended, l.o, y);
+      ops::AddRmsNorm(exec, x, y, l.post_norm, eps);
+      ops::Linear(exec, y, l.gate_up, gate_up);
+      ops::SiluMul(exec, gate_up, act);
+      ops::Linear(exec, act, l.down, y);
+      // The residual add, then the next block's input norm (the final norm after the last).
+      ops::AddRmsNorm(exec, x, y, i + 1 < layers_.size() ? layers_[i + 1].in_norm : norm_, eps);
     }
-    for (const Layer& l : layers_) {
-      cpu::RmsNorm(x, l.in_norm, ws.y.data(), t_count, h, eps);
-      cpu::Linear(ctx.pool, ws.y.data(), l.qkv_w, l.qkv_b, ws.qkv.data(), t_count);
-      for (int64_t t = 0; t < t_count; ++t) {  // per-head RMSNorm of q and k, before rotary
-        float* row = ws.qkv.data() + t * qkv_width;
-        cpu::RmsNorm(row, l.q_norm, row, c_.num_heads, c_.head_dim, eps);
-        cpu::RmsNorm(row + q_dim_, l.k_norm, row + q_dim_, c_.num_kv_heads, c_.head_dim, eps);
-      }
-      cpu::Rotary(ws.qkv.data(), ctx.positions.data(), t_count, c_.num_heads, c_.head_dim,
-                  qkv_width, c_.rope_theta);
-      cpu::Rotary(ws.qkv.data() + q_dim_, ctx.positions.data(), t_count, c_.num_kv_heads,
-                  c_.head_dim, qkv_width, c_.rope_theta);
-      ctx.attention.Run(ctx.plan, ws.qkv.data(), qkv_width, ws.qkv.data() + q_dim_,
-                        ws.qkv.data() + q_dim_ + kv_dim_, qkv_width, ws.ctx.data(), ctx.pool);
-      cpu::Linear(ctx.pool, ws.ctx.data(), l.o_w, l.o_b, ws.y.data(), t_count);
-      cpu::Add(x, ws.y.data(), t_count * h);
-      cpu::RmsNorm(x, l.post_norm, ws.y.data(), t_count, h, eps);
-      cpu::Linear(ctx.pool, ws.y.data(), l.gate_up_w, nullptr, ws.inter.data(), t_count);
-      cpu::SiluMul(ws.inter.data(), ws.act.data(), t_count, c_.intermediate);
-      cpu::Linear(ctx.pool, ws.act.data(), l.down_w, nullptr, ws.y.data(), t_count);
-      cpu::Add(x, ws.y.data(), t_count * h);
-    }
-    cpu::RmsNorm(x, norm_, x, t_count, h, eps);
+    return y;
   }
 
-  void Score(const ForwardContext& ctx, const std::vector<float>& hidden,
-             std::vector<float>& scores) const override {
-    const int64_t s_count = ctx.batch.num_seqs();
-    const int64_t h = c_.hidden;
-    scores.resize(static_cast<size_t>(s_count));
-    for (int64_t s = 0; s < s_count; ++s) {
-      const float* last = hidden.data() + static_cast<int64_t>(ctx.batch.cu_seqlens[s + 1] - 1) * h;
-      float yes = 0.0f, no = 0.0f;
-      for (int64_t j = 0; j < h; ++j) {
-        yes += last[j] * yes_row_[j];
-        no += last[j] * no_row_[j];
-      }
-      scores[s] = yes - no;
-    }
+  void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const override {
+    const int64_t num_seqs = ctx.seq_bounds.dim(0);
+    const Tensor last = ctx.ws.F32(kLast, {num_seqs, c_.hidden});
+    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::Pooling::kLastToken, last);
+    ops::LogitDifference(ctx.exec, last, lm_head_.Rows(yes_id_, yes_id_ + 1).Reshape({c_.hidden}),
+                         lm_head_.Rows(no_id_, no_id_ + 1).Reshape({c_.hidden}), scores);
   }
 
  private:
+  enum Slot { kResidual, kNormed, kQkv, kAttended, kGateUp, kAct, kLast };
   struct Layer {
-    cpu::PackedWeights qkv_w, o_w, gate_up_w, down_w;
-    const float *in_norm, *qkv_b, *o_b, *q_norm, *k_norm, *post_norm;
+    ops::LinearWeights qkv, o, gate_up, down;
+    Tensor in_norm, q_norm, k_norm, post_norm;
   };
   Qwen3Config c_;
   int64_t q_dim_, kv_dim_;
-  const float* embed_;
-  const float* norm_;
+  Tensor embed_, norm_, lm_head_;
   std::vector<Layer> layers_;
-  const float* yes_row_ = nullptr;
-  const float* no_row_ = nullptr;
+  int64_t yes_id_ = 0, no_id_ = 0;
 };
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Model>> MakeQwen3Model(const ModelFolder& folder, Weights& weights,
-                                                      const ModelOptions& options) {
-  const Qwen3Config& c = folder.config.qwen3();
-  if (folder.config.architecture == Architecture::kQwen3ForCausalLM) {
-    if (!options.yes_token_id || !options.no_token_id) {
-      return absl::InvalidArgumentError(
-          "Qwen3ForCausalLM is served as a reranker and needs the ids of \"yes\" and \"no\"");
+template <bool kReranker>
+absl::StatusOr<std::unique_ptr<Model>> MakeQwen3(const ModelArgs& args) {
+  QUIVER_ASSIGN_OR_RETURN(Qwen3Config config, ParseQwen3Config(args.config));
+  if (kReranker && args.weights.mode() == WeightLoader::Mode::kPrepare) {
+    if (!args.options.yes_token_id || !args.options.no_token_id) {
+      return absl::InvalidArgumentError(StrCat(
+          args.architecture, " is served as a reranker and needs the ids of \"yes\" and \"no\""));
     }
-    for (int32_t id : {*options.yes_token_id, *options.no_token_id}) {
-      if (id < 0 || id >= c.vocab_size) {
-        return absl::InvalidArgumentError(StrCat("reranker token id ", id,
-                                                 " is outside the vocabulary of ", c.vocab_size));
+  }
+  if (kReranker) {
+    for (const std::optional<int32_t>& id : {args.options.yes_token_id, args.options.no_token_id}) {
+      if (id && (*id < 0 || *id >= config.vocab_size)) {
+        return absl::InvalidArgumentError(
+            StrCat("reranker token id ", *id, " is outside the vocabulary of ", config.vocab_size));
       }
     }
   }
-  if (c.head_dim % 2 != 0) {
-    return absl::InvalidArgumentError(StrCat("head_dim ", c.head_dim, " must be even for rotary"));
-  }
-  return std::make_unique<Qwen3Model>(folder.config, weights, options);
+  auto model = std::make_unique<Qwen3Model>(config, kReranker, args.weights, args.options);
+  if (!args.weights.status().ok()) return args.weights.status();
+  return model;
+}
+
+}  // namespace
+
+void RegisterQwen3Models(ModelRegistry& registry) {
+  registry.Add({"Qwen3Model", "model.", MakeQwen3<false>});
+  registry.Add({"Qwen3ForCausalLM", "model.", MakeQwen3<true>});
 }
 
 }  // namespace quiver::engine

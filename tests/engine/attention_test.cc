@@ -7,8 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "engine/attention.h"
-#include "engine/runtime/thread_pool.h"
+#include "engine/attention/registry.h"
+#include "engine/attention/table.h"
+#include "engine/base/thread_pool.h"
 
 namespace quiver::engine {
 namespace {
@@ -34,10 +35,10 @@ std::vector<float> RunBackend(std::string_view name, const Case& c, const std::v
   plan.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const int64_t q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
   std::vector<float> out(static_cast<size_t>(cu.back() * q_width), -1.0f);
-  auto backend = MakeAttentionBackend(name);
+  auto backend = MakeAttentionBackend(Device::kCpu, name);
   EXPECT_TRUE(backend.ok());
-  (*backend)->Run(plan, qkv.data(), stride, qkv.data() + q_width, qkv.data() + q_width + kv_width,
-                  stride, out.data(), pool);
+  (*backend)->Run(ExecContext{Device::kCpu, &pool}, plan, qkv.data(), stride, qkv.data() + q_width,
+                  qkv.data() + q_width + kv_width, stride, out.data());
   return out;
 }
 
@@ -76,10 +77,21 @@ TEST(AttentionBackendsTest, AgreeWithTheReferenceLoop) {
 TEST(AttentionBackendsTest, TableChoosesKnownBackends) {
   for (const char* family : {"bert", "qwen3"}) {
     for (int64_t len : {1, 128, 512, 513, 32768}) {
-      EXPECT_TRUE(MakeAttentionBackend(ChooseAttentionBackend(family, len)).ok());
+      EXPECT_TRUE(
+          MakeAttentionBackend(Device::kCpu, ChooseAttentionBackend(Device::kCpu, family, len))
+              .ok());
     }
   }
-  EXPECT_FALSE(MakeAttentionBackend("nope").ok());
+  // A family without rows of its own (a new architecture) takes the device's defaults.
+  EXPECT_EQ(ChooseAttentionBackend(Device::kCpu, "some-new-family", 100),
+            ChooseAttentionBackend(Device::kCpu, "bert", 100));
+  EXPECT_FALSE(MakeAttentionBackend(Device::kCpu, "nope").ok());
+  for (std::string_view name : AttentionBackendNames(Device::kCpu)) {
+    auto backend = MakeAttentionBackend(Device::kCpu, name);
+    ASSERT_TRUE(backend.ok()) << name;
+    EXPECT_EQ((*backend)->name(), name);
+    EXPECT_EQ((*backend)->device(), Device::kCpu);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -30,22 +31,37 @@ JsonValue ReadJson(const fs::path& path) {
   return json.ok() ? *json : JsonValue();
 }
 
+// The value the architecture read for a config.json field (ModelInfo::settings).
+std::string Setting(const ModelInfo& info, const std::string& field) {
+  for (const auto& [name, value] : info.settings) {
+    if (name == field) return value;
+  }
+  ADD_FAILURE() << "no setting '" << field << "'";
+  return "";
+}
+
 TEST(DefaultModelTest, ConfigParsesToTheModelsSizes) {
   absl::StatusOr<ModelFolder> folder = LoadModelFolder(kDefaultModel.string());
   ASSERT_TRUE(folder.ok()) << folder.status();
-  const ModelConfig& config = folder->config;
-  EXPECT_EQ(config.architecture, Architecture::kBertModel);
-  ASSERT_TRUE(config.is_bert());
-  // Cross-checked against config.json read independently of ParseModelConfig.
+  EXPECT_EQ(folder->architecture, "BertModel");
+  ASSERT_NE(folder->entry, nullptr);
+  const ModelInfo& info = folder->info;
+  EXPECT_EQ(info.family, "bert");
+  // Cross-checked against config.json read independently of the model file's parser.
   JsonValue raw = ReadJson(kDefaultModel / "config.json");
-  EXPECT_EQ(config.bert().hidden, raw.Find("hidden_size")->as_int());
-  EXPECT_EQ(config.bert().num_layers, raw.Find("num_hidden_layers")->as_int());
-  EXPECT_EQ(config.bert().num_heads, raw.Find("num_attention_heads")->as_int());
-  EXPECT_EQ(config.bert().intermediate, raw.Find("intermediate_size")->as_int());
-  EXPECT_EQ(config.bert().vocab_size, raw.Find("vocab_size")->as_int());
-  EXPECT_EQ(config.bert().max_position_embeddings, raw.Find("max_position_embeddings")->as_int());
-  EXPECT_DOUBLE_EQ(config.bert().layer_norm_eps, raw.Find("layer_norm_eps")->as_double());
-  EXPECT_EQ(config.bert().hidden_act, "gelu");
+  EXPECT_EQ(info.hidden_size, raw.Find("hidden_size")->as_int());
+  EXPECT_EQ(info.num_heads, raw.Find("num_attention_heads")->as_int());
+  EXPECT_EQ(info.vocab_size, raw.Find("vocab_size")->as_int());
+  EXPECT_EQ(info.max_input_tokens, raw.Find("max_position_embeddings")->as_int());
+  EXPECT_EQ(Setting(info, "num_hidden_layers"),
+            std::to_string(raw.Find("num_hidden_layers")->as_int()));
+  EXPECT_EQ(Setting(info, "intermediate_size"),
+            std::to_string(raw.Find("intermediate_size")->as_int()));
+  EXPECT_DOUBLE_EQ(std::stod(Setting(info, "layer_norm_eps")),
+                   raw.Find("layer_norm_eps")->as_double());
+  EXPECT_EQ(Setting(info, "hidden_act"), "gelu");
+  EXPECT_FALSE(info.causal);
+  EXPECT_EQ(info.num_labels, 0);
   // modules.json: Transformer, mean Pooling, Normalize; sentence_bert_config.json: 256.
   EXPECT_EQ(folder->pooling.mode, PoolingMode::kMean);
   EXPECT_TRUE(folder->pooling.normalize);
@@ -73,21 +89,28 @@ TEST(DefaultModelTest, SafetensorsHeaderListsEveryTensorAsTheReferenceReadIt) {
 TEST(DefaultModelTest, EveryDeclaredBertWeightResolves) {
   absl::StatusOr<ModelFolder> folder = LoadModelFolder(kDefaultModel.string());
   ASSERT_TRUE(folder.ok()) << folder.status();
-  const std::vector<WeightDecl> decls = DeclareWeights(folder->config);
   // 5 embedding tensors + 16 per layer; the pooler is not read by a mean-pooled BertModel.
-  EXPECT_EQ(decls.size(), 5u + 16u * 6u);
-  EXPECT_EQ(folder->resolved.size(), decls.size());
-  for (const WeightDecl& decl : decls) {
-    const TensorInfo* info = folder->resolved.at(decl.name);
-    EXPECT_EQ(info->shape, decl.shape) << decl.name;
-    EXPECT_EQ(info->dtype, DType::kF32) << decl.name;
+  EXPECT_EQ(folder->weight_names.size(), 5u + 16u * 6u);
+  for (const std::string& name : folder->weight_names) {
+    const TensorInfo* info = folder->weights.Find(name);
+    ASSERT_NE(info, nullptr) << name;
+    EXPECT_EQ(info->dtype, DType::kF32) << name;
     EXPECT_NE(info->data, nullptr);
+  }
+  // What the checkpoint has but the model does not read: the unused pooler and the position-id
+  // buffer transformers saves.
+  for (const auto& [name, info] : folder->weights.tensors()) {
+    if (std::find(folder->weight_names.begin(), folder->weight_names.end(), name) ==
+        folder->weight_names.end()) {
+      EXPECT_TRUE(name.find("pooler") != std::string::npos || name.ends_with("position_ids"))
+          << name;
+    }
   }
 }
 
 struct TinyCase {
   const char* name;
-  Architecture architecture;
+  const char* architecture;
   PoolingMode pooling;
   bool normalize;
 };
@@ -101,48 +124,49 @@ TEST_P(TinyCheckpointTest, LoadsWithItsDeclaredWeightsAndDtype) {
   const fs::path dir = kFixtures / "tiny" / c.name;
   absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir.string());
   ASSERT_TRUE(folder.ok()) << folder.status();
-  EXPECT_EQ(folder->config.architecture, c.architecture);
+  EXPECT_EQ(folder->architecture, c.architecture);
   EXPECT_EQ(folder->pooling.mode, c.pooling);
   EXPECT_EQ(folder->pooling.normalize, c.normalize);
   // The dtype the golden script stored the weights in.
   JsonValue meta = ReadJson(dir / "reference.meta.json");
   const std::string dtype = meta.Find("dtype")->as_string();
-  EXPECT_EQ(folder->resolved.size(), DeclareWeights(folder->config).size());
-  for (const auto& [name, info] : folder->resolved) {
-    EXPECT_EQ(DTypeName(info->dtype), dtype) << name;
+  EXPECT_FALSE(folder->weight_names.empty());
+  for (const std::string& name : folder->weight_names) {
+    EXPECT_EQ(DTypeName(folder->weights.Find(name)->dtype), dtype) << name;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllArchitectures, TinyCheckpointTest,
     ::testing::Values(
-        TinyCase{"bert_mean", Architecture::kBertModel, PoolingMode::kMean, false},
-        TinyCase{"bert_cross_encoder", Architecture::kBertForSequenceClassification,
-                 PoolingMode::kCls, false},
-        TinyCase{"qwen3_causal_lasttoken", Architecture::kQwen3Model, PoolingMode::kLastToken,
-                 true},
-        TinyCase{"qwen3_bidirectional_mean", Architecture::kQwen3Model, PoolingMode::kMean,
-                 false},
-        TinyCase{"qwen3_reranker", Architecture::kQwen3ForCausalLM, PoolingMode::kLastToken,
-                 false}),
+        TinyCase{"bert_mean", "BertModel", PoolingMode::kMean, false},
+        TinyCase{"bert_cross_encoder", "BertForSequenceClassification", PoolingMode::kCls, false},
+        TinyCase{"qwen3_causal_lasttoken", "Qwen3Model", PoolingMode::kLastToken, true},
+        TinyCase{"qwen3_bidirectional_mean", "Qwen3Model", PoolingMode::kMean, false},
+        TinyCase{"qwen3_reranker", "Qwen3ForCausalLM", PoolingMode::kLastToken, false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
   absl::StatusOr<ModelFolder> bidir =
       LoadModelFolder((kFixtures / "tiny" / "qwen3_bidirectional_mean").string());
   ASSERT_TRUE(bidir.ok()) << bidir.status();
-  EXPECT_TRUE(bidir->config.qwen3().bidirectional);
-  EXPECT_EQ(bidir->config.qwen3().head_dim, 16);  // explicit, not hidden / heads (= 12)
-  EXPECT_DOUBLE_EQ(bidir->config.qwen3().rope_theta, 1e6);  // from rope_parameters
+  EXPECT_EQ(Setting(bidir->info, "bidirectional"), "true");
+  EXPECT_FALSE(bidir->info.causal);
+  EXPECT_EQ(bidir->info.head_dim, 16);  // explicit, not hidden / heads (= 12)
+  EXPECT_DOUBLE_EQ(std::stod(Setting(bidir->info, "rope_theta")), 1e6);  // from rope_parameters
   absl::StatusOr<ModelFolder> reranker =
       LoadModelFolder((kFixtures / "tiny" / "qwen3_reranker").string());
   ASSERT_TRUE(reranker.ok()) << reranker.status();
-  EXPECT_FALSE(reranker->config.qwen3().bidirectional);
-  EXPECT_TRUE(reranker->config.qwen3().tie_word_embeddings);
-  EXPECT_EQ(reranker->resolved.count("lm_head.weight"), 0u);  // tied: read from embed_tokens
+  EXPECT_TRUE(reranker->info.causal);
+  EXPECT_TRUE(reranker->info.yes_no_reranker);
+  EXPECT_EQ(Setting(reranker->info, "tie_word_embeddings"), "true");
+  EXPECT_EQ(
+      std::count(reranker->weight_names.begin(), reranker->weight_names.end(), "lm_head.weight"),
+      0);  // tied: read from embed_tokens
 }
 
-// ---- Malformed folders ---------------------------------------------------------------------------
+// ---- Malformed folders
+// ---------------------------------------------------------------------------
 
 class MalformedFolderTest : public ::testing::Test {
  protected:

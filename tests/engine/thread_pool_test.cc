@@ -2,7 +2,7 @@
 // more than one; a task's exception reaches the caller after the other indices ran; and Rest()
 // (workers sleep at once) neither loses the next job nor leaves work unfinished, whether the next
 // job comes at once or after the workers went to sleep.
-#include "engine/runtime/thread_pool.h"
+#include "engine/base/thread_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -31,7 +31,8 @@ size_t RunOnce(ThreadPool& pool, int64_t n,
     std::lock_guard<std::mutex> lock(mu);
     threads.insert(std::this_thread::get_id());
   });
-  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i;
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i;
   return threads.size();
 }
 

@@ -1,29 +1,17 @@
 #include "engine/kernels/cpu/kernels.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "engine/base/half.h"
+#include "engine/base/thread_pool.h"
 #include "engine/kernels/cpu/vec.h"
-#include "engine/runtime/thread_pool.h"
 
 namespace quiver::engine::cpu {
 
 namespace {
-
-// OpenBLAS switches to a different kernel for small products (M·N·K ≤ 100³ in its small-matrix
-// path, which this Debian build enables), and that kernel sums in a different order. A row's
-// result would then depend on how many other rows share its batch. Padding M past that size
-// makes every row's result independent of the batch around it, so a sequence embeds bit for bit
-// the same alone and in any batch (tests/engine/invariance_test.cc, the worker's byte-for-byte
-// test). Costs a few padded rows only when a batch is tiny.
-constexpr double kSmallProduct = 100.0 * 100.0 * 100.0;
-
-int64_t MinRows(int64_t n, int64_t k) {
-  return std::max<int64_t>(4, static_cast<int64_t>(kSmallProduct / (double(n) * double(k))) + 1);
-}
 
 // How a product is cut into tasks. Rows in blocks of at most 256 (the block's output stays in
 // cache for its epilogue); with enough of them (four per thread or more), whole rows per tile, a
@@ -84,53 +72,43 @@ inline void NormalizeRow(float* row, const float* gamma, const float* beta, int6
   for (int64_t j = 0; j < n; ++j) row[j] = (row[j] - mean) * inv * gamma[j] + beta[j];
 }
 
-void Activate(float* row, int64_t n, Activation act) {
-  switch (act) {
-    case Activation::kNone: break;
-    case Activation::kGeluErf: vec::GeluErf(row, n); break;
-    case Activation::kGeluTanh: vec::GeluTanh(row, n); break;
+// The epilogue of one tile of y (rows [r0, r0 + rows), columns [c0, c0 + cols), row stride n).
+void ApplyEpilogue(float* y, const float* residual, int64_t n, int64_t r0, int64_t rows, int64_t c0,
+                   int64_t cols, Epilogue epilogue) {
+  switch (epilogue) {
+    case Epilogue::kNone:
+      return;
+    case Epilogue::kGeluErf:
+      for (int64_t r = r0; r < r0 + rows; ++r) vec::GeluErf(y + r * n + c0, cols);
+      return;
+    case Epilogue::kGeluTanh:
+      for (int64_t r = r0; r < r0 + rows; ++r) vec::GeluTanh(y + r * n + c0, cols);
+      return;
+    case Epilogue::kResidual:
+      for (int64_t r = r0; r < r0 + rows; ++r) {
+        float* dst = y + r * n + c0;
+        const float* add = residual + r * n + c0;
+        for (int64_t j = 0; j < cols; ++j) dst[j] += add[j];
+      }
+      return;
   }
 }
 
 }  // namespace
 
-void Linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,
-            int64_t k) {
-  if (m == 0) return;
-  const int64_t min_rows = MinRows(n, k);
-  if (m < min_rows) {
-    thread_local std::vector<float> x_pad, y_pad;
-    x_pad.assign(static_cast<size_t>(min_rows * k), 0.0f);
-    std::copy(x, x + m * k, x_pad.begin());
-    y_pad.resize(static_cast<size_t>(min_rows * n));
-    Linear(x_pad.data(), w, bias, y_pad.data(), min_rows, n, k);
-    std::copy(y_pad.begin(), y_pad.begin() + m * n, y);
-    return;
-  }
-  float beta = 0.0f;
-  if (bias != nullptr) {
-    for (int64_t r = 0; r < m; ++r) std::copy_n(bias, n, y + r * n);
-    beta = 1.0f;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k), beta, y,
-              static_cast<int>(n));
-}
-
-void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
-            float* y, int64_t m, Activation act) {
+void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias, float* y,
+            int64_t m, Epilogue epilogue, const float* residual) {
   if (m == 0) return;
   const int64_t n = w.n();
   TiledGemm(pool, SplitProduct(m, n, pool.num_threads()), x, w, bias, y, m,
             [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
-              if (act == Activation::kNone) return;
-              for (int64_t r = r0; r < r0 + rows; ++r) Activate(y + r * n + c0, cols, act);
+              ApplyEpilogue(y, residual, n, r0, rows, c0, cols, epilogue);
             });
 }
 
-void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w,
-                        const float* bias, float* io, const float* gamma, const float* beta,
-                        float* scratch, int64_t m, float eps) {
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
+                        float* io, const float* gamma, const float* beta, float* scratch, int64_t m,
+                        float eps) {
   if (m == 0) return;
   const int64_t n = w.n();
   auto add_norm = [&](int64_t r0, int64_t r1) {
@@ -151,21 +129,49 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w
   ForRowShares(pool, m, add_norm);
 }
 
-void EmbedLayerNorm(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
-                    const int32_t* type_ids, const float* word, const float* position,
-                    const float* type, const float* gamma, const float* beta, float* x,
-                    int64_t m, int64_t n, float eps) {
+void Embedding(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
+               const int32_t* type_ids, const float* word, const float* position, const float* type,
+               const float* gamma, const float* beta, float* x, int64_t m, int64_t n, float eps) {
   ForRowShares(pool, m, [&](int64_t r0, int64_t r1) {
     for (int64_t t = r0; t < r1; ++t) {
       float* row = x + t * n;
       const float* wv = word + static_cast<int64_t>(ids[t]) * n;
-      const float* pv = position + static_cast<int64_t>(positions[t]) * n;
-      if (type != nullptr) {
+      if (position == nullptr && type == nullptr) {
+        std::copy(wv, wv + n, row);
+      } else if (position == nullptr) {
         const float* tv = type + static_cast<int64_t>(type_ids ? type_ids[t] : 0) * n;
-        for (int64_t j = 0; j < n; ++j) row[j] = wv[j] + pv[j] + tv[j];
+        for (int64_t j = 0; j < n; ++j) row[j] = wv[j] + tv[j];
       } else {
-        for (int64_t j = 0; j < n; ++j) row[j] = wv[j] + pv[j];
+        const float* pv = position + static_cast<int64_t>(positions[t]) * n;
+        if (type != nullptr) {
+          const float* tv = type + static_cast<int64_t>(type_ids ? type_ids[t] : 0) * n;
+          for (int64_t j = 0; j < n; ++j) row[j] = wv[j] + pv[j] + tv[j];
+        } else {
+          for (int64_t j = 0; j < n; ++j) row[j] = wv[j] + pv[j];
+        }
       }
+      if (gamma != nullptr) NormalizeRow(row, gamma, beta, n, eps);
+    }
+  });
+}
+
+void LayerNorm(ThreadPool& pool, const float* x, const float* gamma, const float* beta, float* out,
+               int64_t rows, int64_t n, float eps) {
+  ForRowShares(pool, rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (out != x) std::copy(x + r * n, x + (r + 1) * n, out + r * n);
+      NormalizeRow(out + r * n, gamma, beta, n, eps);
+    }
+  });
+}
+
+void AddLayerNorm(ThreadPool& pool, float* io, const float* add, const float* gamma,
+                  const float* beta, int64_t rows, int64_t n, float eps) {
+  ForRowShares(pool, rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = io + r * n;
+      const float* a = add + r * n;
+      for (int64_t j = 0; j < n; ++j) row[j] += a[j];
       NormalizeRow(row, gamma, beta, n, eps);
     }
   });
@@ -182,6 +188,25 @@ void RmsNorm(const float* x, const float* gamma, float* out, int64_t rows, int64
   }
 }
 
+void AddRmsNorm(ThreadPool& pool, float* residual, float* y, const float* gamma, int64_t rows,
+                int64_t n, float eps) {
+  ForRowShares(pool, rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* x = residual + r * n;
+      float* o = y + r * n;
+      for (int64_t j = 0; j < n; ++j) x[j] += o[j];
+      RmsNorm(x, gamma, o, 1, n, eps);
+    }
+  });
+}
+
+void HeadRmsNorm(float* x, const float* gamma, int64_t num_tokens, int64_t heads, int64_t head_dim,
+                 int64_t stride, float eps) {
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    float* row = x + t * stride;
+    RmsNorm(row, gamma, row, heads, head_dim, eps);
+  }
+}
 
 void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -193,13 +218,15 @@ void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter) {
 }
 
 void Tanh(float* x, int64_t n) { vec::Tanh(x, n); }
+void GeluErf(float* x, int64_t n) { vec::GeluErf(x, n); }
+void GeluTanh(float* x, int64_t n) { vec::GeluTanh(x, n); }
 
 void Add(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-void Rotary(float* x, const int32_t* positions, int64_t num_tokens, int64_t heads,
-            int64_t head_dim, int64_t stride, double theta) {
+void Rotary(float* x, const int32_t* positions, int64_t num_tokens, int64_t heads, int64_t head_dim,
+            int64_t stride, double theta, RotaryLayout layout) {
   const int64_t half = head_dim / 2;
   // inv_freq as transformers computes it: 1 / theta^(2i / d), in float32.
   std::vector<float> inv_freq(static_cast<size_t>(half));
@@ -216,12 +243,122 @@ void Rotary(float* x, const int32_t* positions, int64_t num_tokens, int64_t head
     }
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + t * stride + h * head_dim;
-      for (int64_t i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
-        v[i] = a * cos_v[i] - b * sin_v[i];
-        v[i + half] = b * cos_v[i] + a * sin_v[i];
+      if (layout == RotaryLayout::kNeox) {
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half];
+          v[i] = a * cos_v[i] - b * sin_v[i];
+          v[i + half] = b * cos_v[i] + a * sin_v[i];
+        }
+      } else {
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = v[2 * i], b = v[2 * i + 1];
+          v[2 * i] = a * cos_v[i] - b * sin_v[i];
+          v[2 * i + 1] = b * cos_v[i] + a * sin_v[i];
+        }
       }
     }
+  }
+}
+
+void Pool(const float* hidden, const int32_t* bounds, int64_t rows, int64_t n, PoolMode mode,
+          float* out) {
+  for (int64_t s = 0; s < rows; ++s) {
+    const int64_t begin = bounds[2 * s], end = bounds[2 * s + 1];
+    float* dst = out + s * n;
+    switch (mode) {
+      case PoolMode::kFirst:
+      case PoolMode::kLast: {
+        const float* src = hidden + (mode == PoolMode::kFirst ? begin : end - 1) * n;
+        std::copy(src, src + n, dst);
+        break;
+      }
+      case PoolMode::kMean: {
+        std::fill(dst, dst + n, 0.0f);
+        for (int64_t t = begin; t < end; ++t) {
+          const float* src = hidden + t * n;
+          for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+        }
+        const float inv = 1.0f / static_cast<float>(end - begin);
+        for (int64_t j = 0; j < n; ++j) dst[j] *= inv;
+        break;
+      }
+      case PoolMode::kMax: {
+        const float* first = hidden + begin * n;
+        std::copy(first, first + n, dst);
+        for (int64_t t = begin + 1; t < end; ++t) {
+          const float* src = hidden + t * n;
+          for (int64_t j = 0; j < n; ++j) dst[j] = std::max(dst[j], src[j]);
+        }
+        break;
+      }
+    }
+  }
+}
+
+int64_t EncodedRowBytes(Encoding encoding, int64_t dims) {
+  switch (encoding) {
+    case Encoding::kF32:
+      return dims * 4;
+    case Encoding::kF16:
+      return dims * 2;
+    case Encoding::kInt8:
+      return dims;
+    case Encoding::kBinary:
+      return (dims + 7) / 8;
+  }
+  return 0;
+}
+
+void EncodeRows(const float* x, int64_t x_stride, int64_t rows, int64_t dims, bool normalize,
+                Encoding encoding, uint8_t* out) {
+  const int64_t row_bytes = EncodedRowBytes(encoding, dims);
+  std::fill(out, out + rows * row_bytes, uint8_t{0});
+  std::vector<float> row(static_cast<size_t>(dims));
+  for (int64_t s = 0; s < rows; ++s) {
+    std::copy(x + s * x_stride, x + s * x_stride + dims, row.begin());
+    if (normalize) {
+      double norm = 0.0;
+      for (float v : row) norm += static_cast<double>(v) * v;
+      // sentence-transformers / torch.nn.functional.normalize: x / max(||x||, 1e-12)
+      const float inv = 1.0f / static_cast<float>(std::max(std::sqrt(norm), 1e-12));
+      for (float& v : row) v *= inv;
+    }
+    uint8_t* dst = out + s * row_bytes;
+    switch (encoding) {
+      case Encoding::kF32:
+        std::memcpy(dst, row.data(), static_cast<size_t>(row_bytes));
+        break;
+      case Encoding::kF16:
+        for (int64_t j = 0; j < dims; ++j) {
+          const uint16_t half = FloatToHalf(row[j]);
+          std::memcpy(dst + 2 * j, &half, 2);
+        }
+        break;
+      case Encoding::kInt8:
+        for (int64_t j = 0; j < dims; ++j) {
+          const float q = std::round(std::tanh(row[j]) * 127.0f);
+          dst[j] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(q, -128.0f, 127.0f)));
+        }
+        break;
+      case Encoding::kBinary:
+        for (int64_t j = 0; j < dims; ++j) {
+          if (row[j] > 0.0f) dst[j / 8] |= static_cast<uint8_t>(0x80 >> (j % 8));
+        }
+        break;
+    }
+  }
+}
+
+void LogitDifference(const float* hidden, const int32_t* rows, int64_t count, int64_t n,
+                     const float* yes, const float* no, float* scores) {
+  for (int64_t s = 0; s < count; ++s) {
+    const float* last = hidden + static_cast<int64_t>(rows[s]) * n;
+    float yes_logit = 0.0f, no_logit = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      yes_logit += last[j] * yes[j];
+      no_logit += last[j] * no[j];
+    }
+    scores[s] = yes_logit - no_logit;
   }
 }
 

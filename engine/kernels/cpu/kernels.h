@@ -1,7 +1,12 @@
-// CPU kernels: raw pointers and sizes, row-major f32, no tensors, no validation (the callers in
-// models/ check shapes once per batch). Loops are written for the vector units (x86-64-v3: AVX2
-// and FMA, with glibc's vector exp/erf/tanh); parallel ones take the thread pool, and BLAS runs
-// single-threaded inside the pool's tasks so that the two never compete for the cores.
+// CPU kernels: raw pointers and sizes, row-major f32, no tensors, no validation (ops/ checks
+// shapes once per call and dispatches here). Loops are written for the vector units (x86-64-v3:
+// AVX2 and FMA, with glibc's vector exp/erf/tanh); parallel ones take the thread pool. Every
+// product runs on the packed GEMM (gemm.h), never BLAS: BLAS kernels may sum a row differently
+// depending on where it sits in the matrix (OpenBLAS 0.3.21 on AMD Zen 3 did, for the small
+// classifier heads).
+//
+// Every kernel computes an element from its own row only, in a fixed order: a sequence's result
+// never depends on the batch around it (tests/engine/invariance_test.cc).
 #pragma once
 
 #include <cstdint>
@@ -14,43 +19,89 @@ class ThreadPool;
 
 namespace quiver::engine::cpu {
 
-// y[m, n] = x[m, k] · w[n, k]^T (+ bias[n] if non-null), on the calling thread. w is a PyTorch
-// Linear weight.
-void Linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,
-            int64_t k);
+// What runs on each tile of a packed Linear right after its product, while it is in cache.
+enum class Epilogue {
+  kNone,      // y = x · Wᵀ + bias
+  kGeluErf,   // y = gelu_erf(x · Wᵀ + bias)
+  kGeluTanh,  // y = gelu_tanh(x · Wᵀ + bias)
+  kResidual,  // y = (x · Wᵀ + bias) + residual
+};
 
-enum class Activation { kNone, kGeluErf, kGeluTanh };
-
-// y[m, n] = act(x[m, k] · Wᵀ + bias) with W packed at load (gemm.h), spread over the pool in
-// tiles; each tile's activation is applied by the thread that computed it, while the tile is
-// still in its cache.
-void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
-            float* y, int64_t m, Activation act = Activation::kNone);
+// y[m, n] = epilogue(x[m, k] · Wᵀ + bias) with W packed at load (gemm.h), spread over the pool
+// in tiles. `residual` [m, n] is read for Epilogue::kResidual only and must not alias y.
+void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias, float* y,
+            int64_t m, Epilogue epilogue = Epilogue::kNone, const float* residual = nullptr);
 
 // io[m, n] = LayerNorm(io + x · Wᵀ + bias): a post-LN block's output projection, residual and
 // LayerNorm fused per tile of whole rows. `scratch` holds at least [m, n] floats.
-void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w,
-                        const float* bias, float* io, const float* gamma, const float* beta,
-                        float* scratch, int64_t m, float eps);
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
+                        float* io, const float* gamma, const float* beta, float* scratch, int64_t m,
+                        float eps);
 
-// x[m, n] = LayerNorm(word[ids] + position[positions] + type[type_ids]) (type may be null, and
-// type_ids empty for all zeros): BERT's embedding layer, over the pool.
-void EmbedLayerNorm(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
-                    const int32_t* type_ids, const float* word, const float* position,
-                    const float* type, const float* gamma, const float* beta, float* x,
-                    int64_t m, int64_t n, float eps);
+// x[m, n] = word[ids] (+ position[positions] if position is non-null) (+ type[type_ids] if type
+// is non-null; type_ids null means all zeros), over the pool. With gamma non-null the row is
+// then LayerNorm'ed (gamma, beta): BERT's embedding layer in one pass.
+void Embedding(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
+               const int32_t* type_ids, const float* word, const float* position, const float* type,
+               const float* gamma, const float* beta, float* x, int64_t m, int64_t n, float eps);
 
-// out = x / sqrt(mean(x^2) + eps) * gamma (out may alias x).
+// out[rows, n] = LayerNorm(x) (out may alias x), over the pool.
+void LayerNorm(ThreadPool& pool, const float* x, const float* gamma, const float* beta, float* out,
+               int64_t rows, int64_t n, float eps);
+// io[rows, n] = LayerNorm(io + add), over the pool.
+void AddLayerNorm(ThreadPool& pool, float* io, const float* add, const float* gamma,
+                  const float* beta, int64_t rows, int64_t n, float eps);
+
+// out[rows, n] = x / sqrt(mean(x^2) + eps) * gamma (out may alias x), summing in f64, on the
+// calling thread.
 void RmsNorm(const float* x, const float* gamma, float* out, int64_t rows, int64_t n, float eps);
+// residual[rows, n] += y; y = RmsNorm(residual) * gamma: a pre-norm block's residual add and the
+// next norm in one pass, over the pool.
+void AddRmsNorm(ThreadPool& pool, float* residual, float* y, const float* gamma, int64_t rows,
+                int64_t n, float eps);
+// The RmsNorm of each head_dim slice of [num_tokens, heads, head_dim] rows with row stride
+// `stride` floats, in place (per-head q/k norm): gamma [head_dim].
+void HeadRmsNorm(float* x, const float* gamma, int64_t num_tokens, int64_t heads, int64_t head_dim,
+                 int64_t stride, float eps);
 
 // out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j] for a fused [rows, 2 * inter] input.
 void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter);
 void Tanh(float* x, int64_t n);
+void GeluErf(float* x, int64_t n);
+void GeluTanh(float* x, int64_t n);
 void Add(float* x, const float* y, int64_t n);  // x += y
 
-// Rotary position embedding, neox layout (rotate halves), in place on [num_tokens, heads,
-// head_dim] rows with row stride `stride` floats; positions[num_tokens].
-void Rotary(float* x, const int32_t* positions, int64_t num_tokens, int64_t heads,
-            int64_t head_dim, int64_t stride, double theta);
+enum class RotaryLayout {
+  kNeox,  // rotate halves: (x[i], x[i + head_dim / 2]) pairs (Llama, Qwen, NeoX)
+  kGptJ,  // rotate interleaved pairs: (x[2i], x[2i + 1]) (GPT-J, some encoders)
+};
+
+// Rotary position embedding, in place on [num_tokens, heads, head_dim] rows with row stride
+// `stride` floats; positions[num_tokens]. inv_freq = 1 / theta^(2i / head_dim) in f32, as
+// transformers computes it.
+void Rotary(float* x, const int32_t* positions, int64_t num_tokens, int64_t heads, int64_t head_dim,
+            int64_t stride, double theta, RotaryLayout layout);
+
+enum class PoolMode { kFirst, kLast, kMean, kMax };
+
+// out[r, n] = the pooling of hidden rows [bounds[2r], bounds[2r + 1]) (first token, last token,
+// mean in token order, or elementwise max); bounds are non-empty token ranges.
+void Pool(const float* hidden, const int32_t* bounds, int64_t rows, int64_t n, PoolMode mode,
+          float* out);
+
+enum class Encoding { kF32, kF16, kInt8, kBinary };
+
+// Bytes per encoded row of `dims` values.
+int64_t EncodedRowBytes(Encoding encoding, int64_t dims);
+// Each of `rows` rows of x (row stride x_stride): its first `dims` values, L2-normalized if
+// `normalize` (x / max(||x||, 1e-12)), then encoded: f32 / f16 / int8 (clamp(round(tanh(x) ·
+// 127))) / sign bits packed most significant first. out holds rows · EncodedRowBytes bytes.
+void EncodeRows(const float* x, int64_t x_stride, int64_t rows, int64_t dims, bool normalize,
+                Encoding encoding, uint8_t* out);
+
+// scores[s] = dot(hidden[rows[s]], yes) - dot(hidden[rows[s]], no) over n, in f32 in index
+// order: a reranker's logit("yes") - logit("no") from two rows of the LM head.
+void LogitDifference(const float* hidden, const int32_t* rows, int64_t count, int64_t n,
+                     const float* yes, const float* no, float* scores);
 
 }  // namespace quiver::engine::cpu

@@ -1,0 +1,68 @@
+#include "engine/attention/registry.h"
+
+#include "common/strings.h"
+#include "engine/kernels/cpu/attention.h"
+
+namespace quiver::engine {
+namespace {
+
+// A CPU kernel of kernels/cpu/attention.h as a backend: the pool comes from the context.
+class CpuAttention final : public AttentionBackend {
+ public:
+  CpuAttention(std::string_view name, cpu::AttentionKernel kernel) : name_(name), kernel_(kernel) {}
+  std::string_view name() const override { return name_; }
+  Device device() const override { return Device::kCpu; }
+  void Run(const ExecContext& ctx, const AttentionPlan& plan, const float* q, int64_t q_stride,
+           const float* k, const float* v, int64_t kv_stride, float* out) const override {
+    kernel_(plan, q, q_stride, k, v, kv_stride, out, *ctx.pool);
+  }
+
+ private:
+  std::string_view name_;
+  cpu::AttentionKernel kernel_;
+};
+
+struct Entry {
+  Device device;
+  std::string_view name;
+  std::unique_ptr<AttentionBackend> (*make)();
+};
+
+template <cpu::AttentionKernel kKernel>
+std::unique_ptr<AttentionBackend> MakeCpu(std::string_view name) {
+  return std::make_unique<CpuAttention>(name, kKernel);
+}
+
+constexpr Entry kBackends[] = {
+    {Device::kCpu, "reference", [] { return MakeCpu<cpu::ReferenceAttention>("reference"); }},
+    {Device::kCpu, "packed", [] { return MakeCpu<cpu::PackedAttention>("packed"); }},
+    {Device::kCpu, "tiled", [] { return MakeCpu<cpu::TiledAttention>("tiled"); }},
+    {Device::kCpu, "flash", [] { return MakeCpu<cpu::FlashAttention>("flash"); }},
+};
+
+}  // namespace
+
+std::vector<std::string_view> AttentionBackendNames(Device device) {
+  std::vector<std::string_view> names;
+  for (const Entry& entry : kBackends) {
+    if (entry.device == device) names.push_back(entry.name);
+  }
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<AttentionBackend>> MakeAttentionBackend(Device device,
+                                                                       std::string_view name) {
+  for (const Entry& entry : kBackends) {
+    if (entry.device == device && entry.name == name) return entry.make();
+  }
+  const std::vector<std::string_view> names = AttentionBackendNames(device);
+  if (names.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("no attention backend for device ", DeviceName(device), " in this build"));
+  }
+  return absl::InvalidArgumentError(StrCat("unknown attention backend '", name, "' for ",
+                                           DeviceName(device), " (",
+                                           fmt::format("{}", fmt::join(names, ", ")), ")"));
+}
+
+}  // namespace quiver::engine

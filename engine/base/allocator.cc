@@ -1,0 +1,87 @@
+#include "engine/base/allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <utility>
+
+#include "common/strings.h"
+
+namespace quiver::engine {
+namespace {
+
+constexpr size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
+
+class HostAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::kCpu; }
+  void* Allocate(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    void* p = std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    if (p == nullptr) throw std::bad_alloc();
+    allocated_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    return p;
+  }
+  void Free(void* data, size_t bytes) override {
+    if (data == nullptr) return;
+    std::free(data);
+    allocated_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+  void CopyFromHost(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+};
+
+}  // namespace
+
+Allocator& CpuAllocator() {
+  static HostAllocator* allocator = new HostAllocator();  // never destroyed: outlives all buffers
+  return *allocator;
+}
+
+absl::StatusOr<Allocator*> AllocatorFor(Device device) {
+  switch (device) {
+    case Device::kCpu:
+      return &CpuAllocator();
+    case Device::kCuda:
+      return absl::UnavailableError("no CUDA allocator: the CUDA runtime is not built yet");
+  }
+  return absl::InvalidArgumentError("unknown device");
+}
+
+Buffer::Buffer(Allocator& allocator, size_t bytes)
+    : allocator_(&allocator), data_(allocator.Allocate(bytes)), bytes_(bytes) {}
+
+Buffer::~Buffer() {
+  if (allocator_ != nullptr) allocator_->Free(data_, bytes_);
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : allocator_(std::exchange(other.allocator_, nullptr)),
+      data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    if (allocator_ != nullptr) allocator_->Free(data_, bytes_);
+    allocator_ = std::exchange(other.allocator_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+Tensor Buffer::View(DType dtype, std::initializer_list<int64_t> shape) const {
+  Tensor t(data_, dtype, allocator_ ? allocator_->device() : Device::kCpu, shape);
+  if (static_cast<size_t>(t.numel()) * DTypeSizeBytes(dtype) > bytes_) {
+    throw std::invalid_argument(
+        StrCat("Buffer::View: ", t.Describe(), " does not fit in ", bytes_, " bytes"));
+  }
+  return t;
+}
+
+}  // namespace quiver::engine

@@ -1,0 +1,17 @@
+// Where an op runs and with what: the device, and on the CPU the compute thread pool that
+// parallel kernels spread over. Built once by the engine and passed to every op; the CUDA
+// backend adds its stream here without touching the ops' callers.
+#pragma once
+
+#include "engine/base/tensor.h"
+
+namespace quiver::engine {
+
+class ThreadPool;
+
+struct ExecContext {
+  Device device = Device::kCpu;
+  ThreadPool* pool = nullptr;  // CPU: the engine's pool (never null for Device::kCpu)
+};
+
+}  // namespace quiver::engine

@@ -1,0 +1,31 @@
+// Scratch tensors for forward passes, in numbered slots on one device: a slot's buffer grows when
+// a batch needs more and is never shrunk, so a steady stream of batches allocates nothing. A
+// slot's contents are undefined when it is handed out. Owned by the engine's compute thread.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "engine/base/allocator.h"
+#include "engine/base/tensor.h"
+
+namespace quiver::engine {
+
+class Workspace {
+ public:
+  explicit Workspace(Allocator& allocator) : allocator_(&allocator) {}
+
+  // A contiguous tensor of `shape` in slot `slot` (valid until that slot is asked for again).
+  Tensor Get(int slot, DType dtype, std::initializer_list<int64_t> shape);
+  Tensor F32(int slot, std::initializer_list<int64_t> shape) {
+    return Get(slot, DType::kF32, shape);
+  }
+  size_t allocated_bytes() const;
+
+ private:
+  Allocator* allocator_;
+  std::vector<Buffer> slots_;
+};
+
+}  // namespace quiver::engine

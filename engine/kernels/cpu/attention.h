@@ -1,0 +1,38 @@
+// CPU attention kernels over ragged batches (raw pointers, the batch's AttentionPlan, the pool).
+// Each writes out[t, h * head_dim + d] for every token t of every sequence: softmax(q kᵀ · scale)
+// v within the sequence (causal: over keys up to t), with q of row stride q_stride floats (heads
+// packed), k and v of row stride kv_stride, out of num_heads * head_dim per row. Grouped-query
+// heads: query head h reads kv head h / (num_heads / num_kv_heads).
+//
+//   reference  whole score rows per query, the plain loop the others are tested against
+//   packed     the same order of operations, K transposed per (sequence, head) for the vector
+//              units
+//   tiled      FlashAttention's online softmax over key blocks of 64
+//   flash      the online softmax over blocks of 128 queries x 512 keys with both products on
+//              the packed GEMM; one score block per thread whatever the length
+#pragma once
+
+#include <cstdint>
+
+#include "engine/base/attention_plan.h"
+
+namespace quiver::engine {
+class ThreadPool;
+}
+
+namespace quiver::engine::cpu {
+
+using AttentionKernel = void (*)(const AttentionPlan& plan, const float* q, int64_t q_stride,
+                                 const float* k, const float* v, int64_t kv_stride, float* out,
+                                 ThreadPool& pool);
+
+void ReferenceAttention(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
+                        const float* v, int64_t kv_stride, float* out, ThreadPool& pool);
+void PackedAttention(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
+                     const float* v, int64_t kv_stride, float* out, ThreadPool& pool);
+void TiledAttention(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
+                    const float* v, int64_t kv_stride, float* out, ThreadPool& pool);
+void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
+                    const float* v, int64_t kv_stride, float* out, ThreadPool& pool);
+
+}  // namespace quiver::engine::cpu

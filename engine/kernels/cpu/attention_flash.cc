@@ -1,0 +1,110 @@
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "engine/kernels/cpu/attention.h"
+#include "engine/kernels/cpu/attention_common.h"
+#include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/vec.h"
+
+namespace quiver::engine::cpu {
+
+// FlashAttention's recurrence with both products on the packed GEMM (kernels/cpu/gemm.h): per
+// (sequence, head, run of query blocks of up to kQueryBlock queries), one block of up to
+// kKeyBlock keys at a time is packed (K as the "weights", V transposed) once for the whole run;
+// each query block of the run takes its scores S = Q Kᵀ for it, an online softmax over the block
+// (running max and sum per query, the output rows rescaled when the max grows; the scale, the
+// max and e^x in one pass), and O += P V. Runs are cut so that every thread has a few items.
+// Memory is one score block per thread whatever the length; a causal block skips the keys after
+// its last query and masks the diagonal block. The default at every length.
+namespace {
+constexpr int64_t kQueryBlock = 128;
+constexpr int64_t kKeyBlock = 512;
+}  // namespace
+
+void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
+                    const float* v, int64_t kv_stride, float* out, ThreadPool& pool) {
+  const int64_t d = plan.head_dim;
+  const int64_t out_stride = OutStride(plan);
+  // Items: (sequence, run of query blocks) x head, at least four per thread where the batch
+  // has that many query blocks; a run never crosses a sequence.
+  int64_t query_blocks = 0;
+  for (int64_t s = 0; s < plan.num_seqs; ++s) {
+    query_blocks += (plan.cu_seqlens[s + 1] - plan.cu_seqlens[s] + kQueryBlock - 1) / kQueryBlock;
+  }
+  const int64_t per_run = std::max<int64_t>(
+      1, query_blocks * plan.num_heads / (4 * static_cast<int64_t>(pool.num_threads())));
+  struct QueryRun {
+    int64_t seq, begin, end;  // queries [begin, end) of the sequence
+  };
+  thread_local std::vector<QueryRun> runs;
+  runs.clear();
+  for (int64_t s = 0; s < plan.num_seqs; ++s) {
+    const int64_t len = plan.cu_seqlens[s + 1] - plan.cu_seqlens[s];
+    for (int64_t q0 = 0; q0 < len; q0 += per_run * kQueryBlock) {
+      runs.push_back({s, q0, std::min(len, q0 + per_run * kQueryBlock)});
+    }
+  }
+  const auto& items = runs;
+  pool.ParallelFor(static_cast<int64_t>(items.size()) * plan.num_heads, [&](int64_t item) {
+    const QueryRun run = items[item / plan.num_heads];
+    const int64_t h = item % plan.num_heads;
+    const int64_t begin = plan.cu_seqlens[run.seq];
+    const int64_t len = plan.cu_seqlens[run.seq + 1] - begin;
+    const int64_t kvh = KvHead(plan, h);
+    const float* kb = k + begin * kv_stride + kvh * d;
+    const float* vb = v + begin * kv_stride + kvh * d;
+    thread_local std::vector<float> scores, running_max, running_sum;
+    thread_local PackedWeights k_packed, v_packed;
+    scores.resize(static_cast<size_t>(kQueryBlock * kKeyBlock));
+    running_max.assign(static_cast<size_t>(run.end - run.begin),
+                       -std::numeric_limits<float>::infinity());
+    running_sum.assign(static_cast<size_t>(run.end - run.begin), 0.0f);
+    const int64_t run_key_end = plan.causal ? run.end : len;
+    for (int64_t k0 = 0; k0 < run_key_end; k0 += kKeyBlock) {
+      const int64_t keys = std::min(kKeyBlock, run_key_end - k0);
+      k_packed.Pack(kb + k0 * kv_stride, keys, d, kv_stride);
+      v_packed.PackTransposed(vb + k0 * kv_stride, keys, d, kv_stride);
+      for (int64_t q0 = run.begin; q0 < run.end; q0 += kQueryBlock) {
+        const int64_t rows = std::min(kQueryBlock, run.end - q0);
+        if (plan.causal && k0 >= q0 + rows) continue;  // keys after this block's last query
+        const float* qb = q + (begin + q0) * q_stride + h * d;
+        float* ob = out + (begin + q0) * out_stride + h * d;
+        float* sc = scores.data();
+        PackedGemm(qb, q_stride, k_packed, nullptr, sc, keys, rows, 0, keys);
+        for (int64_t r = 0; r < rows; ++r) {
+          float* row = sc + r * keys;
+          const size_t state = static_cast<size_t>(q0 - run.begin + r);
+          // Causal: query q0 + r sees keys up to itself; the rest of its row weighs nothing.
+          const int64_t visible =
+              plan.causal ? std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys) : keys;
+          if (visible == 0) {  // a block wholly after this query (not reached with these sizes)
+            std::fill(row, row + keys, 0.0f);
+            continue;
+          }
+          // The scale is positive, so the largest scaled score is the scaled largest score.
+          const float new_max = std::max(running_max[state], plan.scale * vec::Max(row, visible));
+          const float correction = std::exp(running_max[state] - new_max);
+          const float sum = vec::SoftmaxExpSum(row, visible, plan.scale, new_max);
+          std::fill(row + visible, row + keys, 0.0f);
+          running_sum[state] = running_sum[state] * correction + sum;
+          running_max[state] = new_max;
+          if (k0 > 0 && correction != 1.0f) {
+            float* o = ob + r * out_stride;
+            for (int64_t c = 0; c < d; ++c) o[c] *= correction;
+          }
+        }
+        PackedGemm(sc, keys, v_packed, nullptr, ob, out_stride, rows, 0, d,
+                   /*accumulate=*/k0 > 0);
+      }
+    }
+    for (int64_t r = 0; r < run.end - run.begin; ++r) {
+      const float inv = 1.0f / running_sum[static_cast<size_t>(r)];
+      float* o = out + (begin + run.begin + r) * out_stride + h * d;
+      for (int64_t c = 0; c < d; ++c) o[c] *= inv;
+    }
+  });
+}
+
+}  // namespace quiver::engine::cpu

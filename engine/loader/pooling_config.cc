@@ -1,0 +1,121 @@
+#include "engine/loader/pooling_config.h"
+
+#include <filesystem>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace quiver::engine {
+namespace {
+
+// sentence-transformers writes the pooling mode two ways: before v5 as one boolean per mode
+// ("pooling_mode_mean_tokens": true), since then as "pooling_mode": "mean".
+absl::StatusOr<PoolingMode> ParsePoolingModule(const JsonValue& pool, const std::string& path) {
+  struct Mode {
+    std::string_view name;            // "pooling_mode" value
+    std::string_view flag;            // older boolean field
+    std::optional<PoolingMode> mode;  // nullopt: a mode sentence-transformers has, we do not
+  };
+  const Mode modes[] = {
+      {"cls", "pooling_mode_cls_token", PoolingMode::kCls},
+      {"mean", "pooling_mode_mean_tokens", PoolingMode::kMean},
+      {"lasttoken", "pooling_mode_lasttoken", PoolingMode::kLastToken},
+      {"max", "pooling_mode_max_tokens", std::nullopt},
+      {"mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens", std::nullopt},
+      {"weightedmean", "pooling_mode_weightedmean_tokens", std::nullopt},
+  };
+  auto unsupported = [&](std::string_view what) {
+    return absl::InvalidArgumentError(
+        StrCat(path, ": pooling mode '", what, "' is not supported (cls, mean, lasttoken)"));
+  };
+  if (const JsonValue* name = pool.Find("pooling_mode"); name != nullptr) {
+    if (!name->is_string()) {
+      return absl::InvalidArgumentError(StrCat(path,
+                                               ": field 'pooling_mode' must be a "
+                                               "string"));
+    }
+    for (const Mode& mode : modes) {
+      if (mode.name != name->as_string()) continue;
+      if (!mode.mode) return unsupported(mode.name);
+      return *mode.mode;
+    }
+    return unsupported(name->as_string());
+  }
+  std::optional<PoolingMode> chosen;
+  int enabled = 0;
+  for (const Mode& mode : modes) {
+    absl::StatusOr<bool> on = JsonBool(pool, mode.flag, false);
+    if (!on.ok()) return WithContext(on.status(), path);
+    if (!*on) continue;
+    ++enabled;
+    if (!mode.mode) return unsupported(mode.name);
+    chosen = mode.mode;
+  }
+  if (enabled != 1) {
+    return absl::InvalidArgumentError(
+        StrCat(path, ": exactly one pooling mode must be enabled, found ", enabled));
+  }
+  return *chosen;
+}
+
+}  // namespace
+
+std::string_view PoolingModeName(PoolingMode mode) {
+  switch (mode) {
+    case PoolingMode::kCls:
+      return "cls";
+    case PoolingMode::kMean:
+      return "mean";
+    case PoolingMode::kLastToken:
+      return "lasttoken";
+  }
+  return "?";
+}
+
+absl::StatusOr<PoolingConfig> LoadPoolingConfig(const std::string& dir, PoolingMode default_mode) {
+  namespace fs = std::filesystem;
+  PoolingConfig pooling;
+  pooling.mode = default_mode;
+  fs::path modules_path = fs::path(dir) / "modules.json";
+  if (!fs::exists(modules_path)) return pooling;
+
+  auto read_json = [](const fs::path& path) -> absl::StatusOr<JsonValue> {
+    QUIVER_ASSIGN_OR_RETURN(std::string text, ReadFile(path.string()));
+    absl::StatusOr<JsonValue> json = JsonValue::Parse(text);
+    if (!json.ok()) return WithContext(json.status(), path.string());
+    return json;
+  };
+  QUIVER_ASSIGN_OR_RETURN(JsonValue modules, read_json(modules_path));
+  if (!modules.is_array()) {
+    return absl::InvalidArgumentError(StrCat(modules_path.string(), ": expected a list"));
+  }
+  pooling.from_sentence_transformers = true;
+  for (const JsonValue& module : modules.items()) {
+    absl::StatusOr<std::string> type = JsonString(module, "type");
+    if (!type.ok()) return WithContext(type.status(), modules_path.string());
+    std::string_view kind(*type);
+    if (kind.ends_with(".Normalize")) {
+      pooling.normalize = true;
+    } else if (kind.ends_with(".Pooling")) {
+      QUIVER_ASSIGN_OR_RETURN(std::string sub, JsonString(module, "path", ""));
+      fs::path pool_path = fs::path(dir) / sub / "config.json";
+      QUIVER_ASSIGN_OR_RETURN(JsonValue pool, read_json(pool_path));
+      QUIVER_ASSIGN_OR_RETURN(pooling.mode, ParsePoolingModule(pool, pool_path.string()));
+    } else if (!kind.ends_with(".Transformer")) {
+      return absl::InvalidArgumentError(
+          StrCat(modules_path.string(), ": unsupported module type '", kind, "'"));
+    }
+  }
+  fs::path bert_config = fs::path(dir) / "sentence_bert_config.json";
+  if (fs::exists(bert_config)) {
+    QUIVER_ASSIGN_OR_RETURN(JsonValue json, read_json(bert_config));
+    absl::StatusOr<int64_t> max_len = JsonInt(json, "max_seq_length", -1);
+    if (!max_len.ok()) return WithContext(max_len.status(), bert_config.string());
+    if (*max_len > 0) pooling.max_seq_length = *max_len;
+  }
+  return pooling;
+}
+
+}  // namespace quiver::engine

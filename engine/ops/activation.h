@@ -1,0 +1,20 @@
+// Activations, f32, contiguous.
+//
+//   SiluMul  out [num_tokens, inter] = silu(gate_up[:, :inter]) · gate_up[:, inter:] for the
+//            fused gate/up projection [num_tokens, 2 · inter] of a gated MLP
+//   Gelu     in place, erf form or tanh approximation (also fused into Linear's epilogue)
+//   Tanh     in place
+#pragma once
+
+#include "engine/base/exec_context.h"
+#include "engine/base/tensor.h"
+
+namespace quiver::engine::ops {
+
+void SiluMul(const ExecContext& ctx, const Tensor& gate_up, const Tensor& out);
+
+enum class GeluForm { kErf, kTanh };
+void Gelu(const ExecContext& ctx, const Tensor& x, GeluForm form);
+void Tanh(const ExecContext& ctx, const Tensor& x);
+
+}  // namespace quiver::engine::ops

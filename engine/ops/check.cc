@@ -1,0 +1,47 @@
+#include "engine/ops/check.h"
+
+#include <cctype>
+#include <stdexcept>
+
+#include "common/strings.h"
+
+namespace quiver::engine::ops::internal {
+
+void Fail(std::string_view op, const std::string& message) {
+  throw std::invalid_argument(StrCat("ops::", op, ": ", message));
+}
+
+void Check(std::string_view op, std::string_view operand, const ExecContext& ctx, const Tensor& t,
+           DType dtype, std::initializer_list<int64_t> dims) {
+  bool ok = !t.empty() && t.dtype() == dtype && t.device() == ctx.device &&
+            t.rank() == static_cast<int>(dims.size());
+  int i = 0;
+  for (int64_t d : dims) {
+    if (ok && d >= 0 && t.dim(i) != d) ok = false;
+    ++i;
+  }
+  if (ok) return;
+  std::string want;
+  for (int64_t d : dims) want += (want.empty() ? "" : ", ") + (d < 0 ? "*" : std::to_string(d));
+  std::string type(DTypeName(dtype));
+  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  Fail(op, StrCat(operand, " is ", t.empty() ? std::string("empty") : t.Describe(), ", expected ",
+                  type, " [", want, "] ", DeviceName(ctx.device)));
+}
+
+void CheckContiguous(std::string_view op, std::string_view operand, const ExecContext& ctx,
+                     const Tensor& t, DType dtype, std::initializer_list<int64_t> dims) {
+  Check(op, operand, ctx, t, dtype, dims);
+  if (!t.contiguous()) Fail(op, StrCat(operand, " must be contiguous, is ", t.Describe()));
+}
+
+void CheckOptional(std::string_view op, std::string_view operand, const ExecContext& ctx,
+                   const Tensor& t, DType dtype, std::initializer_list<int64_t> dims) {
+  if (!t.empty()) Check(op, operand, ctx, t, dtype, dims);
+}
+
+void NoKernel(std::string_view op, const ExecContext& ctx) {
+  Fail(op, StrCat("no kernel for device ", DeviceName(ctx.device), " in this build"));
+}
+
+}  // namespace quiver::engine::ops::internal

@@ -1,0 +1,44 @@
+#include "engine/ops/embedding.h"
+
+#include "engine/kernels/cpu/kernels.h"
+#include "engine/ops/check.h"
+
+namespace quiver::engine::ops {
+
+void Embedding(const ExecContext& ctx, const Tensor& ids, const Tensor& positions,
+               const Tensor& type_ids, const EmbeddingTables& t, const Tensor& x) {
+  using internal::Check;
+  using internal::CheckContiguous;
+  using internal::CheckOptional;
+  CheckContiguous("Embedding", "word", ctx, t.word, DType::kF32, {-1, -1});
+  const int64_t hidden = t.word.dim(1);
+  CheckContiguous("Embedding", "ids", ctx, ids, DType::kI32, {-1});
+  const int64_t num_tokens = ids.dim(0);
+  CheckContiguous("Embedding", "x", ctx, x, DType::kF32, {num_tokens, hidden});
+  if (!t.position.empty()) {
+    CheckContiguous("Embedding", "position", ctx, t.position, DType::kF32, {-1, hidden});
+    CheckContiguous("Embedding", "positions", ctx, positions, DType::kI32, {num_tokens});
+  }
+  if (!t.type.empty()) {
+    CheckContiguous("Embedding", "type", ctx, t.type, DType::kF32, {-1, hidden});
+    CheckOptional("Embedding", "type_ids", ctx, type_ids, DType::kI32, {num_tokens});
+  }
+  if (!t.gamma.empty()) {
+    Check("Embedding", "gamma", ctx, t.gamma, DType::kF32, {hidden});
+    Check("Embedding", "beta", ctx, t.beta, DType::kF32, {hidden});
+  }
+  auto ptr = [](const Tensor& tensor) -> const float* {
+    return tensor.empty() ? nullptr : tensor.f32();
+  };
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu::Embedding(*ctx.pool, ids.i32(), t.position.empty() ? nullptr : positions.i32(),
+                     type_ids.empty() ? nullptr : type_ids.i32(), t.word.f32(), ptr(t.position),
+                     ptr(t.type), ptr(t.gamma), ptr(t.beta), x.f32(), num_tokens, hidden, t.eps);
+      return;
+    case Device::kCuda:
+      internal::NoKernel("Embedding", ctx);
+  }
+}
+
+}  // namespace quiver::engine::ops

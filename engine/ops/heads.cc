@@ -1,0 +1,39 @@
+#include "engine/ops/heads.h"
+
+#include <numeric>
+#include <vector>
+
+#include "engine/kernels/cpu/kernels.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/check.h"
+
+namespace quiver::engine::ops {
+
+void ClassifierHead(const ExecContext& ctx, const Tensor& pooled, const LinearWeights& dense,
+                    const LinearWeights& out_proj, const Tensor& scratch, const Tensor& scores) {
+  Linear(ctx, pooled, dense, scratch);
+  Tanh(ctx, scratch);
+  Linear(ctx, scratch, out_proj, scores);
+}
+
+void LogitDifference(const ExecContext& ctx, const Tensor& pooled, const Tensor& yes,
+                     const Tensor& no, const Tensor& scores) {
+  internal::CheckContiguous("LogitDifference", "pooled", ctx, pooled, DType::kF32, {-1, -1});
+  const int64_t rows = pooled.dim(0), n = pooled.dim(1);
+  internal::Check("LogitDifference", "yes", ctx, yes, DType::kF32, {n});
+  internal::Check("LogitDifference", "no", ctx, no, DType::kF32, {n});
+  internal::CheckContiguous("LogitDifference", "scores", ctx, scores, DType::kF32, {rows, 1});
+  switch (ctx.device) {
+    case Device::kCpu: {
+      std::vector<int32_t> row_ids(static_cast<size_t>(rows));
+      std::iota(row_ids.begin(), row_ids.end(), 0);
+      cpu::LogitDifference(pooled.f32(), row_ids.data(), rows, n, yes.f32(), no.f32(),
+                           scores.f32());
+      return;
+    }
+    case Device::kCuda:
+      internal::NoKernel("LogitDifference", ctx);
+  }
+}
+
+}  // namespace quiver::engine::ops

@@ -1,0 +1,59 @@
+// Linear layers: y = x · Wᵀ + bias with a fused epilogue, on weights prepared once per device at
+// load (PrepareLinear). W is a PyTorch Linear weight, f32 [out_features, in_features].
+//
+//   Linear              y [num_tokens, out] = epilogue(x [num_tokens, in] · Wᵀ + bias)
+//   LinearAddLayerNorm  io [num_tokens, out] = LayerNorm(io + x · Wᵀ + bias): a post-LN block's
+//                       output projection, residual and norm in one pass
+//
+// Device: the weights' device (ctx.device). Thread-safety: weights are immutable after
+// PrepareLinear and may be read by any number of calls at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "engine/base/exec_context.h"
+#include "engine/base/tensor.h"
+
+namespace quiver::engine::ops {
+
+// The device's own form of a layer's weights (CPU: packed panels for kernels/cpu/gemm.h, whose
+// products never depend on the batch around a row). Opaque to callers.
+class PreparedLinear {
+ public:
+  virtual ~PreparedLinear() = default;
+};
+
+struct LinearWeights {
+  int64_t out_features = 0;
+  int64_t in_features = 0;
+  Device device = Device::kCpu;
+  Tensor bias;  // f32 [out_features] on the device, or empty
+  std::shared_ptr<const PreparedLinear> prepared;
+
+  bool ready() const { return prepared != nullptr; }
+};
+
+// The weights for `device` from f32 [out, in] host `weight` (copied into the device's form) and
+// an optional f32 [out] `bias` on the device (referenced: it must stay valid).
+LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias);
+
+enum class Epilogue {
+  kNone,      // y = x · Wᵀ + bias
+  kGeluErf,   // y = gelu(x · Wᵀ + bias), erf form (BERT's "gelu")
+  kGeluTanh,  // y = gelu(x · Wᵀ + bias), tanh approximation ("gelu_new", "gelu_pytorch_tanh")
+  kResidual,  // y = (x · Wᵀ + bias) + residual
+};
+
+// x f32 [num_tokens, in], y f32 [num_tokens, out], residual f32 [num_tokens, out] for kResidual
+// only (and never y itself); all contiguous.
+void Linear(const ExecContext& ctx, const Tensor& x, const LinearWeights& w, const Tensor& y,
+            Epilogue epilogue = Epilogue::kNone, const Tensor& residual = {});
+
+// io f32 [num_tokens, out] = LayerNorm(io + x · Wᵀ + bias) with gamma, beta f32 [out];
+// scratch f32 [num_tokens, out] (contents undefined after).
+void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
+                        const Tensor& io, const Tensor& gamma, const Tensor& beta, float eps,
+                        const Tensor& scratch);
+
+}  // namespace quiver::engine::ops

@@ -1,0 +1,47 @@
+#include "engine/ops/pooling.h"
+
+#include "common/strings.h"
+#include "engine/kernels/cpu/kernels.h"
+#include "engine/ops/check.h"
+
+namespace quiver::engine::ops {
+
+void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Pooling mode,
+          const Tensor& out) {
+  internal::CheckContiguous("Pool", "hidden", ctx, hidden, DType::kF32, {-1, -1});
+  const ExecContext host{Device::kCpu, nullptr};
+  internal::CheckContiguous("Pool", "bounds", host, bounds, DType::kI32, {-1, 2});
+  const int64_t rows = bounds.dim(0), n = hidden.dim(1);
+  internal::CheckContiguous("Pool", "out", ctx, out, DType::kF32, {rows, n});
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t begin = bounds.i32()[2 * r], end = bounds.i32()[2 * r + 1];
+    if (begin < 0 || end <= begin || end > hidden.dim(0)) {
+      internal::Fail(
+          "Pool", StrCat("row ", r, " spans tokens [", begin, ", ", end, ") of ", hidden.dim(0)));
+    }
+  }
+  cpu::PoolMode cpu_mode = cpu::PoolMode::kMean;
+  switch (mode) {
+    case Pooling::kCls:
+      cpu_mode = cpu::PoolMode::kFirst;
+      break;
+    case Pooling::kMean:
+      cpu_mode = cpu::PoolMode::kMean;
+      break;
+    case Pooling::kLastToken:
+      cpu_mode = cpu::PoolMode::kLast;
+      break;
+    case Pooling::kMax:
+      cpu_mode = cpu::PoolMode::kMax;
+      break;
+  }
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu::Pool(hidden.f32(), bounds.i32(), rows, n, cpu_mode, out.f32());
+      return;
+    case Device::kCuda:
+      internal::NoKernel("Pool", ctx);
+  }
+}
+
+}  // namespace quiver::engine::ops

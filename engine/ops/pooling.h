@@ -1,0 +1,24 @@
+// Pooling token rows into one row per range: per sequence (bounds from cu_seqlens) or per
+// late-chunking span.
+//
+//   hidden  f32 [num_tokens, hidden]
+//   bounds  i32 [num_rows, 2]: (begin, end) token offsets, non-empty, inside hidden; host memory
+//   out     f32 [num_rows, hidden], contiguous
+#pragma once
+
+#include "engine/base/exec_context.h"
+#include "engine/base/tensor.h"
+
+namespace quiver::engine::ops {
+
+enum class Pooling {
+  kCls,        // the range's first token
+  kMean,       // the mean of its tokens, summed in token order
+  kLastToken,  // its last token
+  kMax,        // the elementwise max over its tokens
+};
+
+void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Pooling mode,
+          const Tensor& out);
+
+}  // namespace quiver::engine::ops
