@@ -24,6 +24,9 @@ figures are taken over all their rounds.
     --compare peers   batch-1 latency at 128 and 512 tokens and throughput (batches of 100 texts
                       of 128 tokens): the engine against ONNX Runtime, sentence-transformers and
                       llama.cpp, loaded in this process as bench/peers.py loads them.
+    --compare engines the same figures for two builds of the engine: --engine-bench against
+                      --baseline-bench (the quiver_engine_bench of the commit before a change),
+                      for checking that a change leaves the engine's speed where it was.
 
 Run by bench/run_suites.sh; writes one JSON object (--out).
 """
@@ -234,6 +237,32 @@ def measure_peers(args, engine, inputs):
     return out
 
 
+def measure_engines(args, engine, inputs):
+    """The engine against a baseline build of it, in turns: latency at 128 and 512 tokens and
+    throughput of batches of 100 texts of 128 tokens, each with a warm-up turn."""
+    baseline = Engine(args.baseline_bench, args.model, args.inputs, args.threads)
+    try:
+        systems = {"quiver engine": engine, "baseline engine": baseline}
+        out = {}
+        for tokens in (128, 512):
+            for tool in systems.values():
+                tool.latency(tokens, args.block)
+            out[f"latency_{tokens}"] = latency_turns(
+                {name: (lambda n, tool=tool, tokens=tokens: tool.latency(tokens, n))
+                 for name, tool in systems.items()}, args.rounds, args.block)
+        for tool in systems.values():
+            tool.throughput(args.batches)
+        rates = {name: [] for name in systems}
+        for _ in range(args.throughput_rounds):
+            for name, tool in systems.items():
+                rates[name].append(tool.throughput(args.batches))
+        out["throughput"] = {"batch": 100, "tokens": 128, "batches_per_turn": args.batches,
+                             "tokens_per_s_per_round": rates}
+        return out
+    finally:
+        baseline.close()
+
+
 def merge(parts):
     """One raw result from several process sets' raw results: their calls and rounds together."""
     merged = copy.deepcopy(parts[0])
@@ -288,6 +317,23 @@ def summarize(compare, raw, clients):
               f"{concurrency['serve_over_engine']:.3f} (median of round ratios "
               f"{concurrency['median_round_ratio']:.3f})", file=sys.stderr)
         return raw
+    if compare == "engines":
+        for tokens in (128, 512):
+            latency = raw[f"latency_{tokens}"]
+            p50, rounds = difference(latency, "quiver engine", "baseline engine")
+            base = latency["systems"]["baseline engine"]["p50_ms"]
+            latency["engine_minus_baseline_p50_ms"] = p50
+            latency["median_round_difference_ms"] = rounds
+            latency["engine_over_baseline_p50"] = latency["systems"]["quiver engine"]["p50_ms"] / base
+            print(f"engine - baseline at {tokens} tokens: p50 {p50:+.2f} ms of {base:.2f} "
+                  f"({100 * p50 / base:+.1f}%), median of round differences {rounds:+.2f} ms",
+                  file=sys.stderr)
+        throughput = raw["throughput"]
+        summarize_throughput(throughput, "quiver engine", "baseline engine",
+                             "engine_over_baseline")
+        print(f"throughput: engine / baseline = {throughput['engine_over_baseline']:.3f} "
+              f"(median of round ratios {throughput['median_round_ratio']:.3f})", file=sys.stderr)
+        return raw
     for tokens in (128, 512):
         latency = raw[f"latency_{tokens}"]
         peer_p50 = {n: s["p50_ms"] for n, s in latency["systems"].items() if n != "quiver engine"}
@@ -314,6 +360,8 @@ def measure(args, inputs):
     try:
         if args.compare == "serve":
             return measure_serve(args, engine, inputs)
+        if args.compare == "engines":
+            return measure_engines(args, engine, inputs)
         return measure_peers(args, engine, inputs)
     finally:
         engine.close()
@@ -322,8 +370,10 @@ def measure(args, inputs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--compare", choices=["serve", "peers"], required=True)
+    parser.add_argument("--compare", choices=["serve", "peers", "engines"], required=True)
     parser.add_argument("--engine-bench", required=True, help="the quiver_engine_bench binary")
+    parser.add_argument("--baseline-bench",
+                        help="the quiver_engine_bench of the build compared with (--compare engines)")
     parser.add_argument("--model", required=True, help="the model folder")
     parser.add_argument("--inputs", required=True)
     parser.add_argument("--threads", type=int, default=2)
@@ -356,6 +406,8 @@ def main():
         raise SystemExit("--processes > 1 needs --quiver (a fresh server per process set)")
     if args.compare == "peers" and not (args.onnx and args.gguf):
         raise SystemExit("--compare peers needs --onnx and --gguf")
+    if args.compare == "engines" and not args.baseline_bench:
+        raise SystemExit("--compare engines needs --baseline-bench")
     if args.processes < 1 or args.rounds < args.processes:
         raise SystemExit("--processes must be at least 1 and at most --rounds")
     with open(args.inputs, encoding="utf-8") as f:

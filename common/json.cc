@@ -69,8 +69,7 @@ absl::StatusOr<JsonValue> JsonValue::Parse(std::string_view text) {
   simdjson::padded_string padded(text);
   simdjson::dom::element root;
   if (simdjson::error_code error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(
-        StrCat("invalid JSON: ", simdjson::error_message(error)));
+    return absl::InvalidArgumentError(StrCat("invalid JSON: ", simdjson::error_message(error)));
   }
   return JsonBuilder::Build(root);
 }
@@ -84,13 +83,20 @@ const JsonValue* JsonValue::Find(std::string_view key) const {
 
 std::string_view JsonValue::TypeName(Type type) {
   switch (type) {
-    case Type::kNull: return "null";
-    case Type::kBool: return "boolean";
-    case Type::kInt: return "integer";
-    case Type::kDouble: return "number";
-    case Type::kString: return "string";
-    case Type::kArray: return "array";
-    case Type::kObject: return "object";
+    case Type::kNull:
+      return "null";
+    case Type::kBool:
+      return "boolean";
+    case Type::kInt:
+      return "integer";
+    case Type::kDouble:
+      return "number";
+    case Type::kString:
+      return "string";
+    case Type::kArray:
+      return "array";
+    case Type::kObject:
+      return "object";
   }
   return "unknown";
 }
@@ -98,8 +104,8 @@ std::string_view JsonValue::TypeName(Type type) {
 namespace {
 
 absl::Status WrongType(std::string_view key, std::string_view expected, const JsonValue& found) {
-  return absl::InvalidArgumentError(StrCat("field '", key, "': expected ", expected,
-                                                 ", found ", JsonValue::TypeName(found.type())));
+  return absl::InvalidArgumentError(StrCat("field '", key, "': expected ", expected, ", found ",
+                                           JsonValue::TypeName(found.type())));
 }
 
 absl::Status Missing(std::string_view key) {
@@ -123,6 +129,11 @@ absl::StatusOr<int64_t> JsonInt(const JsonValue& object, std::string_view key) {
 absl::StatusOr<int64_t> JsonInt(const JsonValue& object, std::string_view key, int64_t fallback) {
   if (Present(object, key) == nullptr) return fallback;
   return JsonInt(object, key);
+}
+
+absl::Status RequirePositive(std::string_view field, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat("field '", field, "' must be positive, got ", value));
 }
 
 absl::StatusOr<double> JsonDouble(const JsonValue& object, std::string_view key) {

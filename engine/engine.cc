@@ -109,6 +109,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   e->pool_ = std::make_unique<ThreadPool>(threads);
   e->exec_ = ExecContext{device, e->pool_.get()};
   QUIVER_ASSIGN_OR_RETURN(Allocator * allocator, AllocatorFor(device));
+  e->allocator_ = allocator;
   e->model_ws_ = std::make_unique<Workspace>(*allocator);
   e->engine_ws_ = std::make_unique<Workspace>(*allocator);
   e->compute_thread_ = std::thread([engine = e.get()] { engine->ComputeLoop(); });
@@ -220,11 +221,11 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
     out.num_seqs = plan_.num_real_seqs;
     out.dimensions = info().num_labels;
     out.output_type = OutputType::kF32;
-    std::vector<float> scores(static_cast<size_t>(out.num_seqs * out.dimensions));
-    model_->Score(ctx, hidden,
-                  Tensor(scores.data(), DType::kF32, exec_.device, {out.num_seqs, out.dimensions}));
-    out.data.resize(scores.size() * sizeof(float));
-    std::memcpy(out.data.data(), scores.data(), out.data.size());
+    const Tensor scores = engine_ws_->F32(kScores, {out.num_seqs, out.dimensions});
+    model_->Score(ctx, hidden, scores);
+    out.data.resize(static_cast<size_t>(scores.numel()) * sizeof(float));
+    allocator_->CopyToHost(out.data.data(), scores.f32(), out.data.size());
+    plan_.Clear();
     return out;
   }
   // Pool: one row per sequence, or per span for late chunking (mean over the span's tokens).
@@ -234,7 +235,7 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
   if (!input.span_bounds.empty()) mode = ops::Pooling::kMean;
   const Tensor bounds = Bounds(plan_.row_bounds);
   const int64_t rows = bounds.dim(0), h = info().hidden_size;
-  const Tensor pooled = engine_ws_->F32(0, {rows, h});
+  const Tensor pooled = engine_ws_->F32(kPooled, {rows, h});
   ops::Pool(exec_, hidden, bounds, mode, pooled);
   // Format.
   const int64_t dims = input.output.dimensions > 0 ? input.output.dimensions : h;
@@ -251,6 +252,7 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
   ops::FormatOutput(exec_, pooled, dims,
                     input.output.normalize.value_or(folder_->pooling.normalize), encoding,
                     Tensor(out.data.data(), DType::kU8, Device::kCpu, {rows, row_bytes}));
+  plan_.Clear();
   return out;
 }
 

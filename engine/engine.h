@@ -95,7 +95,9 @@ class Engine {
   // Owned by the compute thread: the batch's plan, the model's scratch and the engine's own
   // (pooled rows).
   BatchPlan plan_;
+  Allocator* allocator_ = nullptr;  // the device's
   std::unique_ptr<Workspace> model_ws_, engine_ws_;
+  enum EngineSlot { kPooled, kScores };  // engine_ws_'s
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -26,7 +26,11 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
   if (!config_json.ok()) return WithContext(config_json.status(), folder.config_path);
   folder.config = *std::move(config_json);
   const JsonValue& config = folder.config;
-  const JsonValue* architectures = config.is_object() ? config.Find("architectures") : nullptr;
+  if (!config.is_object()) {
+    return WithContext(absl::InvalidArgumentError("config is not a JSON object"),
+                       folder.config_path);
+  }
+  const JsonValue* architectures = config.Find("architectures");
   if (architectures == nullptr || !architectures->is_array() || architectures->items().empty() ||
       !architectures->items()[0].is_string()) {
     return WithContext(absl::InvalidArgumentError("field 'architectures' must be a non-empty list "

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Checks the dependency direction of ARCHITECTURE.md on a configured build and on the sources.
+"""Checks the dependency direction of docs/architecture.md on a configured build and on the sources.
 
   check_layers.py --source DIR --build DIR   check this tree; exit 1 listing every violation
   check_layers.py --self-test                run the checks on a made-up tree that breaks each
                                              rule, and fail unless each break is reported
 
 Link rules come from CMake's own target graph (cmake --graphviz), so they are what the linker
-sees, transitively. Include rules come from the #include lines of each library's folder.
+sees, transitively. Include rules come from the #include lines of each library's folder, and
+inside the engine from the level each file's folder is at (ENGINE_LEVELS): a model file may
+include ops, never a kernel.
 """
 
 import argparse
@@ -50,6 +52,55 @@ FORBIDDEN_PACKAGES = {
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
+
+# The levels inside engine/ (docs/architecture.md), each with the engine levels its files may
+# include. "api" is the engine's own top: engine.h, batch.h, model_folder.h, graph_bucket.h and
+# the rest at engine/'s root, which may include anything of the engine.
+ENGINE_LEVELS = {
+    "base": {"base"},                                   # tensors, allocator, thread pool
+    "kernels": {"kernels", "base"},                     # raw pointers per device, no tensors
+    "attention": {"attention", "kernels", "base"},      # backends by (device, name), the table
+    "ops": {"ops", "attention", "kernels", "base"},     # contracts, checks, device dispatch
+    "loader": {"loader", "ops", "base"},                # checkpoints, weights prepared per device
+    "models": {"models", "ops", "attention", "loader", "base"},  # one file per architecture
+    "runtime": {"runtime", "models", "ops", "attention", "loader", "base", "api"},
+    "api": set(),  # filled below: everything
+}
+ENGINE_LEVELS["api"] = set(ENGINE_LEVELS)
+
+
+def engine_level(path: str):
+    """The level of an engine path ("engine/ops/linear.h" -> "ops"), or None outside engine/."""
+    parts = path.split("/")
+    if parts[0] != "engine" or len(parts) < 2:
+        return None
+    return parts[1] if len(parts) > 2 and parts[1] in ENGINE_LEVELS else "api"
+
+
+def check_engine_levels(source: Path):
+    errors = []
+    root = source / "engine"
+    if not root.is_dir():
+        return errors
+    for file in sorted(root.rglob("*")):
+        if file.suffix not in (".h", ".cc", ".cu", ".cuh"):
+            continue
+        rel = file.relative_to(source).as_posix()
+        level = engine_level(rel)
+        parts = rel.split("/")
+        if len(parts) > 2 and parts[1] not in ENGINE_LEVELS:
+            errors.append(f"{rel}: engine/{parts[1]}/ is not a level of ENGINE_LEVELS (add it "
+                          f"there, with what it may include)")
+            continue
+        for lineno, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            target = engine_level(m.group(1))
+            if target is not None and target not in ENGINE_LEVELS[level]:
+                errors.append(f"{rel}:{lineno}: engine/{level} includes {m.group(1)} "
+                              f"({target} is not below {level})")
+    return errors
 
 
 def layer_of_include(path: str):
@@ -150,6 +201,33 @@ def self_test():
         for e in expected:
             assert any(x.startswith(e) for x in errors), (e, errors)
 
+        # Inside the engine: a model including a kernel header, an op including a model, a kernel
+        # including an op (and tensors), a loader including the runtime; and the same levels
+        # used the right way round, which must pass.
+        for level in ENGINE_LEVELS:
+            if level != "api":
+                (src / "engine" / level).mkdir(exist_ok=True)
+        (src / "engine" / "models" / "ok.cc").write_text(
+            '#include "engine/ops/linear.h"\n#include "engine/loader/weight_loader.h"\n'
+            '#include "engine/base/tensor.h"\n#include "common/json.h"\n')
+        (src / "engine" / "engine.cc").write_text('#include "engine/kernels/cpu/kernels.h"\n'
+                                                  '#include "engine/runtime/plan.h"\n')
+        assert check_engine_levels(src) == [], check_engine_levels(src)
+        (src / "engine" / "models" / "bad.cc").write_text('#include "engine/ops/linear.h"\n'
+                                                          '#include "engine/kernels/cpu/kernels.h"\n')
+        (src / "engine" / "ops" / "bad.cc").write_text('#include "engine/models/model.h"\n')
+        (src / "engine" / "kernels" / "bad.cc").write_text('#include "engine/ops/linear.h"\n'
+                                                           '#include "engine/engine.h"\n')
+        (src / "engine" / "loader" / "bad.cc").write_text('#include "engine/runtime/plan.h"\n')
+        (src / "engine" / "gpu").mkdir()  # a folder no level names escapes nothing
+        (src / "engine" / "gpu" / "x.cc").write_text('#include "engine/engine.h"\n')
+        errors = check_engine_levels(src)
+        for e in ["engine/models/bad.cc:2", "engine/ops/bad.cc:1", "engine/kernels/bad.cc:1",
+                  "engine/kernels/bad.cc:2", "engine/loader/bad.cc:1", "engine/gpu/x.cc:"]:
+            assert any(x.startswith(e) for x in errors), (e, errors)
+        assert not any(x.startswith("engine/models/bad.cc:1") for x in errors), errors
+        assert len(errors) == 6, errors
+
     clean = {f"quiver_{lib}": {f"quiver_{d}" for d in deps} for lib, deps in ALLOWED.items()}
     clean["quiver_proto"] = {"gRPC::grpc++", "protobuf::libprotobuf"}
     clean["quiver_common"] = {"simdjson::simdjson"}
@@ -173,13 +251,14 @@ def main():
     if args.self_test:
         self_test()
         return 0
-    errors = check_includes(args.source) + check_links(build_graph(args.build))
+    errors = (check_includes(args.source) + check_engine_levels(args.source) +
+              check_links(build_graph(args.build)))
     for e in errors:
         print(e)
     if errors:
         print(f"{len(errors)} layering violation(s)")
         return 1
-    print("layering ok: link graph and includes follow ARCHITECTURE.md")
+    print("layering ok: link graph, includes and engine levels follow docs/architecture.md")
     return 0
 
 

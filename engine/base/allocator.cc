@@ -1,5 +1,6 @@
 #include "engine/base/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -17,8 +18,9 @@ class HostAllocator final : public Allocator {
  public:
   Device device() const override { return Device::kCpu; }
   void* Allocate(size_t bytes) override {
-    if (bytes == 0) return nullptr;
-    void* p = std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    // At least one line, so that even an empty buffer has an address (a view of it is not empty).
+    const size_t rounded = std::max<size_t>(1, (bytes + kAlignment - 1) / kAlignment) * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded);
     if (p == nullptr) throw std::bad_alloc();
     allocated_bytes_.fetch_add(bytes, std::memory_order_relaxed);
     return p;

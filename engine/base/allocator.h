@@ -19,7 +19,8 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual Device device() const = 0;
-  // `bytes` of device memory, 64-byte aligned; throws std::bad_alloc when there is none.
+  // `bytes` of device memory (never null, also for 0), 64-byte aligned; throws std::bad_alloc
+  // when there is none.
   virtual void* Allocate(size_t bytes) = 0;
   virtual void Free(void* data, size_t bytes) = 0;
   // Copies between host memory and this device's memory (plain memcpy on the CPU).

@@ -8,7 +8,7 @@ Tensor Workspace::Get(int slot, DType dtype, std::initializer_list<int64_t> shap
   for (int64_t d : shape) elements *= d;
   const size_t bytes = static_cast<size_t>(elements) * DTypeSizeBytes(dtype);
   Buffer& buffer = slots_[static_cast<size_t>(slot)];
-  if (buffer.bytes() < bytes) {
+  if (buffer.data() == nullptr || buffer.bytes() < bytes) {
     buffer = Buffer();                                // free first: the old contents are not needed
     buffer = Buffer(*allocator_, bytes + bytes / 4);  // headroom against growing by a few tokens
   }

@@ -31,11 +31,6 @@ struct BertConfig {
   std::string hidden_act;  // "gelu" (erf) or "gelu_new" / "gelu_pytorch_tanh" (tanh)
 };
 
-absl::Status Positive(std::string_view field, int64_t value) {
-  if (value > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(StrCat("field '", field, "' must be positive, got ", value));
-}
-
 absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, Head head) {
   BertConfig c;
   QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
@@ -67,14 +62,14 @@ absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, 
       labels = static_cast<int64_t>(id2label->members().size());
     }
     QUIVER_ASSIGN_OR_RETURN(c.num_labels, JsonInt(json, "num_labels", labels));
-    QUIVER_RETURN_IF_ERROR(Positive("num_labels", c.num_labels));
+    QUIVER_RETURN_IF_ERROR(RequirePositive("num_labels", c.num_labels));
   }
-  QUIVER_RETURN_IF_ERROR(Positive("vocab_size", c.vocab_size));
-  QUIVER_RETURN_IF_ERROR(Positive("hidden_size", c.hidden));
-  QUIVER_RETURN_IF_ERROR(Positive("num_hidden_layers", c.num_layers));
-  QUIVER_RETURN_IF_ERROR(Positive("num_attention_heads", c.num_heads));
-  QUIVER_RETURN_IF_ERROR(Positive("intermediate_size", c.intermediate));
-  QUIVER_RETURN_IF_ERROR(Positive("max_position_embeddings", c.max_position_embeddings));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("vocab_size", c.vocab_size));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("hidden_size", c.hidden));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("num_hidden_layers", c.num_layers));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("num_attention_heads", c.num_heads));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("intermediate_size", c.intermediate));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("max_position_embeddings", c.max_position_embeddings));
   if (c.hidden % c.num_heads != 0) {
     return absl::InvalidArgumentError(StrCat(
         "hidden_size ", c.hidden, " is not a multiple of num_attention_heads ", c.num_heads));

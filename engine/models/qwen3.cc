@@ -35,11 +35,6 @@ struct Qwen3Config {
   bool bidirectional = false;  // config "use_bidirectional_attention" or "is_causal": false
 };
 
-absl::Status Positive(std::string_view field, int64_t value) {
-  if (value > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(StrCat("field '", field, "' must be positive, got ", value));
-}
-
 absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json) {
   Qwen3Config c;
   QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
@@ -47,8 +42,8 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json) {
   QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
   QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "num_attention_heads"));
   QUIVER_ASSIGN_OR_RETURN(c.num_kv_heads, JsonInt(json, "num_key_value_heads", c.num_heads));
-  QUIVER_RETURN_IF_ERROR(Positive("hidden_size", c.hidden));
-  QUIVER_RETURN_IF_ERROR(Positive("num_attention_heads", c.num_heads));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("hidden_size", c.hidden));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("num_attention_heads", c.num_heads));
   QUIVER_ASSIGN_OR_RETURN(c.head_dim, JsonInt(json, "head_dim", c.hidden / c.num_heads));
   QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "intermediate_size"));
   QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings, JsonInt(json, "max_position_embeddings"));
@@ -64,12 +59,12 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json) {
   QUIVER_ASSIGN_OR_RETURN(bool bidirectional, JsonBool(json, "use_bidirectional_attention", false));
   QUIVER_ASSIGN_OR_RETURN(bool is_causal, JsonBool(json, "is_causal", true));
   c.bidirectional = bidirectional || !is_causal;
-  QUIVER_RETURN_IF_ERROR(Positive("vocab_size", c.vocab_size));
-  QUIVER_RETURN_IF_ERROR(Positive("num_hidden_layers", c.num_layers));
-  QUIVER_RETURN_IF_ERROR(Positive("num_key_value_heads", c.num_kv_heads));
-  QUIVER_RETURN_IF_ERROR(Positive("head_dim", c.head_dim));
-  QUIVER_RETURN_IF_ERROR(Positive("intermediate_size", c.intermediate));
-  QUIVER_RETURN_IF_ERROR(Positive("max_position_embeddings", c.max_position_embeddings));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("vocab_size", c.vocab_size));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("num_hidden_layers", c.num_layers));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("num_key_value_heads", c.num_kv_heads));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("head_dim", c.head_dim));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("intermediate_size", c.intermediate));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("max_position_embeddings", c.max_position_embeddings));
   if (c.num_heads % c.num_kv_heads != 0) {
     return absl::InvalidArgumentError(StrCat("num_attention_heads ", c.num_heads,
                                              " is not a multiple of num_key_value_heads ",

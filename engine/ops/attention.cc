@@ -27,6 +27,9 @@ void Attention(const ExecContext& ctx, const AttentionBackend& backend, const At
                                        v.row_stride(), ")"));
   }
   internal::CheckContiguous("Attention", "out", ctx, out, DType::kF32, {num_tokens, q_width});
+  internal::CheckDisjoint("Attention", "out", out, "q", q);
+  internal::CheckDisjoint("Attention", "out", out, "k", k);
+  internal::CheckDisjoint("Attention", "out", out, "v", v);
   backend.Run(ctx, plan, q.f32(), q.row_stride(), k.f32(), v.f32(), k.row_stride(), out.f32());
 }
 

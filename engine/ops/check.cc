@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <stdexcept>
+#include <utility>
 
 #include "common/strings.h"
 
@@ -38,6 +39,19 @@ void CheckContiguous(std::string_view op, std::string_view operand, const ExecCo
 void CheckOptional(std::string_view op, std::string_view operand, const ExecContext& ctx,
                    const Tensor& t, DType dtype, std::initializer_list<int64_t> dims) {
   if (!t.empty()) Check(op, operand, ctx, t, dtype, dims);
+}
+
+void CheckDisjoint(std::string_view op, std::string_view a_name, const Tensor& a,
+                   std::string_view b_name, const Tensor& b) {
+  if (a.empty() || b.empty() || a.numel() == 0 || b.numel() == 0) return;
+  auto range = [](const Tensor& t) {
+    const char* begin = static_cast<const char*>(t.data<void>());
+    const int64_t last = (t.dim(0) - 1) * t.row_stride() + t.row_size();
+    return std::pair{begin, begin + static_cast<size_t>(last) * DTypeSizeBytes(t.dtype())};
+  };
+  const auto [a0, a1] = range(a);
+  const auto [b0, b1] = range(b);
+  if (a0 < b1 && b0 < a1) Fail(op, StrCat(a_name, " and ", b_name, " must not overlap"));
 }
 
 void NoKernel(std::string_view op, const ExecContext& ctx) {

@@ -26,6 +26,11 @@ void CheckContiguous(std::string_view op, std::string_view operand, const ExecCo
 void CheckOptional(std::string_view op, std::string_view operand, const ExecContext& ctx,
                    const Tensor& t, DType dtype, std::initializer_list<int64_t> dims);
 
+// Fails naming both operands when the memory of `a` and `b` overlaps (an op that reads one while
+// writing the other would read its own output).
+void CheckDisjoint(std::string_view op, std::string_view a_name, const Tensor& a,
+                   std::string_view b_name, const Tensor& b);
+
 // The op has no kernel for ctx.device in this build.
 [[noreturn]] void NoKernel(std::string_view op, const ExecContext& ctx);
 

@@ -23,6 +23,7 @@ void Embedding(const ExecContext& ctx, const Tensor& ids, const Tensor& position
     CheckContiguous("Embedding", "type", ctx, t.type, DType::kF32, {-1, hidden});
     CheckOptional("Embedding", "type_ids", ctx, type_ids, DType::kI32, {num_tokens});
   }
+  if (t.gamma.empty() != t.beta.empty()) internal::Fail("Embedding", "gamma and beta go together");
   if (!t.gamma.empty()) {
     Check("Embedding", "gamma", ctx, t.gamma, DType::kF32, {hidden});
     Check("Embedding", "beta", ctx, t.beta, DType::kF32, {hidden});

@@ -71,9 +71,10 @@ void Linear(const ExecContext& ctx, const Tensor& x, const LinearWeights& w, con
   CheckContiguous("Linear", "x", ctx, x, DType::kF32, {-1, w.in_features});
   const int64_t num_tokens = x.dim(0);
   CheckContiguous("Linear", "y", ctx, y, DType::kF32, {num_tokens, w.out_features});
+  internal::CheckDisjoint("Linear", "x", x, "y", y);
   if (epilogue == Epilogue::kResidual) {
     CheckContiguous("Linear", "residual", ctx, residual, DType::kF32, {num_tokens, w.out_features});
-    if (residual.f32() == y.f32()) internal::Fail("Linear", "residual must not alias y");
+    internal::CheckDisjoint("Linear", "residual", residual, "y", y);
   }
   const float* bias = w.bias.empty() ? nullptr : w.bias.f32();
   switch (ctx.device) {
@@ -96,6 +97,9 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
   Check("LinearAddLayerNorm", "gamma", ctx, gamma, DType::kF32, {n});
   Check("LinearAddLayerNorm", "beta", ctx, beta, DType::kF32, {n});
   CheckContiguous("LinearAddLayerNorm", "scratch", ctx, scratch, DType::kF32, {num_tokens, n});
+  internal::CheckDisjoint("LinearAddLayerNorm", "x", x, "io", io);
+  internal::CheckDisjoint("LinearAddLayerNorm", "x", x, "scratch", scratch);
+  internal::CheckDisjoint("LinearAddLayerNorm", "io", io, "scratch", scratch);
   switch (ctx.device) {
     case Device::kCpu:
       cpu::LinearAddLayerNorm(*ctx.pool, x.f32(), CpuPacked(w),

@@ -13,6 +13,11 @@
 namespace quiver::engine {
 
 struct BatchPlan {
+  void Clear() {
+    batch = nullptr;
+    attention.cu_seqlens = nullptr;
+  }
+
   RaggedBatch padded;                  // the padded copy, when padding
   const RaggedBatch* batch = nullptr;  // what runs: the input or `padded`
   int64_t num_real_seqs = 0;           // the input's sequences (padding adds empty ones after them)
@@ -26,7 +31,9 @@ struct BatchPlan {
 // are empty; neither can reach a real sequence (attention stays inside each sequence).
 RaggedBatch PadToBucket(const RaggedBatch& input);
 
-// Fills `plan` for `input` (reusing its buffers); the plan points into `input` and itself.
+// Fills `plan` for `input`, reusing the plan's vectors (bucket padding copies the batch). The
+// plan points into `input` and into itself: it is valid while `input` is, and Clear() drops
+// those pointers once the batch ran.
 void BuildPlan(const RaggedBatch& input, bool pad_to_buckets, const ModelInfo& model,
                BatchPlan& plan);
 

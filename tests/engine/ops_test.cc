@@ -1,0 +1,582 @@
+// Every op of engine/ops against a naive double-precision loop written here, on odd sizes (not
+// multiples of the kernels' vector widths, tiles or panels), for every device this build has: the
+// test is parameterized by device as CTranslate2's OpDeviceTest is, and ggml's test-backend-ops
+// idea: the same inputs through each device's kernels against one reference. The CUDA
+// instantiation skips where this build or host has no CUDA allocator (no device, or no CUDA
+// runtime yet); on a GPU host with the CUDA backend it runs the same cases. Tolerances are keyed
+// by dtype (f32 today).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/attention/registry.h"
+#include "engine/base/allocator.h"
+#include "engine/base/half.h"
+#include "engine/base/thread_pool.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/heads.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/output_format.h"
+#include "engine/ops/pooling.h"
+#include "engine/ops/rotary.h"
+
+namespace quiver::engine {
+namespace {
+
+using Doubles = std::vector<double>;
+
+// Largest |got - want| allowed, relative to max(1, |want|): f32 kernels sum in another order than
+// the double loop, and exp/erf/tanh come from libmvec (4 ulp).
+double Tolerance(DType dtype) { return dtype == DType::kF32 ? 2e-5 : 2e-2; }
+
+void ExpectNear(const std::vector<float>& got, const Doubles& want, DType dtype,
+                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(want[i]));
+    if (!(err <= worst)) worst = err, worst_at = i;  // a NaN is the worst there is
+    if (std::isnan(err)) break;
+  }
+  EXPECT_LE(worst, Tolerance(dtype)) << what << ": element " << worst_at << " is "
+                                     << got[worst_at] << ", want " << want[worst_at];
+}
+
+class OpTest : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<Allocator*> allocator = AllocatorFor(GetParam());
+    if (!allocator.ok()) GTEST_SKIP() << allocator.status();
+    allocator_ = *allocator;
+    pool_ = std::make_unique<ThreadPool>(2);
+    ctx_ = ExecContext{GetParam(), pool_.get()};
+  }
+
+  // Random values (seeded; never all zeros), as floats and as the doubles the reference reads.
+  std::vector<float> Random(size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng_);
+    return v;
+  }
+  static Doubles D(const std::vector<float>& v) { return Doubles(v.begin(), v.end()); }
+
+  // A device tensor holding `host` (kept alive by the fixture).
+  Tensor Upload(const void* host, size_t bytes, DType dtype, std::initializer_list<int64_t> shape) {
+    buffers_.emplace_back(*allocator_, std::max<size_t>(bytes, 1));
+    allocator_->CopyFromHost(buffers_.back().data(), host, bytes);
+    return buffers_.back().View(dtype, shape);
+  }
+  Tensor F32(const std::vector<float>& host, std::initializer_list<int64_t> shape) {
+    return Upload(host.data(), host.size() * 4, DType::kF32, shape);
+  }
+  Tensor I32(const std::vector<int32_t>& host, std::initializer_list<int64_t> shape) {
+    return Upload(host.data(), host.size() * 4, DType::kI32, shape);
+  }
+  Tensor Output(std::initializer_list<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return F32(std::vector<float>(static_cast<size_t>(n), -7.0f), shape);  // garbage, not zeros
+  }
+  std::vector<float> Download(const Tensor& t) {
+    std::vector<float> host(static_cast<size_t>(t.numel()));
+    allocator_->CopyToHost(host.data(), t.f32(), host.size() * 4);
+    return host;
+  }
+
+  Allocator* allocator_ = nullptr;
+  std::unique_ptr<ThreadPool> pool_;
+  ExecContext ctx_;
+  std::mt19937 rng_{1234};
+  std::vector<Buffer> buffers_;
+};
+
+// ---- references -------------------------------------------------------------------------------
+
+void LayerNormRef(double* row, const std::vector<float>& g, const std::vector<float>& b,
+                  int64_t n, double eps) {
+  double mean = 0, var = 0;
+  for (int64_t j = 0; j < n; ++j) mean += row[j];
+  mean /= n;
+  for (int64_t j = 0; j < n; ++j) var += (row[j] - mean) * (row[j] - mean);
+  var /= n;
+  for (int64_t j = 0; j < n; ++j) row[j] = (row[j] - mean) / std::sqrt(var + eps) * g[j] + b[j];
+}
+
+void RmsNormRef(double* row, const float* g, int64_t n, double eps) {
+  double ms = 0;
+  for (int64_t j = 0; j < n; ++j) ms += row[j] * row[j];
+  const double inv = 1.0 / std::sqrt(ms / n + eps);
+  for (int64_t j = 0; j < n; ++j) row[j] = row[j] * inv * g[j];
+}
+
+double GeluErfRef(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double GeluTanhRef(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+// y[m, n] = x[m, k] · w[n, k]ᵀ + bias
+Doubles LinearRef(const std::vector<float>& x, const std::vector<float>& w,
+                  const std::vector<float>& bias, int64_t m, int64_t n, int64_t k) {
+  Doubles y(static_cast<size_t>(m * n));
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      double s = bias.empty() ? 0.0 : bias[c];
+      for (int64_t i = 0; i < k; ++i) s += double(x[r * k + i]) * w[c * k + i];
+      y[r * n + c] = s;
+    }
+  }
+  return y;
+}
+
+// ---- Embedding --------------------------------------------------------------------------------
+
+TEST_P(OpTest, EmbeddingGathersAddsAndNormalizes) {
+  const int64_t vocab = 29, positions = 17, types = 3, hidden = 37, tokens = 13;
+  const std::vector<float> word = Random(vocab * hidden), pos = Random(positions * hidden),
+                           type = Random(types * hidden), g = Random(hidden), b = Random(hidden);
+  std::vector<int32_t> ids(tokens), pos_ids(tokens), type_ids(tokens);
+  for (int64_t t = 0; t < tokens; ++t) {
+    ids[t] = int32_t((t * 7 + 3) % vocab);
+    pos_ids[t] = int32_t(t % 11);
+    type_ids[t] = int32_t(t % types);
+  }
+  const int64_t offset = 2;  // RoBERTa-style: rows from the offset on
+  const Tensor word_t = F32(word, {vocab, hidden});
+  const Tensor pos_t = F32(pos, {positions, hidden}).Rows(offset, positions);
+  const Tensor type_t = F32(type, {types, hidden});
+  const Tensor ids_t = I32(ids, {tokens}), pos_ids_t = I32(pos_ids, {tokens}),
+               type_ids_t = I32(type_ids, {tokens});
+  const float eps = 1e-12f;
+  for (int variant = 0; variant < 3; ++variant) {
+    // 0: gather only; 1: word + position + type, normed; 2: word + position, types all zero.
+    ops::EmbeddingTables tables{word_t};
+    if (variant > 0) {
+      tables.position = pos_t;
+      tables.type = type_t;
+      tables.gamma = F32(g, {hidden});
+      tables.beta = F32(b, {hidden});
+      tables.eps = eps;
+    }
+    const Tensor out = Output({tokens, hidden});
+    ops::Embedding(ctx_, ids_t, variant > 0 ? pos_ids_t : Tensor(),
+                   variant == 1 ? type_ids_t : Tensor(), tables, out);
+    Doubles want(static_cast<size_t>(tokens * hidden));
+    for (int64_t t = 0; t < tokens; ++t) {
+      double* row = want.data() + t * hidden;
+      for (int64_t j = 0; j < hidden; ++j) {
+        row[j] = word[ids[t] * hidden + j];
+        if (variant > 0) {
+          row[j] += pos[(pos_ids[t] + offset) * hidden + j];
+          row[j] += type[(variant == 1 ? type_ids[t] : 0) * hidden + j];
+        }
+      }
+      if (variant > 0) LayerNormRef(row, g, b, hidden, eps);
+    }
+    ExpectNear(Download(out), want, DType::kF32, "variant " + std::to_string(variant));
+  }
+}
+
+// ---- Linear -----------------------------------------------------------------------------------
+
+TEST_P(OpTest, LinearWithEveryEpilogue) {
+  const int64_t in = 37, out_features = 53;
+  const std::vector<float> w = Random(out_features * in), bias = Random(out_features);
+  const Tensor bias_t = F32(bias, {out_features});
+  const ops::LinearWeights with_bias =
+      ops::PrepareLinear(GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu,
+                                            {out_features, in}), bias_t);
+  const ops::LinearWeights no_bias = ops::PrepareLinear(
+      GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {out_features, in}), {});
+  for (int64_t tokens : {1, 7, 300}) {  // 300: more than one block of 256 rows
+    const std::vector<float> x = Random(tokens * in), residual = Random(tokens * out_features);
+    const Tensor x_t = F32(x, {tokens, in}), residual_t = F32(residual, {tokens, out_features});
+    for (ops::Epilogue epilogue : {ops::Epilogue::kNone, ops::Epilogue::kGeluErf,
+                                   ops::Epilogue::kGeluTanh, ops::Epilogue::kResidual}) {
+      for (bool use_bias : {true, false}) {
+        const Tensor y = Output({tokens, out_features});
+        ops::Linear(ctx_, x_t, use_bias ? with_bias : no_bias, y, epilogue, residual_t);
+        Doubles want = LinearRef(x, w, use_bias ? bias : std::vector<float>(), tokens,
+                                 out_features, in);
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (epilogue == ops::Epilogue::kGeluErf) want[i] = GeluErfRef(want[i]);
+          if (epilogue == ops::Epilogue::kGeluTanh) want[i] = GeluTanhRef(want[i]);
+          if (epilogue == ops::Epilogue::kResidual) want[i] += residual[i];
+        }
+        ExpectNear(Download(y), want, DType::kF32,
+                   "tokens " + std::to_string(tokens) + " epilogue " +
+                       std::to_string(int(epilogue)) + " bias " + std::to_string(use_bias));
+      }
+    }
+  }
+}
+
+TEST_P(OpTest, LinearAddLayerNormFusesTheResidualAndNorm) {
+  const int64_t in = 41, n = 35;
+  const std::vector<float> w = Random(n * in), bias = Random(n), g = Random(n), b = Random(n);
+  const ops::LinearWeights weights = ops::PrepareLinear(
+      GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {n, in}), F32(bias, {n}));
+  for (int64_t tokens : {5, 300}) {
+    const std::vector<float> x = Random(tokens * in), io = Random(tokens * n);
+    const Tensor io_t = F32(io, {tokens, n});
+    ops::LinearAddLayerNorm(ctx_, F32(x, {tokens, in}), weights, io_t, F32(g, {n}), F32(b, {n}),
+                            1e-5f, Output({tokens, n}));
+    Doubles want = LinearRef(x, w, bias, tokens, n, in);
+    for (int64_t r = 0; r < tokens; ++r) {
+      for (int64_t j = 0; j < n; ++j) want[r * n + j] += io[r * n + j];
+      LayerNormRef(want.data() + r * n, g, b, n, 1e-5);
+    }
+    ExpectNear(Download(io_t), want, DType::kF32, "tokens " + std::to_string(tokens));
+  }
+}
+
+// ---- Norms ------------------------------------------------------------------------------------
+
+TEST_P(OpTest, LayerNormAndAddLayerNorm) {
+  const int64_t rows = 19, n = 45;
+  const std::vector<float> x = Random(rows * n, 3.0f), add = Random(rows * n), g = Random(n),
+                           b = Random(n);
+  Doubles want = D(x);
+  for (int64_t r = 0; r < rows; ++r) LayerNormRef(want.data() + r * n, g, b, n, 1e-6);
+  const Tensor out = Output({rows, n});
+  ops::LayerNorm(ctx_, F32(x, {rows, n}), F32(g, {n}), F32(b, {n}), 1e-6f, out);
+  ExpectNear(Download(out), want, DType::kF32, "LayerNorm");
+  const Tensor in_place = F32(x, {rows, n});
+  ops::LayerNorm(ctx_, in_place, F32(g, {n}), F32(b, {n}), 1e-6f, in_place);
+  ExpectNear(Download(in_place), want, DType::kF32, "LayerNorm in place");
+
+  Doubles sum(x.size());
+  for (size_t i = 0; i < x.size(); ++i) sum[i] = double(x[i]) + add[i];
+  for (int64_t r = 0; r < rows; ++r) LayerNormRef(sum.data() + r * n, g, b, n, 1e-6);
+  const Tensor io = F32(x, {rows, n});
+  ops::AddLayerNorm(ctx_, io, F32(add, {rows, n}), F32(g, {n}), F32(b, {n}), 1e-6f);
+  ExpectNear(Download(io), sum, DType::kF32, "AddLayerNorm");
+}
+
+TEST_P(OpTest, RmsNormAddRmsNormAndPerHeadNorm) {
+  const int64_t rows = 23, n = 39;
+  const std::vector<float> x = Random(rows * n, 2.0f), y = Random(rows * n), g = Random(n);
+  Doubles want = D(x);
+  for (int64_t r = 0; r < rows; ++r) RmsNormRef(want.data() + r * n, g.data(), n, 1e-6);
+  const Tensor out = Output({rows, n});
+  ops::RmsNorm(ctx_, F32(x, {rows, n}), F32(g, {n}), 1e-6f, out);
+  ExpectNear(Download(out), want, DType::kF32, "RmsNorm");
+
+  Doubles residual(x.size());
+  for (size_t i = 0; i < x.size(); ++i) residual[i] = double(x[i]) + y[i];
+  Doubles normed = residual;
+  for (int64_t r = 0; r < rows; ++r) RmsNormRef(normed.data() + r * n, g.data(), n, 1e-6);
+  const Tensor residual_t = F32(x, {rows, n}), y_t = F32(y, {rows, n});
+  ops::AddRmsNorm(ctx_, residual_t, y_t, F32(g, {n}), 1e-6f);
+  ExpectNear(Download(residual_t), residual, DType::kF32, "AddRmsNorm residual");
+  ExpectNear(Download(y_t), normed, DType::kF32, "AddRmsNorm output");
+
+  // Per-head norm on the k columns of a fused [tokens, q + k + v] matrix: other columns untouched.
+  const int64_t heads = 3, head_dim = 10, width = 7 * head_dim, tokens = 9;
+  const std::vector<float> qkv = Random(tokens * width), hg = Random(head_dim);
+  const Tensor qkv_t = F32(qkv, {tokens, width});
+  ops::HeadRmsNorm(ctx_, qkv_t.Columns(2 * head_dim, 5 * head_dim), heads, F32(hg, {head_dim}),
+                   1e-6f);
+  Doubles head_want = D(qkv);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      RmsNormRef(head_want.data() + t * width + 2 * head_dim + h * head_dim, hg.data(), head_dim,
+                 1e-6);
+    }
+  }
+  ExpectNear(Download(qkv_t), head_want, DType::kF32, "HeadRmsNorm");
+}
+
+// ---- Rotary -----------------------------------------------------------------------------------
+
+TEST_P(OpTest, RotaryNeoxAndGptJLayouts) {
+  const int64_t tokens = 11, heads = 3, head_dim = 14, width = 5 * head_dim, offset = head_dim;
+  const double theta = 10000.0;
+  std::vector<int32_t> positions(tokens);
+  for (int64_t t = 0; t < tokens; ++t) positions[t] = int32_t((t * 37) % 300);
+  for (ops::RotaryLayout layout : {ops::RotaryLayout::kNeox, ops::RotaryLayout::kGptJ}) {
+    const std::vector<float> x = Random(tokens * width);
+    const Tensor x_t = F32(x, {tokens, width});
+    ops::Rotary(ctx_, x_t.Columns(offset, offset + heads * head_dim), I32(positions, {tokens}),
+                heads, head_dim, theta, layout);
+    Doubles want = D(x);
+    const int64_t half = head_dim / 2;
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t h = 0; h < heads; ++h) {
+        double* v = want.data() + t * width + offset + h * head_dim;
+        const float* src = x.data() + t * width + offset + h * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          // The angle as transformers forms it: f32 inv_freq times the f32 position; its cosine
+          // and sine in double.
+          const float inv_freq = 1.0f / static_cast<float>(std::pow(theta, 2.0 * i / head_dim));
+          const double angle = static_cast<float>(positions[t]) * inv_freq;
+          const int64_t a = layout == ops::RotaryLayout::kNeox ? i : 2 * i;
+          const int64_t b = layout == ops::RotaryLayout::kNeox ? i + half : 2 * i + 1;
+          v[a] = src[a] * std::cos(angle) - src[b] * std::sin(angle);
+          v[b] = src[b] * std::cos(angle) + src[a] * std::sin(angle);
+        }
+      }
+    }
+    ExpectNear(Download(x_t), want, DType::kF32,
+               layout == ops::RotaryLayout::kNeox ? "neox" : "gpt-j");
+  }
+}
+
+// ---- Activations ------------------------------------------------------------------------------
+
+TEST_P(OpTest, SiluMulGeluAndTanh) {
+  const int64_t rows = 13, inter = 27;
+  const std::vector<float> gate_up = Random(rows * 2 * inter, 2.0f);
+  const Tensor out = Output({rows, inter});
+  ops::SiluMul(ctx_, F32(gate_up, {rows, 2 * inter}), out);
+  Doubles want(static_cast<size_t>(rows * inter));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < inter; ++j) {
+      const double g = gate_up[r * 2 * inter + j], u = gate_up[r * 2 * inter + inter + j];
+      want[r * inter + j] = g / (1.0 + std::exp(-g)) * u;
+    }
+  }
+  ExpectNear(Download(out), want, DType::kF32, "SiluMul");
+
+  const std::vector<float> x = Random(rows * inter, 3.0f);
+  for (ops::GeluForm form : {ops::GeluForm::kErf, ops::GeluForm::kTanh}) {
+    const Tensor t = F32(x, {rows, inter});
+    ops::Gelu(ctx_, t, form);
+    Doubles gelu(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      gelu[i] = form == ops::GeluForm::kErf ? GeluErfRef(x[i]) : GeluTanhRef(x[i]);
+    }
+    ExpectNear(Download(t), gelu, DType::kF32, "Gelu");
+  }
+  const Tensor t = F32(x, {rows, inter});
+  ops::Tanh(ctx_, t);
+  Doubles tanh_want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) tanh_want[i] = std::tanh(double(x[i]));
+  ExpectNear(Download(t), tanh_want, DType::kF32, "Tanh");
+}
+
+// ---- Attention --------------------------------------------------------------------------------
+
+TEST_P(OpTest, AttentionEveryBackendCausalAndBidirectionalWithGroupedHeads) {
+  const std::vector<int32_t> lengths = {1, 9, 130, 37};
+  std::vector<int32_t> cu = {0};
+  for (int32_t len : lengths) cu.push_back(cu.back() + len);
+  const int64_t tokens = cu.back(), heads = 6, kv_heads = 2, head_dim = 24;
+  const int64_t q_width = heads * head_dim, kv_width = kv_heads * head_dim;
+  const int64_t width = q_width + 2 * kv_width;
+  const std::vector<float> qkv = Random(tokens * width, 1.5f);
+  const Tensor qkv_t = F32(qkv, {tokens, width});
+  for (bool causal : {false, true}) {
+    AttentionPlan plan;
+    plan.cu_seqlens = cu.data();
+    plan.num_seqs = static_cast<int64_t>(lengths.size());
+    plan.max_seqlen = 130;
+    plan.num_heads = heads;
+    plan.num_kv_heads = kv_heads;
+    plan.head_dim = head_dim;
+    plan.causal = causal;
+    plan.scale = 1.0f / std::sqrt(float(head_dim));
+    Doubles want(static_cast<size_t>(tokens * q_width));
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t kvh = h / (heads / kv_heads);
+        for (int32_t i = cu[s]; i < cu[s + 1]; ++i) {
+          const int32_t last = causal ? i : cu[s + 1] - 1;
+          Doubles p;
+          double max_score = -1e300;
+          for (int32_t j = cu[s]; j <= last; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < head_dim; ++d) {
+              dot += double(qkv[i * width + h * head_dim + d]) *
+                     qkv[j * width + q_width + kvh * head_dim + d];
+            }
+            p.push_back(dot * plan.scale);
+            max_score = std::max(max_score, p.back());
+          }
+          double sum = 0;
+          for (double& v : p) sum += (v = std::exp(v - max_score));
+          for (int64_t d = 0; d < head_dim; ++d) {
+            double o = 0;
+            for (int32_t j = cu[s]; j <= last; ++j) {
+              o += p[j - cu[s]] / sum * qkv[j * width + q_width + kv_width + kvh * head_dim + d];
+            }
+            want[i * q_width + h * head_dim + d] = o;
+          }
+        }
+      }
+    }
+    const std::vector<std::string_view> names = AttentionBackendNames(GetParam());
+    ASSERT_FALSE(names.empty());
+    for (std::string_view name : names) {
+      auto backend = MakeAttentionBackend(GetParam(), name);
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      const Tensor out = Output({tokens, q_width});
+      ops::Attention(ctx_, **backend, plan, qkv_t.Columns(0, q_width),
+                     qkv_t.Columns(q_width, q_width + kv_width),
+                     qkv_t.Columns(q_width + kv_width, width), out);
+      ExpectNear(Download(out), want, DType::kF32,
+                 std::string(name) + (causal ? " causal" : " bidirectional"));
+    }
+  }
+}
+
+// ---- Pooling and heads ------------------------------------------------------------------------
+
+TEST_P(OpTest, PoolingClsMeanLastMaxAndSpans) {
+  const int64_t tokens = 29, n = 21;
+  const std::vector<float> hidden = Random(tokens * n);
+  // Three sequences, then late-chunking spans inside them.
+  const std::vector<int32_t> bounds = {0, 1, 1, 12, 12, 29, 3, 9, 14, 15};
+  const int64_t rows = static_cast<int64_t>(bounds.size() / 2);
+  const Tensor bounds_t(bounds.data(), DType::kI32, Device::kCpu, {rows, 2});
+  for (ops::Pooling mode : {ops::Pooling::kCls, ops::Pooling::kMean, ops::Pooling::kLastToken,
+                            ops::Pooling::kMax}) {
+    const Tensor out = Output({rows, n});
+    ops::Pool(ctx_, F32(hidden, {tokens, n}), bounds_t, mode, out);
+    Doubles want(static_cast<size_t>(rows * n));
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t begin = bounds[2 * r], end = bounds[2 * r + 1];
+      for (int64_t j = 0; j < n; ++j) {
+        double v = mode == ops::Pooling::kMax ? -1e300 : 0.0;
+        for (int32_t t = begin; t < end; ++t) {
+          const double x = hidden[t * n + j];
+          if (mode == ops::Pooling::kMean) v += x / (end - begin);
+          if (mode == ops::Pooling::kMax) v = std::max(v, x);
+        }
+        if (mode == ops::Pooling::kCls) v = hidden[begin * n + j];
+        if (mode == ops::Pooling::kLastToken) v = hidden[(end - 1) * n + j];
+        want[r * n + j] = v;
+      }
+    }
+    ExpectNear(Download(out), want, DType::kF32, "mode " + std::to_string(int(mode)));
+  }
+}
+
+TEST_P(OpTest, ClassifierHeadAndLogitDifference) {
+  const int64_t seqs = 5, hidden = 33, labels = 3;
+  const std::vector<float> pooled = Random(seqs * hidden), dw = Random(hidden * hidden, 0.3f),
+                           db = Random(hidden), ow = Random(labels * hidden), ob = Random(labels);
+  const auto prepare = [&](const std::vector<float>& w, const std::vector<float>& b, int64_t out) {
+    return ops::PrepareLinear(GetParam(),
+                              Tensor(w.data(), DType::kF32, Device::kCpu, {out, hidden}),
+                              F32(b, {out}));
+  };
+  const Tensor scores = Output({seqs, labels});
+  ops::ClassifierHead(ctx_, F32(pooled, {seqs, hidden}), prepare(dw, db, hidden),
+                      prepare(ow, ob, labels), Output({seqs, hidden}), scores);
+  Doubles dense = LinearRef(pooled, dw, db, seqs, hidden, hidden);
+  std::vector<float> dense_f(dense.size());
+  for (size_t i = 0; i < dense.size(); ++i) dense_f[i] = float(std::tanh(dense[i]));
+  ExpectNear(Download(scores), LinearRef(dense_f, ow, ob, seqs, labels, hidden), DType::kF32,
+             "ClassifierHead");
+
+  const std::vector<float> yes = Random(hidden), no = Random(hidden);
+  const Tensor diff = Output({seqs, 1});
+  ops::LogitDifference(ctx_, F32(pooled, {seqs, hidden}), F32(yes, {hidden}), F32(no, {hidden}),
+                       diff);
+  Doubles want(static_cast<size_t>(seqs));
+  for (int64_t s = 0; s < seqs; ++s) {
+    for (int64_t j = 0; j < hidden; ++j) {
+      want[s] += double(pooled[s * hidden + j]) * (double(yes[j]) - no[j]);
+    }
+  }
+  ExpectNear(Download(diff), want, DType::kF32, "LogitDifference");
+}
+
+// ---- FormatOutput -----------------------------------------------------------------------------
+
+TEST_P(OpTest, FormatOutputTruncatesNormalizesAndEncodes) {
+  const int64_t rows = 4, hidden = 30, dims = 19;
+  const std::vector<float> pooled = Random(rows * hidden, 0.7f);
+  const Tensor pooled_t = F32(pooled, {rows, hidden});
+  for (bool normalize : {false, true}) {
+    Doubles want(static_cast<size_t>(rows * dims));
+    for (int64_t r = 0; r < rows; ++r) {
+      double norm = 0;
+      for (int64_t j = 0; j < dims; ++j) norm += double(pooled[r * hidden + j]) * pooled[r * hidden + j];
+      for (int64_t j = 0; j < dims; ++j) {
+        want[r * dims + j] = pooled[r * hidden + j] / (normalize ? std::sqrt(norm) : 1.0);
+      }
+    }
+    for (ops::Encoding encoding : {ops::Encoding::kF32, ops::Encoding::kF16, ops::Encoding::kInt8,
+                                   ops::Encoding::kBinary}) {
+      const int64_t row_bytes = ops::EncodedRowBytes(encoding, dims);
+      std::vector<uint8_t> out(static_cast<size_t>(rows * row_bytes), 0xAB);
+      ops::FormatOutput(ctx_, pooled_t, dims, normalize, encoding,
+                        Tensor(out.data(), DType::kU8, Device::kCpu, {rows, row_bytes}));
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = out.data() + r * row_bytes;
+        for (int64_t j = 0; j < dims; ++j) {
+          const double w = want[r * dims + j];
+          switch (encoding) {
+            case ops::Encoding::kF32: {
+              float got;
+              std::memcpy(&got, row + 4 * j, 4);
+              EXPECT_NEAR(got, w, 2e-6 * std::max(1.0, std::abs(w)));
+              break;
+            }
+            case ops::Encoding::kF16: {
+              uint16_t h;
+              std::memcpy(&h, row + 2 * j, 2);
+              EXPECT_NEAR(HalfToFloat(h), w, std::abs(w) * std::ldexp(1.0, -11) + 1e-7);
+              break;
+            }
+            case ops::Encoding::kInt8: {
+              const double q = std::clamp(std::round(std::tanh(w) * 127.0), -128.0, 127.0);
+              EXPECT_NEAR(static_cast<int8_t>(row[j]), q, 0.0) << w;
+              break;
+            }
+            case ops::Encoding::kBinary:
+              EXPECT_EQ((row[j / 8] >> (7 - j % 8)) & 1, w > 0 ? 1 : 0);
+              break;
+          }
+        }
+        if (encoding == ops::Encoding::kBinary) {
+          EXPECT_EQ(row[row_bytes - 1] & ((1 << (8 * row_bytes - dims)) - 1), 0)
+              << "padding bits past the last dimension are zero";
+        }
+      }
+    }
+  }
+}
+
+// ---- Checks -----------------------------------------------------------------------------------
+
+TEST_P(OpTest, AShapeMismatchNamesTheOpTheOperandAndBothShapes) {
+  const std::vector<float> w = Random(16 * 8);
+  const ops::LinearWeights weights =
+      ops::PrepareLinear(GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {16, 8}), {});
+  try {
+    ops::Linear(ctx_, Output({3, 9}), weights, Output({3, 16}));
+    FAIL() << "a [3, 9] input to a [16, 8] Linear ran";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("ops::Linear"), std::string::npos) << message;
+    EXPECT_NE(message.find("x is f32 [3, 9]"), std::string::npos) << message;
+    EXPECT_NE(message.find("expected f32 [*, 8]"), std::string::npos) << message;
+  }
+}
+
+void PrintTo(Device device, std::ostream* os) { *os << DeviceName(device); }
+
+std::string DeviceParamName(const ::testing::TestParamInfo<Device>& info) {
+  return std::string(DeviceName(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDevice, OpTest, ::testing::Values(Device::kCpu, Device::kCuda),
+                         DeviceParamName);
+
+}  // namespace
+}  // namespace quiver::engine
