@@ -32,6 +32,10 @@
 #include "engine/ops/rotary.h"
 
 namespace quiver::engine {
+
+// Test names and messages say "cpu" / "cuda" (found by argument-dependent lookup).
+void PrintTo(Device device, std::ostream* os) { *os << DeviceName(device); }
+
 namespace {
 
 using Doubles = std::vector<double>;
@@ -568,8 +572,6 @@ TEST_P(OpTest, AShapeMismatchNamesTheOpTheOperandAndBothShapes) {
     EXPECT_NE(message.find("expected f32 [*, 8]"), std::string::npos) << message;
   }
 }
-
-void PrintTo(Device device, std::ostream* os) { *os << DeviceName(device); }
 
 std::string DeviceParamName(const ::testing::TestParamInfo<Device>& info) {
   return std::string(DeviceName(info.param));
