@@ -1,4 +1,4 @@
-"""Cuts ../shared/corpus texts to exact token lengths for the benchmark suites.
+"""Cuts corpus/ texts to exact token lengths for the benchmark suites.
 
 Every system in a run gets the same texts from the same file: for each length L, `count`
 documents cut so that the model's tokenizer (Hugging Face `tokenizers`, with special tokens) gives
@@ -7,7 +7,7 @@ exactly L tokens, plus short queries for the scoring suite. A document is cut at
 merges differently) is skipped, so every text is checked, not assumed.
 
     python bench/make_inputs.py --tokenizer models/all-MiniLM-L6-v2/tokenizer.json \
-        --corpus ../shared/corpus --out .cache/bench/inputs.json
+        --corpus corpus --out .cache/bench/inputs.json
 """
 
 import argparse

@@ -36,7 +36,7 @@ rm -f "$RUN"/*.json  # nothing from an earlier run reaches the report
 PY="$PEERS_VENV/bin/python"
 
 "$PY" "$ROOT/bench/make_inputs.py" --tokenizer "$MODEL/tokenizer.json" \
-  --corpus "$ROOT/../shared/corpus" --out "$INPUTS"
+  --corpus "$ROOT/corpus" --out "$INPUTS"
 
 echo "== machine" >&2
 { echo "{\"cpu\": \"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)\","

@@ -4,7 +4,7 @@
     python bench/tokenizer_bench.py [--build build] [--out docs/benchmarks]
 
 For each of the three tokenizers of tests/fixtures/tokenizers and each text set of
-../shared/corpus (all documents; all queries): per-text latency (p50/p99, one thread, each text
+corpus/ (all documents; all queries): per-text latency (p50/p99, one thread, each text
 alone) and throughput (MB/s, tokens/s) with 1 and 2 threads. Hugging Face runs in its Python API
 as users call it: `encode` per text, and `encode_batch` (its Rust thread pool, sized with
 RAYON_RS_NUM_CPUS). Each configuration runs in its own process. Writes tokenizer.json (raw) and
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = ROOT / "corpus"
 TOKENIZERS = ["minilm_wordpiece", "qwen_style_bpe", "xlmr_style_unigram"]
 
 

@@ -15,7 +15,7 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
 fi
 cmake --build "$BUILD" --target tokenizer_fuzz -j "$(nproc)"
 # Seeds: a few corpus queries and documents, so the fuzzer starts from real text.
-python3 - "$ROOT/../shared/corpus" "$OUT/corpus" <<'PY'
+python3 - "$ROOT/corpus" "$OUT/corpus" <<'PY'
 import json, sys, pathlib
 src, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 for name in ("queries.jsonl", "docs_multi.jsonl"):

@@ -79,7 +79,8 @@ def main():
     gport = int(wait_for(r" port=(\d+) ", glog, gateway).group(1))
     failures = []
     try:
-        queries = [json.loads(l)["text"] for l in open(os.path.join(SOURCE, "..", "shared", "corpus", "queries.jsonl"))][:64]
+        with open(os.path.join(SOURCE, "corpus", "queries.jsonl"), encoding="utf-8") as f:
+            queries = [json.loads(l)["text"] for l in f][:64]
         expected = {}
         for i in range(0, len(queries), 16):
             status, body = post(gport, "/v1/embeddings", {"input": queries[i:i + 16]})

@@ -39,7 +39,9 @@ TEST_P(AllocationTest, SecondPassAllocatesNothing) {
       (kSource / "tests" / "fixtures" / "tokenizers" / GetParam() / "tokenizer.json").string());
   ASSERT_TRUE(tok.ok()) << tok.status();
   std::vector<std::string> texts;
-  std::ifstream in(kSource.parent_path() / "shared" / "corpus" / "docs_multi.jsonl");
+  const auto corpus = kSource / "corpus" / "docs_multi.jsonl";
+  std::ifstream in(corpus);
+  ASSERT_TRUE(in.good()) << "cannot read " << corpus;
   std::string line;
   for (int i = 0; std::getline(in, line) && texts.size() < 60; ++i) {
     if (i % 29 == 0) texts.push_back(JsonValue::Parse(line)->Find("text")->as_string());

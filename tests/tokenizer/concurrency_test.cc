@@ -24,7 +24,9 @@ TEST_P(ConcurrencyTest, ManyThreadsMatchOneThread) {
       (kSource / "tests" / "fixtures" / "tokenizers" / GetParam() / "tokenizer.json").string());
   ASSERT_TRUE(tok.ok()) << tok.status();
   std::vector<std::string> texts;
-  std::ifstream in(kSource.parent_path() / "shared" / "corpus" / "docs_multi.jsonl");
+  const auto corpus = kSource / "corpus" / "docs_multi.jsonl";
+  std::ifstream in(corpus);
+  ASSERT_TRUE(in.good()) << "cannot read " << corpus;
   std::string line;
   for (int i = 0; std::getline(in, line) && texts.size() < 200; ++i) {
     if (i % 7 != 0) continue;

@@ -1,5 +1,5 @@
 // Exact ids and type ids against Hugging Face `tokenizers` for three tokenizer.json files
-// (WordPiece, byte-level BPE, Unigram) on every text of ../shared/corpus, an edge-case list and
+// (WordPiece, byte-level BPE, Unigram) on every text of corpus/, an edge-case list and
 // text pairs with each truncation strategy. References: tests/fixtures/tokenizers/, written by
 // tools/golden/make_tokenizer_fixtures.py.
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 const fs::path kSource = QUIVER_SOURCE_DIR;
 const fs::path kFixtures = kSource / "tests" / "fixtures" / "tokenizers";
-const fs::path kCorpus = kSource.parent_path() / "shared" / "corpus";
+const fs::path kCorpus = kSource / "corpus";
 
 std::string Fnv1a64(const std::vector<uint32_t>& values) {
   uint64_t h = 0xCBF29CE484222325ull;
@@ -37,7 +37,7 @@ std::string Fnv1a64(const std::vector<uint32_t>& values) {
 
 std::vector<JsonValue> ReadJsonLines(const fs::path& path) {
   std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
   std::vector<JsonValue> out;
   std::string line;
   while (std::getline(in, line)) {

@@ -6,7 +6,7 @@ sentence-transformers, tokenizers, safetensors). Tests never import any of these
 files written here.
 
   minilm/embeddings.jsonl   all-MiniLM-L6-v2 sentence embeddings (sentence-transformers, fp32)
-                            with the token ids Hugging Face produced, for texts of ../shared/corpus
+                            with the token ids Hugging Face produced, for texts of corpus/
   minilm/tensors.json       the safetensors header of the real model, as the safetensors library
                             reads it (name -> dtype, shape)
   tiny/<name>/              seeded random-weight checkpoints in Hugging Face layout, with
@@ -40,7 +40,7 @@ from sentence_transformers.sentence_transformer import modules as st_models
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = ROOT / "corpus"
 LANGS = ["en", "de", "fr", "ru", "zh", "ja"]
 
 # Qwen2/Qwen3 pre-tokenization pattern, as in their tokenizer.json (needs lookahead).

@@ -4,7 +4,7 @@
 Run through tools/golden/run.sh --tokenizers. Writes tests/fixtures/tokenizers/<name>/:
 
   tokenizer.json   the tokenizer under test
-  corpus.jsonl     every text of ../shared/corpus (all documents, all queries), encoded with
+  corpus.jsonl     every text of corpus/ (all documents, all queries), encoded with
                    special tokens and without truncation: file, line, token count, and FNV-1a 64
                    hashes of the ids and type ids (as little-endian u32); queries also carry the
                    full ids, so a mismatch there shows the tokens
@@ -30,7 +30,7 @@ from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normaliz
                         pre_tokenizers, processors, trainers)
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = ROOT / "corpus"
 CORPUS_FILES = ["queries.jsonl", "docs_en.jsonl", "docs_multi.jsonl"]
 
 QWEN_SPLIT = (

@@ -5,7 +5,7 @@
 #   GOLDEN_VENV=/path tools/golden/run.sh   reuses an existing venv with the same pins
 #   tools/golden/run.sh --tokenizers         only the tokenizer fixtures (tests/fixtures/tokenizers)
 #
-# Needs the default model (scripts/fetch-model.sh) and ../shared/corpus. CI never runs this.
+# Needs the default model (scripts/fetch-model.sh) and corpus/. CI never runs this.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${GOLDEN_VENV:-$ROOT/.cache/golden-venv}"
