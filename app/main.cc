@@ -44,36 +44,29 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--host", serve.host, "Address to listen on")->capture_default_str();
   serve_cmd->add_option("--threads", serve.threads, "Compute threads (0: all cores)")
       ->capture_default_str();
-  serve_cmd
-      ->add_option("--handler-threads", serve.handler_threads,
-                   "Threads that parse, tokenize and wait for results: the requests in "
-                   "flight at once (later ones wait in order); the batcher can only batch "
-                   "what is in flight")
+  serve_cmd->add_option("--handler-threads", serve.handler_threads,
+                        "Threads that parse, tokenize and wait for results: the requests in "
+                        "flight at once (later ones wait in order); the batcher can only batch "
+                        "what is in flight")
       ->capture_default_str();
-  serve_cmd
-      ->add_option("--max-body-bytes", serve.max_body_bytes,
-                   "Largest request body; larger ones get 413 unread")
+  serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes,
+                        "Largest request body; larger ones get 413 unread")
       ->capture_default_str();
-  serve_cmd
-      ->add_option("--max-input-tokens", serve.max_input_tokens,
-                   "Longest input in tokens, 413 beyond (0: the model's max_seq_length, "
-                   "else its position limit; never more than the position limit)")
+  serve_cmd->add_option("--max-input-tokens", serve.max_input_tokens,
+                        "Longest input in tokens, 413 beyond (0: the model's max_seq_length, "
+                        "else its position limit; never more than the position limit)")
       ->capture_default_str();
-  serve_cmd
-      ->add_option("--max-inputs", serve.api.max_inputs,
-                   "Inputs per request (413 beyond); bounds one request's memory and latency")
+  serve_cmd->add_option("--max-inputs", serve.api.max_inputs,
+                        "Inputs per request (413 beyond); bounds one request's memory and latency")
       ->capture_default_str();
-  serve_cmd
-      ->add_option("--max-input-chars", serve.api.max_input_chars,
-                   "Characters per input, cut before tokenizing")
+  serve_cmd->add_option("--max-input-chars", serve.api.max_input_chars,
+                        "Characters per input, cut before tokenizing")
       ->capture_default_str();
-  serve_cmd
-      ->add_option("--request-timeout", serve.api.request_timeout_s,
-                   "Seconds a request may take, queueing included")
+  serve_cmd->add_option("--request-timeout", serve.api.request_timeout_s,
+                        "Seconds a request may take, queueing included")
       ->capture_default_str();
-  serve_cmd
-      ->add_option("--api-key", serve.api.api_key,
-                   "Require 'Authorization: Bearer KEY' (also QUIVER_API_KEY)")
+  serve_cmd->add_option("--api-key", serve.api.api_key,
+                        "Require 'Authorization: Bearer KEY' (also QUIVER_API_KEY)")
       ->envname("QUIVER_API_KEY");
   serve_cmd->add_option("--port", serve.port, "HTTP port (0: pick a free one, logged)")
       ->check(CLI::Range(0, 65535))
@@ -82,46 +75,31 @@ int main(int argc, char** argv) {
 
   quiver::app::GatewayOptions gw;
   CLI::App* gateway_cmd = app.add_subcommand("gateway", "HTTP gateway in front of workers");
-  gateway_cmd
-      ->add_option("--workers", gw.workers,
-                   "Workers: host:port,host:port or dns:NAME:PORT (re-resolved, e.g. a "
-                   "Kubernetes headless Service)")
-      ->required();
+  gateway_cmd->add_option("--workers", gw.workers,
+                          "Workers: host:port,host:port or dns:NAME:PORT (re-resolved, e.g. a "
+                          "Kubernetes headless Service)")->required();
   gateway_cmd->add_option("--model", gw.model_dir, "Model folder (its tokenizer.json is used)")
       ->required();
-  gateway_cmd->add_option("--model-name", gw.model_name,
-                          "Name clients use (default: the workers')");
+  gateway_cmd->add_option("--model-name", gw.model_name, "Name clients use (default: the workers')");
   gateway_cmd->add_option("--host", gw.host, "Address to listen on")->capture_default_str();
-  gateway_cmd->add_option("--port", gw.port, "HTTP port (0: pick one, logged)")
-      ->capture_default_str();
-  gateway_cmd
-      ->add_option("--handler-threads", gw.handler_threads,
-                   "Threads that parse, tokenize and wait for workers: the requests in "
-                   "flight at once (later ones wait in order)")
-      ->capture_default_str();
-  gateway_cmd
-      ->add_option("--max-chunk-tokens", gw.max_chunk_tokens,
-                   "Split requests into chunks of at most this many tokens (0: the workers' "
-                   "max_batch_tokens)")
-      ->capture_default_str();
-  gateway_cmd
-      ->add_option("--health-interval-ms", gw.health_interval_ms,
-                   "How often each worker's health is checked; a failed call marks it "
-                   "unhealthy at once")
-      ->capture_default_str();
-  gateway_cmd
-      ->add_option("--resolve-interval-ms", gw.resolve_interval_ms,
-                   "How often a dns: worker name is re-resolved")
-      ->capture_default_str();
-  gateway_cmd
-      ->add_option("--max-body-bytes", gw.max_body_bytes, "Largest request body (413 beyond)")
+  gateway_cmd->add_option("--port", gw.port, "HTTP port (0: pick one, logged)")->capture_default_str();
+  gateway_cmd->add_option("--handler-threads", gw.handler_threads,
+                          "Threads that parse, tokenize and wait for workers: the requests in "
+                          "flight at once (later ones wait in order)")->capture_default_str();
+  gateway_cmd->add_option("--max-chunk-tokens", gw.max_chunk_tokens,
+                          "Split requests into chunks of at most this many tokens (0: the workers' "
+                          "max_batch_tokens)")->capture_default_str();
+  gateway_cmd->add_option("--health-interval-ms", gw.health_interval_ms,
+                          "How often each worker's health is checked; a failed call marks it "
+                          "unhealthy at once")->capture_default_str();
+  gateway_cmd->add_option("--resolve-interval-ms", gw.resolve_interval_ms,
+                          "How often a dns: worker name is re-resolved")->capture_default_str();
+  gateway_cmd->add_option("--max-body-bytes", gw.max_body_bytes, "Largest request body (413 beyond)")
       ->capture_default_str();
   gateway_cmd->add_option("--max-inputs", gw.api.max_inputs, "Inputs per request (413 beyond)")
       ->capture_default_str();
-  gateway_cmd
-      ->add_option("--request-timeout", gw.api.request_timeout_s,
-                   "Seconds a request may take, retries included")
-      ->capture_default_str();
+  gateway_cmd->add_option("--request-timeout", gw.api.request_timeout_s,
+                          "Seconds a request may take, retries included")->capture_default_str();
   gateway_cmd->add_option("--api-key", gw.api.api_key, "Require 'Authorization: Bearer KEY'")
       ->envname("QUIVER_API_KEY");
   quiver::worker::WorkerOptions worker;
@@ -131,21 +109,18 @@ int main(int argc, char** argv) {
                          "Name clients use for the model (default: the folder's name)");
   worker_cmd->add_option("--listen", worker.listen, "gRPC host:port (port 0: pick a free one)")
       ->capture_default_str();
-  worker_cmd
-      ->add_option("--metrics-port", worker.metrics_port,
-                   "Port for Prometheus GET /metrics (-1: off)")
+  worker_cmd->add_option("--metrics-port", worker.metrics_port,
+                         "Port for Prometheus GET /metrics (-1: off)")
       ->capture_default_str();
   worker_cmd->add_option("--metrics-host", worker.metrics_host, "Address for /metrics")
       ->capture_default_str();
-  worker_cmd
-      ->add_option("--threads", worker.threads,
-                   "Compute threads (0: all cores). One worker per machine or per GPU.")
+  worker_cmd->add_option("--threads", worker.threads,
+                         "Compute threads (0: all cores). One worker per machine or per GPU.")
       ->capture_default_str();
-  worker_cmd
-      ->add_option("--drain-grace-ms", worker.drain_grace_ms,
-                   "On SIGTERM, after finishing admitted work, keep refusing new calls with "
-                   "UNAVAILABLE this long before closing, so clients retry elsewhere; "
-                   "about a health-check interval")
+  worker_cmd->add_option("--drain-grace-ms", worker.drain_grace_ms,
+                         "On SIGTERM, after finishing admitted work, keep refusing new calls with "
+                         "UNAVAILABLE this long before closing, so clients retry elsewhere; "
+                         "about a health-check interval")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   AddLimitFlags(*worker_cmd, worker.limits);
@@ -158,18 +133,16 @@ int main(int argc, char** argv) {
       ->excludes(text_opt);
   embed_cmd->add_option("--output", embed.output_path,
                         "Output file: *.npy for a NumPy matrix, else JSON lines (default stdout)");
-  embed_cmd
-      ->add_option("--dimensions", embed.dimensions,
-                   "Matryoshka truncation to this many dimensions (0: the model's width)")
+  embed_cmd->add_option("--dimensions", embed.dimensions,
+                        "Matryoshka truncation to this many dimensions (0: the model's width)")
       ->check(CLI::NonNegativeNumber);
   embed_cmd->add_flag("--normalize", embed.normalize,
                       "L2-normalize (default: as the model's sentence-transformers modules say)");
   embed_cmd->add_option("--dtype", embed.dtype, "f32, int8 (tanh-scaled) or binary (sign bits)")
       ->check(CLI::IsMember({"f32", "int8", "binary"}))
       ->capture_default_str();
-  embed_cmd
-      ->add_option("--max-batch-tokens", embed.max_batch_tokens,
-                   "Tokens per forward pass; larger batches raise throughput and memory")
+  embed_cmd->add_option("--max-batch-tokens", embed.max_batch_tokens,
+                        "Tokens per forward pass; larger batches raise throughput and memory")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   embed_cmd->add_option("--threads", embed.threads, "Compute threads (0: all cores)");
@@ -183,9 +156,8 @@ int main(int argc, char** argv) {
       ->required();
   tokenize_cmd->add_flag("--pairs", tokenize.pairs,
                          "Every line is a pair: {\"text\": ..., \"text_pair\": ...}");
-  tokenize_cmd
-      ->add_option("--max-length", tokenize.max_length,
-                   "Truncate to this many tokens, special tokens included (0: off)")
+  tokenize_cmd->add_option("--max-length", tokenize.max_length,
+                           "Truncate to this many tokens, special tokens included (0: off)")
       ->check(CLI::NonNegativeNumber);
   tokenize_cmd->add_option("--truncation-side", tokenize.truncation_side, "right or left")
       ->check(CLI::IsMember({"right", "left"}))
@@ -203,8 +175,8 @@ int main(int argc, char** argv) {
   if (*tokenize_cmd) return quiver::app::RunTokenize(tokenize);
   if (*embed_cmd) return quiver::app::RunEmbed(embed);
   if (*worker_cmd) {
-    absl::StatusOr<quiver::engine::ModelOptions> model =
-        quiver::app::ResolveModelOptions(worker.model_dir);
+    absl::StatusOr<quiver::engine::ModelOptions> model = quiver::app::ResolveModelOptions(
+        worker.model_dir);
     if (!model.ok()) {
       std::fprintf(stderr, "quiver worker: %s\n", std::string(model.status().message()).c_str());
       return 1;

@@ -69,7 +69,8 @@ absl::StatusOr<JsonValue> JsonValue::Parse(std::string_view text) {
   simdjson::padded_string padded(text);
   simdjson::dom::element root;
   if (simdjson::error_code error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(StrCat("invalid JSON: ", simdjson::error_message(error)));
+    return absl::InvalidArgumentError(
+        StrCat("invalid JSON: ", simdjson::error_message(error)));
   }
   return JsonBuilder::Build(root);
 }
@@ -83,20 +84,13 @@ const JsonValue* JsonValue::Find(std::string_view key) const {
 
 std::string_view JsonValue::TypeName(Type type) {
   switch (type) {
-    case Type::kNull:
-      return "null";
-    case Type::kBool:
-      return "boolean";
-    case Type::kInt:
-      return "integer";
-    case Type::kDouble:
-      return "number";
-    case Type::kString:
-      return "string";
-    case Type::kArray:
-      return "array";
-    case Type::kObject:
-      return "object";
+    case Type::kNull: return "null";
+    case Type::kBool: return "boolean";
+    case Type::kInt: return "integer";
+    case Type::kDouble: return "number";
+    case Type::kString: return "string";
+    case Type::kArray: return "array";
+    case Type::kObject: return "object";
   }
   return "unknown";
 }
@@ -104,8 +98,8 @@ std::string_view JsonValue::TypeName(Type type) {
 namespace {
 
 absl::Status WrongType(std::string_view key, std::string_view expected, const JsonValue& found) {
-  return absl::InvalidArgumentError(StrCat("field '", key, "': expected ", expected, ", found ",
-                                           JsonValue::TypeName(found.type())));
+  return absl::InvalidArgumentError(StrCat("field '", key, "': expected ", expected,
+                                                 ", found ", JsonValue::TypeName(found.type())));
 }
 
 absl::Status Missing(std::string_view key) {

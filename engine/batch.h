@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/base/op_types.h"
 
 namespace quiver::engine {
 
-enum class OutputType { kF32, kF16, kInt8, kBinary };
+// kF32, kF16, kInt8, kBinary: what FormatOutput writes (base/op_types.h).
+using OutputType = Encoding;
 enum class Pooling { kModelDefault, kCls, kMean, kLastToken };
 
 // What to do with each sequence's pooled vector.

@@ -13,43 +13,29 @@
 namespace quiver::engine {
 namespace {
 
-ops::Pooling ToOpPooling(Pooling mode) {
+ops::PoolMode ToOpPooling(Pooling mode) {
   switch (mode) {
     case Pooling::kModelDefault:  // resolved by the caller
     case Pooling::kCls:
-      return ops::Pooling::kCls;
+      return ops::PoolMode::kCls;
     case Pooling::kMean:
-      return ops::Pooling::kMean;
+      return ops::PoolMode::kMean;
     case Pooling::kLastToken:
-      return ops::Pooling::kLastToken;
+      return ops::PoolMode::kLastToken;
   }
-  return ops::Pooling::kCls;
+  return ops::PoolMode::kCls;
 }
 
-ops::Pooling ToOpPooling(PoolingMode mode) {
+ops::PoolMode ToOpPooling(PoolingMode mode) {
   switch (mode) {
     case PoolingMode::kCls:
-      return ops::Pooling::kCls;
+      return ops::PoolMode::kCls;
     case PoolingMode::kMean:
-      return ops::Pooling::kMean;
+      return ops::PoolMode::kMean;
     case PoolingMode::kLastToken:
-      return ops::Pooling::kLastToken;
+      return ops::PoolMode::kLastToken;
   }
-  return ops::Pooling::kCls;
-}
-
-ops::Encoding ToEncoding(OutputType type) {
-  switch (type) {
-    case OutputType::kF32:
-      return ops::Encoding::kF32;
-    case OutputType::kF16:
-      return ops::Encoding::kF16;
-    case OutputType::kInt8:
-      return ops::Encoding::kInt8;
-    case OutputType::kBinary:
-      return ops::Encoding::kBinary;
-  }
-  return ops::Encoding::kF32;
+  return ops::PoolMode::kCls;
 }
 
 // A host i32 [size / 2, 2] view of (begin, end) pairs.
@@ -229,10 +215,10 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
     return out;
   }
   // Pool: one row per sequence, or per span for late chunking (mean over the span's tokens).
-  ops::Pooling mode = input.output.pooling == Pooling::kModelDefault
-                          ? ToOpPooling(folder_->pooling.mode)
-                          : ToOpPooling(input.output.pooling);
-  if (!input.span_bounds.empty()) mode = ops::Pooling::kMean;
+  ops::PoolMode mode = input.output.pooling == Pooling::kModelDefault
+                           ? ToOpPooling(folder_->pooling.mode)
+                           : ToOpPooling(input.output.pooling);
+  if (!input.span_bounds.empty()) mode = ops::PoolMode::kMean;
   const Tensor bounds = Bounds(plan_.row_bounds);
   const int64_t rows = bounds.dim(0), h = info().hidden_size;
   const Tensor pooled = engine_ws_->F32(kPooled, {rows, h});
@@ -243,7 +229,7 @@ absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
     return absl::InvalidArgumentError(
         StrCat("dimensions ", dims, " is larger than the model's ", h));
   }
-  const ops::Encoding encoding = ToEncoding(input.output.output_type);
+  const Encoding encoding = input.output.output_type;
   out.num_seqs = rows;
   out.dimensions = dims;
   out.output_type = input.output.output_type;

@@ -19,23 +19,22 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
   ModelFolder folder;
   folder.dir = dir;
 
-  folder.config_path = (fs::path(dir) / "config.json").string();
-  absl::StatusOr<std::string> config_text = ReadFile(folder.config_path);
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  absl::StatusOr<std::string> config_text = ReadFile(config_path);
   if (!config_text.ok()) return config_text.status();
   absl::StatusOr<JsonValue> config_json = JsonValue::Parse(*config_text);
-  if (!config_json.ok()) return WithContext(config_json.status(), folder.config_path);
+  if (!config_json.ok()) return WithContext(config_json.status(), config_path);
   folder.config = *std::move(config_json);
   const JsonValue& config = folder.config;
   if (!config.is_object()) {
-    return WithContext(absl::InvalidArgumentError("config is not a JSON object"),
-                       folder.config_path);
+    return WithContext(absl::InvalidArgumentError("config is not a JSON object"), config_path);
   }
   const JsonValue* architectures = config.Find("architectures");
   if (architectures == nullptr || !architectures->is_array() || architectures->items().empty() ||
       !architectures->items()[0].is_string()) {
     return WithContext(absl::InvalidArgumentError("field 'architectures' must be a non-empty list "
                                                   "of names (e.g. [\"BertModel\"])"),
-                       folder.config_path);
+                       config_path);
   }
   folder.architecture = architectures->items()[0].as_string();
   folder.entry = Models().Find(folder.architecture);
@@ -43,7 +42,7 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
     return WithContext(
         absl::InvalidArgumentError(StrCat("unknown architecture '", folder.architecture,
                                           "'; supported: ", Models().Names())),
-        folder.config_path);
+        config_path);
   }
 
   folder.tokenizer_path = (fs::path(dir) / "tokenizer.json").string();
@@ -60,7 +59,7 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
   absl::StatusOr<std::unique_ptr<Model>> model =
       folder.entry->factory({folder.architecture, config, check, no_options});
   if (!model.ok()) {
-    return WithContext(model.status(), check.status().ok() ? folder.config_path : dir);
+    return WithContext(model.status(), check.status().ok() ? config_path : dir);
   }
   folder.info = (*model)->info();
   folder.weight_names = check.names();

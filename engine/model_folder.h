@@ -19,7 +19,6 @@ namespace quiver::engine {
 struct ModelFolder {
   std::string dir;
   std::string tokenizer_path;                // dir/tokenizer.json
-  std::string config_path;                   // dir/config.json
   JsonValue config;                          // config.json as read
   std::string architecture;                  // config.json's "architectures"[0]
   const ArchitectureEntry* entry = nullptr;  // the model file that serves it

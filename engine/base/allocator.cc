@@ -22,13 +22,11 @@ class HostAllocator final : public Allocator {
     const size_t rounded = std::max<size_t>(1, (bytes + kAlignment - 1) / kAlignment) * kAlignment;
     void* p = std::aligned_alloc(kAlignment, rounded);
     if (p == nullptr) throw std::bad_alloc();
-    allocated_bytes_.fetch_add(bytes, std::memory_order_relaxed);
     return p;
   }
-  void Free(void* data, size_t bytes) override {
+  void Free(void* data, size_t /*bytes*/) override {
     if (data == nullptr) return;
     std::free(data);
-    allocated_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   }
   void CopyFromHost(void* dst, const void* src, size_t bytes) override {
     if (bytes) std::memcpy(dst, src, bytes);

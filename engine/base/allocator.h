@@ -1,11 +1,9 @@
 // Memory for tensors, per device. A Buffer owns one allocation and frees it through the allocator
-// that made it; tensors are views over buffers (base/tensor.h). Allocators count what they hold,
-// so the engine can report its memory per device.
+// that made it; tensors are views over buffers (base/tensor.h).
 //
 // Thread-safety: allocators may be called from any thread. A Buffer is moved, never copied.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -26,11 +24,6 @@ class Allocator {
   // Copies between host memory and this device's memory (plain memcpy on the CPU).
   virtual void CopyFromHost(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void CopyToHost(void* host_dst, const void* device_src, size_t bytes) = 0;
-
-  size_t allocated_bytes() const { return allocated_bytes_.load(std::memory_order_relaxed); }
-
- protected:
-  std::atomic<size_t> allocated_bytes_{0};
 };
 
 // The host allocator; lives for the whole process.

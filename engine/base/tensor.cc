@@ -1,6 +1,5 @@
 #include "engine/base/tensor.h"
 
-#include <cctype>
 #include <stdexcept>
 
 #include "common/strings.h"
@@ -75,9 +74,7 @@ std::string Tensor::Describe() const {
   for (int i = 0; i < rank_; ++i) {
     dims += (i ? ", " : "") + std::to_string(shape_[static_cast<size_t>(i)]);
   }
-  std::string type(DTypeName(dtype_));
-  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string out = StrCat(type, " [", dims, "] ", DeviceName(device_));
+  std::string out = StrCat(DTypeShortName(dtype_), " [", dims, "] ", DeviceName(device_));
   if (!contiguous()) out += StrCat(" stride ", row_stride_);
   return out;
 }

@@ -9,16 +9,10 @@ Tensor Workspace::Get(int slot, DType dtype, std::initializer_list<int64_t> shap
   const size_t bytes = static_cast<size_t>(elements) * DTypeSizeBytes(dtype);
   Buffer& buffer = slots_[static_cast<size_t>(slot)];
   if (buffer.data() == nullptr || buffer.bytes() < bytes) {
-    buffer = Buffer();                                // free first: the old contents are not needed
-    buffer = Buffer(*allocator_, bytes + bytes / 4);  // headroom against growing by a few tokens
+    buffer = Buffer();  // free first: the old contents are not needed
+    buffer = Buffer(*allocator_, bytes);
   }
   return buffer.View(dtype, shape);
-}
-
-size_t Workspace::allocated_bytes() const {
-  size_t total = 0;
-  for (const Buffer& b : slots_) total += b.bytes();
-  return total;
 }
 
 }  // namespace quiver::engine

@@ -21,7 +21,6 @@ class Workspace {
   Tensor F32(int slot, std::initializer_list<int64_t> shape) {
     return Get(slot, DType::kF32, shape);
   }
-  size_t allocated_bytes() const;
 
  private:
   Allocator* allocator_;

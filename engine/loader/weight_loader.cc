@@ -138,10 +138,4 @@ ops::LinearWeights WeightLoader::FusedLinear(const std::vector<std::string>& nam
                             b);
 }
 
-size_t WeightLoader::owned_bytes() const {
-  size_t total = 0;
-  for (const Buffer& b : owned_) total += b.bytes();
-  return total;
-}
-
 }  // namespace quiver::engine

@@ -63,8 +63,6 @@ class WeightLoader {
   const absl::Status& status() const { return status_; }
   // The declared weights found so far, as the checkpoint names them, in declaration order.
   const std::vector<std::string>& names() const { return names_; }
-  // Bytes of weights this loader made (widened, concatenated or copied to a device).
-  size_t owned_bytes() const;
 
  private:
   const TensorInfo* Find(const std::string& name, const std::vector<int64_t>& shape, Scope scope);

@@ -174,7 +174,7 @@ class BertModel final : public Model {
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
     const Tensor cls = ctx.ws.F32(kCls, {num_seqs, c_.hidden});
     const Tensor dense = ctx.ws.F32(kDense, {num_seqs, c_.hidden});
-    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::Pooling::kCls, cls);
+    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::PoolMode::kCls, cls);
     ops::ClassifierHead(ctx.exec, cls, head_dense_, head_out_, dense, scores);
   }
 

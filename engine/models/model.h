@@ -81,7 +81,8 @@ class Model {
   virtual Tensor Forward(const ForwardContext& ctx) const = 0;
   // Scores f32 [num_seqs, num_labels] of the real sequences from the final hidden states
   // (scoring models only).
-  virtual void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const;
+  virtual void Score(const ForwardContext& /*ctx*/, const Tensor& /*hidden*/,
+                     const Tensor& /*scores*/) const {}
 
  protected:
   ModelInfo info_;

@@ -185,7 +185,7 @@ class Qwen3Model final : public Model {
   void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const override {
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
     const Tensor last = ctx.ws.F32(kLast, {num_seqs, c_.hidden});
-    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::Pooling::kLastToken, last);
+    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::PoolMode::kLastToken, last);
     ops::LogitDifference(ctx.exec, last, lm_head_.Rows(yes_id_, yes_id_ + 1).Reshape({c_.hidden}),
                          lm_head_.Rows(no_id_, no_id_ + 1).Reshape({c_.hidden}), scores);
   }

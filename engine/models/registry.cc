@@ -31,6 +31,4 @@ std::string ModelRegistry::Names() const {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-void Model::Score(const ForwardContext&, const Tensor&, const Tensor&) const {}
-
 }  // namespace quiver::engine

@@ -1,6 +1,5 @@
 #include "engine/ops/check.h"
 
-#include <cctype>
 #include <stdexcept>
 #include <utility>
 
@@ -24,10 +23,8 @@ void Check(std::string_view op, std::string_view operand, const ExecContext& ctx
   if (ok) return;
   std::string want;
   for (int64_t d : dims) want += (want.empty() ? "" : ", ") + (d < 0 ? "*" : std::to_string(d));
-  std::string type(DTypeName(dtype));
-  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   Fail(op, StrCat(operand, " is ", t.empty() ? std::string("empty") : t.Describe(), ", expected ",
-                  type, " [", want, "] ", DeviceName(ctx.device)));
+                  DTypeShortName(dtype), " [", want, "] ", DeviceName(ctx.device)));
 }
 
 void CheckContiguous(std::string_view op, std::string_view operand, const ExecContext& ctx,

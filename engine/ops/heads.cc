@@ -1,8 +1,5 @@
 #include "engine/ops/heads.h"
 
-#include <numeric>
-#include <vector>
-
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/check.h"
@@ -24,13 +21,9 @@ void LogitDifference(const ExecContext& ctx, const Tensor& pooled, const Tensor&
   internal::Check("LogitDifference", "no", ctx, no, DType::kF32, {n});
   internal::CheckContiguous("LogitDifference", "scores", ctx, scores, DType::kF32, {rows, 1});
   switch (ctx.device) {
-    case Device::kCpu: {
-      std::vector<int32_t> row_ids(static_cast<size_t>(rows));
-      std::iota(row_ids.begin(), row_ids.end(), 0);
-      cpu::LogitDifference(pooled.f32(), row_ids.data(), rows, n, yes.f32(), no.f32(),
-                           scores.f32());
+    case Device::kCpu:
+      cpu::LogitDifference(pooled.f32(), rows, n, yes.f32(), no.f32(), scores.f32());
       return;
-    }
     case Device::kCuda:
       internal::NoKernel("LogitDifference", ctx);
   }

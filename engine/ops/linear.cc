@@ -20,20 +20,6 @@ const cpu::PackedWeights& CpuPacked(const LinearWeights& w) {
   return static_cast<const CpuPackedLinear&>(*w.prepared).packed;
 }
 
-cpu::Epilogue CpuEpilogue(Epilogue epilogue) {
-  switch (epilogue) {
-    case Epilogue::kNone:
-      return cpu::Epilogue::kNone;
-    case Epilogue::kGeluErf:
-      return cpu::Epilogue::kGeluErf;
-    case Epilogue::kGeluTanh:
-      return cpu::Epilogue::kGeluTanh;
-    case Epilogue::kResidual:
-      return cpu::Epilogue::kResidual;
-  }
-  return cpu::Epilogue::kNone;
-}
-
 void CheckWeights(std::string_view op, const ExecContext& ctx, const LinearWeights& w) {
   if (w.device != ctx.device || !w.ready()) {
     internal::Fail(op, StrCat("weights [", w.out_features, ", ", w.in_features, "] are ",
@@ -79,8 +65,8 @@ void Linear(const ExecContext& ctx, const Tensor& x, const LinearWeights& w, con
   const float* bias = w.bias.empty() ? nullptr : w.bias.f32();
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::Linear(*ctx.pool, x.f32(), CpuPacked(w), bias, y.f32(), num_tokens,
-                  CpuEpilogue(epilogue), residual.empty() ? nullptr : residual.f32());
+      cpu::Linear(*ctx.pool, x.f32(), CpuPacked(w), bias, y.f32(), num_tokens, epilogue,
+                  residual.empty() ? nullptr : residual.f32());
       return;
     case Device::kCuda:
       internal::NoKernel("Linear", ctx);

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "engine/base/exec_context.h"
+#include "engine/base/op_types.h"
 #include "engine/base/tensor.h"
 
 namespace quiver::engine::ops {
@@ -38,12 +39,7 @@ struct LinearWeights {
 // an optional f32 [out] `bias` on the device (referenced: it must stay valid).
 LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias);
 
-enum class Epilogue {
-  kNone,      // y = x · Wᵀ + bias
-  kGeluErf,   // y = gelu(x · Wᵀ + bias), erf form (BERT's "gelu")
-  kGeluTanh,  // y = gelu(x · Wᵀ + bias), tanh approximation ("gelu_new", "gelu_pytorch_tanh")
-  kResidual,  // y = (x · Wᵀ + bias) + residual
-};
+using ::quiver::engine::Epilogue;  // base/op_types.h
 
 // x f32 [num_tokens, in], y f32 [num_tokens, out], residual f32 [num_tokens, out] for kResidual
 // only (and never y itself); all contiguous.

@@ -5,26 +5,8 @@
 #include "engine/ops/check.h"
 
 namespace quiver::engine::ops {
-namespace {
-
-cpu::Encoding CpuEncoding(Encoding encoding) {
-  switch (encoding) {
-    case Encoding::kF32:
-      return cpu::Encoding::kF32;
-    case Encoding::kF16:
-      return cpu::Encoding::kF16;
-    case Encoding::kInt8:
-      return cpu::Encoding::kInt8;
-    case Encoding::kBinary:
-      return cpu::Encoding::kBinary;
-  }
-  return cpu::Encoding::kF32;
-}
-
-}  // namespace
-
 int64_t EncodedRowBytes(Encoding encoding, int64_t dimensions) {
-  return cpu::EncodedRowBytes(CpuEncoding(encoding), dimensions);
+  return cpu::EncodedRowBytes(encoding, dimensions);
 }
 
 void FormatOutput(const ExecContext& ctx, const Tensor& pooled, int64_t dimensions, bool normalize,
@@ -40,8 +22,8 @@ void FormatOutput(const ExecContext& ctx, const Tensor& pooled, int64_t dimensio
                             {rows, EncodedRowBytes(encoding, dimensions)});
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::EncodeRows(pooled.f32(), pooled.row_stride(), rows, dimensions, normalize,
-                      CpuEncoding(encoding), out.data<uint8_t>());
+      cpu::EncodeRows(pooled.f32(), pooled.row_stride(), rows, dimensions, normalize, encoding,
+                      out.data<uint8_t>());
       return;
     case Device::kCuda:
       internal::NoKernel("FormatOutput", ctx);

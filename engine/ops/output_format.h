@@ -11,11 +11,12 @@
 #include <cstdint>
 
 #include "engine/base/exec_context.h"
+#include "engine/base/op_types.h"
 #include "engine/base/tensor.h"
 
 namespace quiver::engine::ops {
 
-enum class Encoding { kF32, kF16, kInt8, kBinary };
+using ::quiver::engine::Encoding;  // base/op_types.h
 
 int64_t EncodedRowBytes(Encoding encoding, int64_t dimensions);
 

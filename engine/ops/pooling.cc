@@ -6,7 +6,7 @@
 
 namespace quiver::engine::ops {
 
-void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Pooling mode,
+void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, PoolMode mode,
           const Tensor& out) {
   internal::CheckContiguous("Pool", "hidden", ctx, hidden, DType::kF32, {-1, -1});
   const ExecContext host{Device::kCpu, nullptr};
@@ -20,24 +20,9 @@ void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Po
           "Pool", StrCat("row ", r, " spans tokens [", begin, ", ", end, ") of ", hidden.dim(0)));
     }
   }
-  cpu::PoolMode cpu_mode = cpu::PoolMode::kMean;
-  switch (mode) {
-    case Pooling::kCls:
-      cpu_mode = cpu::PoolMode::kFirst;
-      break;
-    case Pooling::kMean:
-      cpu_mode = cpu::PoolMode::kMean;
-      break;
-    case Pooling::kLastToken:
-      cpu_mode = cpu::PoolMode::kLast;
-      break;
-    case Pooling::kMax:
-      cpu_mode = cpu::PoolMode::kMax;
-      break;
-  }
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::Pool(hidden.f32(), bounds.i32(), rows, n, cpu_mode, out.f32());
+      cpu::Pool(hidden.f32(), bounds.i32(), rows, n, mode, out.f32());
       return;
     case Device::kCuda:
       internal::NoKernel("Pool", ctx);

@@ -7,18 +7,14 @@
 #pragma once
 
 #include "engine/base/exec_context.h"
+#include "engine/base/op_types.h"
 #include "engine/base/tensor.h"
 
 namespace quiver::engine::ops {
 
-enum class Pooling {
-  kCls,        // the range's first token
-  kMean,       // the mean of its tokens, summed in token order
-  kLastToken,  // its last token
-  kMax,        // the elementwise max over its tokens
-};
+using ::quiver::engine::PoolMode;  // base/op_types.h: kCls, kMean, kLastToken, kMax
 
-void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Pooling mode,
+void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, PoolMode mode,
           const Tensor& out);
 
 }  // namespace quiver::engine::ops

@@ -15,9 +15,8 @@ void Rotary(const ExecContext& ctx, const Tensor& x, const Tensor& positions, in
   internal::CheckContiguous("Rotary", "positions", ctx, positions, DType::kI32, {x.dim(0)});
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::Rotary(
-          x.f32(), positions.i32(), x.dim(0), heads, head_dim, x.row_stride(), theta,
-          layout == RotaryLayout::kNeox ? cpu::RotaryLayout::kNeox : cpu::RotaryLayout::kGptJ);
+      cpu::Rotary(x.f32(), positions.i32(), x.dim(0), heads, head_dim, x.row_stride(), theta,
+                  layout);
       return;
     case Device::kCuda:
       internal::NoKernel("Rotary", ctx);

@@ -6,14 +6,12 @@
 #include <cstdint>
 
 #include "engine/base/exec_context.h"
+#include "engine/base/op_types.h"
 #include "engine/base/tensor.h"
 
 namespace quiver::engine::ops {
 
-enum class RotaryLayout {
-  kNeox,  // rotate halves, (x[i], x[i + head_dim / 2]): Llama, Qwen, NeoX
-  kGptJ,  // rotate interleaved pairs, (x[2i], x[2i + 1]): GPT-J
-};
+using ::quiver::engine::RotaryLayout;  // base/op_types.h
 
 void Rotary(const ExecContext& ctx, const Tensor& x, const Tensor& positions, int64_t heads,
             int64_t head_dim, double theta, RotaryLayout layout);

@@ -54,8 +54,8 @@ void ExpectNear(const std::vector<float>& got, const Doubles& want, DType dtype,
     if (!(err <= worst)) worst = err, worst_at = i;  // a NaN is the worst there is
     if (std::isnan(err)) break;
   }
-  EXPECT_LE(worst, Tolerance(dtype)) << what << ": element " << worst_at << " is "
-                                     << got[worst_at] << ", want " << want[worst_at];
+  EXPECT_LE(worst, Tolerance(dtype))
+      << what << ": element " << worst_at << " is " << got[worst_at] << ", want " << want[worst_at];
 }
 
 class OpTest : public ::testing::TestWithParam<Device> {
@@ -109,8 +109,8 @@ class OpTest : public ::testing::TestWithParam<Device> {
 
 // ---- references -------------------------------------------------------------------------------
 
-void LayerNormRef(double* row, const std::vector<float>& g, const std::vector<float>& b,
-                  int64_t n, double eps) {
+void LayerNormRef(double* row, const std::vector<float>& g, const std::vector<float>& b, int64_t n,
+                  double eps) {
   double mean = 0, var = 0;
   for (int64_t j = 0; j < n; ++j) mean += row[j];
   mean /= n;
@@ -199,9 +199,8 @@ TEST_P(OpTest, LinearWithEveryEpilogue) {
   const int64_t in = 37, out_features = 53;
   const std::vector<float> w = Random(out_features * in), bias = Random(out_features);
   const Tensor bias_t = F32(bias, {out_features});
-  const ops::LinearWeights with_bias =
-      ops::PrepareLinear(GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu,
-                                            {out_features, in}), bias_t);
+  const ops::LinearWeights with_bias = ops::PrepareLinear(
+      GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {out_features, in}), bias_t);
   const ops::LinearWeights no_bias = ops::PrepareLinear(
       GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {out_features, in}), {});
   for (int64_t tokens : {1, 7, 300}) {  // 300: more than one block of 256 rows
@@ -212,8 +211,8 @@ TEST_P(OpTest, LinearWithEveryEpilogue) {
       for (bool use_bias : {true, false}) {
         const Tensor y = Output({tokens, out_features});
         ops::Linear(ctx_, x_t, use_bias ? with_bias : no_bias, y, epilogue, residual_t);
-        Doubles want = LinearRef(x, w, use_bias ? bias : std::vector<float>(), tokens,
-                                 out_features, in);
+        Doubles want =
+            LinearRef(x, w, use_bias ? bias : std::vector<float>(), tokens, out_features, in);
         for (size_t i = 0; i < want.size(); ++i) {
           if (epilogue == ops::Epilogue::kGeluErf) want[i] = GeluErfRef(want[i]);
           if (epilogue == ops::Epilogue::kGeluTanh) want[i] = GeluTanhRef(want[i]);
@@ -445,22 +444,22 @@ TEST_P(OpTest, PoolingClsMeanLastMaxAndSpans) {
   const std::vector<int32_t> bounds = {0, 1, 1, 12, 12, 29, 3, 9, 14, 15};
   const int64_t rows = static_cast<int64_t>(bounds.size() / 2);
   const Tensor bounds_t(bounds.data(), DType::kI32, Device::kCpu, {rows, 2});
-  for (ops::Pooling mode : {ops::Pooling::kCls, ops::Pooling::kMean, ops::Pooling::kLastToken,
-                            ops::Pooling::kMax}) {
+  for (ops::PoolMode mode : {ops::PoolMode::kCls, ops::PoolMode::kMean, ops::PoolMode::kLastToken,
+                             ops::PoolMode::kMax}) {
     const Tensor out = Output({rows, n});
     ops::Pool(ctx_, F32(hidden, {tokens, n}), bounds_t, mode, out);
     Doubles want(static_cast<size_t>(rows * n));
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t begin = bounds[2 * r], end = bounds[2 * r + 1];
       for (int64_t j = 0; j < n; ++j) {
-        double v = mode == ops::Pooling::kMax ? -1e300 : 0.0;
+        double v = mode == ops::PoolMode::kMax ? -1e300 : 0.0;
         for (int32_t t = begin; t < end; ++t) {
           const double x = hidden[t * n + j];
-          if (mode == ops::Pooling::kMean) v += x / (end - begin);
-          if (mode == ops::Pooling::kMax) v = std::max(v, x);
+          if (mode == ops::PoolMode::kMean) v += x / (end - begin);
+          if (mode == ops::PoolMode::kMax) v = std::max(v, x);
         }
-        if (mode == ops::Pooling::kCls) v = hidden[begin * n + j];
-        if (mode == ops::Pooling::kLastToken) v = hidden[(end - 1) * n + j];
+        if (mode == ops::PoolMode::kCls) v = hidden[begin * n + j];
+        if (mode == ops::PoolMode::kLastToken) v = hidden[(end - 1) * n + j];
         want[r * n + j] = v;
       }
     }
@@ -473,9 +472,8 @@ TEST_P(OpTest, ClassifierHeadAndLogitDifference) {
   const std::vector<float> pooled = Random(seqs * hidden), dw = Random(hidden * hidden, 0.3f),
                            db = Random(hidden), ow = Random(labels * hidden), ob = Random(labels);
   const auto prepare = [&](const std::vector<float>& w, const std::vector<float>& b, int64_t out) {
-    return ops::PrepareLinear(GetParam(),
-                              Tensor(w.data(), DType::kF32, Device::kCpu, {out, hidden}),
-                              F32(b, {out}));
+    return ops::PrepareLinear(
+        GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {out, hidden}), F32(b, {out}));
   };
   const Tensor scores = Output({seqs, labels});
   ops::ClassifierHead(ctx_, F32(pooled, {seqs, hidden}), prepare(dw, db, hidden),
@@ -509,13 +507,14 @@ TEST_P(OpTest, FormatOutputTruncatesNormalizesAndEncodes) {
     Doubles want(static_cast<size_t>(rows * dims));
     for (int64_t r = 0; r < rows; ++r) {
       double norm = 0;
-      for (int64_t j = 0; j < dims; ++j) norm += double(pooled[r * hidden + j]) * pooled[r * hidden + j];
+      for (int64_t j = 0; j < dims; ++j)
+        norm += double(pooled[r * hidden + j]) * pooled[r * hidden + j];
       for (int64_t j = 0; j < dims; ++j) {
         want[r * dims + j] = pooled[r * hidden + j] / (normalize ? std::sqrt(norm) : 1.0);
       }
     }
-    for (ops::Encoding encoding : {ops::Encoding::kF32, ops::Encoding::kF16, ops::Encoding::kInt8,
-                                   ops::Encoding::kBinary}) {
+    for (ops::Encoding encoding :
+         {ops::Encoding::kF32, ops::Encoding::kF16, ops::Encoding::kInt8, ops::Encoding::kBinary}) {
       const int64_t row_bytes = ops::EncodedRowBytes(encoding, dims);
       std::vector<uint8_t> out(static_cast<size_t>(rows * row_bytes), 0xAB);
       ops::FormatOutput(ctx_, pooled_t, dims, normalize, encoding,

@@ -266,9 +266,9 @@ void Pool(const float* hidden, const int32_t* bounds, int64_t rows, int64_t n, P
     const int64_t begin = bounds[2 * s], end = bounds[2 * s + 1];
     float* dst = out + s * n;
     switch (mode) {
-      case PoolMode::kFirst:
-      case PoolMode::kLast: {
-        const float* src = hidden + (mode == PoolMode::kFirst ? begin : end - 1) * n;
+      case PoolMode::kCls:
+      case PoolMode::kLastToken: {
+        const float* src = hidden + (mode == PoolMode::kCls ? begin : end - 1) * n;
         std::copy(src, src + n, dst);
         break;
       }
@@ -349,10 +349,10 @@ void EncodeRows(const float* x, int64_t x_stride, int64_t rows, int64_t dims, bo
   }
 }
 
-void LogitDifference(const float* hidden, const int32_t* rows, int64_t count, int64_t n,
-                     const float* yes, const float* no, float* scores) {
-  for (int64_t s = 0; s < count; ++s) {
-    const float* last = hidden + static_cast<int64_t>(rows[s]) * n;
+void LogitDifference(const float* x, int64_t rows, int64_t n, const float* yes, const float* no,
+                     float* scores) {
+  for (int64_t s = 0; s < rows; ++s) {
+    const float* last = x + s * n;
     float yes_logit = 0.0f, no_logit = 0.0f;
     for (int64_t j = 0; j < n; ++j) {
       yes_logit += last[j] * yes[j];

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "engine/base/op_types.h"
 #include "engine/kernels/cpu/gemm.h"
 
 namespace quiver::engine {
@@ -18,14 +19,6 @@ class ThreadPool;
 }
 
 namespace quiver::engine::cpu {
-
-// What runs on each tile of a packed Linear right after its product, while it is in cache.
-enum class Epilogue {
-  kNone,      // y = x · Wᵀ + bias
-  kGeluErf,   // y = gelu_erf(x · Wᵀ + bias)
-  kGeluTanh,  // y = gelu_tanh(x · Wᵀ + bias)
-  kResidual,  // y = (x · Wᵀ + bias) + residual
-};
 
 // y[m, n] = epilogue(x[m, k] · Wᵀ + bias) with W packed at load (gemm.h), spread over the pool
 // in tiles. `residual` [m, n] is read for Epilogue::kResidual only and must not alias y.
@@ -71,25 +64,16 @@ void GeluErf(float* x, int64_t n);
 void GeluTanh(float* x, int64_t n);
 void Add(float* x, const float* y, int64_t n);  // x += y
 
-enum class RotaryLayout {
-  kNeox,  // rotate halves: (x[i], x[i + head_dim / 2]) pairs (Llama, Qwen, NeoX)
-  kGptJ,  // rotate interleaved pairs: (x[2i], x[2i + 1]) (GPT-J, some encoders)
-};
-
 // Rotary position embedding, in place on [num_tokens, heads, head_dim] rows with row stride
 // `stride` floats; positions[num_tokens]. inv_freq = 1 / theta^(2i / head_dim) in f32, as
 // transformers computes it.
 void Rotary(float* x, const int32_t* positions, int64_t num_tokens, int64_t heads, int64_t head_dim,
             int64_t stride, double theta, RotaryLayout layout);
 
-enum class PoolMode { kFirst, kLast, kMean, kMax };
-
 // out[r, n] = the pooling of hidden rows [bounds[2r], bounds[2r + 1]) (first token, last token,
 // mean in token order, or elementwise max); bounds are non-empty token ranges.
 void Pool(const float* hidden, const int32_t* bounds, int64_t rows, int64_t n, PoolMode mode,
           float* out);
-
-enum class Encoding { kF32, kF16, kInt8, kBinary };
 
 // Bytes per encoded row of `dims` values.
 int64_t EncodedRowBytes(Encoding encoding, int64_t dims);
@@ -99,9 +83,9 @@ int64_t EncodedRowBytes(Encoding encoding, int64_t dims);
 void EncodeRows(const float* x, int64_t x_stride, int64_t rows, int64_t dims, bool normalize,
                 Encoding encoding, uint8_t* out);
 
-// scores[s] = dot(hidden[rows[s]], yes) - dot(hidden[rows[s]], no) over n, in f32 in index
-// order: a reranker's logit("yes") - logit("no") from two rows of the LM head.
-void LogitDifference(const float* hidden, const int32_t* rows, int64_t count, int64_t n,
-                     const float* yes, const float* no, float* scores);
+// scores[r] = dot(x[r], yes) - dot(x[r], no) for x [rows, n], in f32 in index order: a
+// reranker's logit("yes") - logit("no") from two rows of the LM head.
+void LogitDifference(const float* x, int64_t rows, int64_t n, const float* yes, const float* no,
+                     float* scores);
 
 }  // namespace quiver::engine::cpu
