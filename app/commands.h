@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/models/model.h"
-#include "gateway/api.h"
+#include "gateway/api/requests.h"
 #include "scheduler/limits.h"
 
 namespace quiver::app {
@@ -21,7 +21,8 @@ struct ServeOptions {
   size_t max_body_bytes = 8 << 20;
   int64_t max_input_tokens = 0;  // 0: sentence-transformers' max_seq_length, else the positions
   scheduler::SchedulerLimits limits;
-  gateway::ApiLimits api;
+  gateway::api::ApiLimits api;
+  bool access_log = false;  // one log line per request
 };
 
 struct TokenizeOptions {
@@ -56,7 +57,8 @@ struct GatewayOptions {
   int health_interval_ms = 1000;
   int resolve_interval_ms = 5000;
   int startup_timeout_s = 60;
-  gateway::ApiLimits api;
+  gateway::api::ApiLimits api;
+  bool access_log = false;
 };
 
 int RunServe(const ServeOptions& options);

@@ -9,7 +9,7 @@
 #include "common/metrics.h"
 #include "common/signals.h"
 #include "common/strings.h"
-#include "gateway/api.h"
+#include "gateway/api/api.h"
 #include "gateway/grpc_replica.h"
 #include "gateway/http_server.h"
 #include "spdlog/spdlog.h"
@@ -45,7 +45,7 @@ int RunGateway(const GatewayOptions& options) {
                   options.workers, options.startup_timeout_s, info.status().message());
     return 1;
   }
-  gateway::ModelDescription model;
+  gateway::api::ModelDescription model;
   model.name = options.model_name.empty() ? info->name() : options.model_name;
   model.architecture = info->architecture();
   model.max_input_tokens = info->max_seq_length() > 0 ? info->max_seq_length()
@@ -54,13 +54,27 @@ int RunGateway(const GatewayOptions& options) {
   model.normalize = info->normalize();
   model.can_embed = info->can_embed();
   model.can_score = info->can_score();
-  model.qwen3_reranker = info->architecture() == "Qwen3ForCausalLM";
-  model.mean_pooling = info->pooling() == quiver::v1::POOLING_MEAN;
+  model.num_labels = info->labels_size();
+  if (info->can_score() && info->architecture() == "Qwen3ForCausalLM") {
+    model.score_prompt = gateway::api::Qwen3RerankerPrompt();
+  }
+  switch (info->pooling()) {
+    case quiver::v1::POOLING_MEAN: model.pooling = "mean"; break;
+    case quiver::v1::POOLING_LAST_TOKEN: model.pooling = "last_token"; break;
+    default: model.pooling = "cls"; break;
+  }
+  model.max_batch_tokens = info->max_batch_tokens();
+  model.max_concurrent_requests = options.handler_threads;
+  if (absl::Status s = gateway::api::ReadPrompts(options.model_dir, model); !s.ok()) {
+    spdlog::error("quiver gateway: {}", s.message());
+    return 1;
+  }
   const int64_t chunk_tokens = options.max_chunk_tokens > 0 ? options.max_chunk_tokens
                                                             : static_cast<int64_t>(info->max_batch_tokens());
   auto dispatcher = std::make_shared<gateway::Dispatcher>([&replicas] { return replicas.Snapshot(); },
                                                           chunk_tokens);
-  gateway::Api api(model, *std::move(tok), dispatcher, options.api, &metrics);
+  gateway::api::Api api(model, *std::move(tok), dispatcher, options.api, &metrics,
+                        options.access_log);
   gateway::HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
@@ -77,6 +91,10 @@ int RunGateway(const GatewayOptions& options) {
                server.port(), chunk_tokens, model.max_input_tokens, options.health_interval_ms,
                options.api.api_key.empty() ? "off" : "bearer");
   api.set_ready(true);
+  spdlog::info("quiver gateway: ready on http://{}:{} (model {}, max_input_tokens={}, "
+               "max_inputs={}, auto_truncate={})",
+               options.host, server.port(), model.name, model.max_input_tokens,
+               options.api.max_inputs, options.api.auto_truncate);
   spdlog::info("quiver gateway: {} received, stopping", WaitForStopSignal());
   api.set_ready(false);
   server.Stop();

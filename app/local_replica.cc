@@ -1,6 +1,7 @@
 #include "app/local_replica.h"
 
 #include "common/strings.h"
+#include "worker/chunk_codec.h"
 
 namespace quiver::app {
 
@@ -14,14 +15,10 @@ void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
   }
   scheduler::Chunk c;
   engine::RaggedBatch& b = c.batch;
-  b.token_ids.assign(chunk.token_ids().begin(), chunk.token_ids().end());
-  b.cu_seqlens.assign(chunk.cu_seqlens().begin(), chunk.cu_seqlens().end());
-  b.token_type_ids.assign(chunk.token_type_ids().begin(), chunk.token_type_ids().end());
-  b.span_bounds.assign(chunk.span_bounds().begin(), chunk.span_bounds().end());
-  const quiver::v1::OutputOptions& o = chunk.output();
-  if (o.normalize()) b.output.normalize = true;
-  b.output.dimensions = o.dimensions();
-  b.output.output_type = static_cast<engine::OutputType>(o.output_type());
+  if (absl::Status decoded = worker::DecodeChunk(chunk, b); !decoded.ok()) {
+    done(decoded);
+    return;
+  }
   if (absl::Status valid = engine_->Validate(b); !valid.ok()) {
     done(valid);
     return;
@@ -43,7 +40,7 @@ void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
         gateway::ReplicaResult out;
         out.num_seqs = r->output.num_seqs;
         out.dimensions = r->output.dimensions;
-        out.output_type = static_cast<quiver::v1::OutputType>(r->output.output_type);
+        out.output_type = worker::EncodeOutputType(r->output.output_type);
         out.data.assign(r->output.data.begin(), r->output.data.end());
         out.queue_wait_us = r->queue_wait_us;
         out.compute_us = r->compute_us;

@@ -68,6 +68,12 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--api-key", serve.api.api_key,
                         "Require 'Authorization: Bearer KEY' (also QUIVER_API_KEY)")
       ->envname("QUIVER_API_KEY");
+  serve_cmd->add_flag("--auto-truncate", serve.api.auto_truncate,
+                      "Cut inputs longer than the model accepts to its limit instead of refusing "
+                      "them (a request's own \"truncate\" still decides; off by default, as in "
+                      "TEI)");
+  serve_cmd->add_flag("--access-log", serve.access_log,
+                      "Log one line per request: method, route, status, bytes, milliseconds");
   serve_cmd->add_option("--port", serve.port, "HTTP port (0: pick a free one, logged)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
@@ -102,6 +108,10 @@ int main(int argc, char** argv) {
                           "Seconds a request may take, retries included")->capture_default_str();
   gateway_cmd->add_option("--api-key", gw.api.api_key, "Require 'Authorization: Bearer KEY'")
       ->envname("QUIVER_API_KEY");
+  gateway_cmd->add_flag("--auto-truncate", gw.api.auto_truncate,
+                        "Cut inputs longer than the model accepts to its limit instead of "
+                        "refusing them (off by default, as in TEI)");
+  gateway_cmd->add_flag("--access-log", gw.access_log, "Log one line per request");
   quiver::worker::WorkerOptions worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
   worker_cmd->add_option("--model", worker.model_dir, "Hugging Face model folder")->required();

@@ -10,7 +10,7 @@
 #include "common/signals.h"
 #include "common/strings.h"
 #include "engine/engine.h"
-#include "gateway/api.h"
+#include "gateway/api/api.h"
 #include "gateway/http_server.h"
 #include "scheduler/scheduler.h"
 #include "spdlog/spdlog.h"
@@ -44,7 +44,7 @@ int RunServe(const ServeOptions& options) {
     return 1;
   }
   const engine::ModelFolder& folder = (*engine)->folder();
-  gateway::ModelDescription model;
+  gateway::api::ModelDescription model;
   model.name = options.model_name.empty()
                    ? std::filesystem::path(options.model_dir).filename().string()
                    : options.model_name;
@@ -64,15 +64,23 @@ int RunServe(const ServeOptions& options) {
   model.normalize = folder.pooling.normalize;
   model.can_embed = !(*engine)->is_scorer();
   model.can_score = (*engine)->is_scorer();
-  model.qwen3_reranker = (*engine)->info().yes_no_reranker;
-  model.mean_pooling = folder.pooling.mode == engine::PoolingMode::kMean;
+  model.num_labels = (*engine)->info().num_labels;
+  if ((*engine)->info().yes_no_reranker) model.score_prompt = gateway::api::Qwen3RerankerPrompt();
+  model.pooling = engine::PoolingModeName(folder.pooling.mode);
+  model.max_batch_tokens = options.limits.max_batch_tokens;
+  model.max_concurrent_requests = options.handler_threads;
+  if (absl::Status s = gateway::api::ReadPrompts(options.model_dir, model); !s.ok()) {
+    spdlog::error("cannot load model: {}", s.message());
+    return 1;
+  }
 
   MetricsRegistry metrics;
   scheduler::Scheduler sched(engine->get(), options.limits, &metrics);
   auto replica = std::make_shared<LocalReplica>("local", engine->get(), &sched);
   auto dispatcher = std::make_shared<gateway::Dispatcher>(
       std::vector<std::shared_ptr<gateway::Replica>>{replica}, options.limits.max_batch_tokens);
-  gateway::Api api(model, *std::move(tok), dispatcher, options.api, &metrics);
+  gateway::api::Api api(model, *std::move(tok), dispatcher, options.api, &metrics,
+                        options.access_log);
   gateway::HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
@@ -86,14 +94,15 @@ int RunServe(const ServeOptions& options) {
   spdlog::info(
       "quiver serve: model={} path={} architecture={} hidden={} max_input_tokens={} pooling={} "
       "normalize={} kind={} weights={} tensors ({:.1f} MB) host={} port={} max_batch_tokens={} "
-      "max_batch_seqs={} max_queued_tokens={} max_inputs={} max_body_bytes={} auth={}",
+      "max_batch_seqs={} max_queued_tokens={} max_inputs={} max_body_bytes={} auto_truncate={} "
+      "auth={}",
       model.name, folder.dir, model.architecture, model.hidden_size, model.max_input_tokens,
       engine::PoolingModeName(folder.pooling.mode), folder.pooling.normalize,
       model.can_score ? "score" : "embed", folder.weight_names.size(),
       folder.weights.weights_bytes() / 1e6, options.host, server.port(),
       options.limits.max_batch_tokens, options.limits.max_batch_seqs,
       options.limits.max_queued_tokens, options.api.max_inputs, options.max_body_bytes,
-      options.api.api_key.empty() ? "off" : "bearer");
+      options.api.auto_truncate, options.api.api_key.empty() ? "off" : "bearer");
   // Warm up (first-use allocations, BLAS threads) before saying ready.
   {
     engine::RaggedBatch warm;
@@ -101,6 +110,10 @@ int RunServe(const ServeOptions& options) {
     (void)(*engine)->Run(warm);
   }
   api.set_ready(true);
+  spdlog::info("quiver serve: ready on http://{}:{} (model {}, max_input_tokens={}, "
+               "max_inputs={}, auto_truncate={})",
+               options.host, server.port(), model.name, model.max_input_tokens,
+               options.api.max_inputs, options.api.auto_truncate);
 
   spdlog::info("quiver serve: {} received, stopping", WaitForStopSignal());
   api.set_ready(false);

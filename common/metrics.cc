@@ -97,4 +97,19 @@ std::string MetricsRegistry::Render() const {
   return out;
 }
 
+std::string MetricLabel(std::string_view name, std::string_view value) {
+  std::string out(name);
+  out += "=\"";
+  for (const char c : value) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
 }  // namespace quiver

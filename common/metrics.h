@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace quiver {
@@ -73,5 +74,9 @@ class MetricsRegistry {
   mutable std::mutex mu_;
   std::map<std::string, Family> families_;
 };
+
+// One label as the exposition format writes it, name="value", with the value's backslashes,
+// quotes and newlines escaped: label sets are built from these, never from raw text.
+std::string MetricLabel(std::string_view name, std::string_view value);
 
 }  // namespace quiver

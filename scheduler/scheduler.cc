@@ -24,12 +24,12 @@ Scheduler::Scheduler(engine::Engine* engine, SchedulerLimits limits, MetricsRegi
                                          MetricsRegistry::ExponentialBuckets(16, 2, 14));
   batch_seqs_ = &metrics->GetHistogram("quiver_scheduler_batch_seqs", "Sequences per batch",
                                        MetricsRegistry::ExponentialBuckets(1, 2, 11));
-  queue_wait_ms_ = &metrics->GetHistogram("quiver_scheduler_queue_wait_ms",
-                                          "Time from admission to submission to the engine",
-                                          MetricsRegistry::ExponentialBuckets(0.1, 2, 16));
-  compute_ms_ = &metrics->GetHistogram("quiver_scheduler_compute_ms",
-                                       "Time from submission to result, per batch",
-                                       MetricsRegistry::ExponentialBuckets(0.5, 2, 16));
+  queue_wait_seconds_ = &metrics->GetHistogram("quiver_scheduler_queue_wait_seconds",
+                                               "Time from admission to submission to the engine",
+                                               MetricsRegistry::ExponentialBuckets(0.0001, 2, 16));
+  compute_seconds_ = &metrics->GetHistogram("quiver_scheduler_compute_seconds",
+                                            "Time from submission to result, per batch",
+                                            MetricsRegistry::ExponentialBuckets(0.0005, 2, 16));
   rejected_overload_ = &metrics->GetCounter("quiver_scheduler_rejected_total",
                                             "Chunks refused at admission", "reason=\"overload\"");
   rejected_invalid_ = &metrics->GetCounter("quiver_scheduler_rejected_total",
@@ -124,7 +124,7 @@ void Scheduler::SubmitBatches() {
       for (size_t s = 1; s < b.cu_seqlens.size(); ++s) {
         packed.cu_seqlens.push_back(base + b.cu_seqlens[s]);
       }
-      queue_wait_ms_->Observe(Micros(now - entry.enqueued) / 1000.0);
+      queue_wait_seconds_->Observe(Micros(now - entry.enqueued) / 1e6);
       batch.entries.push_back(std::move(entry));
     }
     batch_tokens_->Observe(static_cast<double>(packed.num_tokens()));
@@ -140,7 +140,7 @@ void Scheduler::Deliver(InFlight& batch) {
   const absl::StatusOr<engine::EngineOutput>& out = batch.result.Wait();
   const auto now = Clock::now();
   const int64_t compute_us = Micros(now - batch.submitted);
-  compute_ms_->Observe(compute_us / 1000.0);
+  compute_seconds_->Observe(compute_us / 1e6);
   int64_t row = 0;
   for (Entry& entry : batch.entries) {
     const int64_t seqs = entry.chunk.batch.num_rows();

@@ -87,8 +87,8 @@ class Scheduler {
   Gauge* queue_tokens_;
   Histogram* batch_tokens_;
   Histogram* batch_seqs_;
-  Histogram* queue_wait_ms_;
-  Histogram* compute_ms_;
+  Histogram* queue_wait_seconds_;
+  Histogram* compute_seconds_;
   Counter* rejected_overload_;
   Counter* rejected_invalid_;
   Counter* dropped_;

@@ -295,6 +295,11 @@ std::optional<std::string> Tokenizer::IdToToken(uint32_t id) const {
   return model_->IdToToken(id);
 }
 
+bool Tokenizer::IsSpecial(uint32_t id) const {
+  const AddedToken* added = added_->FindById(id);
+  return added != nullptr && added->special;
+}
+
 size_t Tokenizer::vocab_size() const { return model_->vocab_size(); }
 
 size_t Tokenizer::NumAddedTokens(bool pair) const {

@@ -73,6 +73,8 @@ class Tokenizer {
 
   std::optional<uint32_t> TokenToId(std::string_view token) const;
   std::optional<std::string> IdToToken(uint32_t id) const;
+  // Whether `id` is one of tokenizer.json's special added tokens ([CLS], <|im_end|>, ...).
+  bool IsSpecial(uint32_t id) const;
   size_t vocab_size() const;
   // Special tokens the post-processor adds for one text (pair = false) or two.
   size_t NumAddedTokens(bool pair) const;

@@ -129,10 +129,16 @@ def main():
         tok = json.loads(call(port, "POST", "/tokenize", {"inputs": texts[0]})[1])
         check([t["id"] for t in tok[0]] == fixtures[0]["ids"], "/tokenize ids")
         dec = json.loads(call(port, "POST", "/decode", {"ids": [101, 7592, 2088, 102]})[1])
-        check(dec == "hello world", f"/decode ({dec!r})")
+        check(dec == ["hello world"], f"/decode: a list of strings for one list of ids ({dec!r})")
+        dec2 = json.loads(call(port, "POST", "/decode", {"ids": [[101, 7592, 102], [2088]], "skip_special_tokens": False})[1])
+        check(dec2 == ["[CLS] hello [SEP]", "world"], f"/decode of two lists ({dec2!r})")
 
         # Contextualized embeddings (late chunking): one embedding per chunk, documents in order.
-        s, b, _ = call(port, "POST", "/v1/contextualizedembeddings", {"input": [["ls lists directory contents.", "It sorts entries.", "See also dir."], ["mkdir makes directories."]]})
+        docs = [["ls lists directory contents.", "It sorts entries.", "See also dir."], ["mkdir makes directories."]]
+        s, b, _ = call(port, "POST", "/v1/contextualizedembeddings", {"input": docs})
+        packed = json.loads(b)["data"][0]["data"][0]["embedding"] if s == 200 else None
+        check(isinstance(packed, str) and len(base64.b64decode(packed)) == 384, "contextualized: base64_int8 by default, as Perplexity's API")
+        s, b, _ = call(port, "POST", "/v1/contextualizedembeddings", {"input": docs, "encoding_format": "float"})
         check(s == 200, f"/v1/contextualizedembeddings 200 ({s} {b[:160]})")
         if s == 200:
             ce = json.loads(b)
@@ -140,8 +146,87 @@ def main():
             check(shapes == [3, 1] and all(len(e["embedding"]) == 384 for d in ce["data"] for e in d["data"]), f"contextualized shapes {shapes}")
             norms = [math.sqrt(sum(x * x for x in e["embedding"])) for d in ce["data"] for e in d["data"]]
             check(all(abs(n - 1) < 1e-5 for n in norms), "contextualized embeddings are normalized like the model's")
-            alone = json.loads(call(port, "POST", "/v1/contextualizedembeddings", {"input": [["It sorts entries."]]})[1])["data"][0]["data"][0]["embedding"]
+            alone = json.loads(call(port, "POST", "/v1/contextualizedembeddings", {"input": [["It sorts entries."]], "encoding_format": "float"})[1])["data"][0]["data"][0]["embedding"]
             check(cosine(alone, ce["data"][0]["data"][1]["embedding"]) < 0.9999, "a chunk's embedding depends on its document")
+
+        # TEI's shapes: /info's Info schema, POST / by model kind, /similarity, /tokenize tokens,
+        # normalize: false, error_type values from TEI's enum.
+        check(info["model_type"] == {"embedding": {"pooling": "mean"}} and info["max_client_batch_size"] == 2048
+              and info["auto_truncate"] is False and isinstance(info["max_batch_tokens"], int)
+              and isinstance(info["sha"], str) and isinstance(info["max_batch_requests"], int), f"/info is TEI's Info ({info})")
+        root = json.loads(call(port, "POST", "/", {"inputs": texts[0]})[1])
+        check(len(root) == 1 and cosine(root[0], fixtures[0]["embedding"]) >= 0.99999, "POST / embeds for an embedding model")
+        s, b, _ = call(port, "POST", "/", {"inputs": {"source_sentence": texts[0], "sentences": [texts[0], texts[1]]}})
+        sim = json.loads(b) if s == 200 else []
+        want = cosine(fixtures[0]["embedding"], fixtures[1]["embedding"])
+        check(len(sim) == 2 and abs(sim[0] - 1) < 1e-5 and abs(sim[1] - want) < 1e-4, f"POST / with a similarity body ({s} {b[:120]})")
+        sim2 = json.loads(call(port, "POST", "/similarity", {"inputs": {"source_sentence": texts[0], "sentences": [texts[1]]}})[1])
+        check(len(sim2) == 1 and abs(sim2[0] - want) < 1e-4, "/similarity")
+        raw = json.loads(call(port, "POST", "/embed", {"inputs": texts[0], "normalize": False})[1])[0]
+        norm = math.sqrt(sum(x * x for x in raw))
+        check(abs(norm - 1) > 1e-3 and cosine(raw, fixtures[0]["embedding"]) >= 0.99999, f"normalize: false gives the raw pooled vector (norm {norm:.3f})")
+        tok2 = json.loads(call(port, "POST", "/tokenize", {"inputs": ["hello world", "x"]})[1])
+        check(len(tok2) == 2 and tok2[0][0] == {"id": 101, "text": "[CLS]", "special": True, "start": None, "stop": None}
+              and tok2[0][1]["text"] == "hello" and tok2[0][1]["special"] is False, f"/tokenize tokens ({tok2[0][:2]})")
+        nos = json.loads(call(port, "POST", "/tokenize", {"inputs": "hello", "add_special_tokens": False})[1])
+        check([t["id"] for t in nos[0]] == [7592], "/tokenize add_special_tokens: false")
+        for path, body in [("/embed", {"inputs": []}), ("/rerank", {"query": "q", "texts": []})]:
+            s, b, _ = call(port, "POST", path, body)
+            check(s == 400 and json.loads(b).get("error_type") == "Empty", f"{path} empty batch: 400 Empty ({s} {b})")
+        s, b, _ = call(port, "POST", "/embed", {"inputs": "word " * 600})
+        check(s == 413 and json.loads(b).get("error_type") == "Validation", f"/embed over-long: 413 Validation ({s} {b[:100]})")
+        s, b, _ = call(port, "POST", "/embed", {"inputs": 5})
+        check(s == 422 and json.loads(b).get("error_type") == "Validation" and "inputs" in json.loads(b)["error"], f"/embed bad type: 422 ({s} {b})")
+
+        # OpenAI's models; vLLM's score and rerank carry model and usage; Cohere's embed and rerank.
+        models = json.loads(call(port, "GET", "/v1/models")[1])
+        check(models["object"] == "list" and models["data"][0]["id"] == "all-MiniLM-L6-v2", "/v1/models")
+        one = json.loads(call(port, "GET", "/v1/models/all-MiniLM-L6-v2")[1])
+        check(one == {"id": "all-MiniLM-L6-v2", "object": "model", "created": 0, "owned_by": "quiver"}, f"/v1/models/{{id}} ({one})")
+        s, b, _ = call(port, "GET", "/v1/models/other")
+        check(s == 404 and json.loads(b)["error"]["code"] == "model_not_found", f"/v1/models/other 404 ({s} {b})")
+        check(sc["model"] == "all-MiniLM-L6-v2" and sc["usage"]["total_tokens"] > 0 and sc["object"] == "list", "/v1/score has model and usage")
+        vr = json.loads(call(port, "POST", "/v1/rerank", {"query": "list directory contents", "documents": ["copy files", "list directory contents in long format"], "top_n": 1})[1])
+        check(vr["model"] == "all-MiniLM-L6-v2" and vr["usage"]["total_tokens"] > 0 and len(vr["results"]) == 1
+              and vr["results"][0]["index"] == 1 and vr["results"][0]["document"]["text"].startswith("list"), f"/v1/rerank ({vr})")
+        for top_n in (0, -1, 1.5, "2"):
+            s, b, _ = call(port, "POST", "/v1/rerank", {"query": "q", "documents": ["a", "b"], "top_n": top_n})
+            check(s == 422 and "top_n" in b, f"/v1/rerank top_n={top_n!r}: 422 naming top_n ({s} {b[:120]})")
+        c2 = json.loads(call(port, "POST", "/v2/rerank", {"model": "all-MiniLM-L6-v2", "query": "q", "documents": ["a", "b"], "top_n": 2})[1])
+        check(len(c2["results"]) == 2 and all("relevance_score" in r for r in c2["results"]) and isinstance(c2["id"], str), "/v2/rerank")
+        c1 = json.loads(call(port, "POST", "/v1/rerank", {"query": "q", "documents": [{"text": "a"}, {"text": "b"}], "return_documents": False})[1])
+        check(len(c1["results"]) == 2 and "document" not in c1["results"][0], "/v1/rerank with Cohere v1 document objects")
+        e1 = json.loads(call(port, "POST", "/v1/embed", {"texts": texts[:2], "model": "all-MiniLM-L6-v2", "input_type": "search_document"})[1])
+        check(e1["response_type"] == "embeddings_floats" and len(e1["embeddings"]) == 2
+              and cosine(e1["embeddings"][0], fixtures[0]["embedding"]) >= 0.99999 and e1["texts"] == texts[:2]
+              and isinstance(e1["meta"]["billed_units"], dict), "/v1/embed floats")
+        e2 = json.loads(call(port, "POST", "/v2/embed", {"texts": texts[:1], "model": "all-MiniLM-L6-v2", "input_type": "search_query", "embedding_types": ["float", "int8", "uint8", "ubinary", "binary"]})[1])
+        emb = e2["embeddings"]
+        want_i8 = [max(-128, min(127, round(math.tanh(x) * 127))) for x in emb["float"][0]]
+        check(e2["response_type"] == "embeddings_by_type" and set(emb) == {"float", "int8", "uint8", "binary", "ubinary"}
+              and all(abs(a - b) <= 1 for a, b in zip(emb["int8"][0], want_i8))
+              and [v - 128 for v in emb["uint8"][0]] == emb["int8"][0]
+              and len(emb["ubinary"][0]) == 48 and [v - 128 for v in emb["ubinary"][0]] == emb["binary"][0]
+              and all(((emb["ubinary"][0][j // 8] >> (7 - j % 8)) & 1) == (emb["float"][0][j] > 0) for j in range(384)),
+              "/v2/embed by type")
+        s, b, _ = call(port, "POST", "/v2/embed", {"texts": ["word " * 600], "truncate": "NONE"})
+        check(s == 400 and "message" in json.loads(b), f"Cohere truncate NONE refuses an over-long text, Cohere's error shape ({s} {b[:100]})")
+        s, b, _ = call(port, "POST", "/v2/embed", {"texts": ["word " * 600]})
+        check(s == 200, "Cohere's default truncate END cuts it")
+
+        # Routing: 405 with Allow; unknown paths share one metrics label, values escaped.
+        s, b, h = call(port, "GET", "/embed")
+        check(s == 405 and h.get("Allow") == "POST", f"GET /embed: 405 Allow: POST ({s} {h.get('Allow')})")
+        for i in range(5):
+            call(port, "GET", f'/a"b{i}')
+        metrics = call(port, "GET", "/metrics")[1]
+        endpoints = set(re.findall(r'quiver_http_requests_total\{endpoint="((?:[^"\\]|\\.)*)"', metrics))
+        check('a\\"b' not in metrics and "unmatched" in endpoints and all(not e.startswith("/a") for e in endpoints),
+              f"metrics labels come from the route table ({sorted(endpoints)})")
+        doc = json.loads(call(port, "GET", "/openapi.json")[1])
+        check(doc["openapi"].startswith("3.1") and "/v1/embeddings" in doc["paths"] and "/v2/rerank" in doc["paths"], "/openapi.json")
+        log_text = open(log).read()
+        check("ready on http://" in log_text, "a log line when ready")
 
         # Errors: status and a message naming the field or limit.
         def err(path, body, status, needle, raw=None):
@@ -150,7 +235,7 @@ def main():
             return h
         err("/v1/embeddings", None, 400, "malformed JSON", raw=b"{nope")
         err("/v1/contextualizedembeddings", {"input": ["not a list"]}, 422, "input[0]")
-        err("/v1/contextualizedembeddings", {"input": [["word " * 200, "word " * 200]]}, 413, "document 0")
+        err("/v1/contextualizedembeddings", {"input": [["word " * 200, "word " * 200]]}, 400, "document 0")
 
         err("/v1/embeddings", {"input": 3}, 422, "input")
         err("/v1/embeddings", {}, 422, "missing field 'input'")
@@ -159,8 +244,14 @@ def main():
         err("/v1/embeddings", {"input": "x", "model": "other"}, 404, "not served here")
         err("/v1/embeddings", {"input": "x", "encoding_format": "hex"}, 422, "encoding_format")
         err("/v1/embeddings", {"input": "x", "dimensions": 999}, 400, "dimensions")
-        err("/v1/embeddings", {"input": "word " * 600}, 413, "at most 256")
-        err("/v1/embeddings", {"input": ["x"] * 3000}, 413, "at most 2048")
+        # Over-long input and too many inputs: 400 invalid_request_error as OpenAI answers (its
+        # SDK raises BadRequestError), the message naming the input, the limit and the way out.
+        s, b, _ = call(port, "POST", "/v1/embeddings", {"input": ["x", "word " * 600]})
+        e = json.loads(b).get("error", {}) if s == 400 else {}
+        check(s == 400 and e.get("type") == "invalid_request_error" and "input 1" in e.get("message", "")
+              and "at most 256" in e["message"] and "--auto-truncate" in e["message"] and e.get("param") == "input",
+              f"over-long input: OpenAI 400 ({s} {b[:200]})")
+        err("/v1/embeddings", {"input": ["x"] * 3000}, 400, "at most 2048")
         err("/embed", {"inputs": "word " * 600, "truncate": False}, 413, "input 0")
         s, b, _ = call(port, "POST", "/embed", {"inputs": "word " * 600, "truncate": True})
         check(s == 200 and len(json.loads(b)[0]) == 384, "truncate: true embeds a long input")
@@ -199,10 +290,25 @@ def main():
                       f"an 8 MB answer to a slow reader arrives whole (request {attempt + 1} on one connection)")
         err("/v1/embeddings", None, 400, "UTF-8", raw=b'{"input": "bad \xff byte"}')
         metrics = call(port, "GET", "/metrics")[1]
-        check("quiver_http_requests_total" in metrics and "quiver_http_tokenize_ms_bucket" in metrics and "quiver_scheduler_batch_tokens" in metrics, "/metrics")
+        check("quiver_http_requests_total" in metrics and "quiver_http_tokenize_seconds_bucket" in metrics and "quiver_scheduler_batch_tokens" in metrics, "/metrics")
     finally:
         proc.send_signal(signal.SIGTERM)
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM")
+
+    # --auto-truncate: over-long inputs are cut unless a request says "truncate": false.
+    proc, port, log = start(["--auto-truncate", "--access-log"])
+    try:
+        cut = json.loads(call(port, "POST", "/v1/embeddings", {"input": [f["text"] for f in long_fixtures]})[1])
+        check(min(cosine(d["embedding"], f["embedding"]) for d, f in zip(cut["data"], long_fixtures)) >= 0.99999, "--auto-truncate matches sentence-transformers' cut")
+        check(json.loads(call(port, "GET", "/info")[1])["auto_truncate"] is True, "/info auto_truncate")
+        s, b, _ = call(port, "POST", "/embed", {"inputs": "word " * 600, "truncate": False})
+        check(s == 413, "truncate: false still refuses under --auto-truncate")
+        s, b, _ = call(port, "POST", "/rerank", {"query": "q", "texts": ["word " * 600]})
+        check(s == 200, "rerank cuts under --auto-truncate")
+        check("access: POST /v1/embeddings 200" in open(log).read(), "--access-log writes a line per request")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (auto-truncate)")
 
     # Authentication and overload.
     proc, port, log = start(["--api-key", "s3cret", "--max-queued-tokens", "8192", "--max-batch-tokens", "8192"])

@@ -284,8 +284,8 @@ TEST(WorkerIntegrationTest, MetricsEndpointServesPrometheusText) {
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof(buf), pipe)) text.append(buf, n);
   pclose(pipe);
-  for (const char* name : {"quiver_scheduler_batch_tokens_bucket", "quiver_scheduler_queue_wait_ms",
-                           "quiver_scheduler_compute_ms", "quiver_scheduler_admitted_tokens",
+  for (const char* name : {"quiver_scheduler_batch_tokens_bucket", "quiver_scheduler_queue_wait_seconds",
+                           "quiver_scheduler_compute_seconds", "quiver_scheduler_admitted_tokens",
                            "quiver_scheduler_rejected_total", "quiver_worker_requests_total{outcome=\"ok\"} 1"}) {
     EXPECT_NE(text.find(name), std::string::npos) << name;
   }

@@ -1,0 +1,683 @@
+#include "gateway/api/api.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "common/json.h"
+#include "common/json_writer.h"
+#include "common/strings.h"
+#include "gateway/api/openapi.h"
+#include "spdlog/spdlog.h"
+
+namespace quiver::gateway::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Base64(std::string_view bytes) {
+  static constexpr char kTable[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
+                       uint8_t(bytes[i + 2]);
+    out += kTable[v >> 18];
+    out += kTable[(v >> 12) & 63];
+    out += kTable[(v >> 6) & 63];
+    out += kTable[v & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    out += kTable[v >> 18];
+    out += kTable[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? kTable[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+// Row `i` of a result's packed rows.
+std::string_view Row(const ReplicaResult& r, int64_t i) {
+  const size_t row_bytes = r.data.size() / static_cast<size_t>(std::max<int64_t>(1, r.num_seqs));
+  return std::string_view(r.data).substr(static_cast<size_t>(i) * row_bytes, row_bytes);
+}
+
+std::vector<float> Floats(std::string_view row) {
+  std::vector<float> v(row.size() / sizeof(float));
+  std::memcpy(v.data(), row.data(), v.size() * sizeof(float));
+  return v;
+}
+
+quiver::v1::OutputType EngineType(EmbeddingFormat format) {
+  switch (format) {
+    case EmbeddingFormat::kFloatList:
+    case EmbeddingFormat::kBase64F32:
+      return quiver::v1::OUTPUT_F32;
+    case EmbeddingFormat::kBase64Int8:
+      return quiver::v1::OUTPUT_INT8;
+    case EmbeddingFormat::kBase64Binary:
+      return quiver::v1::OUTPUT_BINARY;
+  }
+  return quiver::v1::OUTPUT_F32;
+}
+
+// One embedding in OpenAI's forms: floats, or base64 of the row's bytes.
+void WriteEmbedding(JsonWriter& w, std::string_view row, EmbeddingFormat format) {
+  if (format == EmbeddingFormat::kFloatList) {
+    w.FloatArray(Floats(row));
+  } else {
+    w.String(Base64(row));
+  }
+}
+
+HttpResponse Json(std::string body, int status = 200) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Indices of `scores` from highest to lowest (ties in input order), cut to top_n.
+std::vector<size_t> Ranked(const std::vector<float>& scores, std::optional<int64_t> top_n) {
+  std::vector<size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  if (top_n && *top_n < static_cast<int64_t>(order.size())) {
+    order.resize(static_cast<size_t>(*top_n));
+  }
+  return order;
+}
+
+void WriteUsage(JsonWriter& w, int64_t tokens) {
+  w.Key("usage").BeginObject();
+  w.Key("prompt_tokens").Int(tokens).Key("total_tokens").Int(tokens);
+  w.EndObject();
+}
+
+}  // namespace
+
+struct Api::Call {
+  Dialect dialect = Dialect::kTei;
+  std::chrono::system_clock::time_point deadline;
+  int64_t tokens = 0;  // for the access log
+};
+
+Api::Api(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+         std::shared_ptr<Dispatcher> dispatcher, ApiLimits limits, MetricsRegistry* metrics,
+         bool access_log)
+    : service_(std::move(model), std::move(tokenizer), std::move(dispatcher), std::move(limits),
+               metrics),
+      metrics_(metrics),
+      access_log_(access_log) {
+  AddRoutes();
+}
+
+void Api::AddJson(std::string path, Dialect dialect,
+                  HttpResponse (Api::*handler)(const JsonValue&, Call&)) {
+  router_.Add({"POST", std::move(path), dialect, true,
+               [this, dialect, handler](const HttpRequest& request, const RouteMatch&) {
+                 absl::StatusOr<JsonValue> body = JsonValue::Parse(request.body);
+                 if (!body.ok()) {
+                   return ErrorResponse(
+                       dialect, FieldError(absl::StatusCode::kInvalidArgument, "",
+                                           StrCat("malformed JSON body: ",
+                                                  body.status().message())));
+                 }
+                 Call call;
+                 call.dialect = dialect;
+                 call.deadline = std::chrono::system_clock::now() +
+                                 std::chrono::milliseconds(static_cast<int64_t>(
+                                     service_.limits().request_timeout_s * 1000));
+                 return (this->*handler)(*body, call);
+               }});
+}
+
+void Api::AddRoutes() {
+  const auto get = [this](std::string path, Dialect dialect, bool needs_key, RouteHandler h) {
+    router_.Add({"GET", std::move(path), dialect, needs_key, std::move(h)});
+  };
+  get("/health", Dialect::kTei, false, [this](const HttpRequest&, const RouteMatch&) {
+    if (service_.dispatcher().any_healthy()) return Json("{\"status\":\"ok\"}");
+    return ErrorResponse(Dialect::kTei, absl::UnavailableError("no healthy replica"));
+  });
+  get("/ready", Dialect::kTei, false, [this](const HttpRequest&, const RouteMatch&) {
+    const bool ready = ready_ && service_.dispatcher().any_healthy();
+    return Json(StrCat("{\"ready\":", ready ? "true" : "false", "}"), ready ? 200 : 503);
+  });
+  get("/metrics", Dialect::kTei, false, [this](const HttpRequest&, const RouteMatch&) {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = metrics_->Render();
+    return r;
+  });
+  get("/openapi.json", Dialect::kTei, false,
+      [](const HttpRequest&, const RouteMatch&) { return Json(std::string(OpenApiDocument())); });
+  get("/info", Dialect::kTei, true, [this](const HttpRequest&, const RouteMatch&) { return Info(); });
+  get("/v1/models", Dialect::kOpenAi, true,
+      [this](const HttpRequest&, const RouteMatch&) { return Models(""); });
+  get("/v1/models/{model}", Dialect::kOpenAi, true,
+      [this](const HttpRequest&, const RouteMatch& m) { return Models(m.parameter); });
+
+  AddJson("/v1/embeddings", Dialect::kOpenAi, &Api::OpenAiEmbeddings);
+  AddJson("/embeddings", Dialect::kOpenAi, &Api::OpenAiEmbeddings);
+  AddJson("/v1/contextualizedembeddings", Dialect::kOpenAi, &Api::Contextualized);
+  AddJson("/embed", Dialect::kTei, &Api::TeiEmbed);
+  AddJson("/", Dialect::kTei, &Api::TeiRoot);
+  AddJson("/similarity", Dialect::kTei, &Api::TeiSimilarity);
+  AddJson("/rerank", Dialect::kTei, &Api::TeiRerank);
+  AddJson("/tokenize", Dialect::kTei, &Api::Tokenize);
+  AddJson("/decode", Dialect::kTei, &Api::Decode);
+  AddJson("/v1/rerank", Dialect::kOpenAi, &Api::VllmRerank);
+  AddJson("/v2/rerank", Dialect::kCohere, &Api::CohereRerank);
+  AddJson("/v1/embed", Dialect::kCohere, &Api::CohereEmbedV1);
+  AddJson("/v2/embed", Dialect::kCohere, &Api::CohereEmbedV2);
+  AddJson("/v1/score", Dialect::kOpenAi, &Api::Score);
+  AddJson("/score", Dialect::kOpenAi, &Api::Score);
+}
+
+HttpResponse Api::Handle(const HttpRequest& request) {
+  const Clock::time_point start = Clock::now();
+  RouteMatch match;
+  bool path_known = false;
+  const Route* route = router_.Find(request.method, request.target, match, path_known);
+  const Dialect dialect = route ? route->dialect
+                          : request.target.starts_with("/v1/") ? Dialect::kOpenAi
+                                                               : Dialect::kTei;
+  HttpResponse response;
+  if (route == nullptr && path_known) {
+    response = ErrorResponse(
+        dialect, FieldError(absl::StatusCode::kNotFound, "",
+                            StrCat(request.method, " is not allowed on ", request.target,
+                                   " (allowed: ", router_.AllowedMethods(request.target), ")"),
+                            Reason::kNoRoute));
+    response.status = 405;
+    response.headers["Allow"] = router_.AllowedMethods(request.target);
+  } else if (route == nullptr) {
+    response = ErrorResponse(dialect, FieldError(absl::StatusCode::kNotFound, "",
+                                                 StrCat("no route for ", request.method, " ",
+                                                        request.target),
+                                                 Reason::kNoRoute));
+  } else if (route->needs_key && !service_.limits().api_key.empty() &&
+             [&] {
+               auto it = request.headers.find("authorization");
+               return it == request.headers.end() ||
+                      it->second != "Bearer " + service_.limits().api_key;
+             }()) {
+    response = ErrorResponse(
+        dialect, absl::UnauthenticatedError(
+                     "missing or wrong API key (send the header Authorization: Bearer <key>)"));
+  } else {
+    response = route->handler(request, match);
+  }
+  const std::string endpoint = route ? route->path : std::string(kUnmatchedRoute);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  metrics_
+      ->GetCounter("quiver_http_requests_total", "HTTP requests by route and status",
+                   StrCat(MetricLabel("endpoint", endpoint), ",",
+                          MetricLabel("status", StrCat(response.status))))
+      .Inc();
+  metrics_
+      ->GetHistogram("quiver_http_request_seconds", "Request latency by route",
+                     MetricsRegistry::ExponentialBuckets(0.0001, 2, 18),
+                     MetricLabel("endpoint", endpoint))
+      .Observe(seconds);
+  if (access_log_) {
+    spdlog::info("access: {} {} {} {}B {:.3f}ms", request.method, endpoint, response.status,
+                 response.body.size(), seconds * 1000);
+  }
+  return response;
+}
+
+// ---- Model and server information --------------------------------------------------------------
+
+HttpResponse Api::Info() const {
+  const ModelDescription& m = service_.model();
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("model_id").String(m.name);
+  w.Key("model_sha").Null();
+  w.Key("model_dtype").String("float32");
+  w.Key("model_type").BeginObject();
+  if (m.can_score) {
+    // TEI: a sequence classifier with one label is a reranker, with more a classifier.
+    w.Key(m.num_labels > 1 ? "classifier" : "reranker").BeginObject();
+    w.Key("id2label").BeginObject();
+    for (int64_t i = 0; i < std::max<int64_t>(1, m.num_labels); ++i) {
+      w.Key(StrCat(i)).String(StrCat("LABEL_", i));
+    }
+    w.EndObject();
+    w.Key("label2id").BeginObject();
+    for (int64_t i = 0; i < std::max<int64_t>(1, m.num_labels); ++i) {
+      w.Key(StrCat("LABEL_", i)).Int(i);
+    }
+    w.EndObject().EndObject();
+  } else {
+    w.Key("embedding").BeginObject().Key("pooling").String(m.pooling).EndObject();
+  }
+  w.EndObject();
+  if (!m.prompts.empty()) {
+    w.Key("prompts").BeginObject();
+    for (const auto& [name, text] : m.prompts) w.Key(name).String(text);
+    w.EndObject();
+  }
+  w.Key("max_concurrent_requests").Int(m.max_concurrent_requests);
+  w.Key("max_input_length").Int(m.max_input_tokens);
+  w.Key("max_batch_tokens").Int(m.max_batch_tokens);
+  w.Key("max_batch_requests").Int(service_.limits().max_inputs);
+  w.Key("max_client_batch_size").Int(service_.limits().max_inputs);
+  w.Key("auto_truncate").Bool(service_.limits().auto_truncate);
+  w.Key("tokenization_workers").Int(m.max_concurrent_requests);
+  w.Key("version").String(QUIVER_VERSION);
+  w.Key("sha").String("");
+  w.Key("docker_label").String("");
+  // quiver's own.
+  w.Key("architecture").String(m.architecture);
+  w.Key("hidden_size").Int(m.hidden_size);
+  w.EndObject();
+  return Json(std::move(w).Take());
+}
+
+HttpResponse Api::Models(const std::string& id) const {
+  const ModelDescription& m = service_.model();
+  const auto write_model = [&](JsonWriter& w) {
+    w.BeginObject().Key("id").String(m.name).Key("object").String("model");
+    w.Key("created").Int(0).Key("owned_by").String("quiver").EndObject();
+  };
+  JsonWriter w;
+  if (!id.empty()) {
+    if (id != m.name) {
+      return ErrorResponse(Dialect::kOpenAi,
+                           FieldError(absl::StatusCode::kNotFound, "model",
+                                      StrCat("The model '", id,
+                                             "' does not exist; this server serves '", m.name,
+                                             "'"),
+                                      Reason::kModelNotFound));
+    }
+    write_model(w);
+  } else {
+    w.BeginObject().Key("object").String("list").Key("data").BeginArray();
+    write_model(w);
+    w.EndArray().EndObject();
+  }
+  return Json(std::move(w).Take());
+}
+
+// ---- Embeddings ---------------------------------------------------------------------------------
+
+HttpResponse Api::OpenAiEmbeddings(const JsonValue& body, Call& call) {
+  absl::StatusOr<EmbedRequest> request = ParseOpenAiEmbed(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  absl::StatusOr<Embeddings> out =
+      service_.Embed(*request, EngineType(request->format), call.deadline);
+  if (!out.ok()) return ErrorResponse(call.dialect, out.status());
+  call.tokens = out->tokens;
+  JsonWriter w;
+  w.BeginObject().Key("object").String("list").Key("data").BeginArray();
+  for (int64_t i = 0; i < out->result.num_seqs; ++i) {
+    w.BeginObject().Key("object").String("embedding").Key("index").Int(i).Key("embedding");
+    WriteEmbedding(w, Row(out->result, i), request->format);
+    w.EndObject();
+  }
+  w.EndArray().Key("model").String(service_.model().name);
+  WriteUsage(w, out->tokens);
+  w.EndObject();
+  return Json(std::move(w).Take());
+}
+
+HttpResponse Api::Contextualized(const JsonValue& body, Call& call) {
+  absl::StatusOr<ContextualizedRequest> request = ParseContextualized(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  absl::StatusOr<Embeddings> out =
+      service_.EmbedContextualized(*request, EngineType(request->format), call.deadline);
+  if (!out.ok()) return ErrorResponse(call.dialect, out.status());
+  call.tokens = out->tokens;
+  JsonWriter w;
+  w.BeginObject().Key("object").String("list").Key("data").BeginArray();
+  int64_t row = 0;
+  for (size_t d = 0; d < request->documents.size(); ++d) {
+    w.BeginObject().Key("object").String("list").Key("index").Int(static_cast<int64_t>(d));
+    w.Key("data").BeginArray();
+    for (size_t j = 0; j < request->documents[d].size(); ++j, ++row) {
+      w.BeginObject().Key("object").String("embedding").Key("index").Int(static_cast<int64_t>(j));
+      w.Key("embedding");
+      WriteEmbedding(w, Row(out->result, row), request->format);
+      w.EndObject();
+    }
+    w.EndArray().EndObject();
+  }
+  w.EndArray().Key("model").String(service_.model().name);
+  WriteUsage(w, out->tokens);
+  w.EndObject();
+  return Json(std::move(w).Take());
+}
+
+HttpResponse Api::TeiEmbed(const JsonValue& body, Call& call) {
+  absl::StatusOr<EmbedRequest> request = ParseTeiEmbed(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  absl::StatusOr<Embeddings> out =
+      service_.Embed(*request, quiver::v1::OUTPUT_F32, call.deadline);
+  if (!out.ok()) return ErrorResponse(call.dialect, out.status());
+  call.tokens = out->tokens;
+  JsonWriter w;
+  w.BeginArray();
+  for (int64_t i = 0; i < out->result.num_seqs; ++i) w.FloatArray(Floats(Row(out->result, i)));
+  w.EndArray();
+  return Json(std::move(w).Take());
+}
+
+// TEI's POST /: a reranker's /rerank, an embedding model's /embed; as huggingface_hub's
+// InferenceClient also posts sentence_similarity's {"inputs": {"source_sentence", ...}} there,
+// that body shape goes to /similarity.
+HttpResponse Api::TeiRoot(const JsonValue& body, Call& call) {
+  if (service_.model().can_score) return TeiRerank(body, call);
+  if (const JsonValue* inputs = body.Find("inputs"); inputs && inputs->is_object()) {
+    return TeiSimilarity(body, call);
+  }
+  return TeiEmbed(body, call);
+}
+
+HttpResponse Api::TeiSimilarity(const JsonValue& body, Call& call) {
+  absl::StatusOr<SimilarityRequest> request = ParseSimilarity(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  if (!service_.model().can_embed) {
+    return ErrorResponse(call.dialect,
+                         FieldError(absl::StatusCode::kInvalidArgument, "",
+                                    "/similarity needs an embedding model; this one scores "
+                                    "(use /rerank)"));
+  }
+  EmbedRequest embed;
+  embed.inputs.push_back({request->source_sentence, {}, false});
+  for (const std::string& s : request->sentences) embed.inputs.push_back({s, {}, false});
+  embed.truncation = request->truncation;
+  embed.prompt_name = request->prompt_name;
+  embed.normalize = true;  // cosine similarity
+  absl::StatusOr<Embeddings> out =
+      service_.Embed(embed, quiver::v1::OUTPUT_F32, call.deadline);
+  if (!out.ok()) return ErrorResponse(call.dialect, out.status());
+  call.tokens = out->tokens;
+  const std::vector<float> source = Floats(Row(out->result, 0));
+  JsonWriter w;
+  w.BeginArray();
+  for (int64_t i = 1; i < out->result.num_seqs; ++i) {
+    const std::vector<float> v = Floats(Row(out->result, i));
+    float dot = 0;
+    for (size_t j = 0; j < v.size(); ++j) dot += source[j] * v[j];
+    w.Float(dot);
+  }
+  w.EndArray();
+  return Json(std::move(w).Take());
+}
+
+// ---- Reranking and scoring ------------------------------------------------------------------------
+
+HttpResponse Api::TeiRerank(const JsonValue& body, Call& call) {
+  // /rerank is TEI's (texts) and vLLM's / Jina's (documents): the body says which.
+  if (body.Find("texts") == nullptr && body.Find("documents") != nullptr) {
+    call.dialect = Dialect::kOpenAi;
+    return VllmRerank(body, call);
+  }
+  absl::StatusOr<RerankRequest> request = ParseRerank(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  absl::StatusOr<Scores> scores =
+      service_.Score(request->query, request->documents, request->raw_scores,
+                     request->truncation, "texts", call.deadline);
+  if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
+  call.tokens = scores->tokens;
+  JsonWriter w;
+  w.BeginArray();
+  for (size_t i : Ranked(scores->scores, request->top_n)) {
+    w.BeginObject().Key("index").Int(static_cast<int64_t>(i));
+    if (request->return_documents) w.Key("text").String(request->documents[i]);
+    w.Key("score").Float(scores->scores[i]).EndObject();
+  }
+  w.EndArray();
+  return Json(std::move(w).Take());
+}
+
+namespace {
+
+// Cohere's and vLLM's rerank answer, in one shape both clients read: results sorted by
+// relevance_score with the document where asked, id, model, usage and Cohere's meta.
+std::string RenderRerank(const RerankRequest& request, const Scores& scores,
+                         const std::string& id, const std::string& model) {
+  JsonWriter w;
+  w.BeginObject().Key("id").String(id).Key("model").String(model);
+  w.Key("results").BeginArray();
+  for (size_t i : Ranked(scores.scores, request.top_n)) {
+    w.BeginObject().Key("index").Int(static_cast<int64_t>(i));
+    w.Key("relevance_score").Float(scores.scores[i]);
+    if (request.return_documents) {
+      w.Key("document").BeginObject().Key("text").String(request.documents[i]).EndObject();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("usage").BeginObject();
+  w.Key("prompt_tokens").Int(scores.tokens).Key("total_tokens").Int(scores.tokens).EndObject();
+  w.Key("meta").BeginObject();
+  w.Key("api_version").BeginObject().Key("version").String("2").EndObject();
+  w.Key("billed_units").BeginObject().Key("search_units").Int(1).EndObject();
+  w.EndObject();
+  w.EndObject();
+  return std::move(w).Take();
+}
+
+}  // namespace
+
+HttpResponse Api::VllmRerank(const JsonValue& body, Call& call) {
+  absl::StatusOr<RerankRequest> request = ParseRerank(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  if (absl::Status s = service_.CheckModel(request->model); !s.ok()) {
+    return ErrorResponse(call.dialect, s);
+  }
+  absl::StatusOr<Scores> scores =
+      service_.Score(request->query, request->documents, request->raw_scores,
+                     request->truncation, "documents", call.deadline);
+  if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
+  call.tokens = scores->tokens;
+  return Json(RenderRerank(*request, *scores, StrCat("rerank-", next_id_++),
+                           service_.model().name));
+}
+
+HttpResponse Api::CohereRerank(const JsonValue& body, Call& call) { return VllmRerank(body, call); }
+
+HttpResponse Api::Score(const JsonValue& body, Call& call) {
+  absl::StatusOr<ScoreRequest> request = ParseScore(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  if (absl::Status s = service_.CheckModel(request->model); !s.ok()) {
+    return ErrorResponse(call.dialect, s);
+  }
+  std::vector<float> all;
+  int64_t tokens = 0;
+  if (request->text_1.size() == 1) {
+    absl::StatusOr<Scores> s = service_.Score(request->text_1[0], request->text_2, false,
+                                              request->truncation, "text_2", call.deadline);
+    if (!s.ok()) return ErrorResponse(call.dialect, s.status());
+    all = std::move(s->scores);
+    tokens = s->tokens;
+  } else {
+    for (size_t i = 0; i < request->text_1.size(); ++i) {
+      absl::StatusOr<Scores> s = service_.Score(request->text_1[i], {request->text_2[i]}, false,
+                                                request->truncation, "text_2", call.deadline);
+      if (!s.ok()) return ErrorResponse(call.dialect, s.status());
+      all.push_back(s->scores[0]);
+      tokens += s->tokens;
+    }
+  }
+  call.tokens = tokens;
+  JsonWriter w;
+  w.BeginObject().Key("id").String(StrCat("score-", next_id_++)).Key("object").String("list");
+  w.Key("created").Int(UnixSeconds()).Key("model").String(service_.model().name);
+  w.Key("data").BeginArray();
+  for (size_t i = 0; i < all.size(); ++i) {
+    w.BeginObject().Key("index").Int(static_cast<int64_t>(i)).Key("object").String("score");
+    w.Key("score").Float(all[i]).EndObject();
+  }
+  w.EndArray();
+  w.Key("usage").BeginObject();
+  w.Key("prompt_tokens").Int(tokens).Key("total_tokens").Int(tokens);
+  w.Key("completion_tokens").Int(0).EndObject();
+  w.EndObject();
+  return Json(std::move(w).Take());
+}
+
+// ---- Cohere embed ------------------------------------------------------------------------------
+
+HttpResponse Api::CohereEmbedV1(const JsonValue& body, Call& call) {
+  return CohereEmbed(body, call, 1);
+}
+HttpResponse Api::CohereEmbedV2(const JsonValue& body, Call& call) {
+  return CohereEmbed(body, call, 2);
+}
+
+HttpResponse Api::CohereEmbed(const JsonValue& body, Call& call, int version) {
+  absl::StatusOr<EmbedRequest> request = ParseCohereEmbed(body, service_.limits(), version);
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  // input_type picks the model's own prompt of that purpose where it has one.
+  const std::map<std::string, std::string>& prompts = service_.model().prompts;
+  if (request->input_type == "search_query" && prompts.contains("query")) {
+    request->prompt_name = "query";
+  } else if (request->input_type == "search_document") {
+    for (const char* name : {"document", "passage"}) {
+      if (prompts.contains(name)) {
+        request->prompt_name = name;
+        break;
+      }
+    }
+  }
+  // One pass per engine encoding the types need: floats, int8 (int8 and uint8), bits (binary and
+  // ubinary).
+  std::optional<Embeddings> f32, int8, bits;
+  const auto run = [&](std::optional<Embeddings>& slot, quiver::v1::OutputType type) {
+    absl::StatusOr<Embeddings> out = service_.Embed(*request, type, call.deadline);
+    if (!out.ok()) return out.status();
+    slot = *std::move(out);
+    return absl::OkStatus();
+  };
+  const std::vector<CohereEmbeddingType> types =
+      request->embedding_types.empty() ? std::vector{CohereEmbeddingType::kFloat}
+                                       : request->embedding_types;
+  for (CohereEmbeddingType t : types) {
+    absl::Status s;
+    if (t == CohereEmbeddingType::kFloat && !f32) s = run(f32, quiver::v1::OUTPUT_F32);
+    if ((t == CohereEmbeddingType::kInt8 || t == CohereEmbeddingType::kUint8) && !int8) {
+      s = run(int8, quiver::v1::OUTPUT_INT8);
+    }
+    if ((t == CohereEmbeddingType::kBinary || t == CohereEmbeddingType::kUbinary) && !bits) {
+      s = run(bits, quiver::v1::OUTPUT_BINARY);
+    }
+    if (!s.ok()) return ErrorResponse(call.dialect, s);
+  }
+  const Embeddings& any = f32 ? *f32 : int8 ? *int8 : *bits;
+  call.tokens = any.tokens;
+  const auto write_bytes = [](JsonWriter& w, const Embeddings& e, int offset, bool is_signed) {
+    w.BeginArray();
+    for (int64_t i = 0; i < e.result.num_seqs; ++i) {
+      w.BeginArray();
+      for (char c : Row(e.result, i)) {
+        const int v = is_signed ? static_cast<int>(static_cast<int8_t>(c))
+                                : static_cast<int>(static_cast<uint8_t>(c));
+        w.Int(v + offset);
+      }
+      w.EndArray();
+    }
+    w.EndArray();
+  };
+  JsonWriter w;
+  w.BeginObject().Key("id").String(StrCat("embed-", next_id_++));
+  const bool by_type = version >= 2 || !request->embedding_types.empty();
+  w.Key("response_type").String(by_type ? "embeddings_by_type" : "embeddings_floats");
+  w.Key("embeddings");
+  if (!by_type) {
+    w.BeginArray();
+    for (int64_t i = 0; i < f32->result.num_seqs; ++i) w.FloatArray(Floats(Row(f32->result, i)));
+    w.EndArray();
+  } else {
+    w.BeginObject();
+    for (CohereEmbeddingType t : types) {
+      switch (t) {
+        case CohereEmbeddingType::kFloat:
+          w.Key("float").BeginArray();
+          for (int64_t i = 0; i < f32->result.num_seqs; ++i) {
+            w.FloatArray(Floats(Row(f32->result, i)));
+          }
+          w.EndArray();
+          break;
+        case CohereEmbeddingType::kInt8:
+          w.Key("int8");
+          write_bytes(w, *int8, 0, true);
+          break;
+        case CohereEmbeddingType::kUint8:
+          w.Key("uint8");
+          write_bytes(w, *int8, 128, true);
+          break;
+        case CohereEmbeddingType::kBinary:
+          w.Key("binary");
+          write_bytes(w, *bits, -128, false);
+          break;
+        case CohereEmbeddingType::kUbinary:
+          w.Key("ubinary");
+          write_bytes(w, *bits, 0, false);
+          break;
+      }
+    }
+    w.EndObject();
+  }
+  w.Key("texts").BeginArray();
+  for (const Input& input : request->inputs) w.String(input.text);
+  w.EndArray();
+  w.Key("meta").BeginObject();
+  w.Key("api_version").BeginObject().Key("version").String(StrCat(version)).EndObject();
+  w.Key("billed_units").BeginObject().Key("input_tokens").Int(any.tokens).EndObject();
+  w.EndObject();
+  w.EndObject();
+  return Json(std::move(w).Take());
+}
+
+// ---- Tokenizer ---------------------------------------------------------------------------------
+
+HttpResponse Api::Tokenize(const JsonValue& body, Call& call) {
+  absl::StatusOr<TokenizeRequest> request = ParseTokenize(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  absl::StatusOr<std::vector<std::vector<TokenPiece>>> pieces =
+      service_.TokenizeForDisplay(*request);
+  if (!pieces.ok()) return ErrorResponse(call.dialect, pieces.status());
+  JsonWriter w;
+  w.BeginArray();
+  for (const std::vector<TokenPiece>& text : *pieces) {
+    w.BeginArray();
+    for (const TokenPiece& p : text) {
+      // start and stop (offsets into the input) are not tracked by quiver's tokenizer yet: null,
+      // as TEI sends for special tokens.
+      w.BeginObject().Key("id").Int(p.id).Key("text").String(p.text);
+      w.Key("special").Bool(p.special).Key("start").Null().Key("stop").Null().EndObject();
+    }
+    w.EndArray();
+  }
+  w.EndArray();
+  return Json(std::move(w).Take());
+}
+
+HttpResponse Api::Decode(const JsonValue& body, Call& call) {
+  absl::StatusOr<DecodeRequest> request = ParseDecode(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  JsonWriter w;
+  w.BeginArray();
+  for (const std::string& text : service_.Decode(*request)) w.String(text);
+  w.EndArray();
+  return Json(std::move(w).Take());
+}
+
+}  // namespace quiver::gateway::api

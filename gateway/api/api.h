@@ -1,0 +1,66 @@
+// The HTTP APIs users call, as one route table (gateway/api/router.h):
+//   OpenAI:     POST /v1/embeddings (/embeddings), GET /v1/models, GET /v1/models/{model}
+//   TEI:        POST /embed, POST / (by model kind, as TEI routes it), /similarity, /rerank,
+//               /tokenize, /decode, GET /info
+//   Cohere:     POST /v1/embed, /v2/embed, /v1/rerank, /v2/rerank
+//   vLLM:       POST /v1/score (/score), /v1/rerank, /rerank (with documents)
+//   Perplexity: POST /v1/contextualizedembeddings
+//   quiver:     GET /health, /ready, /metrics, /openapi.json
+// Each route parses its body into a typed request (requests.h), serves it (service.h) and renders
+// its dialect's answer; errors go through the dialect's error map (errors.h).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "common/metrics.h"
+#include "gateway/api/router.h"
+#include "gateway/api/service.h"
+#include "gateway/http_server.h"
+
+namespace quiver::gateway::api {
+
+class Api {
+ public:
+  Api(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+      std::shared_ptr<Dispatcher> dispatcher, ApiLimits limits, MetricsRegistry* metrics,
+      bool access_log = false);
+
+  HttpResponse Handle(const HttpRequest& request);
+  void set_ready(bool ready) { ready_ = ready; }
+  const Router& router() const { return router_; }
+
+ private:
+  struct Call;  // one request in progress: its deadline and what it counted
+  void AddRoutes();
+  // Adds a POST route whose body is parsed as JSON before `handler` runs.
+  void AddJson(std::string path, Dialect dialect,
+               HttpResponse (Api::*handler)(const JsonValue&, Call&));
+
+  HttpResponse OpenAiEmbeddings(const JsonValue& body, Call& call);
+  HttpResponse Contextualized(const JsonValue& body, Call& call);
+  HttpResponse TeiEmbed(const JsonValue& body, Call& call);
+  HttpResponse TeiRoot(const JsonValue& body, Call& call);
+  HttpResponse TeiSimilarity(const JsonValue& body, Call& call);
+  HttpResponse TeiRerank(const JsonValue& body, Call& call);
+  HttpResponse VllmRerank(const JsonValue& body, Call& call);
+  HttpResponse CohereRerank(const JsonValue& body, Call& call);
+  HttpResponse CohereEmbedV1(const JsonValue& body, Call& call);
+  HttpResponse CohereEmbedV2(const JsonValue& body, Call& call);
+  HttpResponse CohereEmbed(const JsonValue& body, Call& call, int version);
+  HttpResponse Score(const JsonValue& body, Call& call);
+  HttpResponse Tokenize(const JsonValue& body, Call& call);
+  HttpResponse Decode(const JsonValue& body, Call& call);
+  HttpResponse Info() const;
+  HttpResponse Models(const std::string& id) const;
+
+  Service service_;
+  Router router_;
+  MetricsRegistry* metrics_;
+  bool access_log_;
+  std::atomic<bool> ready_{false};
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace quiver::gateway::api

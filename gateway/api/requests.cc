@@ -1,0 +1,528 @@
+#include "gateway/api/requests.h"
+
+#include <limits>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "gateway/api/errors.h"
+
+namespace quiver::gateway::api {
+namespace {
+
+using Type = JsonValue::Type;
+
+absl::Status WrongType(std::string_view field, std::string_view expected, const JsonValue& got) {
+  return FieldError(absl::StatusCode::kFailedPrecondition, field,
+                    StrCat("'", field, "' must be ", expected, ", got ",
+                           JsonValue::TypeName(got.type())));
+}
+
+absl::Status Missing(std::string_view field) {
+  return FieldError(absl::StatusCode::kFailedPrecondition, field,
+                    StrCat("missing field '", field, "'"));
+}
+
+absl::Status CheckObject(const JsonValue& body) {
+  if (body.is_object()) return absl::OkStatus();
+  return FieldError(absl::StatusCode::kFailedPrecondition, "",
+                    StrCat("the body must be a JSON object, got ",
+                           JsonValue::TypeName(body.type())));
+}
+
+// A member that is absent or null counts as not sent.
+const JsonValue* Field(const JsonValue& body, std::string_view key) {
+  const JsonValue* v = body.Find(key);
+  return v == nullptr || v->is_null() ? nullptr : v;
+}
+
+absl::StatusOr<std::optional<bool>> OptBool(const JsonValue& body, std::string_view key) {
+  const JsonValue* v = Field(body, key);
+  if (v == nullptr) return std::optional<bool>();
+  if (!v->is_bool()) return WrongType(key, "a boolean", *v);
+  return std::optional<bool>(v->as_bool());
+}
+
+absl::StatusOr<bool> Bool(const JsonValue& body, std::string_view key, bool fallback) {
+  QUIVER_ASSIGN_OR_RETURN(std::optional<bool> v, OptBool(body, key));
+  return v.value_or(fallback);
+}
+
+absl::StatusOr<std::optional<int64_t>> OptInt(const JsonValue& body, std::string_view key) {
+  const JsonValue* v = Field(body, key);
+  if (v == nullptr) return std::optional<int64_t>();
+  if (!v->is_int()) return WrongType(key, "an integer", *v);
+  return std::optional<int64_t>(v->as_int());
+}
+
+// A positive integer, or 0 when absent.
+absl::StatusOr<int64_t> PositiveInt(const JsonValue& body, std::string_view key) {
+  QUIVER_ASSIGN_OR_RETURN(std::optional<int64_t> v, OptInt(body, key));
+  if (!v) return 0;
+  if (*v <= 0) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, key,
+                      StrCat("'", key, "' must be a positive integer, got ", *v));
+  }
+  return *v;
+}
+
+absl::StatusOr<std::optional<std::string>> OptString(const JsonValue& body, std::string_view key) {
+  const JsonValue* v = Field(body, key);
+  if (v == nullptr) return std::optional<std::string>();
+  if (!v->is_string()) return WrongType(key, "a string", *v);
+  return std::optional<std::string>(v->as_string());
+}
+
+absl::StatusOr<std::string> String(const JsonValue& body, std::string_view key) {
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> v, OptString(body, key));
+  if (!v) return Missing(key);
+  return *std::move(v);
+}
+
+absl::Status CheckCount(size_t count, std::string_view field, std::string_view what,
+                        const ApiLimits& limits) {
+  if (count == 0) {
+    return FieldError(absl::StatusCode::kInvalidArgument, field,
+                      StrCat("'", field, "' is empty: send at least one ", what), Reason::kEmpty);
+  }
+  if (static_cast<int64_t>(count) > limits.max_inputs) {
+    return FieldError(absl::StatusCode::kOutOfRange, field,
+                      StrCat("'", field, "' has ", count, " ", what, "s; this server takes at most ",
+                             limits.max_inputs, " per request (--max-inputs)"),
+                      Reason::kTooManyInputs);
+  }
+  return absl::OkStatus();
+}
+
+// A string, or a list of strings (`what` names one item in messages).
+absl::StatusOr<std::vector<std::string>> Strings(const JsonValue& v, std::string_view field,
+                                                 std::string_view what, const ApiLimits& limits) {
+  std::vector<std::string> out;
+  if (v.is_string()) {
+    out.push_back(v.as_string());
+    return out;
+  }
+  if (!v.is_array()) return WrongType(field, "a string or a list of strings", v);
+  QUIVER_RETURN_IF_ERROR(CheckCount(v.items().size(), field, what, limits));
+  out.reserve(v.items().size());
+  for (size_t i = 0; i < v.items().size(); ++i) {
+    const JsonValue& item = v.items()[i];
+    if (!item.is_string()) return WrongType(StrCat(field, "[", i, "]"), "a string", item);
+    out.push_back(item.as_string());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> RequiredStrings(const JsonValue& body,
+                                                         std::string_view key,
+                                                         std::string_view what,
+                                                         const ApiLimits& limits) {
+  const JsonValue* v = Field(body, key);
+  if (v == nullptr) return Missing(key);
+  return Strings(*v, key, what, limits);
+}
+
+// A list of token ids, each in [0, 2^31).
+absl::StatusOr<std::vector<uint32_t>> TokenIds(const JsonValue& v, std::string_view field) {
+  if (!v.is_array()) return WrongType(field, "a list of token ids", v);
+  std::vector<uint32_t> ids;
+  ids.reserve(v.items().size());
+  for (size_t i = 0; i < v.items().size(); ++i) {
+    const JsonValue& id = v.items()[i];
+    if (!id.is_int()) return WrongType(StrCat(field, "[", i, "]"), "an integer token id", id);
+    if (id.as_int() < 0 || id.as_int() > std::numeric_limits<int32_t>::max()) {
+      return FieldError(absl::StatusCode::kFailedPrecondition, field,
+                        StrCat("'", field, "[", i, "]': token id ", id.as_int(),
+                               " is not a valid id"));
+    }
+    ids.push_back(static_cast<uint32_t>(id.as_int()));
+  }
+  return ids;
+}
+
+bool IsIdList(const JsonValue& v) {
+  return v.is_array() && !v.items().empty() && v.items()[0].is_int();
+}
+
+// TEI's and OpenAI's inputs: a string, a list of token ids, or a list whose items are each a
+// string or a list of token ids.
+absl::StatusOr<std::vector<Input>> Inputs(const JsonValue& body, std::string_view key,
+                                          const ApiLimits& limits) {
+  const JsonValue* v = Field(body, key);
+  if (v == nullptr) return Missing(key);
+  std::vector<Input> out;
+  if (v->is_string()) {
+    out.push_back({v->as_string(), {}, false});
+    return out;
+  }
+  if (!v->is_array()) {
+    return WrongType(key, "a string, a list of strings, or token ids (a list or a list of lists)",
+                     *v);
+  }
+  if (IsIdList(*v)) {
+    QUIVER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, TokenIds(*v, key));
+    out.push_back({"", std::move(ids), true});
+    return out;
+  }
+  QUIVER_RETURN_IF_ERROR(CheckCount(v->items().size(), key, "input", limits));
+  out.reserve(v->items().size());
+  for (size_t i = 0; i < v->items().size(); ++i) {
+    const JsonValue& item = v->items()[i];
+    const std::string field = StrCat(key, "[", i, "]");
+    if (item.is_string()) {
+      out.push_back({item.as_string(), {}, false});
+    } else if (item.is_array()) {
+      QUIVER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, TokenIds(item, field));
+      if (ids.empty()) {
+        return FieldError(absl::StatusCode::kInvalidArgument, field,
+                          StrCat("'", field, "' is an empty list of token ids"), Reason::kEmpty);
+      }
+      out.push_back({"", std::move(ids), true});
+    } else {
+      return WrongType(field, "a string or a list of token ids", item);
+    }
+  }
+  return out;
+}
+
+// TEI's truncate + truncation_direction ("Left" / "Right", either case).
+absl::StatusOr<TruncationRequest> TeiTruncation(const JsonValue& body) {
+  TruncationRequest t;
+  QUIVER_ASSIGN_OR_RETURN(t.enabled, OptBool(body, "truncate"));
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> direction,
+                          OptString(body, "truncation_direction"));
+  if (direction) {
+    if (*direction == "Right" || *direction == "right") {
+      t.side = TruncationSide::kRight;
+    } else if (*direction == "Left" || *direction == "left") {
+      t.side = TruncationSide::kLeft;
+    } else {
+      return FieldError(absl::StatusCode::kFailedPrecondition, "truncation_direction",
+                        StrCat("'truncation_direction' must be Right or Left, got '", *direction,
+                               "'"));
+    }
+  }
+  return t;
+}
+
+// vLLM's truncate_prompt_tokens: -1 cuts to the model's limit, k > 0 to k tokens.
+absl::Status VllmTruncation(const JsonValue& body, TruncationRequest& t) {
+  QUIVER_ASSIGN_OR_RETURN(std::optional<int64_t> k, OptInt(body, "truncate_prompt_tokens"));
+  if (!k) return absl::OkStatus();
+  if (*k == -1) {
+    t.enabled = true;
+  } else if (*k > 0) {
+    t.enabled = true;
+    t.max_tokens = *k;
+  } else {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "truncate_prompt_tokens",
+                      StrCat("'truncate_prompt_tokens' must be -1 (the model's limit) or a "
+                             "positive integer, got ", *k));
+  }
+  return absl::OkStatus();
+}
+
+// OpenAI's encoding_format, with quiver's and Perplexity's base64_int8 and base64_binary.
+absl::StatusOr<EmbeddingFormat> Format(const JsonValue& body, EmbeddingFormat fallback) {
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> f, OptString(body, "encoding_format"));
+  if (!f) return fallback;
+  if (*f == "float") return EmbeddingFormat::kFloatList;
+  if (*f == "base64") return EmbeddingFormat::kBase64F32;
+  if (*f == "base64_int8") return EmbeddingFormat::kBase64Int8;
+  if (*f == "base64_binary") return EmbeddingFormat::kBase64Binary;
+  return FieldError(absl::StatusCode::kFailedPrecondition, "encoding_format",
+                    StrCat("'encoding_format' must be float, base64, base64_int8 or "
+                           "base64_binary, got '", *f, "'"));
+}
+
+absl::StatusOr<std::string> Model(const JsonValue& body) {
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> m, OptString(body, "model"));
+  return m.value_or("");
+}
+
+// Rerank documents: strings, or objects with a "text" string (Cohere v1's form).
+absl::StatusOr<std::vector<std::string>> Documents(const JsonValue& v, std::string_view field,
+                                                   const ApiLimits& limits) {
+  if (!v.is_array()) return WrongType(field, "a list of strings or of {\"text\": ...} objects", v);
+  QUIVER_RETURN_IF_ERROR(CheckCount(v.items().size(), field, "document", limits));
+  std::vector<std::string> out;
+  out.reserve(v.items().size());
+  for (size_t i = 0; i < v.items().size(); ++i) {
+    const JsonValue& item = v.items()[i];
+    const std::string name = StrCat(field, "[", i, "]");
+    if (item.is_string()) {
+      out.push_back(item.as_string());
+    } else if (item.is_object()) {
+      const JsonValue* text = item.Find("text");
+      if (text == nullptr || !text->is_string()) {
+        return FieldError(absl::StatusCode::kFailedPrecondition, name,
+                          StrCat("'", name, "' must have a string field 'text'"));
+      }
+      out.push_back(text->as_string());
+    } else {
+      return WrongType(name, "a string or a {\"text\": ...} object", item);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonValue& body, const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  EmbedRequest r;
+  QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+  QUIVER_ASSIGN_OR_RETURN(r.inputs, Inputs(body, "input", limits));
+  QUIVER_ASSIGN_OR_RETURN(r.format, Format(body, EmbeddingFormat::kFloatList));
+  QUIVER_ASSIGN_OR_RETURN(r.dimensions, PositiveInt(body, "dimensions"));
+  // OpenAI re-normalizes shortened embeddings; without dimensions the model's default holds.
+  if (r.dimensions > 0) r.normalize = true;
+  // Extensions its clients send with extra_body: truncate (as TEI's), truncate_prompt_tokens
+  // (as vLLM's), prompt_name.
+  QUIVER_ASSIGN_OR_RETURN(r.truncation.enabled, OptBool(body, "truncate"));
+  QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(body, "prompt_name"));
+  r.prompt_name = prompt.value_or("");
+  if (const JsonValue* user = Field(body, "user"); user && !user->is_string()) {
+    return WrongType("user", "a string", *user);
+  }
+  return r;
+}
+
+absl::StatusOr<EmbedRequest> ParseTeiEmbed(const JsonValue& body, const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  EmbedRequest r;
+  QUIVER_ASSIGN_OR_RETURN(r.inputs, Inputs(body, "inputs", limits));
+  QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(body));
+  QUIVER_ASSIGN_OR_RETURN(bool normalize, Bool(body, "normalize", true));
+  r.normalize = normalize;
+  QUIVER_ASSIGN_OR_RETURN(r.dimensions, PositiveInt(body, "dimensions"));
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(body, "prompt_name"));
+  r.prompt_name = prompt.value_or("");
+  return r;
+}
+
+absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonValue& body, const ApiLimits& limits,
+                                              int version) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  EmbedRequest r;
+  QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+  QUIVER_ASSIGN_OR_RETURN(std::vector<std::string> texts,
+                          RequiredStrings(body, "texts", "text", limits));
+  if (Field(body, "texts")->is_string()) return WrongType("texts", "a list of strings", *Field(body, "texts"));
+  for (std::string& t : texts) r.inputs.push_back({std::move(t), {}, false});
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> input_type, OptString(body, "input_type"));
+  if (input_type) {
+    static constexpr std::string_view kTypes[] = {"search_document", "search_query",
+                                                  "classification", "clustering"};
+    bool known = false;
+    for (std::string_view t : kTypes) known = known || *input_type == t;
+    if (!known) {
+      return FieldError(absl::StatusCode::kFailedPrecondition, "input_type",
+                        StrCat("'input_type' must be search_document, search_query, "
+                               "classification or clustering, got '", *input_type, "'"));
+    }
+    r.input_type = *input_type;
+  }
+  if (const JsonValue* types = Field(body, "embedding_types")) {
+    if (!types->is_array()) return WrongType("embedding_types", "a list of strings", *types);
+    for (size_t i = 0; i < types->items().size(); ++i) {
+      const JsonValue& t = types->items()[i];
+      const std::string field = StrCat("embedding_types[", i, "]");
+      if (!t.is_string()) return WrongType(field, "a string", t);
+      const std::string& s = t.as_string();
+      CohereEmbeddingType type;
+      if (s == "float") {
+        type = CohereEmbeddingType::kFloat;
+      } else if (s == "int8") {
+        type = CohereEmbeddingType::kInt8;
+      } else if (s == "uint8") {
+        type = CohereEmbeddingType::kUint8;
+      } else if (s == "binary") {
+        type = CohereEmbeddingType::kBinary;
+      } else if (s == "ubinary") {
+        type = CohereEmbeddingType::kUbinary;
+      } else {
+        return FieldError(absl::StatusCode::kFailedPrecondition, field,
+                          StrCat("'", field, "' must be float, int8, uint8, binary or ubinary, "
+                                 "got '", s, "'"));
+      }
+      bool seen = false;
+      for (CohereEmbeddingType e : r.embedding_types) seen = seen || e == type;
+      if (!seen) r.embedding_types.push_back(type);
+    }
+  }
+  // v2 always answers by type; floats when none were asked for.
+  if (version >= 2 && r.embedding_types.empty()) {
+    r.embedding_types.push_back(CohereEmbeddingType::kFloat);
+  }
+  // Cohere's truncate: NONE refuses over-long texts, START cuts their start, END (the default)
+  // their end.
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> truncate, OptString(body, "truncate"));
+  const std::string mode = truncate.value_or("END");
+  if (mode == "END") {
+    r.truncation.enabled = true;
+  } else if (mode == "START") {
+    r.truncation.enabled = true;
+    r.truncation.side = TruncationSide::kLeft;
+  } else if (mode == "NONE") {
+    r.truncation.enabled = false;
+  } else {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "truncate",
+                      StrCat("'truncate' must be NONE, START or END, got '", mode, "'"));
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.dimensions, PositiveInt(body, "output_dimension"));
+  return r;
+}
+
+absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonValue& body,
+                                                          const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  ContextualizedRequest r;
+  QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+  const JsonValue* input = Field(body, "input");
+  if (input == nullptr) return Missing("input");
+  if (!input->is_array()) return WrongType("input", "a list of documents (lists of strings)", *input);
+  QUIVER_RETURN_IF_ERROR(CheckCount(input->items().size(), "input", "document", limits));
+  int64_t chunks = 0;
+  for (size_t d = 0; d < input->items().size(); ++d) {
+    const JsonValue& doc = input->items()[d];
+    const std::string field = StrCat("input[", d, "]");
+    if (!doc.is_array()) return WrongType(field, "a list of chunk strings", doc);
+    if (doc.items().empty()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, field,
+                        StrCat("'", field, "' has no chunks"), Reason::kEmpty);
+    }
+    chunks += static_cast<int64_t>(doc.items().size());
+    if (chunks > limits.max_inputs) {
+      return FieldError(absl::StatusCode::kOutOfRange, "input",
+                        StrCat("'input' has more than ", limits.max_inputs,
+                               " chunks; this server takes at most ", limits.max_inputs,
+                               " per request (--max-inputs)"),
+                        Reason::kTooManyInputs);
+    }
+    std::vector<std::string> texts;
+    for (size_t j = 0; j < doc.items().size(); ++j) {
+      const JsonValue& chunk = doc.items()[j];
+      if (!chunk.is_string()) return WrongType(StrCat(field, "[", j, "]"), "a string", chunk);
+      texts.push_back(chunk.as_string());
+    }
+    r.documents.push_back(std::move(texts));
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.dimensions, PositiveInt(body, "dimensions"));
+  QUIVER_ASSIGN_OR_RETURN(r.format, Format(body, EmbeddingFormat::kBase64Int8));
+  return r;
+}
+
+absl::StatusOr<RerankRequest> ParseRerank(const JsonValue& body, const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  RerankRequest r;
+  QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+  QUIVER_ASSIGN_OR_RETURN(r.query, String(body, "query"));
+  if (const JsonValue* texts = Field(body, "texts")) {
+    // TEI: texts, raw_scores, return_text, truncate, truncation_direction.
+    if (!texts->is_array()) return WrongType("texts", "a list of strings", *texts);
+    QUIVER_ASSIGN_OR_RETURN(r.documents, Strings(*texts, "texts", "text", limits));
+    QUIVER_ASSIGN_OR_RETURN(r.return_documents, Bool(body, "return_text", false));
+    QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(body));
+  } else if (const JsonValue* docs = Field(body, "documents")) {
+    // Cohere, vLLM, Jina: documents, top_n, return_documents (vLLM always returns them).
+    QUIVER_ASSIGN_OR_RETURN(r.documents, Documents(*docs, "documents", limits));
+    QUIVER_ASSIGN_OR_RETURN(r.return_documents, Bool(body, "return_documents", true));
+    QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
+    if (const JsonValue* t = Field(body, "truncate"); t && t->is_bool()) {
+      r.truncation.enabled = t->as_bool();
+    }
+  } else {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "texts",
+                      "missing field 'texts' (TEI) or 'documents' (Cohere, vLLM)");
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.raw_scores, Bool(body, "raw_scores", false));
+  if (const JsonValue* top_n = Field(body, "top_n")) {
+    if (!top_n->is_int() || top_n->as_int() <= 0) {
+      return FieldError(absl::StatusCode::kFailedPrecondition, "top_n",
+                        StrCat("'top_n' must be a positive integer, got ",
+                               top_n->is_int() ? StrCat(top_n->as_int())
+                                               : std::string(JsonValue::TypeName(top_n->type()))));
+    }
+    r.top_n = top_n->as_int();
+  }
+  return r;
+}
+
+absl::StatusOr<ScoreRequest> ParseScore(const JsonValue& body, const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  ScoreRequest r;
+  QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+  QUIVER_ASSIGN_OR_RETURN(r.text_1, RequiredStrings(body, "text_1", "text", limits));
+  QUIVER_ASSIGN_OR_RETURN(r.text_2, RequiredStrings(body, "text_2", "text", limits));
+  if (r.text_1.size() != 1 && r.text_1.size() != r.text_2.size()) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "text_1",
+                      StrCat("'text_1' must be one text or as many as 'text_2' (", r.text_2.size(),
+                             "), got ", r.text_1.size()));
+  }
+  QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
+  return r;
+}
+
+absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonValue& body, const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  SimilarityRequest r;
+  const JsonValue* inputs = Field(body, "inputs");
+  if (inputs == nullptr) return Missing("inputs");
+  if (!inputs->is_object()) {
+    return WrongType("inputs", "an object with source_sentence and sentences", *inputs);
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.source_sentence, String(*inputs, "source_sentence"));
+  const JsonValue* sentences = Field(*inputs, "sentences");
+  if (sentences == nullptr) return Missing("sentences");
+  if (!sentences->is_array()) return WrongType("sentences", "a list of strings", *sentences);
+  // The source sentence is embedded with them.
+  QUIVER_ASSIGN_OR_RETURN(r.sentences, Strings(*sentences, "sentences", "sentence", limits));
+  if (static_cast<int64_t>(r.sentences.size()) + 1 > limits.max_inputs) {
+    return FieldError(absl::StatusCode::kOutOfRange, "sentences",
+                      StrCat("'sentences' has ", r.sentences.size(),
+                             " sentences; with the source sentence this server takes at most ",
+                             limits.max_inputs, " per request (--max-inputs)"),
+                      Reason::kTooManyInputs);
+  }
+  if (const JsonValue* params = Field(body, "parameters")) {
+    if (!params->is_object()) return WrongType("parameters", "an object", *params);
+    QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(*params));
+    QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(*params, "prompt_name"));
+    r.prompt_name = prompt.value_or("");
+  }
+  return r;
+}
+
+absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonValue& body, const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  TokenizeRequest r;
+  QUIVER_ASSIGN_OR_RETURN(r.texts, RequiredStrings(body, "inputs", "input", limits));
+  QUIVER_ASSIGN_OR_RETURN(r.add_special_tokens, Bool(body, "add_special_tokens", true));
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(body, "prompt_name"));
+  r.prompt_name = prompt.value_or("");
+  return r;
+}
+
+absl::StatusOr<DecodeRequest> ParseDecode(const JsonValue& body, const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  DecodeRequest r;
+  const JsonValue* ids = Field(body, "ids");
+  if (ids == nullptr) return Missing("ids");
+  if (!ids->is_array()) return WrongType("ids", "a list of token ids or a list of lists", *ids);
+  if (!ids->items().empty() && ids->items()[0].is_array()) {
+    QUIVER_RETURN_IF_ERROR(CheckCount(ids->items().size(), "ids", "list", limits));
+    for (size_t i = 0; i < ids->items().size(); ++i) {
+      QUIVER_ASSIGN_OR_RETURN(std::vector<uint32_t> list,
+                              TokenIds(ids->items()[i], StrCat("ids[", i, "]")));
+      r.ids.push_back(std::move(list));
+    }
+  } else {
+    QUIVER_ASSIGN_OR_RETURN(std::vector<uint32_t> list, TokenIds(*ids, "ids"));
+    r.ids.push_back(std::move(list));
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.skip_special_tokens, Bool(body, "skip_special_tokens", true));
+  return r;
+}
+
+}  // namespace quiver::gateway::api

@@ -1,0 +1,134 @@
+// The requests of every API dialect as typed values, parsed from a JSON body in one call each:
+// shapes and types are checked here (FAILED_PRECONDITION naming the field: 422), limits that need
+// no model (OUT_OF_RANGE for --max-inputs, INVALID_ARGUMENT for empty batches), and defaults are
+// the dialect's own. What needs the model or the tokenizer (token counts, dimensions against the
+// hidden size, prompt names) is checked when the request is served (gateway/api/service.h).
+// Unit-tested without a server: tests/gateway/requests_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/json.h"
+
+namespace quiver::gateway::api {
+
+// What a request may cost, set by the server's flags.
+struct ApiLimits {
+  // Inputs (texts, token lists, documents or chunks) per request (--max-inputs). Larger requests
+  // are refused; within it they are split into chunks for the replicas.
+  int64_t max_inputs = 2048;
+  // Characters per input, checked before tokenizing (a guard against huge texts).
+  int64_t max_input_chars = 200000;
+  // Seconds a request may take, queueing and retries included.
+  double request_timeout_s = 60;
+  std::string api_key;  // empty: no authentication
+  // --auto-truncate: inputs longer than the model accepts are cut to its limit instead of
+  // refused, unless a request says otherwise (TEI's "truncate": false).
+  bool auto_truncate = false;
+};
+
+// One input: a text, or token ids the client tokenized itself.
+struct Input {
+  std::string text;
+  std::vector<uint32_t> ids;
+  bool is_ids = false;
+};
+
+enum class TruncationSide { kRight, kLeft };  // kLeft cuts the start, keeping the end
+
+// Whether and how to cut over-long inputs. `enabled` unset: the server's --auto-truncate.
+struct TruncationRequest {
+  std::optional<bool> enabled;
+  TruncationSide side = TruncationSide::kRight;
+  int64_t max_tokens = 0;  // > 0: cut to this many tokens (vLLM's truncate_prompt_tokens)
+};
+
+// How embeddings are sent back.
+enum class EmbeddingFormat {
+  kFloatList,     // JSON floats
+  kBase64F32,     // OpenAI "base64": little-endian float32 bytes
+  kBase64Int8,    // "base64_int8": one signed byte per dimension
+  kBase64Binary,  // "base64_binary": one bit per dimension, most significant bit first
+};
+
+// Cohere's embedding_types.
+enum class CohereEmbeddingType { kFloat, kInt8, kUint8, kBinary, kUbinary };
+
+struct EmbedRequest {
+  std::string model;  // "" when the request names none
+  std::vector<Input> inputs;
+  TruncationRequest truncation;
+  std::optional<bool> normalize;  // unset: the model's own default
+  int64_t dimensions = 0;         // 0: all of them
+  EmbeddingFormat format = EmbeddingFormat::kFloatList;
+  std::string prompt_name;  // "" = none; one of the model's prompts otherwise
+  // Cohere only.
+  std::string input_type;
+  std::vector<CohereEmbeddingType> embedding_types;  // empty: floats, v1's embeddings_floats
+};
+
+// Late chunking (Perplexity's contextualized embeddings): documents of chunks.
+struct ContextualizedRequest {
+  std::string model;
+  std::vector<std::vector<std::string>> documents;
+  int64_t dimensions = 0;
+  EmbeddingFormat format = EmbeddingFormat::kBase64Int8;  // Perplexity's default
+};
+
+struct RerankRequest {
+  std::string model;
+  std::string query;
+  std::vector<std::string> documents;
+  std::optional<int64_t> top_n;  // unset: every document
+  bool return_documents = false;
+  bool raw_scores = false;  // TEI: logits instead of sigmoid probabilities
+  TruncationRequest truncation;
+};
+
+// vLLM's /v1/score: one text against many, or pairs.
+struct ScoreRequest {
+  std::string model;
+  std::vector<std::string> text_1, text_2;  // text_1 has one text or as many as text_2
+  TruncationRequest truncation;
+};
+
+// TEI's /similarity: cosine similarity of one sentence to others.
+struct SimilarityRequest {
+  std::string source_sentence;
+  std::vector<std::string> sentences;
+  std::string prompt_name;
+  TruncationRequest truncation;
+};
+
+struct TokenizeRequest {
+  std::vector<std::string> texts;
+  bool add_special_tokens = true;
+  std::string prompt_name;
+};
+
+struct DecodeRequest {
+  std::vector<std::vector<uint32_t>> ids;
+  bool skip_special_tokens = true;
+};
+
+// Every parser takes the request body (any JSON value; a non-object is refused) and the limits.
+absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonValue& body, const ApiLimits& limits);
+absl::StatusOr<EmbedRequest> ParseTeiEmbed(const JsonValue& body, const ApiLimits& limits);
+// version 1 or 2 (/v1/embed, /v2/embed).
+absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonValue& body, const ApiLimits& limits,
+                                              int version);
+absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonValue& body,
+                                                          const ApiLimits& limits);
+// TEI's /rerank (query, texts) and the Cohere / vLLM / Jina form (query, documents), told apart
+// by which field is present.
+absl::StatusOr<RerankRequest> ParseRerank(const JsonValue& body, const ApiLimits& limits);
+absl::StatusOr<ScoreRequest> ParseScore(const JsonValue& body, const ApiLimits& limits);
+absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonValue& body, const ApiLimits& limits);
+absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonValue& body, const ApiLimits& limits);
+absl::StatusOr<DecodeRequest> ParseDecode(const JsonValue& body, const ApiLimits& limits);
+
+}  // namespace quiver::gateway::api

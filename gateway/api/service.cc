@@ -1,0 +1,403 @@
+#include "gateway/api/service.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "gateway/api/errors.h"
+
+namespace quiver::gateway::api {
+namespace {
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// `prompt` with every {query} and {document} replaced.
+std::string FillPrompt(std::string_view prompt, std::string_view query, std::string_view doc) {
+  std::string out;
+  out.reserve(prompt.size() + query.size() + doc.size());
+  for (size_t i = 0; i < prompt.size();) {
+    if (prompt.substr(i).starts_with("{query}")) {
+      out += query;
+      i += 7;
+    } else if (prompt.substr(i).starts_with("{document}")) {
+      out += doc;
+      i += 10;
+    } else {
+      out += prompt[i++];
+    }
+  }
+  return out;
+}
+
+absl::Status TooLong(std::string_view field, std::string_view what, size_t tokens, int64_t limit) {
+  return FieldError(absl::StatusCode::kInvalidArgument, field,
+                    StrCat(what, " has ", tokens, " tokens; the model accepts at most ", limit,
+                           ". Send shorter inputs, ask for truncation (\"truncate\": true), or "
+                           "start the server with --auto-truncate"),
+                    Reason::kInputTooLong);
+}
+
+}  // namespace
+
+absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model) {
+  const std::string path =
+      (std::filesystem::path(model_dir) / "config_sentence_transformers.json").string();
+  if (!std::filesystem::exists(path)) return absl::OkStatus();
+  QUIVER_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  QUIVER_ASSIGN_OR_RETURN(JsonValue json, JsonValue::Parse(text));
+  if (const JsonValue* prompts = json.Find("prompts"); prompts && prompts->is_object()) {
+    for (const auto& [name, value] : prompts->members()) {
+      if (!value.is_string()) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ": prompts.", name, " must be a string"));
+      }
+      model.prompts[name] = value.as_string();
+    }
+  }
+  if (const JsonValue* def = json.Find("default_prompt_name"); def && def->is_string()) {
+    if (!model.prompts.contains(def->as_string())) {
+      return absl::InvalidArgumentError(StrCat(path, ": default_prompt_name '", def->as_string(),
+                                               "' is not one of its prompts"));
+    }
+    model.default_prompt_name = def->as_string();
+  }
+  return absl::OkStatus();
+}
+
+std::string Qwen3RerankerPrompt() {
+  return "<|im_start|>system\nJudge whether the Document meets the requirements based on the "
+         "Query and the Instruct provided. Note that the answer can only be \"yes\" or "
+         "\"no\".<|im_end|>\n<|im_start|>user\n<Instruct>: Given a web search query, retrieve "
+         "relevant passages that answer the query\n<Query>: {query}\n<Document>: "
+         "{document}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+}
+
+Service::Service(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+                 std::shared_ptr<Dispatcher> dispatcher, ApiLimits limits,
+                 MetricsRegistry* metrics)
+    : model_(std::move(model)),
+      tokenizer_(std::move(tokenizer)),
+      dispatcher_(std::move(dispatcher)),
+      limits_(std::move(limits)) {
+  if (metrics != nullptr) {
+    tokenize_seconds_ = &metrics->GetHistogram(
+        "quiver_http_tokenize_seconds", "Tokenization time per request",
+        MetricsRegistry::ExponentialBuckets(0.0001, 2, 18));
+    input_tokens_ = &metrics->GetHistogram("quiver_http_input_tokens", "Tokens per input",
+                                           MetricsRegistry::ExponentialBuckets(4, 2, 14));
+    queue_seconds_ = &metrics->GetHistogram(
+        "quiver_http_queue_seconds", "Time a request's chunks waited in the replicas' queues",
+        MetricsRegistry::ExponentialBuckets(0.0001, 2, 18));
+    inference_seconds_ = &metrics->GetHistogram(
+        "quiver_http_inference_seconds", "Compute time per request",
+        MetricsRegistry::ExponentialBuckets(0.0001, 2, 18));
+  }
+}
+
+absl::StatusOr<ReplicaResult> Service::Run(CallKind kind, const Tokenized& t,
+                                           const quiver::v1::OutputOptions& output,
+                                           std::chrono::system_clock::time_point deadline) const {
+  absl::StatusOr<ReplicaResult> result = dispatcher_->Run(kind, t.sequences, output, deadline);
+  if (result.ok() && queue_seconds_ != nullptr) {
+    queue_seconds_->Observe(static_cast<double>(result->queue_wait_us) / 1e6);
+    inference_seconds_->Observe(static_cast<double>(result->compute_us) / 1e6);
+  }
+  return result;
+}
+
+void Service::Observe(const Tokenized& t, std::chrono::steady_clock::time_point start) const {
+  if (tokenize_seconds_ == nullptr) return;
+  tokenize_seconds_->Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  for (const Sequence& s : t.sequences) input_tokens_->Observe(static_cast<double>(s.ids.size()));
+}
+
+absl::Status Service::CheckModel(const std::string& requested) const {
+  if (requested.empty() || requested == model_.name) return absl::OkStatus();
+  return FieldError(absl::StatusCode::kNotFound, "model",
+                    StrCat("model '", requested, "' is not served here; this server serves '",
+                           model_.name, "'"),
+                    Reason::kModelNotFound);
+}
+
+absl::StatusOr<std::string> Service::Prompt(const std::string& prompt_name) const {
+  const std::string& name = prompt_name.empty() ? model_.default_prompt_name : prompt_name;
+  if (name.empty()) return std::string();
+  auto it = model_.prompts.find(name);
+  if (it == model_.prompts.end()) {
+    std::string known;
+    for (const auto& [n, _] : model_.prompts) known += StrCat(known.empty() ? "" : ", ", n);
+    return FieldError(absl::StatusCode::kInvalidArgument, "prompt_name",
+                      StrCat("prompt_name '", name, "' is not one of the model's prompts (",
+                             known.empty() ? "it has none" : known, ")"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<int64_t> Service::TruncationLimit(const TruncationRequest& truncation) const {
+  if (truncation.max_tokens > model_.max_input_tokens) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "truncate_prompt_tokens",
+                      StrCat("truncate_prompt_tokens ", truncation.max_tokens,
+                             " is more than the model accepts (", model_.max_input_tokens, ")"));
+  }
+  return truncation.max_tokens > 0 ? truncation.max_tokens : model_.max_input_tokens;
+}
+
+absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
+                                            const TruncationRequest& truncation,
+                                            const std::string& prompt_name,
+                                            std::string_view field) const {
+  QUIVER_ASSIGN_OR_RETURN(const std::string prompt, Prompt(prompt_name));
+  QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
+  const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
+  tokenizer::EncodeOptions options;
+  options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+  if (cut) {
+    options.truncation = tokenizer::Truncation{
+        static_cast<size_t>(limit), tokenizer::TruncationStrategy::kLongestFirst,
+        truncation.side == TruncationSide::kLeft ? tokenizer::TruncationSide::kLeft
+                                                 : tokenizer::TruncationSide::kRight};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Tokenized out;
+  out.sequences.reserve(inputs.size());
+  tokenizer::Encoding enc;
+  std::string text;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Input& input = inputs[i];
+    Sequence seq;
+    if (input.is_ids) {
+      seq.ids = input.ids;
+      if (static_cast<int64_t>(seq.ids.size()) > limit) {
+        if (!cut) return TooLong(field, StrCat("input ", i), seq.ids.size(), limit);
+        if (truncation.side == TruncationSide::kLeft) {
+          seq.ids.erase(seq.ids.begin(), seq.ids.end() - limit);
+        } else {
+          seq.ids.resize(static_cast<size_t>(limit));
+        }
+      }
+    } else {
+      text = prompt;
+      text += input.text;
+      if (absl::Status s = tokenizer_->Encode(text, options, &enc); !s.ok()) {
+        return FieldError(absl::StatusCode::kInvalidArgument, field,
+                          StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
+      }
+      if (static_cast<int64_t>(enc.ids.size()) > limit) {
+        return TooLong(field, StrCat("input ", i), enc.ids.size(), limit);
+      }
+      seq.ids = enc.ids;
+      seq.type_ids = enc.type_ids;
+    }
+    if (seq.ids.empty()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, field,
+                        StrCat("input ", i, " is empty after tokenization"), Reason::kEmpty);
+    }
+    out.tokens += static_cast<int64_t>(seq.ids.size());
+    out.sequences.push_back(std::move(seq));
+  }
+  Observe(out, start);
+  return out;
+}
+
+absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
+                                          quiver::v1::OutputType output_type,
+                                          std::chrono::system_clock::time_point deadline) const {
+  QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
+  if (!model_.can_embed) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "model",
+                      StrCat("model '", model_.name,
+                             "' is a scoring model: it answers /rerank and /v1/score, not "
+                             "embeddings"));
+  }
+  if (request.dimensions > model_.hidden_size) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "dimensions",
+                      StrCat("'dimensions' is ", request.dimensions, "; the model has ",
+                             model_.hidden_size));
+  }
+  QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(request.inputs, request.truncation,
+                                                request.prompt_name, "input"));
+  quiver::v1::OutputOptions output;
+  output.set_output_type(output_type);
+  if (request.normalize) output.set_normalize(*request.normalize);
+  if (request.dimensions > 0) output.set_dimensions(static_cast<uint32_t>(request.dimensions));
+  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
+  return Embeddings{std::move(result), t.tokens};
+}
+
+absl::StatusOr<Embeddings> Service::EmbedContextualized(
+    const ContextualizedRequest& request, quiver::v1::OutputType output_type,
+    std::chrono::system_clock::time_point deadline) const {
+  QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
+  if (!model_.can_embed || model_.pooling != "mean") {
+    return FieldError(absl::StatusCode::kInvalidArgument, "model",
+                      StrCat("model '", model_.name,
+                             "' does not support contextualized embeddings (late chunking needs "
+                             "a mean-pooling embedding model)"));
+  }
+  if (request.dimensions > model_.hidden_size) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "dimensions",
+                      StrCat("'dimensions' is ", request.dimensions, "; the model has ",
+                             model_.hidden_size));
+  }
+  // Where the special tokens put the text: the index of a sentinel id after wrapping.
+  tokenizer::Encoding probe;
+  tokenizer_->AddSpecialTokens({UINT32_MAX}, &probe);
+  const uint32_t prefix = static_cast<uint32_t>(
+      std::find(probe.ids.begin(), probe.ids.end(), UINT32_MAX) - probe.ids.begin());
+  tokenizer::EncodeOptions options;
+  options.add_special_tokens = false;
+  options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+  Tokenized t;
+  tokenizer::Encoding enc;
+  for (size_t d = 0; d < request.documents.size(); ++d) {
+    std::vector<uint32_t> ids;
+    Sequence seq;
+    const std::vector<std::string>& chunks = request.documents[d];
+    for (size_t j = 0; j < chunks.size(); ++j) {
+      if (absl::Status s = tokenizer_->Encode(chunks[j], options, &enc); !s.ok()) {
+        return FieldError(absl::StatusCode::kInvalidArgument, "input",
+                          StrCat("input[", d, "][", j, "]: ", s.message()), Reason::kTokenizer);
+      }
+      if (enc.ids.empty()) {
+        return FieldError(absl::StatusCode::kInvalidArgument, "input",
+                          StrCat("input[", d, "][", j, "] is empty after tokenization"),
+                          Reason::kEmpty);
+      }
+      const uint32_t begin = prefix + static_cast<uint32_t>(ids.size());
+      ids.insert(ids.end(), enc.ids.begin(), enc.ids.end());
+      seq.spans.emplace_back(begin, prefix + static_cast<uint32_t>(ids.size()));
+      if (static_cast<int64_t>(ids.size()) > model_.max_input_tokens) break;
+    }
+    tokenizer_->AddSpecialTokens(ids, &enc);
+    if (static_cast<int64_t>(enc.ids.size()) > model_.max_input_tokens) {
+      return FieldError(absl::StatusCode::kInvalidArgument, "input",
+                        StrCat("document ", d, " has ", enc.ids.size(),
+                               " tokens or more with its special tokens; the model accepts at "
+                               "most ", model_.max_input_tokens,
+                               " (a document is embedded in one pass: split it into several)"),
+                        Reason::kInputTooLong);
+    }
+    seq.ids = enc.ids;
+    t.tokens += static_cast<int64_t>(seq.ids.size());
+    t.sequences.push_back(std::move(seq));
+  }
+  quiver::v1::OutputOptions output;
+  output.set_output_type(output_type);
+  if (request.dimensions > 0) {
+    output.set_dimensions(static_cast<uint32_t>(request.dimensions));
+    output.set_normalize(true);
+  }
+  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
+  return Embeddings{std::move(result), t.tokens};
+}
+
+absl::StatusOr<Scores> Service::Score(const std::string& query,
+                                      const std::vector<std::string>& documents, bool raw,
+                                      const TruncationRequest& truncation, std::string_view field,
+                                      std::chrono::system_clock::time_point deadline) const {
+  Scores out;
+  if (!model_.can_score) {
+    // An embedding model: cosine similarity of the normalized embeddings.
+    std::vector<Input> inputs;
+    inputs.reserve(documents.size() + 1);
+    inputs.push_back({query, {}, false});
+    for (const std::string& d : documents) inputs.push_back({d, {}, false});
+    QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(inputs, truncation, "", field));
+    quiver::v1::OutputOptions output;
+    output.set_normalize(true);
+    QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
+    const size_t dims = static_cast<size_t>(result.dimensions);
+    std::vector<float> rows(result.data.size() / sizeof(float));
+    std::memcpy(rows.data(), result.data.data(), rows.size() * sizeof(float));
+    for (size_t i = 1; i <= documents.size(); ++i) {
+      float dot = 0;
+      for (size_t j = 0; j < dims; ++j) dot += rows[j] * rows[i * dims + j];
+      out.scores.push_back(dot);
+    }
+    out.tokens = t.tokens;
+    return out;
+  }
+  Tokenized t;
+  if (!model_.score_prompt.empty()) {
+    std::vector<Input> prompts;
+    prompts.reserve(documents.size());
+    for (const std::string& d : documents) {
+      prompts.push_back({FillPrompt(model_.score_prompt, query, d), {}, false});
+    }
+    QUIVER_ASSIGN_OR_RETURN(t, Tokenize(prompts, truncation, "", field));
+  } else {
+    // A cross-encoder: (query, document) as the two segments of one input.
+    QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
+    const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
+    tokenizer::EncodeOptions options;
+    options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+    if (cut) {
+      options.truncation = tokenizer::Truncation{
+          static_cast<size_t>(limit), tokenizer::TruncationStrategy::kLongestFirst,
+          truncation.side == TruncationSide::kLeft ? tokenizer::TruncationSide::kLeft
+                                                   : tokenizer::TruncationSide::kRight};
+    }
+    tokenizer::Encoding enc;
+    for (size_t i = 0; i < documents.size(); ++i) {
+      if (absl::Status s = tokenizer_->EncodePair(query, documents[i], options, &enc); !s.ok()) {
+        return FieldError(absl::StatusCode::kInvalidArgument, field,
+                          StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
+      }
+      if (static_cast<int64_t>(enc.ids.size()) > limit) {
+        return TooLong(field, StrCat("the query with document ", i), enc.ids.size(), limit);
+      }
+      t.tokens += static_cast<int64_t>(enc.ids.size());
+      t.sequences.push_back({enc.ids, enc.type_ids, {}});
+    }
+  }
+  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, deadline));
+  const int64_t labels = std::max<int64_t>(1, result.dimensions);
+  for (int64_t i = 0; i < result.num_seqs; ++i) {
+    float v;
+    std::memcpy(&v, result.data.data() + static_cast<size_t>(i * labels) * sizeof(float),
+                sizeof(float));
+    out.scores.push_back(raw ? v : Sigmoid(v));
+  }
+  out.tokens = t.tokens;
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<TokenPiece>>> Service::TokenizeForDisplay(
+    const TokenizeRequest& request) const {
+  QUIVER_ASSIGN_OR_RETURN(const std::string prompt, Prompt(request.prompt_name));
+  tokenizer::EncodeOptions options;
+  options.add_special_tokens = request.add_special_tokens;
+  options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+  std::vector<std::vector<TokenPiece>> out;
+  tokenizer::Encoding enc;
+  for (size_t i = 0; i < request.texts.size(); ++i) {
+    if (absl::Status s = tokenizer_->Encode(prompt + request.texts[i], options, &enc); !s.ok()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
+                        StrCat("inputs[", i, "]: ", s.message()), Reason::kTokenizer);
+    }
+    std::vector<TokenPiece> pieces;
+    pieces.reserve(enc.ids.size());
+    for (uint32_t id : enc.ids) {
+      pieces.push_back({id, tokenizer_->IdToToken(id).value_or(""), tokenizer_->IsSpecial(id)});
+    }
+    out.push_back(std::move(pieces));
+  }
+  return out;
+}
+
+std::vector<std::string> Service::Decode(const DecodeRequest& request) const {
+  std::vector<std::string> out;
+  out.reserve(request.ids.size());
+  for (const std::vector<uint32_t>& ids : request.ids) {
+    out.push_back(tokenizer_->Decode(ids, request.skip_special_tokens));
+  }
+  return out;
+}
+
+}  // namespace quiver::gateway::api

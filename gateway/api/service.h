@@ -1,0 +1,134 @@
+// What the HTTP routes compute, without HTTP: inputs tokenized (prompts, truncation, the model's
+// length limit), sent through the Dispatcher, scores made from the model's outputs. Each dialect's
+// handler (gateway/api/api.cc) parses its request (requests.h), calls one of these, and renders.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/metrics.h"
+#include "gateway/api/requests.h"
+#include "gateway/dispatcher.h"
+#include "tokenizer/tokenizer.h"
+
+namespace quiver::gateway::api {
+
+// What the gateway knows of the model it fronts: from the replicas' model and its folder (model
+// data, not HTTP code).
+struct ModelDescription {
+  std::string name;
+  std::string architecture;
+  int64_t max_input_tokens = 512;  // per sequence, special tokens included
+  int64_t hidden_size = 0;
+  bool normalize = false;  // the model's own default
+  std::string pooling;     // "cls", "mean", "last_token" (TEI's /info)
+  bool can_embed = true;
+  bool can_score = false;
+  int64_t num_labels = 0;  // scoring models: logits per input
+  // A reranker that scores one prompt per (query, document) (Qwen3's yes/no reranker): the
+  // prompt with {query} and {document} in it. Empty: the pair is encoded as two segments (a
+  // cross-encoder).
+  std::string score_prompt;
+  // sentence-transformers' prompts (config_sentence_transformers.json), by name, and the one
+  // applied when a request names none ("" = none).
+  std::map<std::string, std::string> prompts;
+  std::string default_prompt_name;
+  // Server settings /info reports.
+  int64_t max_batch_tokens = 0;
+  int64_t max_concurrent_requests = 0;
+};
+
+// The prompts of a sentence-transformers folder (config_sentence_transformers.json's "prompts"
+// and "default_prompt_name"); none when the file is absent.
+absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model);
+
+// The Qwen3 reranker's prompt (its model card's format, with its default instruction).
+std::string Qwen3RerankerPrompt();
+
+// Tokenized inputs and their token count.
+struct Tokenized {
+  std::vector<Sequence> sequences;
+  int64_t tokens = 0;
+};
+
+struct Embeddings {
+  ReplicaResult result;  // one row per input, in input order
+  int64_t tokens = 0;
+};
+
+struct Scores {
+  std::vector<float> scores;  // one per document, in input order
+  int64_t tokens = 0;
+};
+
+// One token of a tokenized text, as TEI's /tokenize lists it.
+struct TokenPiece {
+  uint32_t id;
+  std::string text;  // the token's string in the vocabulary
+  bool special;
+};
+
+class Service {
+ public:
+  // `metrics` (may be null) gets the tokenization time and the tokens per input.
+  Service(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
+          std::shared_ptr<Dispatcher> dispatcher, ApiLimits limits, MetricsRegistry* metrics);
+
+  const ModelDescription& model() const { return model_; }
+  const ApiLimits& limits() const { return limits_; }
+  Dispatcher& dispatcher() const { return *dispatcher_; }
+
+  // NOT_FOUND (model_not_found) when `requested` names another model; "" names none.
+  absl::Status CheckModel(const std::string& requested) const;
+
+  // Inputs as sequences: prompts applied, cut or refused past the model's limit (`field` names
+  // the request field in errors).
+  absl::StatusOr<Tokenized> Tokenize(const std::vector<Input>& inputs,
+                                     const TruncationRequest& truncation,
+                                     const std::string& prompt_name, std::string_view field) const;
+
+  // Embeddings in the engine's `output_type` (F32 unless a packed format is asked).
+  absl::StatusOr<Embeddings> Embed(const EmbedRequest& request,
+                                   quiver::v1::OutputType output_type,
+                                   std::chrono::system_clock::time_point deadline) const;
+
+  // Late chunking: one row per chunk, documents in order.
+  absl::StatusOr<Embeddings> EmbedContextualized(const ContextualizedRequest& request,
+                                                 quiver::v1::OutputType output_type,
+                                                 std::chrono::system_clock::time_point deadline) const;
+
+  // `query` against each document: a scoring model's logit (sigmoid unless `raw`), or for an
+  // embedding model the cosine similarity of their embeddings.
+  absl::StatusOr<Scores> Score(const std::string& query, const std::vector<std::string>& documents,
+                               bool raw, const TruncationRequest& truncation,
+                               std::string_view field,
+                               std::chrono::system_clock::time_point deadline) const;
+
+  absl::StatusOr<std::vector<std::vector<TokenPiece>>> TokenizeForDisplay(
+      const TokenizeRequest& request) const;
+  std::vector<std::string> Decode(const DecodeRequest& request) const;
+
+ private:
+  absl::StatusOr<std::string> Prompt(const std::string& prompt_name) const;
+  absl::StatusOr<int64_t> TruncationLimit(const TruncationRequest& truncation) const;
+  void Observe(const Tokenized& t, std::chrono::steady_clock::time_point start) const;
+  // Dispatcher::Run, with the replicas' queue and compute times observed.
+  absl::StatusOr<ReplicaResult> Run(CallKind kind, const Tokenized& t,
+                                    const quiver::v1::OutputOptions& output,
+                                    std::chrono::system_clock::time_point deadline) const;
+
+  ModelDescription model_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::shared_ptr<Dispatcher> dispatcher_;
+  ApiLimits limits_;
+  Histogram* tokenize_seconds_ = nullptr;
+  Histogram* input_tokens_ = nullptr;
+  Histogram* queue_seconds_ = nullptr;
+  Histogram* inference_seconds_ = nullptr;
+};
+
+}  // namespace quiver::gateway::api
