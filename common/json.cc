@@ -64,11 +64,66 @@ class JsonBuilder {
   }
 };
 
+namespace {
+
+// `text` with every integer literal too large for 64 bits written as a decimal fraction
+// ("123...890" -> "123...890.0"), so that it parses as the double it is closest to: JSON puts no
+// bound on a number's size, and simdjson 3.0 refuses such integers (NUMBER_ERROR).
+std::string WidenBigIntegers(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 16);
+  bool in_string = false;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[i + 1];
+        i += 2;
+        continue;
+      }
+      if (c == '"') in_string = false;
+      ++i;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      ++i;
+      continue;
+    }
+    if ((c >= '0' && c <= '9') || c == '-') {
+      const size_t start = i;
+      if (c == '-') ++i;
+      while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+      out.append(text.substr(start, i - start));
+      const bool fraction = i < text.size() && (text[i] == '.' || text[i] == 'e' || text[i] == 'E');
+      if (!fraction && i - start >= 19) out += ".0";
+      continue;
+    }
+    out += c;
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<JsonValue> JsonValue::Parse(std::string_view text) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
   simdjson::dom::element root;
-  if (simdjson::error_code error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+  simdjson::error_code error = parser.parse(padded).get(root);
+  std::string widened;
+  if (error == simdjson::NUMBER_ERROR) {
+    widened = WidenBigIntegers(text);
+    if (widened.size() != text.size()) {
+      simdjson::padded_string retry(widened);
+      padded.swap(retry);
+      error = parser.parse(padded).get(root);
+    }
+  }
+  if (error != simdjson::SUCCESS) {
     return absl::InvalidArgumentError(
         StrCat("invalid JSON: ", simdjson::error_message(error)));
   }

@@ -162,8 +162,17 @@ void Api::AddRoutes() {
     r.body = metrics_->Render();
     return r;
   });
+  // The document names the served model where requests may name one.
+  std::string document(OpenApiDocument());
+  const std::string placeholder = "{{served_model}}", name = JsonEscape(service_.model().name);
+  for (size_t at = document.find(placeholder); at != std::string::npos;
+       at = document.find(placeholder, at + name.size())) {
+    document.replace(at, placeholder.size(), name);
+  }
   get("/openapi.json", Dialect::kTei, false,
-      [](const HttpRequest&, const RouteMatch&) { return Json(std::string(OpenApiDocument())); });
+      [document = std::move(document)](const HttpRequest&, const RouteMatch&) {
+        return Json(document);
+      });
   get("/info", Dialect::kTei, true, [this](const HttpRequest&, const RouteMatch&) { return Info(); });
   get("/v1/models", Dialect::kOpenAi, true,
       [this](const HttpRequest&, const RouteMatch&) { return Models(""); });

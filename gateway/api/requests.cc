@@ -1,5 +1,6 @@
 #include "gateway/api/requests.h"
 
+#include <cmath>
 #include <limits>
 
 #include "common/status.h"
@@ -47,11 +48,22 @@ absl::StatusOr<bool> Bool(const JsonValue& body, std::string_view key, bool fall
   return v.value_or(fallback);
 }
 
+// An integer, also written as a number with no fractional part (5.0): JSON Schema's "integer".
+std::optional<int64_t> AsInteger(const JsonValue& v) {
+  if (v.is_int()) return v.as_int();
+  if (v.is_number()) {
+    const double d = v.as_double();
+    if (std::floor(d) == d && std::fabs(d) < 9.2e18) return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::optional<int64_t>> OptInt(const JsonValue& body, std::string_view key) {
   const JsonValue* v = Field(body, key);
   if (v == nullptr) return std::optional<int64_t>();
-  if (!v->is_int()) return WrongType(key, "an integer", *v);
-  return std::optional<int64_t>(v->as_int());
+  const std::optional<int64_t> i = AsInteger(*v);
+  if (!i) return WrongType(key, "an integer", *v);
+  return i;
 }
 
 // A positive integer, or 0 when absent.
@@ -127,20 +139,19 @@ absl::StatusOr<std::vector<uint32_t>> TokenIds(const JsonValue& v, std::string_v
   std::vector<uint32_t> ids;
   ids.reserve(v.items().size());
   for (size_t i = 0; i < v.items().size(); ++i) {
-    const JsonValue& id = v.items()[i];
-    if (!id.is_int()) return WrongType(StrCat(field, "[", i, "]"), "an integer token id", id);
-    if (id.as_int() < 0 || id.as_int() > std::numeric_limits<int32_t>::max()) {
+    const std::optional<int64_t> id = AsInteger(v.items()[i]);
+    if (!id) return WrongType(StrCat(field, "[", i, "]"), "an integer token id", v.items()[i]);
+    if (*id < 0 || *id > std::numeric_limits<int32_t>::max()) {
       return FieldError(absl::StatusCode::kFailedPrecondition, field,
-                        StrCat("'", field, "[", i, "]': token id ", id.as_int(),
-                               " is not a valid id"));
+                        StrCat("'", field, "[", i, "]': token id ", *id, " is not a valid id"));
     }
-    ids.push_back(static_cast<uint32_t>(id.as_int()));
+    ids.push_back(static_cast<uint32_t>(*id));
   }
   return ids;
 }
 
 bool IsIdList(const JsonValue& v) {
-  return v.is_array() && !v.items().empty() && v.items()[0].is_int();
+  return v.is_array() && !v.items().empty() && v.items()[0].is_number();
 }
 
 // TEI's and OpenAI's inputs: a string, a list of token ids, or a list whose items are each a
@@ -438,13 +449,16 @@ absl::StatusOr<RerankRequest> ParseRerank(const JsonValue& body, const ApiLimits
   }
   QUIVER_ASSIGN_OR_RETURN(r.raw_scores, Bool(body, "raw_scores", false));
   if (const JsonValue* top_n = Field(body, "top_n")) {
-    if (!top_n->is_int() || top_n->as_int() <= 0) {
+    const std::optional<int64_t> n = AsInteger(*top_n);
+    if (!n || *n <= 0) {
       return FieldError(absl::StatusCode::kFailedPrecondition, "top_n",
                         StrCat("'top_n' must be a positive integer, got ",
-                               top_n->is_int() ? StrCat(top_n->as_int())
-                                               : std::string(JsonValue::TypeName(top_n->type()))));
+                               n ? StrCat(*n)
+                                 : top_n->is_number()
+                                     ? StrCat(top_n->as_double())
+                                     : std::string(JsonValue::TypeName(top_n->type()))));
     }
-    r.top_n = top_n->as_int();
+    r.top_n = *n;
   }
   return r;
 }

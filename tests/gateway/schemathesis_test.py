@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""schemathesis (PyPI, in the project venv) against quiver's own OpenAPI document, served by a live
+`quiver serve` at /openapi.json: a bounded run (a fixed seed, a fixed number of examples per
+operation, one worker) of every operation, for an embedding model and for a reranker.
+
+    .venv/bin/python schemathesis_test.py QUIVER_BINARY SOURCE_DIR
+
+Checks: no server error; every status code, content type, header and body as the document says;
+schema-violating requests refused. Not checked: that every schema-valid request is accepted
+(positive_data_acceptance), since some limits depend on the model and cannot be written in the
+static document (dimensions up to the hidden size, truncate_prompt_tokens up to the model's
+length, text_1 with one text or as many as text_2, prompt names).
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+QUIVER, SOURCE = sys.argv[1], sys.argv[2]
+SCHEMATHESIS = os.path.join(os.path.dirname(sys.executable), "schemathesis")
+KEY = "schema-test-key"
+
+
+def start(model_dir):
+    log = tempfile.NamedTemporaryFile(prefix="quiver-schema-", suffix=".log", delete=False)
+    proc = subprocess.Popen([QUIVER, "serve", "--model", model_dir, "--host", "127.0.0.1", "--port", "0",
+                             "--api-key", KEY], stderr=log, stdout=subprocess.DEVNULL)
+    for _ in range(600):
+        m = re.search(r" port=(\d+) ", open(log.name).read())
+        if m:
+            port = int(m.group(1))
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=5).status == 200:
+                    return proc, port
+            except OSError:
+                pass
+        if proc.poll() is not None:
+            sys.exit("quiver serve exited: " + open(log.name).read())
+        time.sleep(0.1)
+    sys.exit("quiver serve did not become ready")
+
+
+def run(model_dir):
+    proc, port = start(model_dir)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with tempfile.TemporaryDirectory() as work:
+            cmd = [SCHEMATHESIS, "run", f"{base}/openapi.json", "--url", base,
+                   "--header", f"Authorization: Bearer {KEY}",
+                   "--checks", "all", "--exclude-checks", "positive_data_acceptance",
+                   "--phases", "examples,coverage,fuzzing", "--max-examples", "25", "--seed", "1",
+                   "--workers", "1", "--generation-database", "none", "--no-color",
+                   "--request-timeout", "60"]
+            print("+", " ".join(cmd), flush=True)
+            rc = subprocess.run(cmd, cwd=work, timeout=900).returncode
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        exit_code = proc.wait(timeout=30)
+    return rc, exit_code
+
+
+def main():
+    failures = []
+    for name, model_dir in [("all-MiniLM-L6-v2", os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")),
+                            ("tiny cross-encoder", os.path.join(SOURCE, "tests", "fixtures", "tiny", "bert_cross_encoder"))]:
+        if not os.path.isdir(model_dir):
+            sys.exit(f"missing model folder {model_dir}")
+        rc, exit_code = run(model_dir)
+        if rc != 0:
+            failures.append(f"schemathesis found failures against {name} (exit {rc})")
+        if exit_code != 0:
+            failures.append(f"quiver serve ({name}) exited {exit_code} on SIGTERM")
+    for f in failures:
+        print("FAIL:", f)
+    if failures:
+        sys.exit(1)
+    print("schemathesis test: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
