@@ -6,6 +6,7 @@
 
 #include "app/commands.h"
 #include "app/local_replica.h"
+#include "common/file.h"
 #include "common/metrics.h"
 #include "common/signals.h"
 #include "common/strings.h"
@@ -46,12 +47,14 @@ int RunServe(const ServeOptions& options) {
   const engine::ModelFolder& folder = (*engine)->folder();
   gateway::api::ModelDescription model;
   model.name = options.model_name.empty()
-                   ? std::filesystem::path(options.model_dir).filename().string()
+                   ? FolderName(options.model_dir)
                    : options.model_name;
   model.architecture = folder.architecture;
   // sentence-transformers' max_seq_length when the folder has it (the length the model was
   // trained for), else the position table; --max-input-tokens up to the position table.
-  model.max_input_tokens = folder.pooling.max_seq_length.value_or((*engine)->max_input_tokens());
+  model.max_input_tokens = std::min<int64_t>(
+      folder.pooling.max_seq_length.value_or((*engine)->max_input_tokens()),
+      (*engine)->max_input_tokens());
   if (options.max_input_tokens > 0) {
     if (options.max_input_tokens > (*engine)->max_input_tokens()) {
       spdlog::error("--max-input-tokens {} is more than the model's position limit {}",

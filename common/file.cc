@@ -1,5 +1,7 @@
 #include "common/file.h"
 
+#include <filesystem>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -77,6 +79,12 @@ void MappedFile::Reset() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_bytes_);
   data_ = nullptr;
   size_bytes_ = 0;
+}
+
+std::string FolderName(const std::string& path) {
+  std::filesystem::path p = std::filesystem::path(path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
 }
 
 }  // namespace quiver

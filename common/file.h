@@ -9,6 +9,10 @@
 
 namespace quiver {
 
+// The last component of a folder path, a trailing separator ignored ("models/bge/" -> "bge"):
+// the default name a served model goes by.
+std::string FolderName(const std::string& path);
+
 // The file's bytes; NOT_FOUND names the path when it does not exist.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

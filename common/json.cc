@@ -93,12 +93,28 @@ std::string WidenBigIntegers(std::string_view text) {
       continue;
     }
     if ((c >= '0' && c <= '9') || c == '-') {
+      // One whole number: -?digits(.digits)?([eE][+-]?digits)?
+      const auto digits = [&] {
+        while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+      };
       const size_t start = i;
       if (c == '-') ++i;
-      while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+      digits();
+      const size_t integer_end = i;
+      bool plain = true;
+      if (i < text.size() && text[i] == '.') {
+        plain = false;
+        ++i;
+        digits();
+      }
+      if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+        plain = false;
+        ++i;
+        if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+        digits();
+      }
       out.append(text.substr(start, i - start));
-      const bool fraction = i < text.size() && (text[i] == '.' || text[i] == 'e' || text[i] == 'E');
-      if (!fraction && i - start >= 19) out += ".0";
+      if (plain && integer_end - start >= 19) out += ".0";
       continue;
     }
     out += c;

@@ -1,5 +1,6 @@
 #include "worker/inference_service.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/strings.h"
@@ -113,8 +114,13 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_can_embed(!engine_->is_scorer());
   response->set_can_score(engine_->is_scorer());
   response->set_max_batch_tokens(static_cast<uint32_t>(max_batch_tokens_));
-  response->set_max_seq_length(static_cast<uint32_t>(
-      folder.pooling.max_seq_length.value_or(engine_->max_input_tokens())));
+  // The trained length, never beyond what the position table allows.
+  response->set_max_seq_length(static_cast<uint32_t>(std::min<int64_t>(
+      folder.pooling.max_seq_length.value_or(engine_->max_input_tokens()),
+      engine_->max_input_tokens())));
+  for (int64_t i = 0; i < engine_->info().num_labels; ++i) {
+    response->add_labels(StrCat("LABEL_", i));
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/file.h"
 #include "common/metrics.h"
 #include "common/signals.h"
 #include "common/strings.h"
@@ -34,8 +35,9 @@ int RunWorker(const WorkerOptions& options) {
     return 1;
   }
   const std::string model_name =
-      options.model_name.empty() ? std::filesystem::path(options.model_dir).filename().string()
-                                 : options.model_name;
+      options.model_name.empty()
+          ? FolderName(options.model_dir)
+          : options.model_name;
   MetricsRegistry metrics;
   scheduler::Scheduler scheduler(engine->get(), options.limits, &metrics);
   InferenceService service(engine->get(), &scheduler, model_name,

@@ -1,6 +1,7 @@
 #include "gateway/api/api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -106,6 +107,25 @@ void WriteUsage(JsonWriter& w, int64_t tokens) {
   w.EndObject();
 }
 
+// Whether `request` carries "Authorization: Bearer <key>" (the scheme in any case, as RFC 9110
+// says). The key is compared in time independent of where it differs.
+bool HasKey(const HttpRequest& request, const std::string& key) {
+  auto it = request.headers.find("authorization");
+  if (it == request.headers.end()) return false;
+  std::string_view value = it->second;
+  constexpr std::string_view kScheme = "bearer ";
+  if (value.size() < kScheme.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(value[i])) != kScheme[i]) return false;
+  }
+  value.remove_prefix(kScheme.size());
+  unsigned char diff = value.size() == key.size() ? 0 : 1;
+  for (size_t i = 0; i < key.size(); ++i) {
+    diff |= static_cast<unsigned char>(key[i] ^ (i < value.size() ? value[i] : 0));
+  }
+  return diff == 0;
+}
+
 }  // namespace
 
 struct Api::Call {
@@ -203,6 +223,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
   const Route* route = router_.Find(request.method, request.target, match, path_known);
   const Dialect dialect = route ? route->dialect
                           : request.target.starts_with("/v1/") ? Dialect::kOpenAi
+                          : request.target.starts_with("/v2/") ? Dialect::kCohere
                                                                : Dialect::kTei;
   HttpResponse response;
   if (route == nullptr && path_known) {
@@ -219,11 +240,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
                                                         request.target),
                                                  Reason::kNoRoute));
   } else if (route->needs_key && !service_.limits().api_key.empty() &&
-             [&] {
-               auto it = request.headers.find("authorization");
-               return it == request.headers.end() ||
-                      it->second != "Bearer " + service_.limits().api_key;
-             }()) {
+             !HasKey(request, service_.limits().api_key)) {
     response = ErrorResponse(
         dialect, absl::UnauthenticatedError(
                      "missing or wrong API key (send the header Authorization: Bearer <key>)"));
@@ -440,7 +457,7 @@ HttpResponse Api::TeiRerank(const JsonValue& body, Call& call) {
   absl::StatusOr<RerankRequest> request = ParseRerank(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<Scores> scores =
-      service_.Score(request->query, request->documents, request->raw_scores,
+      service_.Score({request->query}, request->documents, request->raw_scores,
                      request->truncation, "texts", call.deadline);
   if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
   call.tokens = scores->tokens;
@@ -488,19 +505,29 @@ std::string RenderRerank(const RerankRequest& request, const Scores& scores,
 HttpResponse Api::VllmRerank(const JsonValue& body, Call& call) {
   absl::StatusOr<RerankRequest> request = ParseRerank(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
-  if (absl::Status s = service_.CheckModel(request->model); !s.ok()) {
+  return Rerank(*request, call);
+}
+
+HttpResponse Api::CohereRerank(const JsonValue& body, Call& call) {
+  absl::StatusOr<RerankRequest> request = ParseRerank(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  // Cohere cuts long documents (max_tokens_per_doc) rather than refusing them.
+  if (!request->truncation.enabled) request->truncation.enabled = true;
+  return Rerank(*request, call);
+}
+
+HttpResponse Api::Rerank(const RerankRequest& request, Call& call) {
+  if (absl::Status s = service_.CheckModel(request.model); !s.ok()) {
     return ErrorResponse(call.dialect, s);
   }
   absl::StatusOr<Scores> scores =
-      service_.Score(request->query, request->documents, request->raw_scores,
-                     request->truncation, "documents", call.deadline);
+      service_.Score({request.query}, request.documents, request.raw_scores,
+                     request.truncation, "documents", call.deadline);
   if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
   call.tokens = scores->tokens;
-  return Json(RenderRerank(*request, *scores, StrCat("rerank-", next_id_++),
+  return Json(RenderRerank(request, *scores, StrCat("rerank-", next_id_++),
                            service_.model().name));
 }
-
-HttpResponse Api::CohereRerank(const JsonValue& body, Call& call) { return VllmRerank(body, call); }
 
 HttpResponse Api::Score(const JsonValue& body, Call& call) {
   absl::StatusOr<ScoreRequest> request = ParseScore(body, service_.limits());
@@ -508,23 +535,11 @@ HttpResponse Api::Score(const JsonValue& body, Call& call) {
   if (absl::Status s = service_.CheckModel(request->model); !s.ok()) {
     return ErrorResponse(call.dialect, s);
   }
-  std::vector<float> all;
-  int64_t tokens = 0;
-  if (request->text_1.size() == 1) {
-    absl::StatusOr<Scores> s = service_.Score(request->text_1[0], request->text_2, false,
-                                              request->truncation, "text_2", call.deadline);
-    if (!s.ok()) return ErrorResponse(call.dialect, s.status());
-    all = std::move(s->scores);
-    tokens = s->tokens;
-  } else {
-    for (size_t i = 0; i < request->text_1.size(); ++i) {
-      absl::StatusOr<Scores> s = service_.Score(request->text_1[i], {request->text_2[i]}, false,
-                                                request->truncation, "text_2", call.deadline);
-      if (!s.ok()) return ErrorResponse(call.dialect, s.status());
-      all.push_back(s->scores[0]);
-      tokens += s->tokens;
-    }
-  }
+  absl::StatusOr<Scores> s = service_.Score(request->text_1, request->text_2, false,
+                                            request->truncation, "text_2", call.deadline);
+  if (!s.ok()) return ErrorResponse(call.dialect, s.status());
+  const std::vector<float>& all = s->scores;
+  const int64_t tokens = s->tokens;
   call.tokens = tokens;
   JsonWriter w;
   w.BeginObject().Key("id").String(StrCat("score-", next_id_++)).Key("object").String("list");

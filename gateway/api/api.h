@@ -46,6 +46,7 @@ class Api {
   HttpResponse TeiRerank(const JsonValue& body, Call& call);
   HttpResponse VllmRerank(const JsonValue& body, Call& call);
   HttpResponse CohereRerank(const JsonValue& body, Call& call);
+  HttpResponse Rerank(const RerankRequest& request, Call& call);
   HttpResponse CohereEmbedV1(const JsonValue& body, Call& call);
   HttpResponse CohereEmbedV2(const JsonValue& body, Call& call);
   HttpResponse CohereEmbed(const JsonValue& body, Call& call, int version);

@@ -147,7 +147,7 @@ paths = {
   "/tokenize": post("tokenize", "Tokenize (TEI)", "TokenizeRequest", "TokenizeResponse", "tei", "TEI"),
   "/decode": post("decode", "Decode token ids (TEI)", "DecodeRequest", "DecodeResponse", "tei", "TEI"),
   "/info": get("info", "The model and the server's limits (TEI)", ok("Info"), "tei", "TEI"),
-  "/v1/rerank": post("rerank_v1", "Rerank (vLLM, Cohere v1)", "RerankRequest", "RerankResponse", "openai", "vLLM"),
+  "/v1/rerank": post("rerank_v1", "Rerank (vLLM, Cohere v1; errors in OpenAI's shape)", "RerankRequest", "RerankResponse", "openai", "vLLM"),
   "/v2/rerank": post("rerank_v2", "Rerank (Cohere v2)", "RerankRequest", "RerankResponse", "cohere", "Cohere"),
   "/v1/embed": post("cohere_embed_v1", "Embeddings (Cohere v1)", "CohereEmbedRequest", "CohereEmbedResponse", "cohere", "Cohere"),
   "/v2/embed": post("cohere_embed_v2", "Embeddings (Cohere v2)", "CohereEmbedRequest", "CohereEmbedResponse", "cohere", "Cohere"),
@@ -155,13 +155,18 @@ paths = {
   "/score": post("score_root", "Scores of text pairs (vLLM, without /v1)", "ScoreRequest", "ScoreResponse", "openai", "vLLM"),
   "/": {"post": {"operationId": "predict_root", "summary": "TEI's root route: /embed for an embedding model (or /similarity for a body whose inputs is an object), /rerank for a reranker", "tags": ["TEI"],
                  "requestBody": {"required": True, "content": {"application/json": {"schema": {"anyOf": [ref("TeiEmbedRequest"), ref("SimilarityRequest"), ref("TeiRerankRequest")]}}}},
-                 "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"anyOf": [ref("TeiEmbedResponse"), ref("SimilarityResponse"), ref("TeiRerankResponse")]}}}},
-                               "default": err("tei")}}},
+                 "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"anyOf": [ref("TeiEmbedResponse"), ref("SimilarityResponse"), ref("TeiRerankResponse"), ref("RerankResponse")]}}}},
+                               "default": {"description": "An error", "content": {"application/json": {"schema": {"anyOf": [ref("TeiError"), ref("OpenAiError")]}}}}}}},
   "/health": get("health", "200 while a replica is healthy", {"description": "Healthy", "content": {"application/json": {"schema": obj({"status": string}, ["status"])}}}, "tei", "quiver"),
   "/ready": get("ready", "200 once the model is loaded and warmed up", {"description": "Ready", "content": {"application/json": {"schema": obj({"ready": boolean}, ["ready"])}}}, "tei", "quiver"),
   "/metrics": {"get": {"operationId": "metrics", "summary": "Prometheus metrics", "tags": ["quiver"], "responses": {"200": {"description": "The text exposition format", "content": {"text/plain": {"schema": string}}}}}},
   "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "tags": ["quiver"], "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
 }
+# With --api-key every route needs the key but these.
+OPEN = {"/health", "/ready", "/metrics", "/openapi.json"}
+for path, item in paths.items():
+    for op in item.values():
+        op["security"] = [] if path in OPEN else [{"bearer": []}]
 doc = {"openapi": "3.1.0",
        "info": {"title": "quiver", "version": "0.1.0",
                 "description": "Text embedding and reranking server speaking the OpenAI, TEI, Cohere, vLLM and Perplexity APIs. With --api-key, every route but /health, /ready, /metrics and /openapi.json needs Authorization: Bearer KEY."},

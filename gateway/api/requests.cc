@@ -290,7 +290,12 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonValue& body, const ApiLi
   // Extensions its clients send with extra_body: truncate (as TEI's), truncate_prompt_tokens
   // (as vLLM's), prompt_name.
   QUIVER_ASSIGN_OR_RETURN(r.truncation.enabled, OptBool(body, "truncate"));
+  const std::optional<bool> truncate = r.truncation.enabled;
   QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
+  if (truncate == false && r.truncation.enabled == true) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "truncate_prompt_tokens",
+                      "'truncate_prompt_tokens' asks for truncation and 'truncate' is false");
+  }
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(body, "prompt_name"));
   r.prompt_name = prompt.value_or("");
   if (const JsonValue* user = Field(body, "user"); user && !user->is_string()) {

@@ -69,12 +69,13 @@ absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model) 
   return absl::OkStatus();
 }
 
-std::string Qwen3RerankerPrompt() {
-  return "<|im_start|>system\nJudge whether the Document meets the requirements based on the "
-         "Query and the Instruct provided. Note that the answer can only be \"yes\" or "
-         "\"no\".<|im_end|>\n<|im_start|>user\n<Instruct>: Given a web search query, retrieve "
-         "relevant passages that answer the query\n<Query>: {query}\n<Document>: "
-         "{document}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+ScorePrompt Qwen3RerankerPrompt() {
+  return {"<|im_start|>system\nJudge whether the Document meets the requirements based on the "
+          "Query and the Instruct provided. Note that the answer can only be \"yes\" or "
+          "\"no\".<|im_end|>\n<|im_start|>user\n",
+          "<Instruct>: Given a web search query, retrieve relevant passages that answer the "
+          "query\n<Query>: {query}\n<Document>: {document}",
+          "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"};
 }
 
 Service::Service(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
@@ -98,6 +99,20 @@ Service::Service(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> t
         MetricsRegistry::ExponentialBuckets(0.0001, 2, 18));
   }
 }
+
+namespace {
+
+// The replicas' answer has one row per input, every row the same size: otherwise rows would be
+// given to the wrong inputs, so the request fails instead.
+absl::Status CheckRows(const ReplicaResult& result, int64_t rows) {
+  if (result.num_seqs == rows && rows > 0 && result.data.size() % static_cast<size_t>(rows) == 0) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(StrCat("the replicas answered ", result.num_seqs, " rows (",
+                                    result.data.size(), " bytes) for ", rows, " inputs"));
+}
+
+}  // namespace
 
 absl::StatusOr<ReplicaResult> Service::Run(CallKind kind, const Tokenized& t,
                                            const quiver::v1::OutputOptions& output,
@@ -207,6 +222,56 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
   return out;
 }
 
+absl::StatusOr<Tokenized> Service::TokenizePrompts(const std::vector<std::string>& queries,
+                                                   const std::vector<std::string>& documents,
+                                                   const TruncationRequest& truncation,
+                                                   std::string_view field) const {
+  const auto start = std::chrono::steady_clock::now();
+  QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
+  const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
+  tokenizer::EncodeOptions plain;
+  plain.add_special_tokens = false;
+  plain.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+  tokenizer::Encoding prefix, suffix, middle, full;
+  QUIVER_RETURN_IF_ERROR(tokenizer_->Encode(model_.score_prompt.prefix, plain, &prefix));
+  QUIVER_RETURN_IF_ERROR(tokenizer_->Encode(model_.score_prompt.suffix, plain, &suffix));
+  const int64_t fixed = static_cast<int64_t>(prefix.ids.size() + suffix.ids.size() +
+                                             tokenizer_->NumAddedTokens(false));
+  if (fixed >= limit) {
+    return FieldError(absl::StatusCode::kInvalidArgument, field,
+                      StrCat("the reranker's prompt alone has ", fixed,
+                             " tokens; the limit is ", limit));
+  }
+  tokenizer::EncodeOptions options = plain;
+  if (cut) {
+    options.truncation = tokenizer::Truncation{
+        static_cast<size_t>(limit - fixed), tokenizer::TruncationStrategy::kLongestFirst,
+        truncation.side == TruncationSide::kLeft ? tokenizer::TruncationSide::kLeft
+                                                 : tokenizer::TruncationSide::kRight};
+  }
+  Tokenized t;
+  std::vector<uint32_t> ids;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    const std::string& q = queries.size() == 1 ? queries[0] : queries[i];
+    const std::string text = FillPrompt(model_.score_prompt.middle, q, documents[i]);
+    if (absl::Status s = tokenizer_->Encode(text, options, &middle); !s.ok()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, field,
+                        StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
+    }
+    ids = prefix.ids;
+    ids.insert(ids.end(), middle.ids.begin(), middle.ids.end());
+    ids.insert(ids.end(), suffix.ids.begin(), suffix.ids.end());
+    tokenizer_->AddSpecialTokens(ids, &full);
+    if (static_cast<int64_t>(full.ids.size()) > limit) {
+      return TooLong(field, StrCat("the query with document ", i), full.ids.size(), limit);
+    }
+    t.tokens += static_cast<int64_t>(full.ids.size());
+    t.sequences.push_back({full.ids, full.type_ids, {}});
+  }
+  Observe(t, start);
+  return t;
+}
+
 absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
                                           quiver::v1::OutputType output_type,
                                           std::chrono::system_clock::time_point deadline) const {
@@ -229,6 +294,7 @@ absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
   if (request.normalize) output.set_normalize(*request.normalize);
   if (request.dimensions > 0) output.set_dimensions(static_cast<uint32_t>(request.dimensions));
   QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
+  QUIVER_RETURN_IF_ERROR(CheckRows(result, static_cast<int64_t>(t.sequences.size())));
   return Embeddings{std::move(result), t.tokens};
 }
 
@@ -296,30 +362,50 @@ absl::StatusOr<Embeddings> Service::EmbedContextualized(
     output.set_normalize(true);
   }
   QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
+  int64_t chunks = 0;
+  for (const std::vector<std::string>& doc : request.documents) {
+    chunks += static_cast<int64_t>(doc.size());
+  }
+  QUIVER_RETURN_IF_ERROR(CheckRows(result, chunks));
   return Embeddings{std::move(result), t.tokens};
 }
 
-absl::StatusOr<Scores> Service::Score(const std::string& query,
+absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
                                       const std::vector<std::string>& documents, bool raw,
                                       const TruncationRequest& truncation, std::string_view field,
                                       std::chrono::system_clock::time_point deadline) const {
+  if (queries.size() != 1 && queries.size() != documents.size()) {
+    return absl::InternalError(StrCat("Score: ", queries.size(), " queries for ",
+                                      documents.size(), " documents"));
+  }
+  const auto query = [&](size_t i) -> const std::string& {
+    return queries.size() == 1 ? queries[0] : queries[i];
+  };
   Scores out;
   if (!model_.can_score) {
-    // An embedding model: cosine similarity of the normalized embeddings.
+    // An embedding model: cosine similarity of the normalized embeddings, the queries' rows
+    // first, then the documents'.
     std::vector<Input> inputs;
-    inputs.reserve(documents.size() + 1);
-    inputs.push_back({query, {}, false});
+    inputs.reserve(queries.size() + documents.size());
+    for (const std::string& q : queries) inputs.push_back({q, {}, false});
     for (const std::string& d : documents) inputs.push_back({d, {}, false});
     QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(inputs, truncation, "", field));
     quiver::v1::OutputOptions output;
     output.set_normalize(true);
     QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
     const size_t dims = static_cast<size_t>(result.dimensions);
+    if (result.num_seqs != static_cast<int64_t>(inputs.size()) ||
+        result.data.size() != inputs.size() * dims * sizeof(float)) {
+      return absl::InternalError(StrCat("the replicas answered ", result.num_seqs, " rows for ",
+                                        inputs.size(), " inputs"));
+    }
     std::vector<float> rows(result.data.size() / sizeof(float));
     std::memcpy(rows.data(), result.data.data(), rows.size() * sizeof(float));
-    for (size_t i = 1; i <= documents.size(); ++i) {
+    for (size_t i = 0; i < documents.size(); ++i) {
+      const float* q = rows.data() + (queries.size() == 1 ? 0 : i) * dims;
+      const float* d = rows.data() + (queries.size() + i) * dims;
       float dot = 0;
-      for (size_t j = 0; j < dims; ++j) dot += rows[j] * rows[i * dims + j];
+      for (size_t j = 0; j < dims; ++j) dot += q[j] * d[j];
       out.scores.push_back(dot);
     }
     out.tokens = t.tokens;
@@ -327,14 +413,10 @@ absl::StatusOr<Scores> Service::Score(const std::string& query,
   }
   Tokenized t;
   if (!model_.score_prompt.empty()) {
-    std::vector<Input> prompts;
-    prompts.reserve(documents.size());
-    for (const std::string& d : documents) {
-      prompts.push_back({FillPrompt(model_.score_prompt, query, d), {}, false});
-    }
-    QUIVER_ASSIGN_OR_RETURN(t, Tokenize(prompts, truncation, "", field));
+    QUIVER_ASSIGN_OR_RETURN(t, TokenizePrompts(queries, documents, truncation, field));
   } else {
     // A cross-encoder: (query, document) as the two segments of one input.
+    const auto start = std::chrono::steady_clock::now();
     QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
     const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
     tokenizer::EncodeOptions options;
@@ -347,7 +429,8 @@ absl::StatusOr<Scores> Service::Score(const std::string& query,
     }
     tokenizer::Encoding enc;
     for (size_t i = 0; i < documents.size(); ++i) {
-      if (absl::Status s = tokenizer_->EncodePair(query, documents[i], options, &enc); !s.ok()) {
+      if (absl::Status s = tokenizer_->EncodePair(query(i), documents[i], options, &enc);
+          !s.ok()) {
         return FieldError(absl::StatusCode::kInvalidArgument, field,
                           StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
       }
@@ -357,9 +440,15 @@ absl::StatusOr<Scores> Service::Score(const std::string& query,
       t.tokens += static_cast<int64_t>(enc.ids.size());
       t.sequences.push_back({enc.ids, enc.type_ids, {}});
     }
+    Observe(t, start);
   }
   QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, deadline));
   const int64_t labels = std::max<int64_t>(1, result.dimensions);
+  if (result.num_seqs != static_cast<int64_t>(documents.size()) ||
+      result.data.size() < static_cast<size_t>(result.num_seqs * labels) * sizeof(float)) {
+    return absl::InternalError(StrCat("the replicas answered ", result.num_seqs, " scores for ",
+                                      documents.size(), " documents"));
+  }
   for (int64_t i = 0; i < result.num_seqs; ++i) {
     float v;
     std::memcpy(&v, result.data.data() + static_cast<size_t>(i * labels) * sizeof(float),

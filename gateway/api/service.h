@@ -17,6 +17,15 @@
 
 namespace quiver::gateway::api {
 
+// A reranker that scores one prompt per (query, document), as Qwen3's yes/no reranker does: a
+// fixed prefix and suffix around a middle with {query} and {document} in it. Each part is
+// tokenized on its own, as the model card's reference code does, and truncation cuts only the
+// middle: the suffix holds the last token the score is read at.
+struct ScorePrompt {
+  std::string prefix, middle, suffix;
+  bool empty() const { return middle.empty(); }
+};
+
 // What the gateway knows of the model it fronts: from the replicas' model and its folder (model
 // data, not HTTP code).
 struct ModelDescription {
@@ -29,10 +38,8 @@ struct ModelDescription {
   bool can_embed = true;
   bool can_score = false;
   int64_t num_labels = 0;  // scoring models: logits per input
-  // A reranker that scores one prompt per (query, document) (Qwen3's yes/no reranker): the
-  // prompt with {query} and {document} in it. Empty: the pair is encoded as two segments (a
-  // cross-encoder).
-  std::string score_prompt;
+  // Empty: a scoring model encodes (query, document) as two segments (a cross-encoder).
+  ScorePrompt score_prompt;
   // sentence-transformers' prompts (config_sentence_transformers.json), by name, and the one
   // applied when a request names none ("" = none).
   std::map<std::string, std::string> prompts;
@@ -47,7 +54,7 @@ struct ModelDescription {
 absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model);
 
 // The Qwen3 reranker's prompt (its model card's format, with its default instruction).
-std::string Qwen3RerankerPrompt();
+ScorePrompt Qwen3RerankerPrompt();
 
 // Tokenized inputs and their token count.
 struct Tokenized {
@@ -101,9 +108,11 @@ class Service {
                                                  quiver::v1::OutputType output_type,
                                                  std::chrono::system_clock::time_point deadline) const;
 
-  // `query` against each document: a scoring model's logit (sigmoid unless `raw`), or for an
-  // embedding model the cosine similarity of their embeddings.
-  absl::StatusOr<Scores> Score(const std::string& query, const std::vector<std::string>& documents,
+  // Each document against its query (one query for all, or one per document): a scoring model's
+  // logit (sigmoid unless `raw`), or for an embedding model the cosine similarity of their
+  // embeddings. One pass over the replicas for the whole request.
+  absl::StatusOr<Scores> Score(const std::vector<std::string>& queries,
+                               const std::vector<std::string>& documents,
                                bool raw, const TruncationRequest& truncation,
                                std::string_view field,
                                std::chrono::system_clock::time_point deadline) const;
@@ -114,6 +123,11 @@ class Service {
 
  private:
   absl::StatusOr<std::string> Prompt(const std::string& prompt_name) const;
+  // The score prompt of each (query, document) pair, the middle cut to fit where asked.
+  absl::StatusOr<Tokenized> TokenizePrompts(const std::vector<std::string>& queries,
+                                            const std::vector<std::string>& documents,
+                                            const TruncationRequest& truncation,
+                                            std::string_view field) const;
   absl::StatusOr<int64_t> TruncationLimit(const TruncationRequest& truncation) const;
   void Observe(const Tokenized& t, std::chrono::steady_clock::time_point start) const;
   // Dispatcher::Run, with the replicas' queue and compute times observed.

@@ -192,6 +192,35 @@ def main():
     finally:
         proc.send_signal(signal.SIGTERM)
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (reranker)")
+    # The Qwen3 yes/no reranker: the gateway builds its prompt (prefix, middle with the query and
+    # the document, suffix, each tokenized on its own) and its raw score equals transformers'
+    # logit(yes) - logit(no) for the same pair; a document cut to fit keeps the prompt's end.
+    MODEL_DIR = os.path.join(SOURCE, "tests", "fixtures", "tiny", "qwen3_reranker")
+    refs = [json.loads(l) for l in open(os.path.join(MODEL_DIR, "reference.jsonl"))][:8]
+    proc, port = start()
+    try:
+        scale = max(abs(r["output"][0]) for r in refs)
+        worst = 0.0
+        for r in refs:
+            got = direct(port, "/rerank", {"query": r["text"], "texts": [r["text_pair"]], "raw_scores": True})[0]["score"]
+            worst = max(worst, abs(got - r["output"][0]) / scale)
+        check(worst <= 1e-3, f"qwen3 reranker over HTTP: raw scores equal transformers' (worst {worst:.2e} of the scores' scale)")
+        max_len = json.loads(urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/info", headers={"Authorization": f"Bearer {KEY}"})).read())["max_input_length"]
+        long_doc = " ".join(["password"] * (4 * max_len))
+        cut = direct(port, "/rerank", {"query": refs[0]["text"], "texts": [long_doc, long_doc + " shadow"], "raw_scores": True, "truncate": True})
+        short = direct(port, "/rerank", {"query": refs[0]["text"], "texts": [" ".join(["password"] * 8)], "raw_scores": True})
+        check(len(cut) == 2 and abs(cut[0]["score"] - cut[1]["score"]) < 1e-6 and all(math.isfinite(c["score"]) for c in cut),
+              "qwen3 reranker: documents cut to the same length score the same (the cut keeps the prompt's end)")
+        try:
+            direct(port, "/rerank", {"query": refs[0]["text"], "texts": [long_doc], "truncate": False})
+            check(False, "qwen3 reranker: an over-long pair without truncation is refused")
+        except urllib.error.HTTPError as e:
+            check(e.code == 413, f"qwen3 reranker: an over-long pair without truncation is refused ({e.code})")
+        check(math.isfinite(short[0]["score"]), "qwen3 reranker: a short pair scores")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (qwen3 reranker)")
+
     if FAILURES:
         print(f"clients test: {len(FAILURES)} check(s) failed")
         sys.exit(1)

@@ -105,7 +105,12 @@ TEST(RouterTest, MatchesPathsAndParameters) {
   EXPECT_TRUE(MatchPath("/v1/models/{model}", "/v1/models/all-MiniLM-L6-v2", p));
   EXPECT_EQ(p, "all-MiniLM-L6-v2");
   EXPECT_FALSE(MatchPath("/v1/models/{model}", "/v1/models/", p));
-  EXPECT_FALSE(MatchPath("/v1/models/{model}", "/v1/models/a/b", p));
+  EXPECT_TRUE(MatchPath("/v1/models/{model}", "/v1/models/BAAI/bge-small-en-v1.5", p));
+  EXPECT_EQ(p, "BAAI/bge-small-en-v1.5");  // a last parameter takes the rest of the path
+  EXPECT_TRUE(MatchPath("/v1/models/{model}", "/v1/models/BAAI%2Fbge%20x", p));
+  EXPECT_EQ(p, "BAAI/bge x");
+  EXPECT_TRUE(MatchPath("/v1/models/{model}", "/v1/models/a%2", p));
+  EXPECT_EQ(p, "a%2");  // a malformed escape stays as it is
   EXPECT_FALSE(MatchPath("/v1/models/{model}", "/v1/model/a", p));
 
   Router router;

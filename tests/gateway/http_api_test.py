@@ -311,12 +311,19 @@ def main():
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (auto-truncate)")
 
     # Authentication and overload.
-    proc, port, log = start(["--api-key", "s3cret", "--max-queued-tokens", "8192", "--max-batch-tokens", "8192"])
+    proc, port, log = start(["--api-key", "s3cret", "--max-queued-tokens", "8192", "--max-batch-tokens", "8192",
+                             "--model-name", "org/mini-lm"])
     try:
         s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x"})
         check(s == 401 and "API key" in b, "401 without key")
         s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x"}, headers={"Authorization": "Bearer s3cret"})
         check(s == 200, "200 with key")
+        s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x"}, headers={"Authorization": "bearer s3cret"})
+        check(s == 200, "the scheme in any case")
+        s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x"}, headers={"Authorization": "Bearer s3cre"})
+        check(s == 401, "401 with a wrong key")
+        s, b, _ = call(port, "GET", "/v1/models/org/mini-lm", headers={"Authorization": "Bearer s3cret"})
+        check(s == 200 and json.loads(b)["id"] == "org/mini-lm", f"/v1/models/{{id}} with a slash in the id ({s} {b})")
         check(call(port, "GET", "/health")[0] == 200, "/health needs no key")
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -108,6 +108,8 @@ TEST(OpenAiEmbedTest, BadFieldsNameTheField) {
   ExpectError(kOpenAi, R"({"input": "x", "truncate_prompt_tokens": 0})", k422,
               "truncate_prompt_tokens", "-1");
   ExpectError(kOpenAi, R"({"input": "x", "user": 1})", k422, "user", "string");
+  ExpectError(kOpenAi, R"({"input": "x", "truncate": false, "truncate_prompt_tokens": 8})", k422,
+              "truncate_prompt_tokens", "'truncate' is false");
   ExpectError(kOpenAi, R"([1, 2])", k422, "", "JSON object");
 }
 
