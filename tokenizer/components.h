@@ -82,6 +82,13 @@ class Normalizer {
   virtual ~Normalizer() = default;
   // out = normalized(in); out is cleared first and never aliases in.
   virtual void Apply(std::string_view in, std::string& out) const = 0;
+  // Apply, plus for each byte of `out` the byte range [begin, end) of `in` it came from (for
+  // token offsets). False where the normalizer does not track that; `out` is then unspecified.
+  virtual bool ApplyAligned(std::string_view in, std::string& out, std::vector<uint32_t>& begin,
+                            std::vector<uint32_t>& end) const {
+    (void)in, (void)out, (void)begin, (void)end;
+    return false;
+  }
 };
 
 class PreTokenizer {
@@ -97,6 +104,13 @@ class Model {
   virtual ~Model() = default;
   // Appends the ids of one pre-tokenized word.
   virtual void Tokenize(std::string_view word, std::vector<uint32_t>& ids) const = 0;
+  // The byte range of `word` each of `ids` (what Tokenize gave for it) covers, appended to
+  // `spans`. False where the model cannot say (its tokens are not pieces of the word).
+  virtual bool Spans(std::string_view word, const uint32_t* ids, size_t n,
+                     std::vector<std::pair<uint32_t, uint32_t>>& spans) const {
+    (void)word, (void)ids, (void)n, (void)spans;
+    return false;
+  }
   virtual std::optional<uint32_t> TokenToId(std::string_view token) const = 0;
   virtual std::optional<std::string> IdToToken(uint32_t id) const = 0;
   virtual size_t vocab_size() const = 0;

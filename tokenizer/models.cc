@@ -129,6 +129,29 @@ class WordPiece final : public Model {
     }
   }
 
+  // Each token is the next piece of the word (after the continuation prefix); an unknown word is
+  // one [UNK] over the whole word.
+  bool Spans(std::string_view word, const uint32_t* ids, size_t n,
+             std::vector<std::pair<uint32_t, uint32_t>>& spans) const override {
+    if (n == 1 && ids[0] == unk_id_) {
+      spans.emplace_back(0, static_cast<uint32_t>(word.size()));
+      return true;
+    }
+    size_t pos = 0;
+    for (size_t k = 0; k < n; ++k) {
+      if (ids[k] >= tokens_.size()) return false;
+      std::string_view token = tokens_[ids[k]];
+      if (k > 0) {
+        if (!token.starts_with(prefix_)) return false;
+        token.remove_prefix(prefix_.size());
+      }
+      if (word.substr(pos, token.size()) != token) return false;
+      spans.emplace_back(static_cast<uint32_t>(pos), static_cast<uint32_t>(pos + token.size()));
+      pos += token.size();
+    }
+    return pos == word.size();
+  }
+
   std::optional<uint32_t> TokenToId(std::string_view token) const override {
     return Lookup(vocab_, token);
   }

@@ -1,6 +1,7 @@
 // Normalizers: BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, Replace, Prepend,
-// Strip, Sequence. Each matches the Hugging Face normalizer of the same name on ids (offsets
-// are not tracked: quiver needs ids and type ids only).
+// Strip, Sequence. Each matches the Hugging Face normalizer of the same name on ids; the BERT
+// normalizer also traces each output byte back to the input (ApplyAligned, for /tokenize
+// offsets).
 #include <memory>
 
 #include "common/status.h"
@@ -63,6 +64,63 @@ class BertNormalizer final : public Normalizer {
         AppendUtf8(c, out);
       }
     }
+  }
+
+  // The same steps one input code point at a time (its decomposition, when accents are
+  // stripped, taken alone), each output byte tagged with the code point it came from. Whole-text
+  // NFD also reorders combining marks; the result is checked against Apply and refused (false)
+  // where the two differ, so offsets are exact or absent.
+  bool ApplyAligned(std::string_view in, std::string& out, std::vector<uint32_t>& begin,
+                    std::vector<uint32_t>& end) const override {
+    thread_local std::string decomposed, exact;
+    out.clear();
+    begin.clear();
+    end.clear();
+    for (size_t i = 0; i < in.size();) {
+      const size_t start = i;
+      NextCodePoint(in, i);
+      std::string_view cps = in.substr(start, i - start);
+      if (strip_accents_) {
+        Normalize(cps, NormalizationForm::kNFD, decomposed);
+        cps = decomposed;
+      }
+      const size_t before = out.size();
+      for (size_t j = 0; j < cps.size();) {
+        char32_t c = NextCodePoint(cps, j);
+        if (c < 0x80) {
+          if (clean_text_) {
+            if (c == 0 || IsBertControl(c)) continue;
+            if (IsBertWhitespace(c)) c = ' ';
+          }
+          if (lowercase_ && c >= 'A' && c <= 'Z') c += 32;
+          out.push_back(static_cast<char>(c));
+          continue;
+        }
+        if (clean_text_) {
+          if (c == 0xFFFD || IsBertControl(c)) continue;
+          if (IsBertWhitespace(c)) {
+            out.push_back(' ');
+            continue;
+          }
+        }
+        if (strip_accents_ && IsNonspacingMark(c)) continue;
+        if (chinese_ && IsChineseChar(c)) {
+          out.push_back(' ');
+          AppendUtf8(c, out);
+          out.push_back(' ');
+          continue;
+        }
+        if (lowercase_) {
+          AppendLowercase(c, out);
+        } else {
+          AppendUtf8(c, out);
+        }
+      }
+      begin.insert(begin.end(), out.size() - before, static_cast<uint32_t>(start));
+      end.insert(end.end(), out.size() - before, static_cast<uint32_t>(i));
+    }
+    Apply(in, exact);
+    return exact == out;
   }
 
  private:

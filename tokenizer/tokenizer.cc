@@ -264,6 +264,113 @@ absl::Status Tokenizer::EncodePair(std::string_view text, std::string_view text_
   return absl::OkStatus();
 }
 
+namespace {
+
+bool IsAsciiOrUnicodeSpace(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    if (!IsWhitespace(NextCodePoint(s, i))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOptions& options,
+                                          Encoding* out, std::vector<Offset>* offsets) const {
+  if (options.truncation) {
+    return absl::InvalidArgumentError("EncodeWithOffsets does not truncate");
+  }
+  QUIVER_RETURN_IF_ERROR(ValidateUtf8(text));
+  text = CutChars(text, options.max_input_chars);
+  std::vector<uint32_t> ids;
+  std::vector<std::pair<uint32_t, uint32_t>> spans;  // per id, in `text`
+  bool traced = true;
+  std::vector<AddedVocabulary::Match> raw_sections, normalized_sections;
+  std::string normalized;
+  std::vector<uint32_t> align_begin, align_end;
+  std::vector<std::pair<uint32_t, uint32_t>> word_spans;
+  Pieces pieces;
+  added_->Split(text, /*normalized=*/false, raw_sections);
+  for (const AddedVocabulary::Match& raw : raw_sections) {
+    if (raw.id >= 0) {
+      ids.push_back(static_cast<uint32_t>(raw.id));
+      spans.emplace_back(raw.begin, raw.end);
+      continue;
+    }
+    const std::string_view section = text.substr(raw.begin, raw.end - raw.begin);
+    if (normalizer_ == nullptr) {
+      // Unchanged: each byte maps to its code point's range.
+      normalized.assign(section);
+      align_begin.resize(section.size());
+      align_end.resize(section.size());
+      for (size_t i = 0; i < section.size();) {
+        const size_t start = i;
+        NextCodePoint(section, i);
+        for (size_t k = start; k < i; ++k) {
+          align_begin[k] = static_cast<uint32_t>(start);
+          align_end[k] = static_cast<uint32_t>(i);
+        }
+      }
+    } else if (!normalizer_->ApplyAligned(section, normalized, align_begin, align_end)) {
+      traced = false;
+      normalizer_->Apply(section, normalized);
+    }
+    // A normalized range [b, e) back to `text`.
+    const auto original = [&](size_t b, size_t e) {
+      return std::pair<uint32_t, uint32_t>(raw.begin + align_begin[b], raw.begin + align_end[e - 1]);
+    };
+    added_->Split(normalized, /*normalized=*/true, normalized_sections);
+    for (const AddedVocabulary::Match& sub : normalized_sections) {
+      if (sub.id >= 0) {
+        ids.push_back(static_cast<uint32_t>(sub.id));
+        spans.push_back(traced && sub.end > sub.begin ? original(sub.begin, sub.end)
+                                                      : std::pair<uint32_t, uint32_t>(0, 0));
+        continue;
+      }
+      const std::string_view part = std::string_view(normalized).substr(sub.begin, sub.end - sub.begin);
+      pieces.clear();
+      pre_tokenizer_->Split(part, raw.begin == 0 && sub.begin == 0, pieces);
+      size_t cursor = 0;
+      for (size_t p = 0; p < pieces.size(); ++p) {
+        const std::string_view piece = pieces[p];
+        const size_t first = ids.size();
+        model_->Tokenize(piece, ids);
+        // Where the piece sits in `part`: the next occurrence, with only whitespace skipped.
+        const size_t at = part.find(piece, cursor);
+        word_spans.clear();
+        if (!traced || at == std::string_view::npos ||
+            !IsAsciiOrUnicodeSpace(part.substr(cursor, at - cursor)) ||
+            !model_->Spans(piece, ids.data() + first, ids.size() - first, word_spans) ||
+            word_spans.size() != ids.size() - first) {
+          traced = false;
+          spans.resize(ids.size(), {0, 0});
+          continue;
+        }
+        cursor = at + piece.size();
+        for (const auto& [b, e] : word_spans) {
+          const size_t nb = sub.begin + at + b, ne = sub.begin + at + e;
+          spans.push_back(ne > nb ? original(nb, ne) : std::pair<uint32_t, uint32_t>(0, 0));
+        }
+      }
+    }
+  }
+  post_processor_->Process(ids, nullptr, options.add_special_tokens, out->ids, out->type_ids);
+  offsets->assign(out->ids.size(), std::nullopt);
+  if (!traced) return absl::OkStatus();
+  // Where the text's ids sit among the post-processor's: find them after its prefix.
+  Encoding probe;
+  post_processor_->Process({UINT32_MAX}, nullptr, options.add_special_tokens, probe.ids,
+                           probe.type_ids);
+  const size_t prefix = static_cast<size_t>(
+      std::find(probe.ids.begin(), probe.ids.end(), UINT32_MAX) - probe.ids.begin());
+  if (prefix + ids.size() > out->ids.size() ||
+      !std::equal(ids.begin(), ids.end(), out->ids.begin() + static_cast<std::ptrdiff_t>(prefix))) {
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < ids.size(); ++i) (*offsets)[prefix + i] = spans[i];
+  return absl::OkStatus();
+}
+
 void Tokenizer::AddSpecialTokens(const std::vector<uint32_t>& ids, Encoding* out) const {
   post_processor_->Process(ids, nullptr, /*add_special_tokens=*/true, out->ids, out->type_ids);
 }

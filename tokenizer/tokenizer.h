@@ -64,6 +64,16 @@ class Tokenizer {
   absl::Status EncodePair(std::string_view text, std::string_view text_pair,
                           const EncodeOptions& options, Encoding* out) const;
 
+  // Encode without truncation, plus where each token came from: `offsets` gets one entry per id
+  // of `out`, the byte range [begin, end) of `text`, as Hugging Face tokenizers (in Rust) report
+  // them; nullopt for the special tokens the post-processor adds. Where a component of the
+  // pipeline does not trace its output back to the input (today: anything but the BERT
+  // normalizer, whitespace-and-punctuation pre-tokenizers and WordPiece), every entry is
+  // nullopt. `options.truncation` must be unset.
+  using Offset = std::optional<std::pair<uint32_t, uint32_t>>;
+  absl::Status EncodeWithOffsets(std::string_view text, const EncodeOptions& options,
+                                 Encoding* out, std::vector<Offset>* offsets) const;
+
   // The post-processor's special tokens around one already-tokenized text (prefix + ids +
   // suffix, with type ids), as Encode would add them.
   void AddSpecialTokens(const std::vector<uint32_t>& ids, Encoding* out) const;

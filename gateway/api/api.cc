@@ -683,10 +683,14 @@ HttpResponse Api::Tokenize(const JsonValue& body, Call& call) {
   for (const std::vector<TokenPiece>& text : *pieces) {
     w.BeginArray();
     for (const TokenPiece& p : text) {
-      // start and stop (offsets into the input) are not tracked by quiver's tokenizer yet: null,
-      // as TEI sends for special tokens.
+      // start and stop: byte offsets into the text tokenized, null for special tokens (and for
+      // tokenizers whose pipeline quiver does not trace back to the input yet).
       w.BeginObject().Key("id").Int(p.id).Key("text").String(p.text);
-      w.Key("special").Bool(p.special).Key("start").Null().Key("stop").Null().EndObject();
+      w.Key("special").Bool(p.special).Key("start");
+      p.start ? w.Uint(*p.start) : w.Null();
+      w.Key("stop");
+      p.stop ? w.Uint(*p.stop) : w.Null();
+      w.EndObject();
     }
     w.EndArray();
   }

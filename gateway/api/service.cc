@@ -467,15 +467,24 @@ absl::StatusOr<std::vector<std::vector<TokenPiece>>> Service::TokenizeForDisplay
   options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
   std::vector<std::vector<TokenPiece>> out;
   tokenizer::Encoding enc;
+  std::vector<tokenizer::Tokenizer::Offset> offsets;
   for (size_t i = 0; i < request.texts.size(); ++i) {
-    if (absl::Status s = tokenizer_->Encode(prompt + request.texts[i], options, &enc); !s.ok()) {
+    const std::string text = prompt + request.texts[i];
+    if (absl::Status s = tokenizer_->EncodeWithOffsets(text, options, &enc, &offsets); !s.ok()) {
       return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
                         StrCat("inputs[", i, "]: ", s.message()), Reason::kTokenizer);
     }
     std::vector<TokenPiece> pieces;
     pieces.reserve(enc.ids.size());
-    for (uint32_t id : enc.ids) {
-      pieces.push_back({id, tokenizer_->IdToToken(id).value_or(""), tokenizer_->IsSpecial(id)});
+    for (size_t k = 0; k < enc.ids.size(); ++k) {
+      const uint32_t id = enc.ids[k];
+      if (offsets[k]) {
+        const auto [b, e] = *offsets[k];
+        pieces.push_back({id, text.substr(b, e - b), false, b, e});
+      } else {
+        pieces.push_back({id, tokenizer_->IdToToken(id).value_or(""), tokenizer_->IsSpecial(id),
+                          std::nullopt, std::nullopt});
+      }
     }
     out.push_back(std::move(pieces));
   }

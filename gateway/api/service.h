@@ -75,8 +75,12 @@ struct Scores {
 // One token of a tokenized text, as TEI's /tokenize lists it.
 struct TokenPiece {
   uint32_t id;
-  std::string text;  // the token's string in the vocabulary
+  // The input's bytes [start, stop) the token came from; for tokens without offsets (the special
+  // tokens the post-processor adds, tokenizers whose pipeline is not traced) its vocabulary
+  // string.
+  std::string text;
   bool special;
+  std::optional<uint32_t> start, stop;  // byte offsets into the text tokenized (prompt included)
 };
 
 class Service {

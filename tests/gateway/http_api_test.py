@@ -167,7 +167,10 @@ def main():
         check(abs(norm - 1) > 1e-3 and cosine(raw, fixtures[0]["embedding"]) >= 0.99999, f"normalize: false gives the raw pooled vector (norm {norm:.3f})")
         tok2 = json.loads(call(port, "POST", "/tokenize", {"inputs": ["hello world", "x"]})[1])
         check(len(tok2) == 2 and tok2[0][0] == {"id": 101, "text": "[CLS]", "special": True, "start": None, "stop": None}
-              and tok2[0][1]["text"] == "hello" and tok2[0][1]["special"] is False, f"/tokenize tokens ({tok2[0][:2]})")
+              and tok2[0][1] == {"id": 7592, "text": "hello", "special": False, "start": 0, "stop": 5}, f"/tokenize tokens ({tok2[0][:2]})")
+        acc = json.loads(call(port, "POST", "/tokenize", {"inputs": "Café ÉTÉ"})[1])[0]
+        check([(t["text"], t["start"], t["stop"]) for t in acc[1:-1]] == [("Café", 0, 5), ("ÉT", 6, 9), ("É", 9, 11)],
+              f"/tokenize text is the input's bytes [start, stop), accents and case as sent ({acc})")
         nos = json.loads(call(port, "POST", "/tokenize", {"inputs": "hello", "add_special_tokens": False})[1])
         check([t["id"] for t in nos[0]] == [7592], "/tokenize add_special_tokens: false")
         for path, body in [("/embed", {"inputs": []}), ("/rerank", {"query": "q", "texts": []})]:

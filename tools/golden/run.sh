@@ -3,7 +3,8 @@
 #
 #   tools/golden/run.sh              creates .cache/golden-venv (torch etc., several GB) and runs
 #   GOLDEN_VENV=/path tools/golden/run.sh   reuses an existing venv with the same pins
-#   tools/golden/run.sh --tokenizers         only the tokenizer fixtures (tests/fixtures/tokenizers)
+#   tools/golden/run.sh --tokenizers         only the tokenizer fixtures (tests/fixtures/tokenizers,
+#                                            the WordPiece offsets included)
 #
 # Needs the default model (scripts/fetch-model.sh) and corpus/. CI never runs this.
 set -euo pipefail
@@ -19,6 +20,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTH
   RAYON_RS_NUM_CPUS=1
 if [[ "${1:-}" == "--tokenizers" ]]; then
   shift
-  exec "$VENV/bin/python" "$ROOT/tools/golden/make_tokenizer_fixtures.py" "$@"
+  "$VENV/bin/python" "$ROOT/tools/golden/make_tokenizer_fixtures.py" "$@"
+  exec "$VENV/bin/python" "$ROOT/tools/golden/make_offset_fixtures.py"
 fi
 exec "$VENV/bin/python" "$ROOT/tools/golden/make_fixtures.py" "$@"

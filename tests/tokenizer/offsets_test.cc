@@ -1,0 +1,97 @@
+// Token offsets (Tokenizer::EncodeWithOffsets, TEI's /tokenize start and stop) against Hugging
+// Face `tokenizers`: UTF-8 byte ranges of each token in all-MiniLM-L6-v2's tokenizer for the
+// corpus queries, a sample of the documents in several languages and alignment edge cases
+// (tests/fixtures/tokenizers/minilm_wordpiece/offsets.jsonl, tools/golden/make_offset_fixtures.py).
+// The pipelines that are not traced (byte-level BPE, Unigram with Metaspace) give no offsets,
+// and the same ids as Encode.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "tokenizer/tokenizer.h"
+
+namespace quiver::tokenizer {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kFixtures = fs::path(QUIVER_SOURCE_DIR) / "tests" / "fixtures" / "tokenizers";
+
+std::unique_ptr<Tokenizer> Load(const std::string& name) {
+  const fs::path path = kFixtures / name / "tokenizer.json";
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromFile(path.string());
+  EXPECT_TRUE(tok.ok()) << path << ": " << tok.status();
+  return tok.ok() ? *std::move(tok) : nullptr;
+}
+
+TEST(OffsetsTest, WordPieceMatchesHuggingFace) {
+  const fs::path path = kFixtures / "minilm_wordpiece" / "offsets.jsonl";
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "missing fixture " << path;
+  std::unique_ptr<Tokenizer> tok = Load("minilm_wordpiece");
+  ASSERT_NE(tok, nullptr);
+  size_t texts = 0, tokens = 0, mismatches = 0;
+  std::string line;
+  Encoding enc;
+  std::vector<Tokenizer::Offset> offsets;
+  while (std::getline(in, line)) {
+    absl::StatusOr<JsonValue> row = JsonValue::Parse(line);
+    ASSERT_TRUE(row.ok()) << line.substr(0, 80);
+    const std::string& text = row->Find("text")->as_string();
+    ASSERT_TRUE(tok->EncodeWithOffsets(text, {}, &enc, &offsets).ok()) << text.substr(0, 80);
+    const std::vector<JsonValue>& want_ids = row->Find("ids")->items();
+    const std::vector<JsonValue>& want = row->Find("offsets")->items();
+    ASSERT_EQ(enc.ids.size(), want_ids.size()) << text.substr(0, 80);
+    ASSERT_EQ(offsets.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(enc.ids[i], static_cast<uint32_t>(want_ids[i].as_int())) << text.substr(0, 80);
+      const bool ok = want[i].is_null()
+                          ? !offsets[i].has_value()
+                          : offsets[i].has_value() &&
+                                offsets[i]->first == want[i].items()[0].as_int() &&
+                                offsets[i]->second == want[i].items()[1].as_int();
+      if (!ok && ++mismatches <= 10) {
+        ADD_FAILURE() << "token " << i << " of '" << text.substr(0, 60) << "': got "
+                      << (offsets[i] ? std::to_string(offsets[i]->first) + "-" +
+                                           std::to_string(offsets[i]->second)
+                                     : "null");
+      }
+    }
+    ++texts;
+    tokens += want.size();
+  }
+  EXPECT_EQ(mismatches, 0u);
+  EXPECT_GT(texts, 2000u);
+  std::printf("offsets: %zu texts, %zu tokens, %zu mismatches\n", texts, tokens, mismatches);
+}
+
+TEST(OffsetsTest, UntracedPipelinesGiveTheSameIdsAndNoOffsets) {
+  for (const char* name : {"qwen_style_bpe", "xlmr_style_unigram"}) {
+    std::unique_ptr<Tokenizer> tok = Load(name);
+    ASSERT_NE(tok, nullptr);
+    for (const char* text : {"hello world", "Café déjà vu", "中文 mixed", ""}) {
+      Encoding with, plain;
+      std::vector<Tokenizer::Offset> offsets;
+      ASSERT_TRUE(tok->EncodeWithOffsets(text, {}, &with, &offsets).ok());
+      ASSERT_TRUE(tok->Encode(text, {}, &plain).ok());
+      EXPECT_EQ(with.ids, plain.ids) << name << ": " << text;
+      EXPECT_EQ(offsets.size(), with.ids.size());
+      for (const Tokenizer::Offset& o : offsets) EXPECT_FALSE(o.has_value()) << name;
+    }
+  }
+}
+
+TEST(OffsetsTest, RefusesTruncation) {
+  std::unique_ptr<Tokenizer> tok = Load("minilm_wordpiece");
+  ASSERT_NE(tok, nullptr);
+  EncodeOptions options;
+  options.truncation = Truncation{};
+  Encoding enc;
+  std::vector<Tokenizer::Offset> offsets;
+  EXPECT_FALSE(tok->EncodeWithOffsets("x", options, &enc, &offsets).ok());
+}
+
+}  // namespace
+}  // namespace quiver::tokenizer
