@@ -196,6 +196,9 @@ void Api::AddRoutes() {
   get("/info", Dialect::kTei, true, [this](const HttpRequest&, const RouteMatch&) { return Info(); });
   get("/v1/models", Dialect::kOpenAi, true,
       [this](const HttpRequest&, const RouteMatch&) { return Models(""); });
+  // Infinity's (and OpenAI-compatible servers' without the /v1 prefix).
+  get("/models", Dialect::kOpenAi, true,
+      [this](const HttpRequest&, const RouteMatch&) { return Models(""); });
   get("/v1/models/{model}", Dialect::kOpenAi, true,
       [this](const HttpRequest&, const RouteMatch& m) { return Models(m.parameter); });
 
@@ -319,7 +322,11 @@ HttpResponse Api::Models(const std::string& id) const {
   const ModelDescription& m = service_.model();
   const auto write_model = [&](JsonWriter& w) {
     w.BeginObject().Key("id").String(m.name).Key("object").String("model");
-    w.Key("created").Int(0).Key("owned_by").String("quiver").EndObject();
+    w.Key("created").Int(0).Key("owned_by").String("quiver");
+    // Infinity's ModelInfo fields, for its clients.
+    w.Key("backend").String("quiver").Key("stats").BeginObject().EndObject();
+    w.Key("capabilities").BeginArray().String(m.can_score ? "rerank" : "embed").EndArray();
+    w.EndObject();
   };
   JsonWriter w;
   if (!id.empty()) {
@@ -479,7 +486,8 @@ namespace {
 std::string RenderRerank(const RerankRequest& request, const Scores& scores,
                          const std::string& id, const std::string& model) {
   JsonWriter w;
-  w.BeginObject().Key("id").String(id).Key("model").String(model);
+  w.BeginObject().Key("id").String(id).Key("object").String("rerank");
+  w.Key("created").Int(UnixSeconds()).Key("model").String(model);
   w.Key("results").BeginArray();
   for (size_t i : Ranked(scores.scores, request.top_n)) {
     w.BeginObject().Key("index").Int(static_cast<int64_t>(i));

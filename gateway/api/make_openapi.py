@@ -82,7 +82,7 @@ schemas = {
       "top_n": positive(), "return_documents": boolean, "raw_scores": boolean,
       "truncate_prompt_tokens": truncate_tokens()}, ["query", "documents"]),
   "RerankResponse": obj({
-      "id": string, "model": string,
+      "id": string, "object": {"const": "rerank"}, "created": integer, "model": string,
       "results": arr(obj({"index": integer, "relevance_score": number, "document": obj({"text": string}, ["text"])}, ["index", "relevance_score"])),
       "usage": ref("Usage"), "meta": {"type": "object"}}, ["id", "model", "results", "usage"]),
   "ScoreRequest": request({
@@ -116,7 +116,8 @@ schemas = {
       "tokenization_workers": integer, "version": string, "sha": nullable(string), "docker_label": nullable(string),
       "architecture": string, "hidden_size": integer},
       ["model_id", "model_dtype", "model_type", "max_concurrent_requests", "max_input_length", "max_batch_tokens", "max_client_batch_size", "auto_truncate", "tokenization_workers", "version"]),
-  "Model": obj({"id": string, "object": {"const": "model"}, "created": integer, "owned_by": string}, ["id", "object", "created", "owned_by"]),
+  "Model": obj({"id": string, "object": {"const": "model"}, "created": integer, "owned_by": string,
+                 "backend": string, "stats": {"type": "object"}, "capabilities": arr(string)}, ["id", "object", "created", "owned_by"]),
   "ModelList": obj({"object": {"const": "list"}, "data": arr(ref("Model"))}, ["object", "data"]),
 }
 def body(name): return {"required": True, "content": {"application/json": {"schema": ref(name)}}}
@@ -136,6 +137,7 @@ paths = {
   "/embeddings": post("openai_embed_root", "Embeddings (OpenAI, without /v1)", "OpenAiEmbedRequest", "OpenAiEmbedResponse", "openai", "OpenAI"),
   "/v1/contextualizedembeddings": post("contextualized_embed", "Contextualized embeddings by late chunking (Perplexity)", "ContextualizedRequest", "ContextualizedResponse", "openai", "Perplexity"),
   "/v1/models": get("list_models", "The served model (OpenAI)", ok("ModelList"), "openai", "OpenAI"),
+  "/models": get("list_models_root", "The served model (Infinity, OpenAI without /v1)", ok("ModelList"), "openai", "OpenAI"),
   "/v1/models/{model}": get("get_model", "One model (OpenAI)", ok("Model"), "openai", "OpenAI",
                              [{"name": "model", "in": "path", "required": True, "schema": string}]),
   "/embed": post("embed", "Embeddings (TEI)", "TeiEmbedRequest", "TeiEmbedResponse", "tei", "TEI"),

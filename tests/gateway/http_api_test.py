@@ -185,7 +185,9 @@ def main():
         models = json.loads(call(port, "GET", "/v1/models")[1])
         check(models["object"] == "list" and models["data"][0]["id"] == "all-MiniLM-L6-v2", "/v1/models")
         one = json.loads(call(port, "GET", "/v1/models/all-MiniLM-L6-v2")[1])
-        check(one == {"id": "all-MiniLM-L6-v2", "object": "model", "created": 0, "owned_by": "quiver"}, f"/v1/models/{{id}} ({one})")
+        check({k: one[k] for k in ("id", "object", "created", "owned_by")} == {"id": "all-MiniLM-L6-v2", "object": "model", "created": 0, "owned_by": "quiver"}
+              and one["capabilities"] == ["embed"], f"/v1/models/{{id}} ({one})")
+        check(json.loads(call(port, "GET", "/models")[1])["data"][0]["id"] == "all-MiniLM-L6-v2", "/models (Infinity's)")
         s, b, _ = call(port, "GET", "/v1/models/other")
         check(s == 404 and json.loads(b)["error"]["code"] == "model_not_found", f"/v1/models/other 404 ({s} {b})")
         check(sc["model"] == "all-MiniLM-L6-v2" and sc["usage"]["total_tokens"] > 0 and sc["object"] == "list", "/v1/score has model and usage")
