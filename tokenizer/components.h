@@ -97,6 +97,11 @@ class PreTokenizer {
   // Appends the pieces of `text` to `out`. `at_start`: text begins the whole input (for
   // Metaspace's prepend_scheme "first").
   virtual void Split(std::string_view text, bool at_start, Pieces& out) const = 0;
+  // What its pieces are, for token offsets: substrings of the text (or not traced, found out
+  // when a piece is not one), byte-level images of substrings (each byte one character of
+  // ByteToUnicode), or text that cannot be traced back (a prefix space added).
+  enum class PieceForm { kSubstring, kByteLevel, kUntraced };
+  virtual PieceForm piece_form() const { return PieceForm::kSubstring; }
 };
 
 class Model {
@@ -119,6 +124,9 @@ class Model {
 class PostProcessor {
  public:
   virtual ~PostProcessor() = default;
+  // Whether Hugging Face trims whitespace off the tokens' offsets here (ByteLevel's and
+  // RobertaProcessing's trim_offsets): offsets are not traced then.
+  bool trims_offsets = false;
   virtual size_t NumAddedTokens(bool pair) const = 0;
   // out = the final ids and type ids for a (and b when non-null).
   virtual void Process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,

@@ -185,6 +185,22 @@ class Bpe final : public Model {
         unk_id_(unk_id), prefix_(std::move(prefix)), suffix_(std::move(suffix)),
         fuse_unk_(fuse_unk), byte_fallback_(byte_fallback), ignore_merges_(ignore_merges) {}
 
+  // Tokens are consecutive pieces of the word when no prefix, suffix or byte fallback rewrites
+  // them.
+  bool Spans(std::string_view word, const uint32_t* ids, size_t n,
+             std::vector<std::pair<uint32_t, uint32_t>>& spans) const override {
+    if (!prefix_.empty() || !suffix_.empty() || byte_fallback_) return false;
+    size_t pos = 0;
+    for (size_t k = 0; k < n; ++k) {
+      if (ids[k] >= tokens_.size() || (unk_id_ && ids[k] == *unk_id_)) return false;
+      const std::string_view token = tokens_[ids[k]];
+      if (word.substr(pos, token.size()) != token) return false;
+      spans.emplace_back(static_cast<uint32_t>(pos), static_cast<uint32_t>(pos + token.size()));
+      pos += token.size();
+    }
+    return pos == word.size();
+  }
+
   void Tokenize(std::string_view word, std::vector<uint32_t>& ids) const override {
     if (word.empty()) return;
     if (cache_.Lookup(word, ids)) return;

@@ -131,6 +131,23 @@ class UnicodeNormalizer final : public Normalizer {
  public:
   explicit UnicodeNormalizer(NormalizationForm form) : form_(form) {}
   void Apply(std::string_view in, std::string& out) const override { Normalize(in, form_, out); }
+  // Traced where the text is already in the form (the usual case for NFC): nothing moves.
+  bool ApplyAligned(std::string_view in, std::string& out, std::vector<uint32_t>& begin,
+                    std::vector<uint32_t>& end) const override {
+    Normalize(in, form_, out);
+    if (out != in) return false;
+    begin.resize(in.size());
+    end.resize(in.size());
+    for (size_t i = 0; i < in.size();) {
+      const size_t start = i;
+      NextCodePoint(in, i);
+      for (size_t k = start; k < i; ++k) {
+        begin[k] = static_cast<uint32_t>(start);
+        end[k] = static_cast<uint32_t>(i);
+      }
+    }
+    return true;
+  }
 
  private:
   NormalizationForm form_;

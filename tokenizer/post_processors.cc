@@ -167,9 +167,17 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(const JsonValue
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     QUIVER_ASSIGN_OR_RETURN(uint32_t cls, TokenPairId(json, "cls"));
     QUIVER_ASSIGN_OR_RETURN(uint32_t sep, TokenPairId(json, "sep"));
-    return std::make_unique<ClsSepProcessing>(cls, sep, type == "RobertaProcessing");
+    auto p = std::make_unique<ClsSepProcessing>(cls, sep, type == "RobertaProcessing");
+    if (type == "RobertaProcessing") {
+      QUIVER_ASSIGN_OR_RETURN(p->trims_offsets, JsonBool(json, "trim_offsets", true));
+    }
+    return p;
   }
-  if (type == "ByteLevel") return std::make_unique<PassThrough>();
+  if (type == "ByteLevel") {
+    auto p = std::make_unique<PassThrough>();
+    QUIVER_ASSIGN_OR_RETURN(p->trims_offsets, JsonBool(json, "trim_offsets", true));
+    return p;
+  }
   if (type == "Sequence") {
     const JsonValue* list = json.Find("processors");
     if (list == nullptr || !list->is_array()) {
@@ -177,9 +185,11 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(const JsonValue
     }
     // ByteLevel steps only touch offsets; at most one step may change ids.
     std::unique_ptr<PostProcessor> chosen;
+    bool trims = false;
     for (size_t i = 0; i < list->items().size(); ++i) {
       absl::StatusOr<std::unique_ptr<PostProcessor>> step = MakePostProcessor(list->items()[i]);
       if (!step.ok()) return WithContext(step.status(), StrCat("processors[", i, "]"));
+      trims = trims || (*step)->trims_offsets;
       if (dynamic_cast<PassThrough*>(step->get()) != nullptr) continue;
       if (chosen) {
         return absl::InvalidArgumentError(
@@ -187,7 +197,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(const JsonValue
       }
       chosen = *std::move(step);
     }
-    if (!chosen) return std::make_unique<PassThrough>();
+    if (!chosen) chosen = std::make_unique<PassThrough>();
+    chosen->trims_offsets = trims;
     return chosen;
   }
   return absl::InvalidArgumentError(StrCat("unsupported post_processor '", type, "'"));

@@ -206,6 +206,7 @@ class Digits final : public PreTokenizer {
 
 class Metaspace final : public PreTokenizer {
  public:
+  PieceForm piece_form() const override { return PieceForm::kUntraced; }
   enum class Prepend { kAlways, kFirst, kNever };
   Metaspace(std::string replacement, Prepend prepend, bool split)
       : replacement_(std::move(replacement)), prepend_(prepend), split_(split) {}
@@ -254,6 +255,9 @@ class ByteLevel final : public PreTokenizer {
  public:
   ByteLevel(bool add_prefix_space, std::shared_ptr<const Regex> regex)
       : add_prefix_space_(add_prefix_space), regex_(std::move(regex)) {}
+  PieceForm piece_form() const override {
+    return add_prefix_space_ ? PieceForm::kUntraced : PieceForm::kByteLevel;
+  }
 
   void Split(std::string_view text, bool, Pieces& out) const override {
     thread_local std::string prefixed;
@@ -293,6 +297,18 @@ class SequencePreTokenizer final : public PreTokenizer {
   explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps)
       : steps_(std::move(steps)) {}
   std::vector<std::unique_ptr<PreTokenizer>> TakeSteps() { return std::move(steps_); }
+  PieceForm piece_form() const override {
+    PieceForm form = PieceForm::kSubstring;
+    for (const auto& step : steps_) {
+      const PieceForm f = step->piece_form();
+      if (f == PieceForm::kUntraced) return f;
+      if (f == PieceForm::kByteLevel) {
+        if (form == PieceForm::kByteLevel) return PieceForm::kUntraced;  // mapped twice
+        form = f;
+      }
+    }
+    return form;
+  }
   void Split(std::string_view text, bool at_start, Pieces& out) const override {
     if (steps_.empty()) {
       out.Add(text);

@@ -273,6 +273,30 @@ bool IsAsciiOrUnicodeSpace(std::string_view s) {
   return true;
 }
 
+// A byte-level piece back to the bytes it stands for (ByteToUnicode inverted); `char_at` gets,
+// for each byte of `piece`, the index of the character it belongs to (one per original byte).
+bool UnmapBytes(std::string_view piece, std::string& bytes, std::vector<uint32_t>& char_at) {
+  static const absl::flat_hash_map<char32_t, uint8_t>* inverse = [] {
+    auto* m = new absl::flat_hash_map<char32_t, uint8_t>();
+    for (int b = 0; b < 256; ++b) {
+      const std::string& s = ByteToUnicode(static_cast<uint8_t>(b));
+      size_t i = 0;
+      (*m)[NextCodePoint(s, i)] = static_cast<uint8_t>(b);
+    }
+    return m;
+  }();
+  bytes.clear();
+  char_at.assign(piece.size(), 0);
+  for (size_t i = 0; i < piece.size();) {
+    const size_t start = i;
+    auto it = inverse->find(NextCodePoint(piece, i));
+    if (it == inverse->end()) return false;
+    for (size_t k = start; k < i; ++k) char_at[k] = static_cast<uint32_t>(bytes.size());
+    bytes.push_back(static_cast<char>(it->second));
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOptions& options,
@@ -284,7 +308,10 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
   text = CutChars(text, options.max_input_chars);
   std::vector<uint32_t> ids;
   std::vector<std::pair<uint32_t, uint32_t>> spans;  // per id, in `text`
-  bool traced = true;
+  const PreTokenizer::PieceForm form = pre_tokenizer_->piece_form();
+  bool traced = form != PreTokenizer::PieceForm::kUntraced && !post_processor_->trims_offsets;
+  std::string unmapped;
+  std::vector<uint32_t> char_at;
   std::vector<AddedVocabulary::Match> raw_sections, normalized_sections;
   std::string normalized;
   std::vector<uint32_t> align_begin, align_end;
@@ -335,8 +362,15 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
         const std::string_view piece = pieces[p];
         const size_t first = ids.size();
         model_->Tokenize(piece, ids);
-        // Where the piece sits in `part`: the next occurrence, with only whitespace skipped.
-        const size_t at = part.find(piece, cursor);
+        // The text the piece stands for, and where it sits in `part`: the next occurrence, with
+        // only whitespace skipped.
+        const bool byte_level = form == PreTokenizer::PieceForm::kByteLevel;
+        std::string_view source = piece;
+        if (traced && byte_level) {
+          traced = UnmapBytes(piece, unmapped, char_at);
+          source = unmapped;
+        }
+        const size_t at = traced ? part.find(source, cursor) : std::string_view::npos;
         word_spans.clear();
         if (!traced || at == std::string_view::npos ||
             !IsAsciiOrUnicodeSpace(part.substr(cursor, at - cursor)) ||
@@ -346,8 +380,16 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
           spans.resize(ids.size(), {0, 0});
           continue;
         }
-        cursor = at + piece.size();
-        for (const auto& [b, e] : word_spans) {
+        cursor = at + source.size();
+        for (auto [b, e] : word_spans) {
+          if (byte_level) {
+            // Piece bytes to the bytes they stand for, widened to whole code points of the
+            // text: a token holding part of a character covers all of it, as in Hugging Face.
+            b = char_at[b];
+            e = e == piece.size() ? static_cast<uint32_t>(source.size()) : char_at[e];
+            while (b > 0 && (static_cast<uint8_t>(part[at + b]) & 0xC0) == 0x80) --b;
+            while (at + e < part.size() && (static_cast<uint8_t>(part[at + e]) & 0xC0) == 0x80) ++e;
+          }
           const size_t nb = sub.begin + at + b, ne = sub.begin + at + e;
           spans.push_back(ne > nb ? original(nb, ne) : std::pair<uint32_t, uint32_t>(0, 0));
         }

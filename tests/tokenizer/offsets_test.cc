@@ -1,11 +1,12 @@
 // Token offsets (Tokenizer::EncodeWithOffsets, TEI's /tokenize start and stop) against Hugging
-// Face `tokenizers`: UTF-8 byte ranges of each token in all-MiniLM-L6-v2's tokenizer for the
-// corpus queries, a sample of the documents in several languages and alignment edge cases
-// (tests/fixtures/tokenizers/minilm_wordpiece/offsets.jsonl, tools/golden/make_offset_fixtures.py).
-// The pipelines that are not traced (byte-level BPE, Unigram with Metaspace) give no offsets,
-// and the same ids as Encode.
+// Face `tokenizers`: UTF-8 byte ranges of each token for the corpus queries, a sample of the documents in several languages and alignment edge cases
+// (tests/fixtures/tokenizers/{minilm_wordpiece,qwen_style_bpe}/offsets.jsonl, written by
+// tools/golden/make_offset_fixtures.py), for WordPiece and for Qwen-style byte-level BPE. The
+// pipeline that is not traced (Unigram with Metaspace) gives no offsets, and the same ids as
+// Encode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -26,13 +27,17 @@ std::unique_ptr<Tokenizer> Load(const std::string& name) {
   return tok.ok() ? *std::move(tok) : nullptr;
 }
 
-TEST(OffsetsTest, WordPieceMatchesHuggingFace) {
-  const fs::path path = kFixtures / "minilm_wordpiece" / "offsets.jsonl";
+class OffsetsTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(OffsetsTest, MatchHuggingFace) {
+  const fs::path path = kFixtures / GetParam() / "offsets.jsonl";
   std::ifstream in(path);
   ASSERT_TRUE(in.good()) << "missing fixture " << path;
-  std::unique_ptr<Tokenizer> tok = Load("minilm_wordpiece");
+  std::unique_ptr<Tokenizer> tok = Load(GetParam());
   ASSERT_NE(tok, nullptr);
-  size_t texts = 0, tokens = 0, mismatches = 0;
+  // Offsets are exact or absent: a text whose pipeline changes it untraceably (NFC composing
+  // "e" + U+0301) gets no offsets at all; any offset given must be Hugging Face's.
+  size_t texts = 0, tokens = 0, mismatches = 0, untraced = 0;
   std::string line;
   Encoding enc;
   std::vector<Tokenizer::Offset> offsets;
@@ -45,6 +50,15 @@ TEST(OffsetsTest, WordPieceMatchesHuggingFace) {
     const std::vector<JsonValue>& want = row->Find("offsets")->items();
     ASSERT_EQ(enc.ids.size(), want_ids.size()) << text.substr(0, 80);
     ASSERT_EQ(offsets.size(), want.size());
+    const bool none = std::none_of(offsets.begin(), offsets.end(),
+                                   [](const Tokenizer::Offset& o) { return o.has_value(); });
+    const bool want_some = std::any_of(want.begin(), want.end(),
+                                       [](const JsonValue& o) { return !o.is_null(); });
+    if (none && want_some) {
+      ++untraced;
+      ++texts;
+      continue;
+    }
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_EQ(enc.ids[i], static_cast<uint32_t>(want_ids[i].as_int())) << text.substr(0, 80);
       const bool ok = want[i].is_null()
@@ -64,11 +78,16 @@ TEST(OffsetsTest, WordPieceMatchesHuggingFace) {
   }
   EXPECT_EQ(mismatches, 0u);
   EXPECT_GT(texts, 2000u);
-  std::printf("offsets: %zu texts, %zu tokens, %zu mismatches\n", texts, tokens, mismatches);
+  EXPECT_LE(untraced * 100, texts) << "more than 1% of the texts without offsets";
+  std::printf("%s offsets: %zu texts, %zu tokens, %zu mismatches, %zu texts untraced\n",
+              GetParam(), texts, tokens, mismatches, untraced);
 }
 
-TEST(OffsetsTest, UntracedPipelinesGiveTheSameIdsAndNoOffsets) {
-  for (const char* name : {"qwen_style_bpe", "xlmr_style_unigram"}) {
+INSTANTIATE_TEST_SUITE_P(Traced, OffsetsTest,
+                         ::testing::Values("minilm_wordpiece", "qwen_style_bpe"));
+
+TEST(UntracedOffsetsTest, UnigramWithMetaspaceGivesTheSameIdsAndNoOffsets) {
+  for (const char* name : {"xlmr_style_unigram"}) {
     std::unique_ptr<Tokenizer> tok = Load(name);
     ASSERT_NE(tok, nullptr);
     for (const char* text : {"hello world", "Café déjà vu", "中文 mixed", ""}) {
@@ -83,7 +102,7 @@ TEST(OffsetsTest, UntracedPipelinesGiveTheSameIdsAndNoOffsets) {
   }
 }
 
-TEST(OffsetsTest, RefusesTruncation) {
+TEST(UntracedOffsetsTest, RefusesTruncation) {
   std::unique_ptr<Tokenizer> tok = Load("minilm_wordpiece");
   ASSERT_NE(tok, nullptr);
   EncodeOptions options;

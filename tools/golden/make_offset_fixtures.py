@@ -5,7 +5,8 @@ router reports them, null for the special tokens the post-processor adds.
 
     python3 tools/golden/make_offset_fixtures.py   (with tokenizers==VERSIONS.json's version)
 
-Writes tests/fixtures/tokenizers/minilm_wordpiece/offsets.jsonl: the queries of corpus/ and every
+Writes tests/fixtures/tokenizers/{minilm_wordpiece,qwen_style_bpe}/offsets.jsonl (the pipelines
+quiver traces; the Unigram one with Metaspace gives no offsets): the queries of corpus/ and every
 400th line of the document files (English and multilingual: accents, CJK, other scripts), plus a
 few texts that stress the alignment (accents stripped, case folded, CJK spacing, control
 characters, typed special tokens, unknown words).
@@ -17,7 +18,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "tokenizers" / "minilm_wordpiece"
+FIXTURES = ROOT / "tests" / "fixtures" / "tokenizers"
 
 EXTRA = [
     "Café déjà vu: naïve façade",
@@ -41,20 +42,21 @@ def byte_offsets(text, char_offsets):
 
 
 def main():
-    tok = Tokenizer.from_file(str(FIXTURE / "tokenizer.json"))
-    tok.no_padding()
-    tok.no_truncation()
     texts = [json.loads(l)["text"] for l in open(ROOT / "corpus" / "queries.jsonl")]
     for name in ("docs_en.jsonl", "docs_multi.jsonl"):
         texts += [json.loads(l)["text"] for i, l in enumerate(open(ROOT / "corpus" / name)) if i % 400 == 0]
     texts += EXTRA
-    with open(FIXTURE / "offsets.jsonl", "w") as out:
-        for text in texts:
-            enc = tok.encode(text)
-            offsets = byte_offsets(text, enc.offsets)
-            spans = [None if special else o for o, special in zip(offsets, enc.special_tokens_mask)]
-            out.write(json.dumps({"text": text, "ids": enc.ids, "offsets": spans}, ensure_ascii=False) + "\n")
-    print(f"{len(texts)} texts -> {FIXTURE / 'offsets.jsonl'}")
+    for fixture in ("minilm_wordpiece", "qwen_style_bpe"):
+        tok = Tokenizer.from_file(str(FIXTURES / fixture / "tokenizer.json"))
+        tok.no_padding()
+        tok.no_truncation()
+        with open(FIXTURES / fixture / "offsets.jsonl", "w") as out:
+            for text in texts:
+                enc = tok.encode(text)
+                offsets = byte_offsets(text, enc.offsets)
+                spans = [None if special else o for o, special in zip(offsets, enc.special_tokens_mask)]
+                out.write(json.dumps({"text": text, "ids": enc.ids, "offsets": spans}, ensure_ascii=False) + "\n")
+        print(f"{len(texts)} texts -> {FIXTURES / fixture / 'offsets.jsonl'}")
 
 
 if __name__ == "__main__":
