@@ -40,6 +40,9 @@ schemas = {
   "CohereError": obj({"message": string}, ["message"]),
   "Input": {"anyOf": [string, token_ids]},
   "Inputs": {"anyOf": [string, token_ids, arr(ref("Input"), minItems=1)]},
+  # TEI refuses empty texts (400 Empty).
+  "TeiInput": {"anyOf": [{"type": "string", "minLength": 1}, token_ids]},
+  "TeiInputs": {"anyOf": [{"type": "string", "minLength": 1}, token_ids, arr(ref("TeiInput"), minItems=1)]},
   "TruncationDirection": {"type": "string", "enum": ["Left", "Right", "left", "right"]},
   "Embedding": arr(number),
   "Usage": obj({"prompt_tokens": integer, "total_tokens": integer}, ["prompt_tokens", "total_tokens"]),
@@ -64,12 +67,12 @@ schemas = {
                       ["object", "index", "data"])),
       "model": string, "usage": ref("Usage")}, ["object", "data", "model", "usage"]),
   "TeiEmbedRequest": request({
-      "inputs": ref("Inputs"), "normalize": {"type": "boolean", "default": True},
+      "inputs": ref("TeiInputs"), "normalize": {"type": "boolean", "default": True},
       "truncate": boolean, "truncation_direction": ref("TruncationDirection"),
       "prompt_name": string, "dimensions": positive()}, ["inputs"]),
   "TeiEmbedResponse": arr(ref("Embedding")),
   "SimilarityRequest": request({
-      "inputs": obj({"source_sentence": string, "sentences": arr(string, minItems=1)}, ["source_sentence", "sentences"]),
+      "inputs": obj({"source_sentence": {"type": "string", "minLength": 1}, "sentences": arr({"type": "string", "minLength": 1}, minItems=1)}, ["source_sentence", "sentences"]),
       "parameters": request({"truncate": boolean, "truncation_direction": ref("TruncationDirection"), "prompt_name": string})}, ["inputs"]),
   "SimilarityResponse": arr(number),
   "TeiRerankRequest": request({
@@ -104,7 +107,7 @@ schemas = {
           "float": arr(ref("Embedding")), "int8": arr(arr(integer)), "uint8": arr(arr(integer)),
           "binary": arr(arr(integer)), "ubinary": arr(arr(integer))})]},
       "texts": arr(string), "meta": {"type": "object"}}, ["id", "response_type", "embeddings", "texts"]),
-  "TokenizeRequest": request({"inputs": {"anyOf": [string, arr(string, minItems=1)]}, "add_special_tokens": boolean, "prompt_name": string}, ["inputs"]),
+  "TokenizeRequest": request({"inputs": {"anyOf": [{"type": "string", "minLength": 1}, arr({"type": "string", "minLength": 1}, minItems=1)]}, "add_special_tokens": boolean, "prompt_name": string}, ["inputs"]),
   "TokenizeResponse": arr(arr(obj({"id": integer, "text": string, "special": boolean, "start": nullable(integer), "stop": nullable(integer)}, ["id", "text", "special", "start", "stop"]))),
   "DecodeRequest": request({"ids": {"anyOf": [arr({"type": "integer", "minimum": 0, "maximum": 2147483647}), arr(arr({"type": "integer", "minimum": 0, "maximum": 2147483647}), minItems=1)]}, "skip_special_tokens": boolean}, ["ids"]),
   "DecodeResponse": arr(string),

@@ -276,6 +276,19 @@ absl::StatusOr<std::vector<std::string>> Documents(const JsonValue& v, std::stri
   return out;
 }
 
+// TEI refuses an empty text ("`inputs` cannot be empty", 400 Empty): it has nothing to embed.
+absl::Status NoEmptyText(const std::vector<std::string>& texts, std::string_view field) {
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (texts[i].empty()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, field,
+                        texts.size() == 1 ? StrCat("'", field, "' is an empty string")
+                                          : StrCat("'", field, "[", i, "]' is an empty string"),
+                        Reason::kEmpty);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonValue& body, const ApiLimits& limits) {
@@ -308,6 +321,14 @@ absl::StatusOr<EmbedRequest> ParseTeiEmbed(const JsonValue& body, const ApiLimit
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   EmbedRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.inputs, Inputs(body, "inputs", limits));
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    if (!r.inputs[i].is_ids && r.inputs[i].text.empty()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
+                        r.inputs.size() == 1 ? std::string("'inputs' is an empty string")
+                                             : StrCat("'inputs[", i, "]' is an empty string"),
+                        Reason::kEmpty);
+    }
+  }
   QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(body));
   QUIVER_ASSIGN_OR_RETURN(bool normalize, Bool(body, "normalize", true));
   r.normalize = normalize;
@@ -497,6 +518,8 @@ absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonValue& body, const A
   if (!sentences->is_array()) return WrongType("sentences", "a list of strings", *sentences);
   // The source sentence is embedded with them.
   QUIVER_ASSIGN_OR_RETURN(r.sentences, Strings(*sentences, "sentences", "sentence", limits));
+  QUIVER_RETURN_IF_ERROR(NoEmptyText({r.source_sentence}, "source_sentence"));
+  QUIVER_RETURN_IF_ERROR(NoEmptyText(r.sentences, "sentences"));
   if (static_cast<int64_t>(r.sentences.size()) + 1 > limits.max_inputs) {
     return FieldError(absl::StatusCode::kOutOfRange, "sentences",
                       StrCat("'sentences' has ", r.sentences.size(),
@@ -517,6 +540,7 @@ absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonValue& body, const ApiLi
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   TokenizeRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.texts, RequiredStrings(body, "inputs", "input", limits));
+  QUIVER_RETURN_IF_ERROR(NoEmptyText(r.texts, "inputs"));
   QUIVER_ASSIGN_OR_RETURN(r.add_special_tokens, Bool(body, "add_special_tokens", true));
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(body, "prompt_name"));
   r.prompt_name = prompt.value_or("");

@@ -173,7 +173,8 @@ def main():
               f"/tokenize text is the input's bytes [start, stop), accents and case as sent ({acc})")
         nos = json.loads(call(port, "POST", "/tokenize", {"inputs": "hello", "add_special_tokens": False})[1])
         check([t["id"] for t in nos[0]] == [7592], "/tokenize add_special_tokens: false")
-        for path, body in [("/embed", {"inputs": []}), ("/rerank", {"query": "q", "texts": []})]:
+        for path, body in [("/embed", {"inputs": []}), ("/rerank", {"query": "q", "texts": []}),
+                           ("/embed", {"inputs": ""}), ("/tokenize", {"inputs": [""]})]:
             s, b, _ = call(port, "POST", path, body)
             check(s == 400 and json.loads(b).get("error_type") == "Empty", f"{path} empty batch: 400 Empty ({s} {b})")
         s, b, _ = call(port, "POST", "/embed", {"inputs": "word " * 600})

@@ -156,6 +156,8 @@ TEST(TeiEmbedTest, BadFields) {
   ExpectError(kTei, R"({"inputs": "x", "dimensions": -3})", k422, "dimensions", "positive");
   ExpectError(kTei, R"({"inputs": "x", "prompt_name": 7})", k422, "prompt_name", "string");
   ExpectError(kTei, R"({"inputs": {"a": 1}})", k422, "inputs", "'inputs' must be");
+  ExpectError(kTei, R"({"inputs": ""})", k400, "inputs", "empty string");  // as TEI: Empty
+  ExpectError(kTei, R"({"inputs": ["a", ""]})", k400, "inputs", "'inputs[1]' is an empty string");
 }
 
 TEST(CohereEmbedTest, V1AndV2) {
