@@ -413,6 +413,24 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
   return absl::OkStatus();
 }
 
+absl::Status Tokenizer::EncodePairIds(const std::vector<uint32_t>& a,
+                                      const std::vector<uint32_t>& b,
+                                      const EncodeOptions& options, Encoding* out) const {
+  Scratch& scratch = GetScratch();
+  scratch.a.assign(a.begin(), a.end());
+  scratch.b.assign(b.begin(), b.end());
+  if (options.truncation) {
+    const size_t added = options.add_special_tokens ? NumAddedTokens(true) : 0;
+    const size_t budget = options.truncation->max_length > added
+                              ? options.truncation->max_length - added : 0;
+    QUIVER_RETURN_IF_ERROR(TruncatePair(scratch.a, &scratch.b, budget,
+                                        options.truncation->strategy, options.truncation->side));
+  }
+  post_processor_->Process(scratch.a, &scratch.b, options.add_special_tokens, out->ids,
+                           out->type_ids);
+  return absl::OkStatus();
+}
+
 void Tokenizer::AddSpecialTokens(const std::vector<uint32_t>& ids, Encoding* out) const {
   post_processor_->Process(ids, nullptr, /*add_special_tokens=*/true, out->ids, out->type_ids);
 }

@@ -61,6 +61,11 @@ class Tokenizer {
   // INVALID_ARGUMENT "invalid UTF-8 at byte N" for malformed input; a truncation that cannot be
   // met (only_first on a first text shorter than what must go) is INVALID_ARGUMENT too.
   absl::Status Encode(std::string_view text, const EncodeOptions& options, Encoding* out) const;
+  // EncodePair for two texts already encoded without special tokens (Encode with
+  // add_special_tokens false): the same truncation and post-processing, so a query scored
+  // against many documents is tokenized once.
+  absl::Status EncodePairIds(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
+                             const EncodeOptions& options, Encoding* out) const;
   absl::Status EncodePair(std::string_view text, std::string_view text_pair,
                           const EncodeOptions& options, Encoding* out) const;
 

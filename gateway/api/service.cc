@@ -378,9 +378,6 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     return absl::InternalError(StrCat("Score: ", queries.size(), " queries for ",
                                       documents.size(), " documents"));
   }
-  const auto query = [&](size_t i) -> const std::string& {
-    return queries.size() == 1 ? queries[0] : queries[i];
-  };
   Scores out;
   if (!model_.can_score) {
     // An embedding model: cosine similarity of the normalized embeddings, the queries' rows
@@ -427,10 +424,26 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
           truncation.side == TruncationSide::kLeft ? tokenizer::TruncationSide::kLeft
                                                    : tokenizer::TruncationSide::kRight};
     }
-    tokenizer::Encoding enc;
+    // Each text tokenized once (one query for all documents, or one per pair), then paired.
+    tokenizer::EncodeOptions plain;
+    plain.add_special_tokens = false;
+    plain.max_input_chars = options.max_input_chars;
+    std::vector<std::vector<uint32_t>> query_ids(queries.size());
+    tokenizer::Encoding enc, doc;
+    for (size_t q = 0; q < queries.size(); ++q) {
+      if (absl::Status s = tokenizer_->Encode(queries[q], plain, &enc); !s.ok()) {
+        return FieldError(absl::StatusCode::kInvalidArgument, field,
+                          StrCat("query ", q, ": ", s.message()), Reason::kTokenizer);
+      }
+      query_ids[q] = enc.ids;
+    }
     for (size_t i = 0; i < documents.size(); ++i) {
-      if (absl::Status s = tokenizer_->EncodePair(query(i), documents[i], options, &enc);
-          !s.ok()) {
+      absl::Status s = tokenizer_->Encode(documents[i], plain, &doc);
+      if (s.ok()) {
+        s = tokenizer_->EncodePairIds(query_ids[queries.size() == 1 ? 0 : i], doc.ids, options,
+                                      &enc);
+      }
+      if (!s.ok()) {
         return FieldError(absl::StatusCode::kInvalidArgument, field,
                           StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
       }
