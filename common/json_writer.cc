@@ -3,34 +3,15 @@
 #include <cassert>
 #include <cmath>
 
+#include "common/strings.h"
 #include "fmt/format.h"
 
 namespace quiver {
 namespace {
 
-void AppendEscaped(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
+void AppendQuoted(std::string& out, std::string_view s) {
   out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += ch;
-        }
-    }
-  }
+  AppendJsonEscaped(out, s);
   out += '"';
 }
 
@@ -79,7 +60,7 @@ JsonWriter& JsonWriter::Key(std::string_view key) {
   assert(!has_element_.empty() && !after_key_);
   if (has_element_.back()) out_ += ',';
   has_element_.back() = true;
-  AppendEscaped(out_, key);
+  AppendQuoted(out_, key);
   out_ += ':';
   after_key_ = true;
   return *this;
@@ -87,7 +68,7 @@ JsonWriter& JsonWriter::Key(std::string_view key) {
 
 JsonWriter& JsonWriter::String(std::string_view value) {
   BeforeValue();
-  AppendEscaped(out_, value);
+  AppendQuoted(out_, value);
   return *this;
 }
 
@@ -156,12 +137,6 @@ JsonWriter& JsonWriter::FloatArray(std::span<const float> values) {
   }
   has_element_.back() = !values.empty();
   return EndArray();
-}
-
-std::string JsonQuote(std::string_view text) {
-  std::string out;
-  AppendEscaped(out, text);
-  return out;
 }
 
 }  // namespace quiver

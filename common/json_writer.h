@@ -51,7 +51,4 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-// `text` as a JSON string literal, quotes included.
-std::string JsonQuote(std::string_view text);
-
 }  // namespace quiver

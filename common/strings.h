@@ -30,11 +30,9 @@ std::string StrCat(const Args&... args) {
 
 inline std::string_view ToStd(absl::string_view s) { return {s.data(), s.size()}; }
 
-// `s` as the inside of a JSON string literal (quotes, backslashes and control characters
+// Appends `s` as the inside of a JSON string literal (quotes, backslashes and control characters
 // escaped; UTF-8 passes through).
-inline std::string JsonEscape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
+inline void AppendJsonEscaped(std::string& out, std::string_view s) {
   for (char c : s) {
     switch (c) {
       case '"': out += "\\\""; break;
@@ -44,12 +42,18 @@ inline std::string JsonEscape(std::string_view s) {
       case '\t': out += "\\t"; break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<int>(c));
+          fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<int>(c));
         } else {
           out += c;
         }
     }
   }
+}
+
+inline std::string JsonEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  AppendJsonEscaped(out, s);
   return out;
 }
 

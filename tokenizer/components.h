@@ -91,6 +91,10 @@ class Normalizer {
   }
 };
 
+// The alignment of a text that a normalizer left unchanged: each byte maps to its code point.
+void IdentityAlignment(std::string_view text, std::vector<uint32_t>& begin,
+                       std::vector<uint32_t>& end);
+
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;

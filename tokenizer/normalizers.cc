@@ -11,6 +11,21 @@
 #include "tokenizer/unicode.h"
 
 namespace quiver::tokenizer {
+
+void IdentityAlignment(std::string_view text, std::vector<uint32_t>& begin,
+                       std::vector<uint32_t>& end) {
+  begin.resize(text.size());
+  end.resize(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t start = i;
+    NextCodePoint(text, i);
+    for (size_t k = start; k < i; ++k) {
+      begin[k] = static_cast<uint32_t>(start);
+      end[k] = static_cast<uint32_t>(i);
+    }
+  }
+}
+
 namespace {
 
 class BertNormalizer final : public Normalizer {
@@ -31,38 +46,7 @@ class BertNormalizer final : public Normalizer {
     out.reserve(text.size() + 8);
     for (size_t i = 0; i < text.size();) {
       const uint8_t b = static_cast<uint8_t>(text[i]);
-      if (b < 0x80) {  // ASCII fast path
-        ++i;
-        char32_t c = b;
-        if (clean_text_) {
-          if (c == 0 || IsBertControl(c)) continue;
-          if (IsBertWhitespace(c)) c = ' ';
-        }
-        if (lowercase_ && c >= 'A' && c <= 'Z') c += 32;
-        out.push_back(static_cast<char>(c));
-        continue;
-      }
-      char32_t c = NextCodePoint(text, i);
-      if (clean_text_) {
-        if (c == 0xFFFD || IsBertControl(c)) continue;
-        if (IsBertWhitespace(c)) {
-          out.push_back(' ');
-          continue;
-        }
-      }
-      // Bert drops non-spacing marks only (Mn); StripAccents drops every mark.
-      if (strip_accents_ && IsNonspacingMark(c)) continue;
-      if (chinese_ && IsChineseChar(c)) {
-        out.push_back(' ');
-        AppendUtf8(c, out);
-        out.push_back(' ');
-        continue;
-      }
-      if (lowercase_) {
-        AppendLowercase(c, out);
-      } else {
-        AppendUtf8(c, out);
-      }
+      Step(b < 0x80 ? (++i, char32_t{b}) : NextCodePoint(text, i), out);  // ASCII without a call
     }
   }
 
@@ -85,37 +69,7 @@ class BertNormalizer final : public Normalizer {
         cps = decomposed;
       }
       const size_t before = out.size();
-      for (size_t j = 0; j < cps.size();) {
-        char32_t c = NextCodePoint(cps, j);
-        if (c < 0x80) {
-          if (clean_text_) {
-            if (c == 0 || IsBertControl(c)) continue;
-            if (IsBertWhitespace(c)) c = ' ';
-          }
-          if (lowercase_ && c >= 'A' && c <= 'Z') c += 32;
-          out.push_back(static_cast<char>(c));
-          continue;
-        }
-        if (clean_text_) {
-          if (c == 0xFFFD || IsBertControl(c)) continue;
-          if (IsBertWhitespace(c)) {
-            out.push_back(' ');
-            continue;
-          }
-        }
-        if (strip_accents_ && IsNonspacingMark(c)) continue;
-        if (chinese_ && IsChineseChar(c)) {
-          out.push_back(' ');
-          AppendUtf8(c, out);
-          out.push_back(' ');
-          continue;
-        }
-        if (lowercase_) {
-          AppendLowercase(c, out);
-        } else {
-          AppendUtf8(c, out);
-        }
-      }
+      for (size_t j = 0; j < cps.size();) Step(NextCodePoint(cps, j), out);
       begin.insert(begin.end(), out.size() - before, static_cast<uint32_t>(start));
       end.insert(end.end(), out.size() - before, static_cast<uint32_t>(i));
     }
@@ -124,6 +78,39 @@ class BertNormalizer final : public Normalizer {
   }
 
  private:
+  // One (already decomposed) code point: cleaned, accents dropped, CJK spaced, lowercased.
+  void Step(char32_t c, std::string& out) const {
+    if (c < 0x80) {  // ASCII fast path
+      if (clean_text_) {
+        if (c == 0 || IsBertControl(c)) return;
+        if (IsBertWhitespace(c)) c = ' ';
+      }
+      if (lowercase_ && c >= 'A' && c <= 'Z') c += 32;
+      out.push_back(static_cast<char>(c));
+      return;
+    }
+    if (clean_text_) {
+      if (c == 0xFFFD || IsBertControl(c)) return;
+      if (IsBertWhitespace(c)) {
+        out.push_back(' ');
+        return;
+      }
+    }
+    // Bert drops non-spacing marks only (Mn); StripAccents drops every mark.
+    if (strip_accents_ && IsNonspacingMark(c)) return;
+    if (chinese_ && IsChineseChar(c)) {
+      out.push_back(' ');
+      AppendUtf8(c, out);
+      out.push_back(' ');
+      return;
+    }
+    if (lowercase_) {
+      AppendLowercase(c, out);
+    } else {
+      AppendUtf8(c, out);
+    }
+  }
+
   bool clean_text_, chinese_, strip_accents_, lowercase_;
 };
 
@@ -136,16 +123,7 @@ class UnicodeNormalizer final : public Normalizer {
                     std::vector<uint32_t>& end) const override {
     Normalize(in, form_, out);
     if (out != in) return false;
-    begin.resize(in.size());
-    end.resize(in.size());
-    for (size_t i = 0; i < in.size();) {
-      const size_t start = i;
-      NextCodePoint(in, i);
-      for (size_t k = start; k < i; ++k) {
-        begin[k] = static_cast<uint32_t>(start);
-        end[k] = static_cast<uint32_t>(i);
-      }
-    }
+    IdentityAlignment(in, begin, end);
     return true;
   }
 

@@ -233,16 +233,7 @@ absl::Status Tokenizer::Encode(std::string_view text, const EncodeOptions& optio
   Scratch& scratch = GetScratch();
   scratch.a.clear();
   QUIVER_RETURN_IF_ERROR(EncodeText(text, options.max_input_chars, scratch.a));
-  if (options.truncation) {
-    const size_t added = options.add_special_tokens ? NumAddedTokens(false) : 0;
-    const size_t budget = options.truncation->max_length > added
-                              ? options.truncation->max_length - added : 0;
-    QUIVER_RETURN_IF_ERROR(TruncatePair(scratch.a, nullptr, budget,
-                                        options.truncation->strategy, options.truncation->side));
-  }
-  post_processor_->Process(scratch.a, nullptr, options.add_special_tokens, out->ids,
-                           out->type_ids);
-  return absl::OkStatus();
+  return Finish(scratch.a, nullptr, options, out);
 }
 
 absl::Status Tokenizer::EncodePair(std::string_view text, std::string_view text_pair,
@@ -252,15 +243,19 @@ absl::Status Tokenizer::EncodePair(std::string_view text, std::string_view text_
   scratch.b.clear();
   QUIVER_RETURN_IF_ERROR(EncodeText(text, options.max_input_chars, scratch.a));
   QUIVER_RETURN_IF_ERROR(EncodeText(text_pair, options.max_input_chars, scratch.b));
+  return Finish(scratch.a, &scratch.b, options, out);
+}
+
+absl::Status Tokenizer::Finish(std::vector<uint32_t>& a, std::vector<uint32_t>* b,
+                               const EncodeOptions& options, Encoding* out) const {
   if (options.truncation) {
-    const size_t added = options.add_special_tokens ? NumAddedTokens(true) : 0;
+    const size_t added = options.add_special_tokens ? NumAddedTokens(b != nullptr) : 0;
     const size_t budget = options.truncation->max_length > added
                               ? options.truncation->max_length - added : 0;
-    QUIVER_RETURN_IF_ERROR(TruncatePair(scratch.a, &scratch.b, budget,
-                                        options.truncation->strategy, options.truncation->side));
+    QUIVER_RETURN_IF_ERROR(
+        TruncatePair(a, b, budget, options.truncation->strategy, options.truncation->side));
   }
-  post_processor_->Process(scratch.a, &scratch.b, options.add_special_tokens, out->ids,
-                           out->type_ids);
+  post_processor_->Process(a, b, options.add_special_tokens, out->ids, out->type_ids);
   return absl::OkStatus();
 }
 
@@ -326,18 +321,8 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
     }
     const std::string_view section = text.substr(raw.begin, raw.end - raw.begin);
     if (normalizer_ == nullptr) {
-      // Unchanged: each byte maps to its code point's range.
       normalized.assign(section);
-      align_begin.resize(section.size());
-      align_end.resize(section.size());
-      for (size_t i = 0; i < section.size();) {
-        const size_t start = i;
-        NextCodePoint(section, i);
-        for (size_t k = start; k < i; ++k) {
-          align_begin[k] = static_cast<uint32_t>(start);
-          align_end[k] = static_cast<uint32_t>(i);
-        }
-      }
+      IdentityAlignment(section, align_begin, align_end);
     } else if (!normalizer_->ApplyAligned(section, normalized, align_begin, align_end)) {
       traced = false;
       normalizer_->Apply(section, normalized);
@@ -419,16 +404,7 @@ absl::Status Tokenizer::EncodePairIds(const std::vector<uint32_t>& a,
   Scratch& scratch = GetScratch();
   scratch.a.assign(a.begin(), a.end());
   scratch.b.assign(b.begin(), b.end());
-  if (options.truncation) {
-    const size_t added = options.add_special_tokens ? NumAddedTokens(true) : 0;
-    const size_t budget = options.truncation->max_length > added
-                              ? options.truncation->max_length - added : 0;
-    QUIVER_RETURN_IF_ERROR(TruncatePair(scratch.a, &scratch.b, budget,
-                                        options.truncation->strategy, options.truncation->side));
-  }
-  post_processor_->Process(scratch.a, &scratch.b, options.add_special_tokens, out->ids,
-                           out->type_ids);
-  return absl::OkStatus();
+  return Finish(scratch.a, &scratch.b, options, out);
 }
 
 void Tokenizer::AddSpecialTokens(const std::vector<uint32_t>& ids, Encoding* out) const {

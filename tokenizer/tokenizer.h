@@ -98,6 +98,9 @@ class Tokenizer {
 
  private:
   Tokenizer();
+  // Truncation (when asked) and the post-processor, for one text (b null) or a pair.
+  absl::Status Finish(std::vector<uint32_t>& a, std::vector<uint32_t>* b,
+                      const EncodeOptions& options, Encoding* out) const;
   // Appends the ids of one text (no special tokens, no truncation) to `ids`.
   absl::Status EncodeText(std::string_view text, size_t max_input_chars,
                           std::vector<uint32_t>& ids) const;

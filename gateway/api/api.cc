@@ -131,7 +131,6 @@ bool HasKey(const HttpRequest& request, const std::string& key) {
 struct Api::Call {
   Dialect dialect = Dialect::kTei;
   std::chrono::system_clock::time_point deadline;
-  int64_t tokens = 0;  // for the access log
 };
 
 Api::Api(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
@@ -355,7 +354,6 @@ HttpResponse Api::OpenAiEmbeddings(const JsonValue& body, Call& call) {
   absl::StatusOr<Embeddings> out =
       service_.Embed(*request, EngineType(request->format), call.deadline);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
-  call.tokens = out->tokens;
   JsonWriter w;
   w.BeginObject().Key("object").String("list").Key("data").BeginArray();
   for (int64_t i = 0; i < out->result.num_seqs; ++i) {
@@ -375,7 +373,6 @@ HttpResponse Api::Contextualized(const JsonValue& body, Call& call) {
   absl::StatusOr<Embeddings> out =
       service_.EmbedContextualized(*request, EngineType(request->format), call.deadline);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
-  call.tokens = out->tokens;
   JsonWriter w;
   w.BeginObject().Key("object").String("list").Key("data").BeginArray();
   int64_t row = 0;
@@ -402,7 +399,6 @@ HttpResponse Api::TeiEmbed(const JsonValue& body, Call& call) {
   absl::StatusOr<Embeddings> out =
       service_.Embed(*request, quiver::v1::OUTPUT_F32, call.deadline);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
-  call.tokens = out->tokens;
   JsonWriter w;
   w.BeginArray();
   for (int64_t i = 0; i < out->result.num_seqs; ++i) w.FloatArray(Floats(Row(out->result, i)));
@@ -439,7 +435,6 @@ HttpResponse Api::TeiSimilarity(const JsonValue& body, Call& call) {
   absl::StatusOr<Embeddings> out =
       service_.Embed(embed, quiver::v1::OUTPUT_F32, call.deadline);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
-  call.tokens = out->tokens;
   const std::vector<float> source = Floats(Row(out->result, 0));
   JsonWriter w;
   w.BeginArray();
@@ -467,7 +462,6 @@ HttpResponse Api::TeiRerank(const JsonValue& body, Call& call) {
       service_.Score({request->query}, request->documents, request->raw_scores,
                      request->truncation, "texts", call.deadline);
   if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
-  call.tokens = scores->tokens;
   JsonWriter w;
   w.BeginArray();
   for (size_t i : Ranked(scores->scores, request->top_n)) {
@@ -532,7 +526,6 @@ HttpResponse Api::Rerank(const RerankRequest& request, Call& call) {
       service_.Score({request.query}, request.documents, request.raw_scores,
                      request.truncation, "documents", call.deadline);
   if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
-  call.tokens = scores->tokens;
   return Json(RenderRerank(request, *scores, StrCat("rerank-", next_id_++),
                            service_.model().name));
 }
@@ -548,7 +541,6 @@ HttpResponse Api::Score(const JsonValue& body, Call& call) {
   if (!s.ok()) return ErrorResponse(call.dialect, s.status());
   const std::vector<float>& all = s->scores;
   const int64_t tokens = s->tokens;
-  call.tokens = tokens;
   JsonWriter w;
   w.BeginObject().Key("id").String(StrCat("score-", next_id_++)).Key("object").String("list");
   w.Key("created").Int(UnixSeconds()).Key("model").String(service_.model().name);
@@ -613,7 +605,6 @@ HttpResponse Api::CohereEmbed(const JsonValue& body, Call& call, int version) {
     if (!s.ok()) return ErrorResponse(call.dialect, s);
   }
   const Embeddings& any = f32 ? *f32 : int8 ? *int8 : *bits;
-  call.tokens = any.tokens;
   const auto write_bytes = [](JsonWriter& w, const Embeddings& e, int offset, bool is_signed) {
     w.BeginArray();
     for (int64_t i = 0; i < e.result.num_seqs; ++i) {

@@ -343,9 +343,11 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonValue& body, const ApiLi
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   EmbedRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+  const JsonValue* texts_json = Field(body, "texts");
+  if (texts_json == nullptr) return Missing("texts");
+  if (!texts_json->is_array()) return WrongType("texts", "a list of strings", *texts_json);
   QUIVER_ASSIGN_OR_RETURN(std::vector<std::string> texts,
-                          RequiredStrings(body, "texts", "text", limits));
-  if (Field(body, "texts")->is_string()) return WrongType("texts", "a list of strings", *Field(body, "texts"));
+                          Strings(*texts_json, "texts", "text", limits));
   for (std::string& t : texts) r.inputs.push_back({std::move(t), {}, false});
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> input_type, OptString(body, "input_type"));
   if (input_type) {
@@ -466,9 +468,8 @@ absl::StatusOr<RerankRequest> ParseRerank(const JsonValue& body, const ApiLimits
     QUIVER_ASSIGN_OR_RETURN(r.documents, Documents(*docs, "documents", limits));
     QUIVER_ASSIGN_OR_RETURN(r.return_documents, Bool(body, "return_documents", true));
     QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
-    if (const JsonValue* t = Field(body, "truncate"); t && t->is_bool()) {
-      r.truncation.enabled = t->as_bool();
-    }
+    QUIVER_ASSIGN_OR_RETURN(const std::optional<bool> truncate, OptBool(body, "truncate"));
+    if (truncate) r.truncation.enabled = truncate;
   } else {
     return FieldError(absl::StatusCode::kFailedPrecondition, "texts",
                       "missing field 'texts' (TEI) or 'documents' (Cohere, vLLM)");

@@ -16,6 +16,8 @@ namespace {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+const TruncationRequest kNoTruncation{.enabled = false};
+
 // `prompt` with every {query} and {document} replaced.
 std::string FillPrompt(std::string_view prompt, std::string_view query, std::string_view doc) {
   std::string out;
@@ -165,6 +167,21 @@ absl::StatusOr<int64_t> Service::TruncationLimit(const TruncationRequest& trunca
   return truncation.max_tokens > 0 ? truncation.max_tokens : model_.max_input_tokens;
 }
 
+tokenizer::EncodeOptions Service::EncodeOptionsFor(const TruncationRequest& truncation,
+                                                   int64_t max_tokens,
+                                                   bool add_special_tokens) const {
+  tokenizer::EncodeOptions options;
+  options.add_special_tokens = add_special_tokens;
+  options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+  if (truncation.enabled.value_or(limits_.auto_truncate)) {
+    options.truncation = tokenizer::Truncation{
+        static_cast<size_t>(max_tokens), tokenizer::TruncationStrategy::kLongestFirst,
+        truncation.side == TruncationSide::kLeft ? tokenizer::TruncationSide::kLeft
+                                                 : tokenizer::TruncationSide::kRight};
+  }
+  return options;
+}
+
 absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
                                             const TruncationRequest& truncation,
                                             const std::string& prompt_name,
@@ -172,14 +189,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
   QUIVER_ASSIGN_OR_RETURN(const std::string prompt, Prompt(prompt_name));
   QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
   const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
-  tokenizer::EncodeOptions options;
-  options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
-  if (cut) {
-    options.truncation = tokenizer::Truncation{
-        static_cast<size_t>(limit), tokenizer::TruncationStrategy::kLongestFirst,
-        truncation.side == TruncationSide::kLeft ? tokenizer::TruncationSide::kLeft
-                                                 : tokenizer::TruncationSide::kRight};
-  }
+  const tokenizer::EncodeOptions options = EncodeOptionsFor(truncation, limit, true);
   const auto start = std::chrono::steady_clock::now();
   Tokenized out;
   out.sequences.reserve(inputs.size());
@@ -228,10 +238,7 @@ absl::StatusOr<Tokenized> Service::TokenizePrompts(const std::vector<std::string
                                                    std::string_view field) const {
   const auto start = std::chrono::steady_clock::now();
   QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
-  const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
-  tokenizer::EncodeOptions plain;
-  plain.add_special_tokens = false;
-  plain.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+  const tokenizer::EncodeOptions plain = EncodeOptionsFor(kNoTruncation, 0, false);
   tokenizer::Encoding prefix, suffix, middle, full;
   QUIVER_RETURN_IF_ERROR(tokenizer_->Encode(model_.score_prompt.prefix, plain, &prefix));
   QUIVER_RETURN_IF_ERROR(tokenizer_->Encode(model_.score_prompt.suffix, plain, &suffix));
@@ -242,13 +249,7 @@ absl::StatusOr<Tokenized> Service::TokenizePrompts(const std::vector<std::string
                       StrCat("the reranker's prompt alone has ", fixed,
                              " tokens; the limit is ", limit));
   }
-  tokenizer::EncodeOptions options = plain;
-  if (cut) {
-    options.truncation = tokenizer::Truncation{
-        static_cast<size_t>(limit - fixed), tokenizer::TruncationStrategy::kLongestFirst,
-        truncation.side == TruncationSide::kLeft ? tokenizer::TruncationSide::kLeft
-                                                 : tokenizer::TruncationSide::kRight};
-  }
+  const tokenizer::EncodeOptions options = EncodeOptionsFor(truncation, limit - fixed, false);
   Tokenized t;
   std::vector<uint32_t> ids;
   for (size_t i = 0; i < documents.size(); ++i) {
@@ -318,9 +319,7 @@ absl::StatusOr<Embeddings> Service::EmbedContextualized(
   tokenizer_->AddSpecialTokens({UINT32_MAX}, &probe);
   const uint32_t prefix = static_cast<uint32_t>(
       std::find(probe.ids.begin(), probe.ids.end(), UINT32_MAX) - probe.ids.begin());
-  tokenizer::EncodeOptions options;
-  options.add_special_tokens = false;
-  options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+  const tokenizer::EncodeOptions options = EncodeOptionsFor(kNoTruncation, 0, false);
   Tokenized t;
   tokenizer::Encoding enc;
   for (size_t d = 0; d < request.documents.size(); ++d) {
@@ -390,12 +389,8 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     quiver::v1::OutputOptions output;
     output.set_normalize(true);
     QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
-    const size_t dims = static_cast<size_t>(result.dimensions);
-    if (result.num_seqs != static_cast<int64_t>(inputs.size()) ||
-        result.data.size() != inputs.size() * dims * sizeof(float)) {
-      return absl::InternalError(StrCat("the replicas answered ", result.num_seqs, " rows for ",
-                                        inputs.size(), " inputs"));
-    }
+    QUIVER_RETURN_IF_ERROR(CheckRows(result, static_cast<int64_t>(inputs.size())));
+    const size_t dims = result.data.size() / inputs.size() / sizeof(float);
     std::vector<float> rows(result.data.size() / sizeof(float));
     std::memcpy(rows.data(), result.data.data(), rows.size() * sizeof(float));
     for (size_t i = 0; i < documents.size(); ++i) {
@@ -415,19 +410,9 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     // A cross-encoder: (query, document) as the two segments of one input.
     const auto start = std::chrono::steady_clock::now();
     QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
-    const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
-    tokenizer::EncodeOptions options;
-    options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
-    if (cut) {
-      options.truncation = tokenizer::Truncation{
-          static_cast<size_t>(limit), tokenizer::TruncationStrategy::kLongestFirst,
-          truncation.side == TruncationSide::kLeft ? tokenizer::TruncationSide::kLeft
-                                                   : tokenizer::TruncationSide::kRight};
-    }
+    const tokenizer::EncodeOptions options = EncodeOptionsFor(truncation, limit, true);
     // Each text tokenized once (one query for all documents, or one per pair), then paired.
-    tokenizer::EncodeOptions plain;
-    plain.add_special_tokens = false;
-    plain.max_input_chars = options.max_input_chars;
+    const tokenizer::EncodeOptions plain = EncodeOptionsFor(kNoTruncation, 0, false);
     std::vector<std::vector<uint32_t>> query_ids(queries.size());
     tokenizer::Encoding enc, doc;
     for (size_t q = 0; q < queries.size(); ++q) {
@@ -456,16 +441,15 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     Observe(t, start);
   }
   QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, deadline));
-  const int64_t labels = std::max<int64_t>(1, result.dimensions);
-  if (result.num_seqs != static_cast<int64_t>(documents.size()) ||
-      result.data.size() < static_cast<size_t>(result.num_seqs * labels) * sizeof(float)) {
-    return absl::InternalError(StrCat("the replicas answered ", result.num_seqs, " scores for ",
-                                      documents.size(), " documents"));
+  QUIVER_RETURN_IF_ERROR(CheckRows(result, static_cast<int64_t>(documents.size())));
+  // The first logit of each row (a reranker has one).
+  const size_t row_bytes = result.data.size() / documents.size();
+  if (row_bytes < sizeof(float)) {
+    return absl::InternalError(StrCat("the replicas answered ", row_bytes, "-byte score rows"));
   }
-  for (int64_t i = 0; i < result.num_seqs; ++i) {
+  for (size_t i = 0; i < documents.size(); ++i) {
     float v;
-    std::memcpy(&v, result.data.data() + static_cast<size_t>(i * labels) * sizeof(float),
-                sizeof(float));
+    std::memcpy(&v, result.data.data() + i * row_bytes, sizeof(float));
     out.scores.push_back(raw ? v : Sigmoid(v));
   }
   out.tokens = t.tokens;
@@ -475,9 +459,8 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
 absl::StatusOr<std::vector<std::vector<TokenPiece>>> Service::TokenizeForDisplay(
     const TokenizeRequest& request) const {
   QUIVER_ASSIGN_OR_RETURN(const std::string prompt, Prompt(request.prompt_name));
-  tokenizer::EncodeOptions options;
-  options.add_special_tokens = request.add_special_tokens;
-  options.max_input_chars = static_cast<size_t>(limits_.max_input_chars);
+  const tokenizer::EncodeOptions options =
+      EncodeOptionsFor(kNoTruncation, 0, request.add_special_tokens);
   std::vector<std::vector<TokenPiece>> out;
   tokenizer::Encoding enc;
   std::vector<tokenizer::Tokenizer::Offset> offsets;

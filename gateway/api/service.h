@@ -133,6 +133,10 @@ class Service {
                                             const TruncationRequest& truncation,
                                             std::string_view field) const;
   absl::StatusOr<int64_t> TruncationLimit(const TruncationRequest& truncation) const;
+  // Tokenizer options for `truncation`: cut to `max_tokens` when the request (or, unset,
+  // --auto-truncate) asks for it.
+  tokenizer::EncodeOptions EncodeOptionsFor(const TruncationRequest& truncation,
+                                            int64_t max_tokens, bool add_special_tokens) const;
   void Observe(const Tokenized& t, std::chrono::steady_clock::time_point start) const;
   // Dispatcher::Run, with the replicas' queue and compute times observed.
   absl::StatusOr<ReplicaResult> Run(CallKind kind, const Tokenized& t,

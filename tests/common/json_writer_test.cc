@@ -45,7 +45,9 @@ TEST(JsonWriterTest, NonFiniteIsNull) {
   JsonWriter w;
   w.BeginArray().Float(std::numeric_limits<float>::quiet_NaN()).Double(INFINITY).EndArray();
   EXPECT_EQ(w.str(), "[null,null]");
-  EXPECT_EQ(JsonQuote("a\"b"), R"("a\"b")");
+  JsonWriter quoted;
+  quoted.String("a\"b");
+  EXPECT_EQ(quoted.str(), R"("a\"b")");
 }
 
 }  // namespace

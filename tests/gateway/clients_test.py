@@ -15,18 +15,16 @@ model accepts, cut by the server's --auto-truncate) and tei-client.
 import json
 import math
 import os
-import re
 import signal
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
 
 # No client may reach out to a hub or telemetry endpoint: only the server on loopback.
 os.environ.update({"HF_HUB_DISABLE_TELEMETRY": "1", "NO_PROXY": "127.0.0.1,localhost",
                    "no_proxy": "127.0.0.1,localhost"})
+
+from serving import start as start_serve
 
 QUIVER, SOURCE = sys.argv[1], sys.argv[2]
 MODEL_DIR = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
@@ -51,22 +49,8 @@ def close(a, b, tol=1e-6):
 
 
 def start():
-    log = tempfile.NamedTemporaryFile(prefix="quiver-clients-", suffix=".log", delete=False)
-    proc = subprocess.Popen([QUIVER, "serve", "--model", MODEL_DIR, "--host", "127.0.0.1", "--port", "0",
-                             "--api-key", KEY, "--auto-truncate"], stderr=log, stdout=subprocess.DEVNULL)
-    for _ in range(600):
-        m = re.search(r" port=(\d+) ", open(log.name).read())
-        if m:
-            port = int(m.group(1))
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=5).status == 200:
-                    return proc, port
-            except OSError:
-                pass
-        if proc.poll() is not None:
-            sys.exit("quiver serve exited: " + open(log.name).read())
-        time.sleep(0.1)
-    sys.exit("quiver serve did not become ready")
+    proc, port, _ = start_serve(QUIVER, MODEL_DIR, ["--api-key", KEY, "--auto-truncate"], "quiver-clients-")
+    return proc, port
 
 
 def direct(port, path, body):
@@ -194,7 +178,7 @@ def main():
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (reranker)")
     # The Qwen3 yes/no reranker: the gateway builds its prompt (prefix, middle with the query and
     # the document, suffix, each tokenized on its own) and its raw score equals transformers'
-    # logit(yes) - logit(no) for the same pair; a document cut to fit keeps the prompt's end.
+    # logit(yes) - logit(no) for the same pair; over-long pairs are cut or refused.
     MODEL_DIR = os.path.join(SOURCE, "tests", "fixtures", "tiny", "qwen3_reranker")
     refs = [json.loads(l) for l in open(os.path.join(MODEL_DIR, "reference.jsonl"))][:8]
     proc, port = start()
@@ -210,7 +194,8 @@ def main():
         cut = direct(port, "/rerank", {"query": refs[0]["text"], "texts": [long_doc, long_doc + " shadow"], "raw_scores": True, "truncate": True})
         short = direct(port, "/rerank", {"query": refs[0]["text"], "texts": [" ".join(["password"] * 8)], "raw_scores": True})
         check(len(cut) == 2 and abs(cut[0]["score"] - cut[1]["score"]) < 1e-6 and all(math.isfinite(c["score"]) for c in cut),
-              "qwen3 reranker: documents cut to the same length score the same (the cut keeps the prompt's end)")
+              "qwen3 reranker: documents that differ only past the cut score the same (that the cut keeps "
+              "the prompt's end is checked in tests/gateway/service_test.cc)")
         try:
             direct(port, "/rerank", {"query": refs[0]["text"], "texts": [long_doc], "truncate": False})
             check(False, "qwen3 reranker: an over-long pair without truncation is refused")

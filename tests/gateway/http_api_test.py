@@ -16,44 +16,26 @@ import os
 import re
 import signal
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
+
+from serving import start as start_serve
 
 QUIVER, SOURCE = sys.argv[1], sys.argv[2]
 MODEL = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
 FAILURES = []
 
 
+def start(extra=()):
+    return start_serve(QUIVER, MODEL, extra)
+
+
 def check(cond, what):
     if not cond:
         FAILURES.append(what)
         print("FAIL:", what)
-
-
-def start(extra=()):
-    log = tempfile.NamedTemporaryFile(prefix="quiver-serve-", suffix=".log", delete=False)
-    proc = subprocess.Popen([QUIVER, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
-                             *extra], stderr=log, stdout=subprocess.DEVNULL)
-    for _ in range(300):
-        text = open(log.name).read()
-        m = re.search(r" port=(\d+) ", text)
-        if m:
-            port = int(m.group(1))
-            for _ in range(100):
-                try:
-                    if call(port, "GET", "/ready")[0] == 200:
-                        return proc, port, log.name
-                except OSError:
-                    pass
-                time.sleep(0.1)
-        if proc.poll() is not None:
-            sys.exit("quiver serve exited: " + text)
-        time.sleep(0.1)
-    sys.exit("quiver serve did not become ready")
 
 
 def call(port, method, path, body=None, headers=None, raw=None):

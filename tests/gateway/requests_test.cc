@@ -234,6 +234,8 @@ TEST(RerankTest, BadFields) {
   ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "top_n": "3"})", k422, "top_n",
               "positive integer");
   ExpectError(kRerank, R"({"query": 3, "texts": ["a"]})", k422, "query", "string");
+  ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "truncate": "yes"})", k422,
+              "truncate", "boolean");
   ExpectError(kRerank, R"({"query": "q", "texts": ["a"], "return_text": "y"})", k422,
               "return_text", "boolean");
 }

@@ -13,40 +13,20 @@ length, text_1 with one text or as many as text_2, prompt names).
 """
 
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+
+from serving import start as start_serve
 
 QUIVER, SOURCE = sys.argv[1], sys.argv[2]
 SCHEMATHESIS = os.path.join(os.path.dirname(sys.executable), "schemathesis")
 KEY = "schema-test-key"
 
 
-def start(model_dir):
-    log = tempfile.NamedTemporaryFile(prefix="quiver-schema-", suffix=".log", delete=False)
-    proc = subprocess.Popen([QUIVER, "serve", "--model", model_dir, "--host", "127.0.0.1", "--port", "0",
-                             "--api-key", KEY], stderr=log, stdout=subprocess.DEVNULL)
-    for _ in range(600):
-        m = re.search(r" port=(\d+) ", open(log.name).read())
-        if m:
-            port = int(m.group(1))
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=5).status == 200:
-                    return proc, port
-            except OSError:
-                pass
-        if proc.poll() is not None:
-            sys.exit("quiver serve exited: " + open(log.name).read())
-        time.sleep(0.1)
-    sys.exit("quiver serve did not become ready")
-
-
 def run(model_dir):
-    proc, port = start(model_dir)
+    proc, port, _ = start_serve(QUIVER, model_dir, ["--api-key", KEY], "quiver-schema-")
     base = f"http://127.0.0.1:{port}"
     try:
         with tempfile.TemporaryDirectory() as work:
