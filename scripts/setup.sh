@@ -63,4 +63,10 @@ fi
 # check every file against the committed manifest, so a truncated download is caught here and
 # not as a strange error in the loader.
 "$ROOT/scripts/fetch-model.sh"
+
+# --- FlashInfer's headers, for the CUDA backend: only where the CUDA toolkit is installed --------
+# (the build compiles the CUDA sources whenever it finds nvcc, cmake/QuiverCuda.cmake).
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  "$ROOT/scripts/fetch-flashinfer.sh"
+fi
 log "ok"

@@ -8,6 +8,7 @@
 
 #include "engine/base/attention_plan.h"
 #include "engine/base/exec_context.h"
+#include "engine/base/tensor.h"
 
 namespace quiver::engine {
 
@@ -16,14 +17,17 @@ class AttentionBackend {
   virtual ~AttentionBackend() = default;
   virtual std::string_view name() const = 0;
   virtual Device device() const = 0;
+  // The element type of q, k, v and out this backend runs (CPU: f32; CUDA: bf16).
+  virtual DType dtype() const = 0;
+  // Whether the backend runs this head_dim (CPU: any; CUDA kernels are instantiated per size).
+  virtual bool Supports(int64_t head_dim) const { return head_dim > 0; }
   // out[t, h * head_dim + d] for each token t of each sequence of `plan`: softmax(q kᵀ · scale)
-  // v within the sequence (causal: keys up to t). q has row stride q_stride floats (heads
-  // packed), k and v row stride kv_stride; out has num_heads * head_dim floats per row. All
-  // pointers are in `device()` memory; ctx.device is that device. Shapes are checked by the
-  // caller (ops/attention.h).
-  virtual void Run(const ExecContext& ctx, const AttentionPlan& plan, const float* q,
-                   int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
-                   float* out) const = 0;
+  // v within the sequence (causal: keys up to t). q has any row stride (heads packed), k and v
+  // one shared row stride; out is contiguous, num_heads * head_dim per row. All in `device()`
+  // memory, of dtype(); ctx.device is that device. Shapes and types are checked by the caller
+  // (ops/attention.h).
+  virtual void Run(const ExecContext& ctx, const AttentionPlan& plan, const Tensor& q,
+                   const Tensor& k, const Tensor& v, const Tensor& out) const = 0;
 };
 
 }  // namespace quiver::engine

@@ -2,6 +2,9 @@
 
 #include "common/strings.h"
 #include "engine/kernels/cpu/attention.h"
+#ifdef QUIVER_WITH_CUDA
+#include "engine/attention/cuda_backends.h"
+#endif
 
 namespace quiver::engine {
 namespace {
@@ -12,9 +15,11 @@ class CpuAttention final : public AttentionBackend {
   CpuAttention(std::string_view name, cpu::AttentionKernel kernel) : name_(name), kernel_(kernel) {}
   std::string_view name() const override { return name_; }
   Device device() const override { return Device::kCpu; }
-  void Run(const ExecContext& ctx, const AttentionPlan& plan, const float* q, int64_t q_stride,
-           const float* k, const float* v, int64_t kv_stride, float* out) const override {
-    kernel_(plan, q, q_stride, k, v, kv_stride, out, *ctx.pool);
+  DType dtype() const override { return DType::kF32; }
+  void Run(const ExecContext& ctx, const AttentionPlan& plan, const Tensor& q, const Tensor& k,
+           const Tensor& v, const Tensor& out) const override {
+    kernel_(plan, q.f32(), q.row_stride(), k.f32(), v.f32(), k.row_stride(), out.f32(),
+            *ctx.pool);
   }
 
  private:
@@ -38,6 +43,12 @@ constexpr Entry kBackends[] = {
     {Device::kCpu, "packed", [] { return MakeCpu<cpu::PackedAttention>("packed"); }},
     {Device::kCpu, "tiled", [] { return MakeCpu<cpu::TiledAttention>("tiled"); }},
     {Device::kCpu, "flash", [] { return MakeCpu<cpu::FlashAttention>("flash"); }},
+#ifdef QUIVER_WITH_CUDA
+    {Device::kCuda, "cuda_varlen", MakeCudaVarlenAttention},
+    {Device::kCuda, "cuda_reference", MakeCudaReferenceAttention},
+    {Device::kCuda, "flashinfer_fa2", MakeFlashInferFa2Attention},
+    {Device::kCuda, "flashinfer_fa3", MakeFlashInferFa3Attention},
+#endif
 };
 
 }  // namespace

@@ -17,8 +17,15 @@ constexpr int64_t kAnyLength = std::numeric_limits<int64_t>::max();
 
 // CPU: flash at every length and for both families (measured in turns against packed and tiled:
 // docs/benchmarks.md); "reference" is the plain loop the others are tested against.
+// CUDA: quiver's own varlen kernel, the one backend that covers every head_dim the models have
+// (32 for MiniLM-sized BERTs, 128 for Qwen3), until the device check's attention stage
+// (scripts/gpu-check.sh) has measured where FlashInfer's FA2 and FA3 kernels win; its crossover
+// table becomes these rows.
 constexpr Row kTable[] = {
     {Device::kCpu, "*", kAnyLength, "flash"},
+#ifdef QUIVER_WITH_CUDA
+    {Device::kCuda, "*", kAnyLength, "cuda_varlen"},
+#endif
 };
 
 }  // namespace

@@ -10,6 +10,15 @@
 #include "common/strings.h"
 
 namespace quiver::engine {
+
+#ifdef QUIVER_WITH_CUDA
+namespace cuda {
+// kernels/cuda/memory.cc: base cannot include the kernels level, so the one CUDA allocator is
+// declared here, as kernels/device.cc declares QueryCudaDevices.
+absl::StatusOr<Allocator*> CudaDeviceAllocator();
+}  // namespace cuda
+#endif
+
 namespace {
 
 constexpr size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
@@ -48,7 +57,11 @@ absl::StatusOr<Allocator*> AllocatorFor(Device device) {
     case Device::kCpu:
       return &CpuAllocator();
     case Device::kCuda:
-      return absl::UnavailableError("no CUDA allocator: the CUDA runtime is not built yet");
+#ifdef QUIVER_WITH_CUDA
+      return cuda::CudaDeviceAllocator();
+#else
+      return absl::UnavailableError("no CUDA allocator: this build has no CUDA backend");
+#endif
   }
   return absl::InvalidArgumentError("unknown device");
 }

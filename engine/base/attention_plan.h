@@ -8,6 +8,9 @@ namespace quiver::engine {
 
 struct AttentionPlan {
   const int32_t* cu_seqlens = nullptr;  // [num_seqs + 1], host memory
+  // The same array in device memory, for devices other than the CPU (kernels read it there; the
+  // host copy sizes their grids and plans their tiles).
+  const int32_t* device_cu_seqlens = nullptr;
   int64_t num_seqs = 0;
   int64_t max_seqlen = 0;
   int64_t num_heads = 0;

@@ -8,10 +8,14 @@
 namespace quiver::engine {
 
 class ThreadPool;
+namespace cuda {
+class DeviceContext;  // kernels/cuda/context.h: the stream and cuBLASLt handle ops enqueue on
+}
 
 struct ExecContext {
   Device device = Device::kCpu;
-  ThreadPool* pool = nullptr;  // CPU: the engine's pool (never null for Device::kCpu)
+  ThreadPool* pool = nullptr;           // CPU: the engine's pool (never null for Device::kCpu)
+  cuda::DeviceContext* cuda = nullptr;  // CUDA: never null for Device::kCuda
 };
 
 }  // namespace quiver::engine

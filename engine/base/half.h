@@ -42,6 +42,15 @@ inline float Bf16ToFloat(uint16_t b) {
   return f;
 }
 
+// Round to nearest even, as __float2bfloat16_rn does; a NaN stays a (quiet) NaN.
+inline uint16_t FloatToBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  if ((x & 0x7FFFFFFF) > 0x7F800000) return static_cast<uint16_t>((x >> 16) | 0x40);
+  const uint32_t rounding = 0x7FFF + ((x >> 16) & 1);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
 inline uint16_t FloatToHalf(float f) {
   uint32_t x;
   std::memcpy(&x, &f, sizeof(x));

@@ -2,41 +2,70 @@
 
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/check.h"
+#ifdef QUIVER_WITH_CUDA
+#include "engine/kernels/cuda/kernels.h"
+#include "engine/ops/cuda.h"
+#endif
 
 namespace quiver::engine::ops {
 
 void SiluMul(const ExecContext& ctx, const Tensor& gate_up, const Tensor& out) {
-  internal::CheckContiguous("SiluMul", "gate_up", ctx, gate_up, DType::kF32, {-1, -1});
+  const DType act = internal::ActDType("SiluMul", "gate_up", ctx, gate_up);
+  internal::CheckContiguous("SiluMul", "gate_up", ctx, gate_up, act, {-1, -1});
   const int64_t rows = gate_up.dim(0), inter = gate_up.dim(1) / 2;
   if (gate_up.dim(1) % 2 != 0) internal::Fail("SiluMul", "gate_up's width must be even");
-  internal::CheckContiguous("SiluMul", "out", ctx, out, DType::kF32, {rows, inter});
+  internal::CheckContiguous("SiluMul", "out", ctx, out, act, {rows, inter});
   switch (ctx.device) {
     case Device::kCpu:
       cpu::SiluMul(gate_up.f32(), out.f32(), rows, inter);
       return;
     case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch("SiluMul", cuda::SiluMul(gate_up.data<void>(), 2 * inter,
+                                                     out.data<void>(), inter, rows, inter, act,
+                                                     internal::StreamOf("SiluMul", ctx)));
+      return;
+#endif
       internal::NoKernel("SiluMul", ctx);
   }
 }
 
 void Gelu(const ExecContext& ctx, const Tensor& x, GeluForm form) {
-  internal::CheckContiguous("Gelu", "x", ctx, x, DType::kF32, {-1, -1});
+  const DType act = internal::ActDType("Gelu", "x", ctx, x);
+  internal::CheckContiguous("Gelu", "x", ctx, x, act, {-1, -1});
   switch (ctx.device) {
     case Device::kCpu:
       (form == GeluForm::kErf ? cpu::GeluErf : cpu::GeluTanh)(x.f32(), x.numel());
       return;
     case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch(
+          "Gelu", cuda::BiasActivation(
+                      x.data<void>(), x.dim(1), nullptr,
+                      form == GeluForm::kErf ? cuda::Activation::kGeluErf
+                                             : cuda::Activation::kGeluTanh,
+                      x.dim(0), x.dim(1), act, internal::StreamOf("Gelu", ctx)));
+      return;
+#endif
       internal::NoKernel("Gelu", ctx);
   }
 }
 
 void Tanh(const ExecContext& ctx, const Tensor& x) {
-  internal::CheckContiguous("Tanh", "x", ctx, x, DType::kF32, {-1, -1});
+  const DType act = internal::ActDType("Tanh", "x", ctx, x);
+  internal::CheckContiguous("Tanh", "x", ctx, x, act, {-1, -1});
   switch (ctx.device) {
     case Device::kCpu:
       cpu::Tanh(x.f32(), x.numel());
       return;
     case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch("Tanh", cuda::BiasActivation(x.data<void>(), x.dim(1), nullptr,
+                                                         cuda::Activation::kTanh, x.dim(0),
+                                                         x.dim(1), act,
+                                                         internal::StreamOf("Tanh", ctx)));
+      return;
+#endif
       internal::NoKernel("Tanh", ctx);
   }
 }

@@ -19,18 +19,22 @@ void Attention(const ExecContext& ctx, const AttentionBackend& backend, const At
   const int64_t num_tokens = plan.num_seqs > 0 ? plan.cu_seqlens[plan.num_seqs] : 0;
   const int64_t q_width = plan.num_heads * plan.head_dim;
   const int64_t kv_width = plan.num_kv_heads * plan.head_dim;
-  internal::Check("Attention", "q", ctx, q, DType::kF32, {num_tokens, q_width});
-  internal::Check("Attention", "k", ctx, k, DType::kF32, {num_tokens, kv_width});
-  internal::Check("Attention", "v", ctx, v, DType::kF32, {num_tokens, kv_width});
+  if (ctx.device != Device::kCpu && plan.device_cu_seqlens == nullptr) {
+    internal::Fail("Attention", "the plan has no device copy of cu_seqlens");
+  }
+  const DType dtype = backend.dtype();
+  internal::Check("Attention", "q", ctx, q, dtype, {num_tokens, q_width});
+  internal::Check("Attention", "k", ctx, k, dtype, {num_tokens, kv_width});
+  internal::Check("Attention", "v", ctx, v, dtype, {num_tokens, kv_width});
   if (k.row_stride() != v.row_stride()) {
     internal::Fail("Attention", StrCat("k and v must share a row stride (", k.row_stride(), " and ",
                                        v.row_stride(), ")"));
   }
-  internal::CheckContiguous("Attention", "out", ctx, out, DType::kF32, {num_tokens, q_width});
+  internal::CheckContiguous("Attention", "out", ctx, out, dtype, {num_tokens, q_width});
   internal::CheckDisjoint("Attention", "out", out, "q", q);
   internal::CheckDisjoint("Attention", "out", out, "k", k);
   internal::CheckDisjoint("Attention", "out", out, "v", v);
-  backend.Run(ctx, plan, q.f32(), q.row_stride(), k.f32(), v.f32(), k.row_stride(), out.f32());
+  backend.Run(ctx, plan, q, k, v, out);
 }
 
 }  // namespace quiver::engine::ops

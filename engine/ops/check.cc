@@ -33,6 +33,18 @@ void CheckContiguous(std::string_view op, std::string_view operand, const ExecCo
   if (!t.contiguous()) Fail(op, StrCat(operand, " must be contiguous, is ", t.Describe()));
 }
 
+DType ActDType(std::string_view op, std::string_view operand, const ExecContext& ctx,
+               const Tensor& t) {
+  if (t.empty()) Fail(op, StrCat(operand, " is empty"));
+  const bool ok = t.dtype() == DType::kF32 ||
+                  (ctx.device == Device::kCuda && t.dtype() == DType::kBF16);
+  if (!ok) {
+    Fail(op, StrCat(operand, " is ", t.Describe(), "; activations on ", DeviceName(ctx.device),
+                    " are ", ctx.device == Device::kCuda ? "bf16 or f32" : "f32"));
+  }
+  return t.dtype();
+}
+
 void CheckOptional(std::string_view op, std::string_view operand, const ExecContext& ctx,
                    const Tensor& t, DType dtype, std::initializer_list<int64_t> dims) {
   if (!t.empty()) Check(op, operand, ctx, t, dtype, dims);

@@ -22,6 +22,11 @@ void Check(std::string_view op, std::string_view operand, const ExecContext& ctx
 // The same, and its rows are contiguous.
 void CheckContiguous(std::string_view op, std::string_view operand, const ExecContext& ctx,
                      const Tensor& t, DType dtype, std::initializer_list<int64_t> dims);
+// The element type `t` must have to be an activation operand on ctx.device, which is returned:
+// f32 on the CPU; f32 or bf16 on CUDA (where the models run bf16). Fails naming the operand.
+DType ActDType(std::string_view op, std::string_view operand, const ExecContext& ctx,
+               const Tensor& t);
+
 // `t` is empty or passes Check.
 void CheckOptional(std::string_view op, std::string_view operand, const ExecContext& ctx,
                    const Tensor& t, DType dtype, std::initializer_list<int64_t> dims);

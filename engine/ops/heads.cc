@@ -3,6 +3,10 @@
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/check.h"
+#ifdef QUIVER_WITH_CUDA
+#include "engine/kernels/cuda/kernels.h"
+#include "engine/ops/cuda.h"
+#endif
 
 namespace quiver::engine::ops {
 
@@ -25,6 +29,13 @@ void LogitDifference(const ExecContext& ctx, const Tensor& pooled, const Tensor&
       cpu::LogitDifference(pooled.f32(), rows, n, yes.f32(), no.f32(), scores.f32());
       return;
     case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch("LogitDifference",
+                            cuda::LogitDifference(pooled.f32(), rows, n, yes.f32(), no.f32(),
+                                                  scores.f32(),
+                                                  internal::StreamOf("LogitDifference", ctx)));
+      return;
+#endif
       internal::NoKernel("LogitDifference", ctx);
   }
 }

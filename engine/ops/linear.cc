@@ -3,6 +3,16 @@
 #include "common/strings.h"
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/check.h"
+#ifdef QUIVER_WITH_CUDA
+#include <vector>
+
+#include "engine/base/half.h"
+#include "engine/kernels/cuda/blaslt.h"
+#include "engine/kernels/cuda/kernels.h"
+#include "engine/kernels/cuda/memory.h"
+#include "engine/kernels/cuda/status.h"
+#include "engine/ops/cuda.h"
+#endif
 
 namespace quiver::engine::ops {
 namespace {
@@ -19,6 +29,87 @@ struct CpuPackedLinear final : PreparedLinear {
 const cpu::PackedWeights& CpuPacked(const LinearWeights& w) {
   return static_cast<const CpuPackedLinear&>(*w.prepared).packed;
 }
+
+#ifdef QUIVER_WITH_CUDA
+// CUDA: the weight in bf16 [out, in], uploaded once (cuBLASLt reads it as is), and the bias in
+// bf16 for bf16 outputs (the f32 bias tensor serves f32 outputs).
+struct CudaLinear final : PreparedLinear {
+  cuda::DeviceBuffer weight;
+  cuda::DeviceBuffer bias_bf16;
+};
+
+std::shared_ptr<const PreparedLinear> PrepareCuda(const Tensor& weight, const Tensor& bias) {
+  auto prepared = std::make_shared<CudaLinear>();
+  const int64_t n = weight.dim(0), k = weight.dim(1);
+  std::vector<uint16_t> host(static_cast<size_t>(n * k));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = FloatToBf16(weight.f32()[i]);
+  auto check = [](const absl::Status& s) { internal::CheckStatus("PrepareLinear", s); };
+  absl::StatusOr<cuda::DeviceBuffer> w = cuda::DeviceBuffer::Allocate(host.size() * 2);
+  check(w.status());
+  prepared->weight = *std::move(w);
+  check(cuda::CudaStatus(cudaMemcpy(prepared->weight.data(), host.data(), host.size() * 2,
+                                    cudaMemcpyHostToDevice),
+                         "cudaMemcpy (weight upload)"));
+  if (!bias.empty()) {
+    absl::StatusOr<cuda::DeviceBuffer> b = cuda::DeviceBuffer::Allocate(size_t(n) * 2);
+    check(b.status());
+    prepared->bias_bf16 = *std::move(b);
+    // The legacy default stream, then a wait: load time, not the serving path.
+    internal::CheckLaunch("PrepareLinear",
+                          cuda::F32ToBf16(bias.f32(), prepared->bias_bf16.data(), n, nullptr));
+    check(cuda::CudaStatus(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize"));
+  }
+  return prepared;
+}
+
+const CudaLinear& CudaPrepared(const LinearWeights& w) {
+  return static_cast<const CudaLinear&>(*w.prepared);
+}
+
+// y (bf16 or f32) = epilogue(x · Wᵀ + bias) (+ c, of y's type) for bf16 x, on ctx's stream.
+// cuBLASLt fuses the bias and the tanh GELU; erf GELU (BERT's exact "gelu") runs as its own
+// kernel after the product, since cuBLASLt has no erf form.
+void CudaLinearRun(std::string_view op, const ExecContext& ctx, const Tensor& x,
+                   const LinearWeights& w, const Tensor& y, Epilogue epilogue, const void* c) {
+  if (x.dtype() != DType::kBF16) {
+    internal::Fail(op, StrCat("x is ", x.Describe(), "; CUDA GEMMs take bf16 activations"));
+  }
+  const CudaLinear& p = CudaPrepared(w);
+  cuda::DeviceContext& dc = internal::CudaOf(op, ctx);
+  const bool y_f32 = y.dtype() == DType::kF32;
+  const bool has_bias = !w.bias.empty();
+  cuda::GemmArgs g;
+  g.x = x.data<void>();
+  g.w = p.weight.data();
+  g.bias = has_bias ? (y_f32 ? static_cast<const void*>(w.bias.f32()) : p.bias_bf16.data())
+                    : nullptr;
+  g.c = c;
+  g.y = y.data<void>();
+  g.y_f32 = y_f32;
+  g.m = x.dim(0);
+  g.n = w.out_features;
+  g.k = w.in_features;
+  g.ldx = g.k;
+  g.ldw = g.k;
+  g.ldy = g.n;
+  g.epilogue = has_bias ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone;
+  cuda::Activation after = cuda::Activation::kIdentity;
+  if (epilogue == Epilogue::kGeluTanh) {
+    if (has_bias) {
+      g.epilogue = cuda::GemmEpilogue::kBiasGeluTanh;
+    } else {
+      after = cuda::Activation::kGeluTanh;
+    }
+  } else if (epilogue == Epilogue::kGeluErf) {
+    after = cuda::Activation::kGeluErf;
+  }
+  internal::CheckStatus(op, dc.blas().Gemm(g, dc.stream()));
+  if (after != cuda::Activation::kIdentity) {
+    internal::CheckLaunch(op, cuda::BiasActivation(y.data<void>(), g.n, nullptr, after, g.m, g.n,
+                                                   y.dtype(), dc.stream()));
+  }
+}
+#endif
 
 void CheckWeights(std::string_view op, const ExecContext& ctx, const LinearWeights& w) {
   if (w.device != ctx.device || !w.ready()) {
@@ -46,6 +137,10 @@ LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias) {
       w.prepared = std::make_shared<CpuPackedLinear>(weight.f32(), w.out_features, w.in_features);
       return w;
     case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      w.prepared = PrepareCuda(weight, bias);
+      return w;
+#endif
       internal::NoKernel("PrepareLinear", ExecContext{device, nullptr});
   }
   return w;
@@ -54,12 +149,15 @@ LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias) {
 void Linear(const ExecContext& ctx, const Tensor& x, const LinearWeights& w, const Tensor& y,
             Epilogue epilogue, const Tensor& residual) {
   CheckWeights("Linear", ctx, w);
-  CheckContiguous("Linear", "x", ctx, x, DType::kF32, {-1, w.in_features});
+  // CPU: all f32. CUDA: x bf16; y (and residual) bf16 or f32.
+  CheckContiguous("Linear", "x", ctx, x, internal::ActDType("Linear", "x", ctx, x),
+                  {-1, w.in_features});
   const int64_t num_tokens = x.dim(0);
-  CheckContiguous("Linear", "y", ctx, y, DType::kF32, {num_tokens, w.out_features});
+  const DType y_dtype = internal::ActDType("Linear", "y", ctx, y);
+  CheckContiguous("Linear", "y", ctx, y, y_dtype, {num_tokens, w.out_features});
   internal::CheckDisjoint("Linear", "x", x, "y", y);
   if (epilogue == Epilogue::kResidual) {
-    CheckContiguous("Linear", "residual", ctx, residual, DType::kF32, {num_tokens, w.out_features});
+    CheckContiguous("Linear", "residual", ctx, residual, y_dtype, {num_tokens, w.out_features});
     internal::CheckDisjoint("Linear", "residual", residual, "y", y);
   }
   const float* bias = w.bias.empty() ? nullptr : w.bias.f32();
@@ -69,6 +167,11 @@ void Linear(const ExecContext& ctx, const Tensor& x, const LinearWeights& w, con
                   residual.empty() ? nullptr : residual.f32());
       return;
     case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      CudaLinearRun("Linear", ctx, x, w, y, epilogue,
+                    epilogue == Epilogue::kResidual ? residual.data<void>() : nullptr);
+      return;
+#endif
       internal::NoKernel("Linear", ctx);
   }
 }
@@ -77,7 +180,9 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
                         const Tensor& io, const Tensor& gamma, const Tensor& beta, float eps,
                         const Tensor& scratch) {
   CheckWeights("LinearAddLayerNorm", ctx, w);
-  CheckContiguous("LinearAddLayerNorm", "x", ctx, x, DType::kF32, {-1, w.in_features});
+  // CUDA: x bf16 (the GEMM's input); io, scratch and the norm weights f32 as on the CPU.
+  CheckContiguous("LinearAddLayerNorm", "x", ctx, x,
+                  internal::ActDType("LinearAddLayerNorm", "x", ctx, x), {-1, w.in_features});
   const int64_t num_tokens = x.dim(0), n = w.out_features;
   CheckContiguous("LinearAddLayerNorm", "io", ctx, io, DType::kF32, {num_tokens, n});
   Check("LinearAddLayerNorm", "gamma", ctx, gamma, DType::kF32, {n});
@@ -92,8 +197,27 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
                               w.bias.empty() ? nullptr : w.bias.f32(), io.f32(), gamma.f32(),
                               beta.f32(), scratch.f32(), num_tokens, eps);
       return;
-    case Device::kCuda:
+    case Device::kCuda: {
+#ifdef QUIVER_WITH_CUDA
+      CudaLinearRun("LinearAddLayerNorm", ctx, x, w, scratch, Epilogue::kNone, nullptr);
+      cuda::AddNormArgs a;
+      a.residual = io.f32();
+      a.add = scratch.f32();
+      a.add_stride = n;
+      a.norm = cuda::NormKind::kLayerNorm;
+      a.gamma = gamma.f32();
+      a.beta = beta.f32();
+      a.eps = eps;
+      a.store_normed_in_residual = true;
+      a.num_tokens = num_tokens;
+      a.hidden = n;
+      a.act = DType::kF32;
+      internal::CheckLaunch("LinearAddLayerNorm",
+                            cuda::AddNorm(a, internal::StreamOf("LinearAddLayerNorm", ctx)));
+      return;
+#endif
       internal::NoKernel("LinearAddLayerNorm", ctx);
+    }
   }
 }
 

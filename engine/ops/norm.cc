@@ -2,24 +2,40 @@
 
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/check.h"
+#ifdef QUIVER_WITH_CUDA
+#include "engine/kernels/cuda/kernels.h"
+#include "engine/ops/cuda.h"
+#endif
 
 namespace quiver::engine::ops {
 
+using internal::ActDType;
 using internal::Check;
 using internal::CheckContiguous;
 
+// On the CPU every operand is f32. On CUDA x, out, add and y may be bf16 (the residual stream,
+// io / residual, stays f32; norm weights are f32).
+
 void LayerNorm(const ExecContext& ctx, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                float eps, const Tensor& out) {
-  CheckContiguous("LayerNorm", "x", ctx, x, DType::kF32, {-1, -1});
+  const DType act = ActDType("LayerNorm", "x", ctx, x);
+  CheckContiguous("LayerNorm", "x", ctx, x, act, {-1, -1});
   const int64_t rows = x.dim(0), n = x.dim(1);
   Check("LayerNorm", "gamma", ctx, gamma, DType::kF32, {n});
   Check("LayerNorm", "beta", ctx, beta, DType::kF32, {n});
-  CheckContiguous("LayerNorm", "out", ctx, out, DType::kF32, {rows, n});
+  CheckContiguous("LayerNorm", "out", ctx, out, act, {rows, n});
   switch (ctx.device) {
     case Device::kCpu:
       cpu::LayerNorm(*ctx.pool, x.f32(), gamma.f32(), beta.f32(), out.f32(), rows, n, eps);
       return;
     case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch(
+          "LayerNorm", cuda::Norm(x.data<void>(), n, cuda::NormKind::kLayerNorm, gamma.f32(),
+                                  beta.f32(), eps, out.data<void>(), n, rows, n, act,
+                                  internal::StreamOf("LayerNorm", ctx)));
+      return;
+#endif
       internal::NoKernel("LayerNorm", ctx);
   }
 }
@@ -28,29 +44,56 @@ void AddLayerNorm(const ExecContext& ctx, const Tensor& io, const Tensor& add, c
                   const Tensor& beta, float eps) {
   CheckContiguous("AddLayerNorm", "io", ctx, io, DType::kF32, {-1, -1});
   const int64_t rows = io.dim(0), n = io.dim(1);
-  CheckContiguous("AddLayerNorm", "add", ctx, add, DType::kF32, {rows, n});
+  const DType act = ActDType("AddLayerNorm", "add", ctx, add);
+  CheckContiguous("AddLayerNorm", "add", ctx, add, act, {rows, n});
   Check("AddLayerNorm", "gamma", ctx, gamma, DType::kF32, {n});
   Check("AddLayerNorm", "beta", ctx, beta, DType::kF32, {n});
   switch (ctx.device) {
     case Device::kCpu:
       cpu::AddLayerNorm(*ctx.pool, io.f32(), add.f32(), gamma.f32(), beta.f32(), rows, n, eps);
       return;
-    case Device::kCuda:
+    case Device::kCuda: {
+#ifdef QUIVER_WITH_CUDA
+      cuda::AddNormArgs a;
+      a.residual = io.f32();
+      a.add = add.data<void>();
+      a.add_stride = n;
+      a.norm = cuda::NormKind::kLayerNorm;
+      a.gamma = gamma.f32();
+      a.beta = beta.f32();
+      a.eps = eps;
+      a.store_normed_in_residual = true;
+      a.num_tokens = rows;
+      a.hidden = n;
+      a.act = act;
+      internal::CheckLaunch("AddLayerNorm",
+                            cuda::AddNorm(a, internal::StreamOf("AddLayerNorm", ctx)));
+      return;
+#endif
       internal::NoKernel("AddLayerNorm", ctx);
+    }
   }
 }
 
 void RmsNorm(const ExecContext& ctx, const Tensor& x, const Tensor& gamma, float eps,
              const Tensor& out) {
-  CheckContiguous("RmsNorm", "x", ctx, x, DType::kF32, {-1, -1});
+  const DType act = ActDType("RmsNorm", "x", ctx, x);
+  CheckContiguous("RmsNorm", "x", ctx, x, act, {-1, -1});
   const int64_t rows = x.dim(0), n = x.dim(1);
   Check("RmsNorm", "gamma", ctx, gamma, DType::kF32, {n});
-  CheckContiguous("RmsNorm", "out", ctx, out, DType::kF32, {rows, n});
+  CheckContiguous("RmsNorm", "out", ctx, out, act, {rows, n});
   switch (ctx.device) {
     case Device::kCpu:
       cpu::RmsNorm(x.f32(), gamma.f32(), out.f32(), rows, n, eps);
       return;
     case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch(
+          "RmsNorm", cuda::Norm(x.data<void>(), n, cuda::NormKind::kRmsNorm, gamma.f32(), nullptr,
+                                eps, out.data<void>(), n, rows, n, act,
+                                internal::StreamOf("RmsNorm", ctx)));
+      return;
+#endif
       internal::NoKernel("RmsNorm", ctx);
   }
 }
@@ -59,14 +102,33 @@ void AddRmsNorm(const ExecContext& ctx, const Tensor& residual, const Tensor& y,
                 const Tensor& gamma, float eps) {
   CheckContiguous("AddRmsNorm", "residual", ctx, residual, DType::kF32, {-1, -1});
   const int64_t rows = residual.dim(0), n = residual.dim(1);
-  CheckContiguous("AddRmsNorm", "y", ctx, y, DType::kF32, {rows, n});
+  const DType act = ActDType("AddRmsNorm", "y", ctx, y);
+  CheckContiguous("AddRmsNorm", "y", ctx, y, act, {rows, n});
   Check("AddRmsNorm", "gamma", ctx, gamma, DType::kF32, {n});
   switch (ctx.device) {
     case Device::kCpu:
       cpu::AddRmsNorm(*ctx.pool, residual.f32(), y.f32(), gamma.f32(), rows, n, eps);
       return;
-    case Device::kCuda:
+    case Device::kCuda: {
+#ifdef QUIVER_WITH_CUDA
+      // y is read (the addend) and then overwritten with the norm, row by row in one kernel.
+      cuda::AddNormArgs a;
+      a.residual = residual.f32();
+      a.add = y.data<void>();
+      a.add_stride = n;
+      a.norm = cuda::NormKind::kRmsNorm;
+      a.gamma = gamma.f32();
+      a.eps = eps;
+      a.normed = y.data<void>();
+      a.normed_stride = n;
+      a.num_tokens = rows;
+      a.hidden = n;
+      a.act = act;
+      internal::CheckLaunch("AddRmsNorm", cuda::AddNorm(a, internal::StreamOf("AddRmsNorm", ctx)));
+      return;
+#endif
       internal::NoKernel("AddRmsNorm", ctx);
+    }
   }
 }
 
@@ -74,13 +136,29 @@ void HeadRmsNorm(const ExecContext& ctx, const Tensor& x, int64_t heads, const T
                  float eps) {
   Check("HeadRmsNorm", "gamma", ctx, gamma, DType::kF32, {-1});
   const int64_t head_dim = gamma.dim(0);
-  Check("HeadRmsNorm", "x", ctx, x, DType::kF32, {-1, heads * head_dim});
+  const DType act = ActDType("HeadRmsNorm", "x", ctx, x);
+  Check("HeadRmsNorm", "x", ctx, x, act, {-1, heads * head_dim});
   switch (ctx.device) {
     case Device::kCpu:
       cpu::HeadRmsNorm(x.f32(), gamma.f32(), x.dim(0), heads, head_dim, x.row_stride(), eps);
       return;
-    case Device::kCuda:
+    case Device::kCuda: {
+#ifdef QUIVER_WITH_CUDA
+      cuda::HeadNormRotaryArgs a;
+      a.x = x.data<void>();
+      a.x_stride = x.row_stride();
+      a.num_tokens = x.dim(0);
+      a.heads = heads;
+      a.head_dim = head_dim;
+      a.gamma = gamma.f32();
+      a.eps = eps;
+      a.act = act;
+      internal::CheckLaunch("HeadRmsNorm",
+                            cuda::HeadNormRotary(a, internal::StreamOf("HeadRmsNorm", ctx)));
+      return;
+#endif
       internal::NoKernel("HeadRmsNorm", ctx);
+    }
   }
 }
 

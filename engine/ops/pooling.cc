@@ -3,12 +3,17 @@
 #include "common/strings.h"
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/check.h"
+#ifdef QUIVER_WITH_CUDA
+#include "engine/kernels/cuda/kernels.h"
+#include "engine/ops/cuda.h"
+#endif
 
 namespace quiver::engine::ops {
 
 void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, PoolMode mode,
-          const Tensor& out) {
-  internal::CheckContiguous("Pool", "hidden", ctx, hidden, DType::kF32, {-1, -1});
+          const Tensor& out, const Tensor& device_bounds) {
+  const DType act = internal::ActDType("Pool", "hidden", ctx, hidden);
+  internal::Check("Pool", "hidden", ctx, hidden, act, {-1, -1});
   const ExecContext host{Device::kCpu, nullptr};
   internal::CheckContiguous("Pool", "bounds", host, bounds, DType::kI32, {-1, 2});
   const int64_t rows = bounds.dim(0), n = hidden.dim(1);
@@ -20,11 +25,21 @@ void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Po
           "Pool", StrCat("row ", r, " spans tokens [", begin, ", ", end, ") of ", hidden.dim(0)));
     }
   }
+  if (ctx.device != Device::kCpu) {
+    internal::CheckContiguous("Pool", "device_bounds", ctx, device_bounds, DType::kI32, {rows, 2});
+  }
   switch (ctx.device) {
     case Device::kCpu:
+      internal::CheckContiguous("Pool", "hidden", ctx, hidden, act, {-1, -1});
       cpu::Pool(hidden.f32(), bounds.i32(), rows, n, mode, out.f32());
       return;
     case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch("Pool", cuda::Pool(hidden.data<void>(), hidden.row_stride(),
+                                               device_bounds.i32(), rows, n, mode, act, out.f32(),
+                                               internal::StreamOf("Pool", ctx)));
+      return;
+#endif
       internal::NoKernel("Pool", ctx);
   }
 }

@@ -4,6 +4,10 @@
 //   hidden  f32 [num_tokens, hidden]
 //   bounds  i32 [num_rows, 2]: (begin, end) token offsets, non-empty, inside hidden; host memory
 //   out     f32 [num_rows, hidden], contiguous
+//   device_bounds  the same bounds in ctx.device memory, for devices other than the CPU (the
+//                  kernel reads them there; the host copy is what is checked)
+//
+// On CUDA hidden may be bf16 (sums are f32 either way).
 #pragma once
 
 #include "engine/base/exec_context.h"
@@ -15,6 +19,6 @@ namespace quiver::engine::ops {
 using ::quiver::engine::PoolMode;  // base/op_types.h: kCls, kMean, kLastToken, kMax
 
 void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, PoolMode mode,
-          const Tensor& out);
+          const Tensor& out, const Tensor& device_bounds = {});
 
 }  // namespace quiver::engine::ops

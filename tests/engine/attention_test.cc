@@ -37,8 +37,12 @@ std::vector<float> RunBackend(std::string_view name, const Case& c, const std::v
   std::vector<float> out(static_cast<size_t>(cu.back() * q_width), -1.0f);
   auto backend = MakeAttentionBackend(Device::kCpu, name);
   EXPECT_TRUE(backend.ok());
-  (*backend)->Run(ExecContext{Device::kCpu, &pool}, plan, qkv.data(), stride, qkv.data() + q_width,
-                  qkv.data() + q_width + kv_width, stride, out.data());
+  const int64_t tokens = cu.back();
+  const Tensor all(qkv.data(), DType::kF32, Device::kCpu, {tokens, stride});
+  (*backend)->Run(ExecContext{Device::kCpu, &pool}, plan, all.Columns(0, q_width),
+                  all.Columns(q_width, q_width + kv_width),
+                  all.Columns(q_width + kv_width, q_width + 2 * kv_width),
+                  Tensor(out.data(), DType::kF32, Device::kCpu, {tokens, q_width}));
   return out;
 }
 

@@ -2,9 +2,11 @@
 // multiples of the kernels' vector widths, tiles or panels), for every device this build has: the
 // test is parameterized by device as CTranslate2's OpDeviceTest is, and ggml's test-backend-ops
 // idea: the same inputs through each device's kernels against one reference. The CUDA
-// instantiation skips where this build or host has no CUDA allocator (no device, or no CUDA
-// runtime yet); on a GPU host with the CUDA backend it runs the same cases. Tolerances are keyed
-// by dtype (f32 today).
+// instantiations skip where this build or host has no CUDA device; on a GPU host they run the
+// same cases with f32 activations and with bf16 activations (what the CUDA models run), on bf16
+// inputs (every random value is rounded to bf16, so the reference sees exactly what the kernels
+// read). GEMMs and attention on CUDA take bf16 only; their f32 cases skip there. Tolerances are
+// keyed by dtype.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,18 +32,31 @@
 #include "engine/ops/output_format.h"
 #include "engine/ops/pooling.h"
 #include "engine/ops/rotary.h"
+#ifdef QUIVER_WITH_CUDA
+#include "engine/kernels/cuda/context.h"
+#endif
 
 namespace quiver::engine {
 
-// Test names and messages say "cpu" / "cuda" (found by argument-dependent lookup).
-void PrintTo(Device device, std::ostream* os) { *os << DeviceName(device); }
-
 namespace {
+
+// One instantiation: a device and the element type of the activations it runs.
+struct OpParam {
+  Device device;
+  DType act;
+};
+
+// Test names and messages say "cpu_f32", "cuda_bf16", ... (found by argument-dependent lookup).
+[[maybe_unused]] void PrintTo(const OpParam& p, std::ostream* os) {
+  *os << DeviceName(p.device) << "_" << DTypeShortName(p.act);
+}
 
 using Doubles = std::vector<double>;
 
 // Largest |got - want| allowed, relative to max(1, |want|): f32 kernels sum in another order than
-// the double loop, and exp/erf/tanh come from libmvec (4 ulp).
+// the double loop, and exp/erf/tanh come from libmvec (4 ulp). bf16: the output's own rounding
+// (2^-9 relative) and bf16 intermediates (the GEMM's and attention's inputs to each other), on
+// inputs that are exactly bf16.
 double Tolerance(DType dtype) { return dtype == DType::kF32 ? 2e-5 : 2e-2; }
 
 void ExpectNear(const std::vector<float>& got, const Doubles& want, DType dtype,
@@ -58,21 +73,40 @@ void ExpectNear(const std::vector<float>& got, const Doubles& want, DType dtype,
       << what << ": element " << worst_at << " is " << got[worst_at] << ", want " << want[worst_at];
 }
 
-class OpTest : public ::testing::TestWithParam<Device> {
+class OpTest : public ::testing::TestWithParam<OpParam> {
  protected:
   void SetUp() override {
-    absl::StatusOr<Allocator*> allocator = AllocatorFor(GetParam());
+    device_ = GetParam().device;
+    act_ = GetParam().act;
+    absl::StatusOr<Allocator*> allocator = AllocatorFor(device_);
     if (!allocator.ok()) GTEST_SKIP() << allocator.status();
     allocator_ = *allocator;
     pool_ = std::make_unique<ThreadPool>(2);
-    ctx_ = ExecContext{GetParam(), pool_.get()};
+    ctx_ = ExecContext{device_, pool_.get()};
+#ifdef QUIVER_WITH_CUDA
+    if (device_ == Device::kCuda) {
+      absl::StatusOr<std::unique_ptr<cuda::DeviceContext>> cuda = cuda::DeviceContext::Create();
+      if (!cuda.ok()) GTEST_SKIP() << cuda.status();
+      cuda_ = *std::move(cuda);
+      ctx_.cuda = cuda_.get();
+    }
+#endif
   }
 
-  // Random values (seeded; never all zeros), as floats and as the doubles the reference reads.
+  void CheckAttention(int64_t head_dim);
+
+  // An op that takes bf16 activations only on this device (CUDA GEMMs and attention).
+  bool NeedsBf16() const { return device_ == Device::kCuda && act_ != DType::kBF16; }
+
+  // Random values (seeded; never all zeros), as floats and as the doubles the reference reads;
+  // for bf16 activations rounded to bf16, so that uploading them loses nothing.
   std::vector<float> Random(size_t n, float scale = 1.0f) {
     std::normal_distribution<float> dist(0.0f, scale);
     std::vector<float> v(n);
-    for (float& x : v) x = dist(rng_);
+    for (float& x : v) {
+      x = dist(rng_);
+      if (act_ == DType::kBF16) x = Bf16ToFloat(FloatToBf16(x));
+    }
     return v;
   }
   static Doubles D(const std::vector<float>& v) { return Doubles(v.begin(), v.end()); }
@@ -89,19 +123,47 @@ class OpTest : public ::testing::TestWithParam<Device> {
   Tensor I32(const std::vector<int32_t>& host, std::initializer_list<int64_t> shape) {
     return Upload(host.data(), host.size() * 4, DType::kI32, shape);
   }
+  // `host` in the activation type (bf16: exact, since Random already rounded it).
+  Tensor Act(const std::vector<float>& host, std::initializer_list<int64_t> shape) {
+    if (act_ == DType::kF32) return F32(host, shape);
+    std::vector<uint16_t> bf16(host.size());
+    for (size_t i = 0; i < host.size(); ++i) bf16[i] = FloatToBf16(host[i]);
+    return Upload(bf16.data(), bf16.size() * 2, DType::kBF16, shape);
+  }
   Tensor Output(std::initializer_list<int64_t> shape) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return F32(std::vector<float>(static_cast<size_t>(n), -7.0f), shape);  // garbage, not zeros
   }
+  // An output of the activation type, filled with garbage (a NaN for bf16: an element the
+  // kernel did not write shows).
+  Tensor ActOutput(std::initializer_list<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    if (act_ == DType::kF32) return Output(shape);
+    const std::vector<uint16_t> nan(static_cast<size_t>(n), 0x7FC1);
+    return Upload(nan.data(), nan.size() * 2, DType::kBF16, shape);
+  }
+  // A device tensor's elements as floats (f32 or bf16, contiguous).
   std::vector<float> Download(const Tensor& t) {
     std::vector<float> host(static_cast<size_t>(t.numel()));
-    allocator_->CopyToHost(host.data(), t.f32(), host.size() * 4);
+    if (t.dtype() == DType::kBF16) {
+      std::vector<uint16_t> bf16(host.size());
+      allocator_->CopyToHost(bf16.data(), t.data<void>(), bf16.size() * 2);
+      for (size_t i = 0; i < host.size(); ++i) host[i] = Bf16ToFloat(bf16[i]);
+    } else {
+      allocator_->CopyToHost(host.data(), t.f32(), host.size() * 4);
+    }
     return host;
   }
 
+  Device device_ = Device::kCpu;
+  DType act_ = DType::kF32;
   Allocator* allocator_ = nullptr;
   std::unique_ptr<ThreadPool> pool_;
+#ifdef QUIVER_WITH_CUDA
+  std::unique_ptr<cuda::DeviceContext> cuda_;
+#endif
   ExecContext ctx_;
   std::mt19937 rng_{1234};
   std::vector<Buffer> buffers_;
@@ -158,9 +220,9 @@ TEST_P(OpTest, EmbeddingGathersAddsAndNormalizes) {
     type_ids[t] = int32_t(t % types);
   }
   const int64_t offset = 2;  // RoBERTa-style: rows from the offset on
-  const Tensor word_t = F32(word, {vocab, hidden});
-  const Tensor pos_t = F32(pos, {positions, hidden}).Rows(offset, positions);
-  const Tensor type_t = F32(type, {types, hidden});
+  const Tensor word_t = Act(word, {vocab, hidden});
+  const Tensor pos_t = Act(pos, {positions, hidden}).Rows(offset, positions);
+  const Tensor type_t = Act(type, {types, hidden});
   const Tensor ids_t = I32(ids, {tokens}), pos_ids_t = I32(pos_ids, {tokens}),
                type_ids_t = I32(type_ids, {tokens});
   const float eps = 1e-12f;
@@ -174,7 +236,7 @@ TEST_P(OpTest, EmbeddingGathersAddsAndNormalizes) {
       tables.beta = F32(b, {hidden});
       tables.eps = eps;
     }
-    const Tensor out = Output({tokens, hidden});
+    const Tensor out = ActOutput({tokens, hidden});
     ops::Embedding(ctx_, ids_t, variant > 0 ? pos_ids_t : Tensor(),
                    variant == 1 ? type_ids_t : Tensor(), tables, out);
     Doubles want(static_cast<size_t>(tokens * hidden));
@@ -189,27 +251,28 @@ TEST_P(OpTest, EmbeddingGathersAddsAndNormalizes) {
       }
       if (variant > 0) LayerNormRef(row, g, b, hidden, eps);
     }
-    ExpectNear(Download(out), want, DType::kF32, "variant " + std::to_string(variant));
+    ExpectNear(Download(out), want, act_, "variant " + std::to_string(variant));
   }
 }
 
 // ---- Linear -----------------------------------------------------------------------------------
 
 TEST_P(OpTest, LinearWithEveryEpilogue) {
+  if (NeedsBf16()) GTEST_SKIP() << "CUDA GEMMs take bf16 activations";
   const int64_t in = 37, out_features = 53;
   const std::vector<float> w = Random(out_features * in), bias = Random(out_features);
   const Tensor bias_t = F32(bias, {out_features});
   const ops::LinearWeights with_bias = ops::PrepareLinear(
-      GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {out_features, in}), bias_t);
+      device_, Tensor(w.data(), DType::kF32, Device::kCpu, {out_features, in}), bias_t);
   const ops::LinearWeights no_bias = ops::PrepareLinear(
-      GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {out_features, in}), {});
+      device_, Tensor(w.data(), DType::kF32, Device::kCpu, {out_features, in}), {});
   for (int64_t tokens : {1, 7, 300}) {  // 300: more than one block of 256 rows
     const std::vector<float> x = Random(tokens * in), residual = Random(tokens * out_features);
-    const Tensor x_t = F32(x, {tokens, in}), residual_t = F32(residual, {tokens, out_features});
+    const Tensor x_t = Act(x, {tokens, in}), residual_t = Act(residual, {tokens, out_features});
     for (ops::Epilogue epilogue : {ops::Epilogue::kNone, ops::Epilogue::kGeluErf,
                                    ops::Epilogue::kGeluTanh, ops::Epilogue::kResidual}) {
       for (bool use_bias : {true, false}) {
-        const Tensor y = Output({tokens, out_features});
+        const Tensor y = ActOutput({tokens, out_features});
         ops::Linear(ctx_, x_t, use_bias ? with_bias : no_bias, y, epilogue, residual_t);
         Doubles want =
             LinearRef(x, w, use_bias ? bias : std::vector<float>(), tokens, out_features, in);
@@ -218,7 +281,7 @@ TEST_P(OpTest, LinearWithEveryEpilogue) {
           if (epilogue == ops::Epilogue::kGeluTanh) want[i] = GeluTanhRef(want[i]);
           if (epilogue == ops::Epilogue::kResidual) want[i] += residual[i];
         }
-        ExpectNear(Download(y), want, DType::kF32,
+        ExpectNear(Download(y), want, act_,
                    "tokens " + std::to_string(tokens) + " epilogue " +
                        std::to_string(int(epilogue)) + " bias " + std::to_string(use_bias));
       }
@@ -227,21 +290,22 @@ TEST_P(OpTest, LinearWithEveryEpilogue) {
 }
 
 TEST_P(OpTest, LinearAddLayerNormFusesTheResidualAndNorm) {
+  if (NeedsBf16()) GTEST_SKIP() << "CUDA GEMMs take bf16 activations";
   const int64_t in = 41, n = 35;
   const std::vector<float> w = Random(n * in), bias = Random(n), g = Random(n), b = Random(n);
   const ops::LinearWeights weights = ops::PrepareLinear(
-      GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {n, in}), F32(bias, {n}));
+      device_, Tensor(w.data(), DType::kF32, Device::kCpu, {n, in}), F32(bias, {n}));
   for (int64_t tokens : {5, 300}) {
     const std::vector<float> x = Random(tokens * in), io = Random(tokens * n);
     const Tensor io_t = F32(io, {tokens, n});
-    ops::LinearAddLayerNorm(ctx_, F32(x, {tokens, in}), weights, io_t, F32(g, {n}), F32(b, {n}),
+    ops::LinearAddLayerNorm(ctx_, Act(x, {tokens, in}), weights, io_t, F32(g, {n}), F32(b, {n}),
                             1e-5f, Output({tokens, n}));
     Doubles want = LinearRef(x, w, bias, tokens, n, in);
     for (int64_t r = 0; r < tokens; ++r) {
       for (int64_t j = 0; j < n; ++j) want[r * n + j] += io[r * n + j];
       LayerNormRef(want.data() + r * n, g, b, n, 1e-5);
     }
-    ExpectNear(Download(io_t), want, DType::kF32, "tokens " + std::to_string(tokens));
+    ExpectNear(Download(io_t), want, act_, "tokens " + std::to_string(tokens));
   }
 }
 
@@ -253,19 +317,19 @@ TEST_P(OpTest, LayerNormAndAddLayerNorm) {
                            b = Random(n);
   Doubles want = D(x);
   for (int64_t r = 0; r < rows; ++r) LayerNormRef(want.data() + r * n, g, b, n, 1e-6);
-  const Tensor out = Output({rows, n});
-  ops::LayerNorm(ctx_, F32(x, {rows, n}), F32(g, {n}), F32(b, {n}), 1e-6f, out);
-  ExpectNear(Download(out), want, DType::kF32, "LayerNorm");
-  const Tensor in_place = F32(x, {rows, n});
+  const Tensor out = ActOutput({rows, n});
+  ops::LayerNorm(ctx_, Act(x, {rows, n}), F32(g, {n}), F32(b, {n}), 1e-6f, out);
+  ExpectNear(Download(out), want, act_, "LayerNorm");
+  const Tensor in_place = Act(x, {rows, n});
   ops::LayerNorm(ctx_, in_place, F32(g, {n}), F32(b, {n}), 1e-6f, in_place);
-  ExpectNear(Download(in_place), want, DType::kF32, "LayerNorm in place");
+  ExpectNear(Download(in_place), want, act_, "LayerNorm in place");
 
   Doubles sum(x.size());
   for (size_t i = 0; i < x.size(); ++i) sum[i] = double(x[i]) + add[i];
   for (int64_t r = 0; r < rows; ++r) LayerNormRef(sum.data() + r * n, g, b, n, 1e-6);
   const Tensor io = F32(x, {rows, n});
-  ops::AddLayerNorm(ctx_, io, F32(add, {rows, n}), F32(g, {n}), F32(b, {n}), 1e-6f);
-  ExpectNear(Download(io), sum, DType::kF32, "AddLayerNorm");
+  ops::AddLayerNorm(ctx_, io, Act(add, {rows, n}), F32(g, {n}), F32(b, {n}), 1e-6f);
+  ExpectNear(Download(io), sum, act_, "AddLayerNorm");
 }
 
 TEST_P(OpTest, RmsNormAddRmsNormAndPerHeadNorm) {
@@ -273,23 +337,23 @@ TEST_P(OpTest, RmsNormAddRmsNormAndPerHeadNorm) {
   const std::vector<float> x = Random(rows * n, 2.0f), y = Random(rows * n), g = Random(n);
   Doubles want = D(x);
   for (int64_t r = 0; r < rows; ++r) RmsNormRef(want.data() + r * n, g.data(), n, 1e-6);
-  const Tensor out = Output({rows, n});
-  ops::RmsNorm(ctx_, F32(x, {rows, n}), F32(g, {n}), 1e-6f, out);
-  ExpectNear(Download(out), want, DType::kF32, "RmsNorm");
+  const Tensor out = ActOutput({rows, n});
+  ops::RmsNorm(ctx_, Act(x, {rows, n}), F32(g, {n}), 1e-6f, out);
+  ExpectNear(Download(out), want, act_, "RmsNorm");
 
   Doubles residual(x.size());
   for (size_t i = 0; i < x.size(); ++i) residual[i] = double(x[i]) + y[i];
   Doubles normed = residual;
   for (int64_t r = 0; r < rows; ++r) RmsNormRef(normed.data() + r * n, g.data(), n, 1e-6);
-  const Tensor residual_t = F32(x, {rows, n}), y_t = F32(y, {rows, n});
+  const Tensor residual_t = F32(x, {rows, n}), y_t = Act(y, {rows, n});
   ops::AddRmsNorm(ctx_, residual_t, y_t, F32(g, {n}), 1e-6f);
-  ExpectNear(Download(residual_t), residual, DType::kF32, "AddRmsNorm residual");
-  ExpectNear(Download(y_t), normed, DType::kF32, "AddRmsNorm output");
+  ExpectNear(Download(residual_t), residual, act_, "AddRmsNorm residual");
+  ExpectNear(Download(y_t), normed, act_, "AddRmsNorm output");
 
   // Per-head norm on the k columns of a fused [tokens, q + k + v] matrix: other columns untouched.
   const int64_t heads = 3, head_dim = 10, width = 7 * head_dim, tokens = 9;
   const std::vector<float> qkv = Random(tokens * width), hg = Random(head_dim);
-  const Tensor qkv_t = F32(qkv, {tokens, width});
+  const Tensor qkv_t = Act(qkv, {tokens, width});
   ops::HeadRmsNorm(ctx_, qkv_t.Columns(2 * head_dim, 5 * head_dim), heads, F32(hg, {head_dim}),
                    1e-6f);
   Doubles head_want = D(qkv);
@@ -299,7 +363,7 @@ TEST_P(OpTest, RmsNormAddRmsNormAndPerHeadNorm) {
                  1e-6);
     }
   }
-  ExpectNear(Download(qkv_t), head_want, DType::kF32, "HeadRmsNorm");
+  ExpectNear(Download(qkv_t), head_want, act_, "HeadRmsNorm");
 }
 
 // ---- Rotary -----------------------------------------------------------------------------------
@@ -311,7 +375,7 @@ TEST_P(OpTest, RotaryNeoxAndGptJLayouts) {
   for (int64_t t = 0; t < tokens; ++t) positions[t] = int32_t((t * 37) % 300);
   for (ops::RotaryLayout layout : {ops::RotaryLayout::kNeox, ops::RotaryLayout::kGptJ}) {
     const std::vector<float> x = Random(tokens * width);
-    const Tensor x_t = F32(x, {tokens, width});
+    const Tensor x_t = Act(x, {tokens, width});
     ops::Rotary(ctx_, x_t.Columns(offset, offset + heads * head_dim), I32(positions, {tokens}),
                 heads, head_dim, theta, layout);
     Doubles want = D(x);
@@ -332,8 +396,7 @@ TEST_P(OpTest, RotaryNeoxAndGptJLayouts) {
         }
       }
     }
-    ExpectNear(Download(x_t), want, DType::kF32,
-               layout == ops::RotaryLayout::kNeox ? "neox" : "gpt-j");
+    ExpectNear(Download(x_t), want, act_, layout == ops::RotaryLayout::kNeox ? "neox" : "gpt-j");
   }
 }
 
@@ -342,8 +405,8 @@ TEST_P(OpTest, RotaryNeoxAndGptJLayouts) {
 TEST_P(OpTest, SiluMulGeluAndTanh) {
   const int64_t rows = 13, inter = 27;
   const std::vector<float> gate_up = Random(rows * 2 * inter, 2.0f);
-  const Tensor out = Output({rows, inter});
-  ops::SiluMul(ctx_, F32(gate_up, {rows, 2 * inter}), out);
+  const Tensor out = ActOutput({rows, inter});
+  ops::SiluMul(ctx_, Act(gate_up, {rows, 2 * inter}), out);
   Doubles want(static_cast<size_t>(rows * inter));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < inter; ++j) {
@@ -351,39 +414,51 @@ TEST_P(OpTest, SiluMulGeluAndTanh) {
       want[r * inter + j] = g / (1.0 + std::exp(-g)) * u;
     }
   }
-  ExpectNear(Download(out), want, DType::kF32, "SiluMul");
+  ExpectNear(Download(out), want, act_, "SiluMul");
 
   const std::vector<float> x = Random(rows * inter, 3.0f);
   for (ops::GeluForm form : {ops::GeluForm::kErf, ops::GeluForm::kTanh}) {
-    const Tensor t = F32(x, {rows, inter});
+    const Tensor t = Act(x, {rows, inter});
     ops::Gelu(ctx_, t, form);
     Doubles gelu(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
       gelu[i] = form == ops::GeluForm::kErf ? GeluErfRef(x[i]) : GeluTanhRef(x[i]);
     }
-    ExpectNear(Download(t), gelu, DType::kF32, "Gelu");
+    ExpectNear(Download(t), gelu, act_, "Gelu");
   }
-  const Tensor t = F32(x, {rows, inter});
+  const Tensor t = Act(x, {rows, inter});
   ops::Tanh(ctx_, t);
   Doubles tanh_want(x.size());
   for (size_t i = 0; i < x.size(); ++i) tanh_want[i] = std::tanh(double(x[i]));
-  ExpectNear(Download(t), tanh_want, DType::kF32, "Tanh");
+  ExpectNear(Download(t), tanh_want, act_, "Tanh");
 }
 
 // ---- Attention --------------------------------------------------------------------------------
 
+// Every backend of the device, on every head_dim it supports of 24 (CPU: any), 32, 64, 128.
 TEST_P(OpTest, AttentionEveryBackendCausalAndBidirectionalWithGroupedHeads) {
-  const std::vector<int32_t> lengths = {1, 9, 130, 37};
+  if (NeedsBf16()) GTEST_SKIP() << "CUDA attention takes bf16 activations";
+  for (int64_t head_dim : {24, 32, 64, 128}) {
+    if (device_ == Device::kCpu && head_dim > 24) break;  // the CPU kernels take any head_dim
+    CheckAttention(head_dim);
+  }
+}
+
+void OpTest::CheckAttention(int64_t head_dim) {
+  // A zero-length sequence among them (bucket padding makes those).
+  const std::vector<int32_t> lengths = {1, 9, 0, 130, 37};
   std::vector<int32_t> cu = {0};
   for (int32_t len : lengths) cu.push_back(cu.back() + len);
-  const int64_t tokens = cu.back(), heads = 6, kv_heads = 2, head_dim = 24;
+  const int64_t tokens = cu.back(), heads = 6, kv_heads = 2;
   const int64_t q_width = heads * head_dim, kv_width = kv_heads * head_dim;
   const int64_t width = q_width + 2 * kv_width;
   const std::vector<float> qkv = Random(tokens * width, 1.5f);
-  const Tensor qkv_t = F32(qkv, {tokens, width});
+  const Tensor qkv_t = Act(qkv, {tokens, width});
+  const Tensor device_cu = I32(cu, {static_cast<int64_t>(cu.size())});
   for (bool causal : {false, true}) {
     AttentionPlan plan;
     plan.cu_seqlens = cu.data();
+    plan.device_cu_seqlens = device_cu.i32();
     plan.num_seqs = static_cast<int64_t>(lengths.size());
     plan.max_seqlen = 130;
     plan.num_heads = heads;
@@ -420,17 +495,19 @@ TEST_P(OpTest, AttentionEveryBackendCausalAndBidirectionalWithGroupedHeads) {
         }
       }
     }
-    const std::vector<std::string_view> names = AttentionBackendNames(GetParam());
+    const std::vector<std::string_view> names = AttentionBackendNames(device_);
     ASSERT_FALSE(names.empty());
     for (std::string_view name : names) {
-      auto backend = MakeAttentionBackend(GetParam(), name);
+      auto backend = MakeAttentionBackend(device_, name);
       ASSERT_TRUE(backend.ok()) << backend.status();
-      const Tensor out = Output({tokens, q_width});
+      if (!(*backend)->Supports(head_dim)) continue;
+      const Tensor out = ActOutput({tokens, q_width});
       ops::Attention(ctx_, **backend, plan, qkv_t.Columns(0, q_width),
                      qkv_t.Columns(q_width, q_width + kv_width),
                      qkv_t.Columns(q_width + kv_width, width), out);
-      ExpectNear(Download(out), want, DType::kF32,
-                 std::string(name) + (causal ? " causal" : " bidirectional"));
+      ExpectNear(Download(out), want, act_,
+                 std::string(name) + (causal ? " causal" : " bidirectional") + " head_dim " +
+                     std::to_string(head_dim));
     }
   }
 }
@@ -447,7 +524,7 @@ TEST_P(OpTest, PoolingClsMeanLastMaxAndSpans) {
   for (ops::PoolMode mode : {ops::PoolMode::kCls, ops::PoolMode::kMean, ops::PoolMode::kLastToken,
                              ops::PoolMode::kMax}) {
     const Tensor out = Output({rows, n});
-    ops::Pool(ctx_, F32(hidden, {tokens, n}), bounds_t, mode, out);
+    ops::Pool(ctx_, Act(hidden, {tokens, n}), bounds_t, mode, out, I32(bounds, {rows, 2}));
     Doubles want(static_cast<size_t>(rows * n));
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t begin = bounds[2 * r], end = bounds[2 * r + 1];
@@ -463,25 +540,26 @@ TEST_P(OpTest, PoolingClsMeanLastMaxAndSpans) {
         want[r * n + j] = v;
       }
     }
-    ExpectNear(Download(out), want, DType::kF32, "mode " + std::to_string(int(mode)));
+    ExpectNear(Download(out), want, act_, "mode " + std::to_string(int(mode)));
   }
 }
 
 TEST_P(OpTest, ClassifierHeadAndLogitDifference) {
+  if (NeedsBf16()) GTEST_SKIP() << "CUDA GEMMs take bf16 activations";
   const int64_t seqs = 5, hidden = 33, labels = 3;
   const std::vector<float> pooled = Random(seqs * hidden), dw = Random(hidden * hidden, 0.3f),
                            db = Random(hidden), ow = Random(labels * hidden), ob = Random(labels);
   const auto prepare = [&](const std::vector<float>& w, const std::vector<float>& b, int64_t out) {
     return ops::PrepareLinear(
-        GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {out, hidden}), F32(b, {out}));
+        device_, Tensor(w.data(), DType::kF32, Device::kCpu, {out, hidden}), F32(b, {out}));
   };
   const Tensor scores = Output({seqs, labels});
-  ops::ClassifierHead(ctx_, F32(pooled, {seqs, hidden}), prepare(dw, db, hidden),
-                      prepare(ow, ob, labels), Output({seqs, hidden}), scores);
+  ops::ClassifierHead(ctx_, Act(pooled, {seqs, hidden}), prepare(dw, db, hidden),
+                      prepare(ow, ob, labels), ActOutput({seqs, hidden}), scores);
   Doubles dense = LinearRef(pooled, dw, db, seqs, hidden, hidden);
   std::vector<float> dense_f(dense.size());
   for (size_t i = 0; i < dense.size(); ++i) dense_f[i] = float(std::tanh(dense[i]));
-  ExpectNear(Download(scores), LinearRef(dense_f, ow, ob, seqs, labels, hidden), DType::kF32,
+  ExpectNear(Download(scores), LinearRef(dense_f, ow, ob, seqs, labels, hidden), act_,
              "ClassifierHead");
 
   const std::vector<float> yes = Random(hidden), no = Random(hidden);
@@ -500,6 +578,7 @@ TEST_P(OpTest, ClassifierHeadAndLogitDifference) {
 // ---- FormatOutput -----------------------------------------------------------------------------
 
 TEST_P(OpTest, FormatOutputTruncatesNormalizesAndEncodes) {
+  if (device_ != Device::kCpu) GTEST_SKIP() << "FormatOutput runs on the host for every device";
   const int64_t rows = 4, hidden = 30, dims = 19;
   const std::vector<float> pooled = Random(rows * hidden, 0.7f);
   const Tensor pooled_t = F32(pooled, {rows, hidden});
@@ -560,7 +639,7 @@ TEST_P(OpTest, FormatOutputTruncatesNormalizesAndEncodes) {
 TEST_P(OpTest, AShapeMismatchNamesTheOpTheOperandAndBothShapes) {
   const std::vector<float> w = Random(16 * 8);
   const ops::LinearWeights weights =
-      ops::PrepareLinear(GetParam(), Tensor(w.data(), DType::kF32, Device::kCpu, {16, 8}), {});
+      ops::PrepareLinear(device_, Tensor(w.data(), DType::kF32, Device::kCpu, {16, 8}), {});
   try {
     ops::Linear(ctx_, Output({3, 9}), weights, Output({3, 16}));
     FAIL() << "a [3, 9] input to a [16, 8] Linear ran";
@@ -572,12 +651,16 @@ TEST_P(OpTest, AShapeMismatchNamesTheOpTheOperandAndBothShapes) {
   }
 }
 
-std::string DeviceParamName(const ::testing::TestParamInfo<Device>& info) {
-  return std::string(DeviceName(info.param));
+std::string ParamName(const ::testing::TestParamInfo<OpParam>& info) {
+  return std::string(DeviceName(info.param.device)) + "_" +
+         std::string(DTypeShortName(info.param.act));
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryDevice, OpTest, ::testing::Values(Device::kCpu, Device::kCuda),
-                         DeviceParamName);
+INSTANTIATE_TEST_SUITE_P(EveryDevice, OpTest,
+                         ::testing::Values(OpParam{Device::kCpu, DType::kF32},
+                                           OpParam{Device::kCuda, DType::kF32},
+                                           OpParam{Device::kCuda, DType::kBF16}),
+                         ParamName);
 
 }  // namespace
 }  // namespace quiver::engine

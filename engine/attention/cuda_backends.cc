@@ -1,0 +1,176 @@
+#include "engine/attention/cuda_backends.h"
+
+#include <array>
+#include <stdexcept>
+#include <string>
+
+#include "common/strings.h"
+#include "engine/base/slot_ring.h"
+#include "engine/kernels/cuda/attention.h"
+#include "engine/kernels/cuda/attention_flashinfer.h"
+#include "engine/kernels/cuda/context.h"
+#include "engine/kernels/cuda/memory.h"
+#include "engine/kernels/cuda/status.h"
+
+namespace quiver::engine {
+namespace {
+
+[[noreturn]] void Fail(std::string_view backend, const std::string& message) {
+  throw std::invalid_argument(StrCat("attention backend ", backend, ": ", message));
+}
+
+void Check(std::string_view backend, const absl::Status& status) {
+  if (!status.ok()) Fail(backend, std::string(status.message()));
+}
+
+cudaStream_t StreamOf(std::string_view backend, const ExecContext& ctx) {
+  if (ctx.cuda == nullptr) Fail(backend, "the execution context has no CUDA device context");
+  return ctx.cuda->stream();
+}
+
+cuda::RaggedAttentionArgs ArgsFor(const AttentionPlan& plan, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Tensor& out) {
+  cuda::RaggedAttentionArgs a;
+  a.q = q.data<void>();
+  a.k = k.data<void>();
+  a.v = v.data<void>();
+  a.out = out.data<void>();
+  a.q_stride = q.row_stride();
+  a.kv_stride = k.row_stride();
+  a.out_stride = out.row_stride();
+  a.dtype = DType::kBF16;
+  a.out_dtype = DType::kBF16;
+  a.cu_seqlens = plan.device_cu_seqlens;
+  a.num_seqs = plan.num_seqs;
+  a.num_tokens = plan.num_seqs > 0 ? plan.cu_seqlens[plan.num_seqs] : 0;
+  a.max_seqlen = plan.max_seqlen;
+  a.num_heads = static_cast<int>(plan.num_heads);
+  a.num_kv_heads = static_cast<int>(plan.num_kv_heads);
+  a.head_dim = static_cast<int>(plan.head_dim);
+  a.causal = plan.causal;
+  a.scale = plan.scale;
+  return a;
+}
+
+// A kernel of kernels/cuda/attention.h that needs nothing but its arguments.
+class CudaKernelAttention final : public AttentionBackend {
+ public:
+  using Kernel = cudaError_t (*)(const cuda::RaggedAttentionArgs&, cudaStream_t);
+  CudaKernelAttention(std::string_view name, Kernel kernel, int64_t max_head_dim,
+                      bool (*supports)(int) = nullptr)
+      : name_(name), kernel_(kernel), max_head_dim_(max_head_dim), supports_(supports) {}
+  std::string_view name() const override { return name_; }
+  Device device() const override { return Device::kCuda; }
+  DType dtype() const override { return DType::kBF16; }
+  bool Supports(int64_t head_dim) const override {
+    if (head_dim <= 0 || head_dim > max_head_dim_) return false;
+    return supports_ == nullptr || supports_(static_cast<int>(head_dim));
+  }
+  void Run(const ExecContext& ctx, const AttentionPlan& plan, const Tensor& q, const Tensor& k,
+           const Tensor& v, const Tensor& out) const override {
+    Check(name_, cuda::CudaStatus(kernel_(ArgsFor(plan, q, k, v, out), StreamOf(name_, ctx)),
+                                  "attention kernel"));
+  }
+
+ private:
+  std::string_view name_;
+  Kernel kernel_;
+  int64_t max_head_dim_;
+  bool (*supports_)(int);
+};
+
+// FlashInfer: a prefill instance per (head_dim, heads), grown when a batch is larger than any
+// before (eager use: the engine's CUDA-graph runtime sizes one for its largest bucket instead).
+// Plans take turns over two page-locked slots (base/slot_ring.h); a slot is planned again only
+// after the event recorded behind its batch's kernels completed, so its buffer is never
+// rewritten while the copy from it may still be pending.
+class FlashInferAttention final : public AttentionBackend {
+ public:
+  explicit FlashInferAttention(cuda::FlashInferKernel kernel)
+      : kernel_(kernel),
+        slots_(kSlots, [this](int slot) { return slot_done_[slot].Synchronize(); }) {}
+  std::string_view name() const override { return cuda::FlashInferKernelName(kernel_); }
+  Device device() const override { return Device::kCuda; }
+  DType dtype() const override { return DType::kBF16; }
+  bool Supports(int64_t head_dim) const override {
+    return head_dim > 0 && head_dim <= 256 &&
+           cuda::FlashInferSupports(kernel_, static_cast<int>(head_dim));
+  }
+
+  void Run(const ExecContext& ctx, const AttentionPlan& plan, const Tensor& q, const Tensor& k,
+           const Tensor& v, const Tensor& out) const override {
+    const cudaStream_t stream = StreamOf(name(), ctx);
+    const cuda::RaggedAttentionArgs args = ArgsFor(plan, q, k, v, out);
+    if (args.num_tokens == 0) return;
+    Prepare(args);
+    absl::StatusOr<int> slot = slots_.Acquire();
+    Check(name(), slot.status());
+    Check(name(), prefill_->Plan(*slot, plan.cu_seqlens, plan.num_seqs, plan.causal, stream));
+    Check(name(), prefill_->Run(args, stream));
+    Check(name(), slot_done_[*slot].Record(stream));
+    slots_.Submitted(*slot);
+  }
+
+ private:
+  static constexpr int kSlots = 2;
+
+  void Prepare(const cuda::RaggedAttentionArgs& a) const {
+    if (!cuda::FlashInferSupports(kernel_, a.head_dim)) {
+      Fail(name(), StrCat("no instantiation for head_dim ", a.head_dim));
+    }
+    const bool fits = prefill_ != nullptr && prefill_->config().head_dim == a.head_dim &&
+                      prefill_->config().num_heads == a.num_heads &&
+                      prefill_->config().num_kv_heads == a.num_kv_heads &&
+                      prefill_->config().max_tokens >= a.num_tokens &&
+                      prefill_->config().max_seqs >= a.num_seqs;
+    if (fits) return;
+    // Every batch planned from the old instance must have finished before it is freed.
+    Check(name(), slots_.Drain());
+    for (cuda::Event& e : slot_done_) {  // made at first use: the backend is made without a device
+      if (e.get() != nullptr) continue;
+      absl::StatusOr<cuda::Event> made = cuda::Event::Create();
+      Check(name(), made.status());
+      e = *std::move(made);
+    }
+    cuda::FlashInferConfig config;
+    config.kernel = kernel_;
+    config.head_dim = a.head_dim;
+    config.num_heads = a.num_heads;
+    config.num_kv_heads = a.num_kv_heads;
+    // Doubling: a stream of growing batches re-creates the instance O(log n) times.
+    const int64_t had_tokens = prefill_ ? prefill_->config().max_tokens : 0;
+    const int64_t had_seqs = prefill_ ? prefill_->config().max_seqs : 0;
+    config.max_tokens = std::max(a.num_tokens, 2 * had_tokens);
+    config.max_seqs = std::max(a.num_seqs, 2 * had_seqs);
+    config.num_slots = kSlots;
+    prefill_.reset();
+    absl::StatusOr<std::unique_ptr<cuda::FlashInferPrefill>> made =
+        cuda::FlashInferPrefill::Create(config);
+    Check(name(), made.status());
+    prefill_ = *std::move(made);
+  }
+
+  cuda::FlashInferKernel kernel_;
+  // Owned by the one compute thread that runs this backend (Run is logically const).
+  mutable std::unique_ptr<cuda::FlashInferPrefill> prefill_;
+  mutable std::array<cuda::Event, kSlots> slot_done_;
+  mutable SlotRing slots_;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionBackend> MakeCudaVarlenAttention() {
+  return std::make_unique<CudaKernelAttention>("cuda_varlen", cuda::VarlenFlashAttention, 128,
+                                               cuda::VarlenFlashAttentionSupports);
+}
+std::unique_ptr<AttentionBackend> MakeCudaReferenceAttention() {
+  return std::make_unique<CudaKernelAttention>("cuda_reference", cuda::ReferenceAttention, 256);
+}
+std::unique_ptr<AttentionBackend> MakeFlashInferFa2Attention() {
+  return std::make_unique<FlashInferAttention>(cuda::FlashInferKernel::kFa2);
+}
+std::unique_ptr<AttentionBackend> MakeFlashInferFa3Attention() {
+  return std::make_unique<FlashInferAttention>(cuda::FlashInferKernel::kFa3);
+}
+
+}  // namespace quiver::engine

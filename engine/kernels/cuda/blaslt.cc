@@ -1,0 +1,174 @@
+#include "engine/kernels/cuda/blaslt.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "engine/kernels/cuda/status.h"
+
+namespace quiver::engine::cuda {
+namespace {
+
+absl::Status LtStatus(cublasStatus_t status, std::string_view call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  const std::string message = StrCat(call, ": ", cublasLtGetStatusName(status), ": ",
+                                     cublasLtGetStatusString(status));
+  if (status == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(message);
+  return absl::InternalError(message);
+}
+
+#define QUIVER_LT_RETURN_IF_ERROR(expr)                                   \
+  do {                                                                    \
+    const ::absl::Status _quiver_lt_status = LtStatus((expr), #expr);     \
+    if (!_quiver_lt_status.ok()) return _quiver_lt_status;                \
+  } while (0)
+
+cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::kNone:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::kBiasGeluTanh:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+}  // namespace
+
+int64_t GemmMBucket(int64_t m) {
+  if (m <= 1024) return std::max<int64_t>(64, (m + 63) / 64 * 64);
+  return (m + 255) / 256 * 256;
+}
+
+struct BlasLt::Plan {
+  ~Plan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+  int64_t m = 0;  // the M the layouts describe now
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+absl::StatusOr<std::unique_ptr<BlasLt>> BlasLt::Create(size_t workspace_bytes) {
+  std::unique_ptr<BlasLt> lt(new BlasLt());
+  cublasLtHandle_t handle = nullptr;
+  QUIVER_LT_RETURN_IF_ERROR(cublasLtCreate(&handle));
+  lt->handle_ = handle;
+  QUIVER_ASSIGN_OR_RETURN(lt->workspace_, DeviceBuffer::Allocate(workspace_bytes));
+  return lt;
+}
+
+BlasLt::~BlasLt() {
+  algos_.clear();
+  if (handle_ != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
+absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const GemmArgs& g, bool allow_heuristic) {
+  if (g.m < 0 || g.n <= 0 || g.k <= 0 || g.ldx < g.k || g.ldw < g.k || g.ldy < g.n) {
+    return absl::InvalidArgumentError(StrCat("cuBLASLt GEMM: bad shape M ", g.m, " N ", g.n, " K ",
+                                             g.k, " (ldx ", g.ldx, ", ldw ", g.ldw, ", ldy ", g.ldy,
+                                             ")"));
+  }
+  if (g.epilogue != GemmEpilogue::kNone && g.bias == nullptr) {
+    return absl::InvalidArgumentError("cuBLASLt GEMM: a bias epilogue without a bias");
+  }
+  const Key key{GemmMBucket(g.m), g.n, g.k, g.ldx, g.ldw, g.ldy, static_cast<int>(g.epilogue),
+                g.y_f32, g.c != nullptr};
+  const cudaDataType_t y_type = g.y_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  auto it = algos_.find(key);
+  Plan* plan = it == algos_.end() ? nullptr : it->second.get();
+  if (plan == nullptr) {
+    if (!allow_heuristic) {
+      return absl::FailedPreconditionError(
+          StrCat("cuBLASLt GEMM M ", g.m, " N ", g.n, " K ", g.k,
+                 ": no algorithm chosen before a CUDA-graph capture (run the bucket eagerly "
+                 "first)"));
+    }
+    auto fresh = std::make_unique<Plan>();
+    Plan& p = *fresh;
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        p.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+    const cublasLtEpilogue_t epilogue = LtEpilogue(g.epilogue);
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (g.epilogue != GemmEpilogue::kNone) {
+      const cudaDataType_t bias_type = y_type;  // the default (D's type), always supported
+      QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+          p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    }
+    // Stored shapes, column-major: A = w as [K rows, N cols], B = x as [K, M], D = y as [N, M].
+    const int64_t bucket_m = key.m_bucket;
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, g.k, g.n, g.ldw));
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, g.k, bucket_m, g.ldx));
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.d, y_type, g.n, bucket_m, g.ldy));
+    p.m = bucket_m;
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = workspace_.bytes();
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      // C has D's layout (beta is 0 without one).
+      st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p.op, p.a, p.b,
+                                          p.d, p.d, pref, 1, &result, &found);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    QUIVER_LT_RETURN_IF_ERROR(st);
+    if (found == 0) {
+      return absl::UnimplementedError(StrCat("cuBLASLt has no algorithm for bf16 M ", bucket_m,
+                                             " N ", g.n, " K ", g.k, " ldx ", g.ldx, " ldw ",
+                                             g.ldw, " ldy ", g.ldy));
+    }
+    p.algo = result.algo;
+    plan = fresh.get();
+    algos_.emplace(key, std::move(fresh));
+  }
+  if (plan->m != g.m) {
+    // Same algorithm, the batch's own M: only the B and D column counts change (host calls).
+    const uint64_t cols = static_cast<uint64_t>(g.m);
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+        plan->b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+        plan->d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+    plan->m = g.m;
+  }
+  return plan;
+}
+
+absl::Status BlasLt::Prepare(const GemmArgs& args) { return PlanFor(args, true).status(); }
+
+absl::Status BlasLt::Gemm(const GemmArgs& g, cudaStream_t stream) {
+  if (g.m == 0) return absl::OkStatus();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  QUIVER_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+  QUIVER_ASSIGN_OR_RETURN(Plan * plan, PlanFor(g, capture == cudaStreamCaptureStatusNone));
+  if (g.epilogue != GemmEpilogue::kNone) {
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  }
+  const float alpha = 1.0f, beta = g.c != nullptr ? 1.0f : 0.0f;
+  const void* c = g.c != nullptr ? g.c : g.y;
+  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan->op,
+                                           &alpha, g.w, plan->a, g.x, plan->b, &beta, c, plan->d,
+                                           g.y, plan->d, &plan->algo, workspace_.data(),
+                                           workspace_.bytes(), stream));
+  return absl::OkStatus();
+}
+
+}  // namespace quiver::engine::cuda

@@ -1,0 +1,94 @@
+// GEMMs through cuBLASLt: y = x · Wᵀ (+ bias) (then tanh-GELU) (+ c), bf16 in, bf16 or f32
+// out, f32 accumulate, on a persistent workspace (cuBLASLt takes it per call, so captured graphs
+// never allocate one).
+//
+//   x    bf16 [M, K]   row stride ldx   (activations)
+//   w    bf16 [N, K]   row stride ldw   (a PyTorch Linear weight, uploaded once)
+//   bias [N] of y's type, or null
+//   c    [M, N] of y's type, row stride ldy, or null (added after the epilogue: a residual)
+//   y    bf16 or f32 [M, N]   row stride ldy
+//
+// Row-major y = x · wᵀ is computed as the column-major yᵀ = w · xᵀ (A = w transposed, B = x), so
+// that the BIAS epilogue (a vector over D's rows) broadcasts over N.
+//
+// Algorithms are chosen once per (M bucket, N, K, strides, epilogue) with cuBLASLt's heuristic
+// and cached; the heuristic is a host call, so a GEMM first seen while its stream is being
+// captured into a CUDA graph fails with FAILED_PRECONDITION instead of choosing there (the
+// engine's eager first use of a bucket chooses). Not thread-safe: one compute thread per
+// instance.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "engine/kernels/cuda/memory.h"
+
+namespace quiver::engine::cuda {
+
+enum class GemmEpilogue {
+  kNone,
+  kBias,          // + bias
+  kBiasGeluTanh,  // gelu_tanh(· + bias): cuBLASLt's GELU is the tanh approximation only
+};
+
+struct GemmArgs {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* bias = nullptr;
+  const void* c = nullptr;
+  void* y = nullptr;
+  bool y_f32 = false;  // y (and bias, c) f32 instead of bf16
+  int64_t m = 0, n = 0, k = 0;
+  int64_t ldx = 0, ldw = 0, ldy = 0;
+  GemmEpilogue epilogue = GemmEpilogue::kNone;
+};
+
+// The M a cached algorithm is chosen for: M rounded up to 64 up to 1024, then to 256 (the CUDA
+// graph token buckets, engine/graph_bucket.h).
+int64_t GemmMBucket(int64_t m);
+
+class BlasLt {
+ public:
+  static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;  // NVIDIA's Hopper figure
+
+  static absl::StatusOr<std::unique_ptr<BlasLt>> Create(
+      size_t workspace_bytes = kDefaultWorkspaceBytes);
+  ~BlasLt();
+  BlasLt(const BlasLt&) = delete;
+  BlasLt& operator=(const BlasLt&) = delete;
+
+  absl::Status Gemm(const GemmArgs& args, cudaStream_t stream);
+  // Chooses (and caches) the algorithm for `args` without running it.
+  absl::Status Prepare(const GemmArgs& args);
+
+  int64_t cached_algorithms() const { return static_cast<int64_t>(algos_.size()); }
+  size_t workspace_bytes() const { return workspace_.bytes(); }
+
+ private:
+  struct Key {
+    int64_t m_bucket, n, k, ldx, ldw, ldy;
+    int epilogue;
+    bool y_f32, with_c;
+    bool operator==(const Key&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& key) {
+      return H::combine(std::move(h), key.m_bucket, key.n, key.k, key.ldx, key.ldw, key.ldy,
+                        key.epilogue, key.y_f32, key.with_c);
+    }
+  };
+  struct Plan;  // descriptors + chosen algorithm (cuBLASLt types stay in blaslt.cc)
+
+  BlasLt() = default;
+  absl::StatusOr<Plan*> PlanFor(const GemmArgs& args, bool allow_heuristic);
+
+  void* handle_ = nullptr;  // cublasLtHandle_t
+  DeviceBuffer workspace_;
+  absl::flat_hash_map<Key, std::unique_ptr<Plan>> algos_;
+};
+
+}  // namespace quiver::engine::cuda

@@ -1,0 +1,66 @@
+#include "engine/runtime/device_inputs.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "common/strings.h"
+
+namespace quiver::engine {
+namespace {
+
+constexpr int64_t kAlign = 4;  // int32 elements in 16 bytes
+
+int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+DeviceInputLayout DeviceInputLayoutFor(int64_t max_tokens, int64_t max_seqs, int64_t max_rows) {
+  if (max_tokens <= 0 || max_seqs <= 0 || max_rows <= 0) {
+    throw std::invalid_argument(StrCat("DeviceInputLayoutFor: sizes must be positive, got tokens ",
+                                       max_tokens, ", seqs ", max_seqs, ", rows ", max_rows));
+  }
+  DeviceInputLayout l;
+  l.max_tokens = max_tokens;
+  l.max_seqs = max_seqs;
+  l.max_rows = max_rows;
+  int64_t at = 0;
+  auto place = [&](int64_t n) {
+    const int64_t offset = at;
+    at = AlignUp(at + n);
+    return offset;
+  };
+  l.ids = place(max_tokens);
+  l.type_ids = place(max_tokens);
+  l.positions = place(max_tokens);
+  l.cu_seqlens = place(max_seqs + 1);
+  l.row_bounds = place(2 * max_rows);
+  l.total = at;
+  return l;
+}
+
+PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& l, int32_t* block) {
+  const RaggedBatch& b = *plan.batch;
+  PackedInputs p;
+  p.num_tokens = b.num_tokens();
+  p.num_seqs = b.num_seqs();
+  p.num_rows = static_cast<int64_t>(plan.row_bounds.size() / 2);
+  p.max_seqlen = plan.attention.max_seqlen;
+  if (p.num_tokens > l.max_tokens || p.num_seqs > l.max_seqs || p.num_rows > l.max_rows) {
+    throw std::invalid_argument(StrCat("PackDeviceInputs: batch of ", p.num_tokens, " tokens, ",
+                                       p.num_seqs, " sequences, ", p.num_rows,
+                                       " rows exceeds the layout's ", l.max_tokens, ", ",
+                                       l.max_seqs, ", ", l.max_rows));
+  }
+  std::fill(block, block + l.total, 0);
+  std::copy(b.token_ids.begin(), b.token_ids.end(), block + l.ids);
+  std::copy(b.token_type_ids.begin(), b.token_type_ids.end(), block + l.type_ids);
+  std::copy(plan.positions.begin(), plan.positions.end(), block + l.positions);
+  std::copy(b.cu_seqlens.begin(), b.cu_seqlens.end(), block + l.cu_seqlens);
+  std::fill(block + l.cu_seqlens + b.cu_seqlens.size(), block + l.cu_seqlens + l.max_seqs + 1,
+            b.cu_seqlens.back());
+  std::copy(plan.row_bounds.begin(), plan.row_bounds.end(), block + l.row_bounds);
+  return p;
+}
+
+}  // namespace quiver::engine

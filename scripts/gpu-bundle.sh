@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Prepares what scripts/gpu-check.sh needs on a GPU machine, which has the CUDA toolkit and
+# driver but none of the Debian libraries quiver links, and no network:
+#
+#   build-gpu/quiver_gpu_check     the CUDA-only check (tests/gpu/), libstdc++ linked statically
+#   build-gpu/engine_ops_test      the ops tests, whose CUDA instantiations run there
+#   build-gpu/lib/                 every shared library those need that is neither glibc's nor
+#                                  CUDA's (absl, fmt, spdlog, simdjson, gtest ...), from ldd
+#   build-gpu/deps/include/        the headers of those libraries, for the rebuild fallback
+#   .cache/flashinfer-headers.tgz  FlashInfer + CUTLASS + CCCL headers, for the same fallback
+#
+#   scripts/gpu-bundle.sh [BUILD_DIR=build] [OUT=build-gpu]
+#
+# The device tool carries build-gpu/ and .cache/flashinfer-headers.tgz with the tree (64 MiB in
+# all); this script fails when the bundle would not fit.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-$ROOT/build}"
+OUT="${2:-$ROOT/build-gpu}"
+log() { printf '[gpu-bundle] %s\n' "$*" >&2; }
+
+[[ -x "$BUILD/quiver_gpu_check" ]] || { log "no $BUILD/quiver_gpu_check: build it first"; exit 1; }
+rm -rf "$OUT"
+mkdir -p "$OUT/lib" "$OUT/deps/include"
+cp "$BUILD/quiver_gpu_check" "$OUT/"
+[[ -x "$BUILD/tests/engine_ops_test" ]] && cp "$BUILD/tests/engine_ops_test" "$OUT/"
+
+# Libraries the image has itself (glibc, the compiler runtime, CUDA's) stay behind.
+keep_behind='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s|libstdc\+\+|libcuda|libcublas|libcudart|libnv)'
+for bin in "$OUT"/quiver_gpu_check "$OUT"/engine_ops_test; do
+  [[ -e "$bin" ]] || continue
+  while read -r name _ path _; do
+    [[ -n "${path:-}" && -f "$path" ]] || continue
+    if [[ ! "$name" =~ $keep_behind ]]; then cp -L "$path" "$OUT/lib/$name"; fi
+  done < <(ldd "$bin" | grep '=>')
+done
+
+runpath="$(readelf -d "$OUT/quiver_gpu_check" | sed -n 's/.*\(RUNPATH\|RPATH\).*\[\(.*\)\]/\2/p')"
+if [[ "$runpath" != *'$ORIGIN/lib'* ]]; then
+  log "ERROR: quiver_gpu_check's RUNPATH is '$runpath', not \$ORIGIN/lib"
+  exit 1
+fi
+if readelf -d "$OUT/quiver_gpu_check" | grep -q 'libstdc++'; then
+  log "ERROR: quiver_gpu_check needs libstdc++.so (it must link it statically)"
+  exit 1
+fi
+
+# Headers of the carried libraries, for a rebuild there (cmake -DQUIVER_GPU_ONLY=ON).
+for dir in absl fmt spdlog; do cp -r "/usr/include/$dir" "$OUT/deps/include/"; done
+cp /usr/include/simdjson.h "$OUT/deps/include/"
+
+"$ROOT/scripts/fetch-flashinfer.sh" --tarball
+
+total_kb=$(( $(du -sk "$OUT" | cut -f1) + $(du -sk "$ROOT/.cache/flashinfer-headers.tgz" | cut -f1) ))
+log "bundle: $(du -sh "$OUT" | cut -f1) in $OUT, $(du -sh "$ROOT/.cache/flashinfer-headers.tgz" | cut -f1) of headers; $((total_kb / 1024)) MiB in all"
+ls -1 "$OUT/lib" >&2
+if (( total_kb > 60 * 1024 )); then
+  log "ERROR: more than 60 MiB: the device tool carries 64 MiB with the tree"
+  exit 1
+fi

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The one prepared command for a GPU machine (an H200 lent for a few minutes, no network):
+#
+#   scripts/gpu-check.sh [OUT_DIR=gpu-out]
+#
+# run from the repository root there, with build-gpu/ and .cache/flashinfer-headers.tgz carried
+# from the build machine (scripts/gpu-bundle.sh makes both). Under 8 minutes. Writes at most 8
+# files into OUT_DIR (what the device tool brings back): log.txt (everything), ceilings.json,
+# kernels.json, attention.json, graphs.json (quiver_gpu_check's stages), ops_test.xml (the ops
+# tests' CUDA instantiations) and summary.txt (the short table, printed last). A stage that fails
+# does not stop the script; the graphs stage, which needs correct kernels, is skipped when the
+# kernels stage failed. Exit status: 0 when every check passed.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+R="${1:-gpu-out}"
+mkdir -p "$R"
+exec > >(tee "$R/log.txt") 2>&1
+failed=0
+step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv || true
+nvcc --version 2>/dev/null | tail -2 || true
+
+# cuBLASLt comes from the machine (517 MB: never carried): the toolkit's, or a Python wheel's.
+lt=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib \
+         /usr/lib/x86_64-linux-gnu; do
+  if compgen -G "$d/libcublasLt.so.13*" >/dev/null; then lt="$d"; break; fi
+done
+if [[ -z "$lt" ]]; then
+  lt="$(python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null || true)"
+  compgen -G "$lt/libcublasLt.so.13*" >/dev/null || lt=""
+fi
+if [[ -z "$lt" ]]; then
+  lt="$(dirname "$(find / -name 'libcublasLt.so.13*' -not -path '/proc/*' 2>/dev/null | head -1)" 2>/dev/null || true)"
+fi
+echo "libcublasLt.so.13 from: ${lt:-NOT FOUND}"
+export LD_LIBRARY_PATH="$ROOT/build-gpu/lib${lt:+:$lt}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+B="$ROOT/build-gpu/quiver_gpu_check"
+step "probe"
+"$B" --probe
+probe=$?
+if (( probe != 0 && probe != 2 )); then
+  # The carried binary does not start here (a loader or ABI problem): rebuild the CUDA-only
+  # target on this machine from the carried headers (the toolkit and CMake are in the image).
+  step "rebuild fallback (the carried binary exited $probe)"
+  T="$(mktemp -d)"
+  mkdir -p "$T/fi"
+  if tar -xzf .cache/flashinfer-headers.tgz -C "$T/fi" &&
+     cmake -S . -B "$T/b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUIVER_GPU_ONLY=ON \
+       -DQUIVER_FLASHINFER_DIR="$T/fi" -DQUIVER_GPU_DEPS_DIR="$ROOT/build-gpu" &&
+     ninja -C "$T/b" quiver_gpu_check; then
+    B="$T/b/quiver_gpu_check"
+    "$B" --probe
+    probe=$?
+  else
+    echo "rebuild failed"
+  fi
+fi
+if (( probe != 0 )); then
+  echo "no usable device or binary (probe exit $probe): nothing else can run"
+  exit 1
+fi
+
+stage() {  # stage NAME SECONDS [extra args]
+  local name="$1" secs="$2"
+  shift 2
+  step "stage $name (limit ${secs}s)"
+  timeout --kill-after=10 "$secs" "$B" --stage="$name" --json "$R/$name.json" "$@"
+  local rc=$?
+  echo "stage $name: exit $rc"
+  (( rc != 0 )) && failed=1
+  return $rc
+}
+
+stage ceilings 60
+stage kernels 60
+kernels_ok=$?
+stage attention 180 --ceilings "$R/ceilings.json"
+if (( kernels_ok == 0 )); then
+  stage graphs 90
+else
+  step "stage graphs skipped: the kernels stage failed"
+  failed=1
+fi
+
+if [[ -x build-gpu/engine_ops_test ]]; then
+  step "ops tests, CUDA instantiations"
+  timeout --kill-after=10 90 build-gpu/engine_ops_test --gtest_filter='*cuda*' \
+    --gtest_output="xml:$R/ops_test.xml" || failed=1
+fi
+
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  step "compute-sanitizer memcheck, kernels stage, quick sizes"
+  timeout --kill-after=10 90 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$B" --stage=kernels --quick --json /tmp/memcheck-kernels.json || failed=1
+fi
+
+step "summary"
+"$B" --summary "$R" | tee "$R/summary.txt"
+exit $failed

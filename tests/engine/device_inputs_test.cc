@@ -1,0 +1,77 @@
+// The packed per-batch device inputs (runtime/device_inputs.h): the exact arrays the GPU kernels
+// read, built on the host, so they are checked here without a device.
+#include "engine/runtime/device_inputs.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <vector>
+
+namespace quiver::engine {
+namespace {
+
+ModelInfo SmallModel() {
+  ModelInfo m;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.head_dim = 8;
+  return m;
+}
+
+TEST(DeviceInputsTest, OffsetsAreAlignedAndDependOnlyOnTheMaxima) {
+  const DeviceInputLayout l = DeviceInputLayoutFor(67, 5, 9);
+  for (int64_t offset : {l.ids, l.type_ids, l.positions, l.cu_seqlens, l.row_bounds, l.total}) {
+    EXPECT_EQ(offset % 4, 0) << offset;
+  }
+  EXPECT_GE(l.type_ids - l.ids, 67);
+  EXPECT_GE(l.row_bounds - l.cu_seqlens, 6);
+  EXPECT_GE(l.total - l.row_bounds, 18);
+  EXPECT_THROW(DeviceInputLayoutFor(0, 1, 1), std::invalid_argument);
+}
+
+TEST(DeviceInputsTest, PacksABucketPaddedBatch) {
+  RaggedBatch b;
+  b.Add({5, 6, 7}, nullptr);
+  b.Add({8, 9}, nullptr);
+  BatchPlan plan;
+  BuildPlan(b, /*pad_to_buckets=*/true, SmallModel(), plan);
+  const RaggedBatch& padded = *plan.batch;
+  ASSERT_EQ(padded.num_tokens(), 64);  // 5 tokens padded to the 64-token bucket
+  const DeviceInputLayout l = DeviceInputLayoutFor(128, 16, 16);
+  std::vector<int32_t> block(static_cast<size_t>(l.total), -1);
+  const PackedInputs p = PackDeviceInputs(plan, l, block.data());
+  EXPECT_EQ(p.num_tokens, 64);
+  EXPECT_EQ(p.num_seqs, padded.num_seqs());
+  EXPECT_EQ(p.num_rows, 2);  // the real sequences only
+  EXPECT_EQ(p.max_seqlen, padded.max_seqlen());
+  for (int64_t t = 0; t < 5; ++t) EXPECT_EQ(block[l.ids + t], padded.token_ids[t]);
+  // Positions restart in each sequence; the padding sequence counts from 0 too.
+  EXPECT_EQ(block[l.positions + 0], 0);
+  EXPECT_EQ(block[l.positions + 2], 2);
+  EXPECT_EQ(block[l.positions + 3], 0);
+  EXPECT_EQ(block[l.positions + 5], 0);
+  // cu_seqlens: the batch's, then its last value repeated (empty sequences) up to max_seqs.
+  for (int64_t s = 0; s <= padded.num_seqs(); ++s) {
+    EXPECT_EQ(block[l.cu_seqlens + s], padded.cu_seqlens[s]);
+  }
+  for (int64_t s = padded.num_seqs() + 1; s <= 16; ++s) EXPECT_EQ(block[l.cu_seqlens + s], 64);
+  EXPECT_EQ(std::vector<int32_t>(block.begin() + l.row_bounds, block.begin() + l.row_bounds + 4),
+            std::vector<int32_t>({0, 3, 3, 5}));
+  // No type ids in the batch: zeros, never the -1 the block held before.
+  for (int64_t t = 0; t < 128; ++t) EXPECT_EQ(block[l.type_ids + t], 0);
+  // Nothing of the block is left as it was.
+  for (int32_t v : block) EXPECT_NE(v, -1);
+}
+
+TEST(DeviceInputsTest, RefusesABatchLargerThanTheLayout) {
+  RaggedBatch b;
+  b.Add(std::vector<int32_t>(70, 1), nullptr);
+  BatchPlan plan;
+  BuildPlan(b, /*pad_to_buckets=*/false, SmallModel(), plan);
+  const DeviceInputLayout l = DeviceInputLayoutFor(64, 4, 4);
+  std::vector<int32_t> block(static_cast<size_t>(l.total));
+  EXPECT_THROW(PackDeviceInputs(plan, l, block.data()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace quiver::engine
