@@ -46,7 +46,7 @@ if(QUIVER_CUDA STREQUAL "AUTO" OR QUIVER_CUDA)
         "${QUIVER_FLASHINFER_DIR}/include"
         "${QUIVER_FLASHINFER_DIR}/cutlass/include"
         "${QUIVER_FLASHINFER_DIR}/cutlass/tools/util/include")
-    set(QUIVER_CUDA_FLAGS --expt-relaxed-constexpr -Xptxas=-warn-spills)
+    set(QUIVER_CUDA_FLAGS --expt-relaxed-constexpr)
   elseif(NOT QUIVER_CUDA STREQUAL "AUTO")
     message(FATAL_ERROR "QUIVER_CUDA=${QUIVER_CUDA} but no CUDA compiler (nvcc) was found")
   endif()

@@ -27,7 +27,7 @@ cp "$BUILD/quiver_gpu_check" "$OUT/"
 [[ -x "$BUILD/tests/engine_ops_test" ]] && cp "$BUILD/tests/engine_ops_test" "$OUT/"
 
 # Libraries the image has itself (glibc, the compiler runtime, CUDA's) stay behind.
-keep_behind='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s|libstdc\+\+|libcuda|libcublas|libcudart|libnv)'
+keep_behind='^(linux-vdso|ld-linux|libc\.|libm\.|libmvec\.|libdl\.|libpthread\.|librt\.|libgcc_s|libstdc\+\+|libcuda|libcublas|libcudart|libnv)'
 for bin in "$OUT"/quiver_gpu_check "$OUT"/engine_ops_test; do
   [[ -e "$bin" ]] || continue
   while read -r name _ path _; do
