@@ -4,7 +4,11 @@
 #   scripts/gpu-check.sh [OUT_DIR=gpu-out]
 #
 # run from the repository root there, with build-gpu/ and .cache/flashinfer-headers.tgz carried
-# from the build machine (scripts/gpu-bundle.sh makes both). Under 8 minutes. Writes at most 8
+# from the build machine (scripts/gpu-bundle.sh makes both); with the device tool:
+#   run(command="bash scripts/gpu-check.sh $OUT", carry=["build-gpu",
+#       ".cache/flashinfer-headers.tgz"], timeout_s=540)
+# Under 8 minutes when the carried binary starts there (the stages' time limits add up to about
+# 7.5); the rebuild fallback adds its build. Writes at most 8
 # files into OUT_DIR (what the device tool brings back): log.txt (everything), ceilings.json,
 # kernels.json, attention.json, graphs.json (quiver_gpu_check's stages), ops_test.xml (the ops
 # tests' CUDA instantiations) and summary.txt (the short table, printed last). A stage that fails
@@ -77,12 +81,12 @@ stage() {  # stage NAME SECONDS [extra args]
   return $rc
 }
 
-stage ceilings 60
-stage kernels 60
+stage ceilings 45
+stage kernels 45
 kernels_ok=$?
-stage attention 180 --ceilings "$R/ceilings.json"
+stage attention 150 --ceilings "$R/ceilings.json"
 if (( kernels_ok == 0 )); then
-  stage graphs 90
+  stage graphs 75
 else
   step "stage graphs skipped: the kernels stage failed"
   failed=1
@@ -90,13 +94,13 @@ fi
 
 if [[ -x build-gpu/engine_ops_test ]]; then
   step "ops tests, CUDA instantiations"
-  timeout --kill-after=10 90 build-gpu/engine_ops_test --gtest_filter='*cuda*' \
+  timeout --kill-after=5 60 build-gpu/engine_ops_test --gtest_filter='*cuda*' \
     --gtest_output="xml:$R/ops_test.xml" || failed=1
 fi
 
 if command -v compute-sanitizer >/dev/null 2>&1; then
   step "compute-sanitizer memcheck, kernels stage, quick sizes"
-  timeout --kill-after=10 90 compute-sanitizer --tool memcheck --error-exitcode 3 \
+  timeout --kill-after=5 60 compute-sanitizer --tool memcheck --error-exitcode 3 \
     "$B" --stage=kernels --quick --json /tmp/memcheck-kernels.json || failed=1
 fi
 
