@@ -1,8 +1,10 @@
 #include "engine/attention/cuda_backends.h"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/strings.h"
 #include "engine/base/slot_ring.h"
@@ -81,20 +83,26 @@ class CudaKernelAttention final : public AttentionBackend {
 
 // FlashInfer: a prefill instance per (head_dim, heads), grown when a batch is larger than any
 // before (eager use: the engine's CUDA-graph runtime sizes one for its largest bucket instead).
-// Plans take turns over two page-locked slots (base/slot_ring.h); a slot is planned again only
-// after the event recorded behind its batch's kernels completed, so its buffer is never
-// rewritten while the copy from it may still be pending.
+// A batch is planned once, by the first layer that runs it (the plan's cu_seqlens and mask
+// differ from the last one planned); the other layers reuse that schedule. Plans take turns
+// over two page-locked slots (base/slot_ring.h): the event recorded right behind a plan's copy
+// out of its slot must have completed before that slot is planned again. Planning allocates and
+// waits, so it is refused while the stream is being captured into a CUDA graph: a captured
+// batch must have been planned before the capture began.
 class FlashInferAttention final : public AttentionBackend {
  public:
   explicit FlashInferAttention(cuda::FlashInferKernel kernel)
       : kernel_(kernel),
         slots_(kSlots, [this](int slot) { return slot_done_[slot].Synchronize(); }) {}
+  // The buffers go only after every copy out of them completed.
+  ~FlashInferAttention() override { slots_.Drain().IgnoreError(); }
   std::string_view name() const override { return cuda::FlashInferKernelName(kernel_); }
   Device device() const override { return Device::kCuda; }
   DType dtype() const override { return DType::kBF16; }
   bool Supports(int64_t head_dim) const override {
     return head_dim > 0 && head_dim <= 256 &&
-           cuda::FlashInferSupports(kernel_, static_cast<int>(head_dim));
+           cuda::FlashInferSupports(kernel_, static_cast<int>(head_dim)) &&
+           (kernel_ != cuda::FlashInferKernel::kFa3 || CurrentDeviceIsHopper());
   }
 
   void Run(const ExecContext& ctx, const AttentionPlan& plan, const Tensor& q, const Tensor& k,
@@ -102,17 +110,44 @@ class FlashInferAttention final : public AttentionBackend {
     const cudaStream_t stream = StreamOf(name(), ctx);
     const cuda::RaggedAttentionArgs args = ArgsFor(plan, q, k, v, out);
     if (args.num_tokens == 0) return;
-    Prepare(args);
-    absl::StatusOr<int> slot = slots_.Acquire();
-    Check(name(), slot.status());
-    Check(name(), prefill_->Plan(*slot, plan.cu_seqlens, plan.num_seqs, plan.causal, stream));
+    const bool planned =
+        prefill_ != nullptr && planned_causal_ == plan.causal &&
+        planned_cu_seqlens_.size() == static_cast<size_t>(plan.num_seqs + 1) &&
+        std::equal(planned_cu_seqlens_.begin(), planned_cu_seqlens_.end(), plan.cu_seqlens);
+    if (!planned) {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      Check(name(),
+            cuda::CudaStatus(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing"));
+      if (capture != cudaStreamCaptureStatusNone) {
+        Fail(name(), "a batch reached a CUDA-graph capture without being planned first");
+      }
+      Prepare(args);
+      absl::StatusOr<int> slot = slots_.Acquire();
+      Check(name(), slot.status());
+      planned_cu_seqlens_.clear();  // no stale match if planning fails
+      Check(name(), prefill_->Plan(*slot, plan.cu_seqlens, plan.num_seqs, plan.causal, stream));
+      // The slot's buffer is read only by the copy Plan enqueued: the event goes right behind it.
+      Check(name(), slot_done_[*slot].Record(stream));
+      slots_.Submitted(*slot);
+      planned_cu_seqlens_.assign(plan.cu_seqlens, plan.cu_seqlens + plan.num_seqs + 1);
+      planned_causal_ = plan.causal;
+    }
     Check(name(), prefill_->Run(args, stream));
-    Check(name(), slot_done_[*slot].Record(stream));
-    slots_.Submitted(*slot);
   }
 
  private:
   static constexpr int kSlots = 2;
+
+  static bool CurrentDeviceIsHopper() {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major == 9 && minor == 0;  // sm_90a code runs on sm_90 only
+  }
 
   void Prepare(const cuda::RaggedAttentionArgs& a) const {
     if (!cuda::FlashInferSupports(kernel_, a.head_dim)) {
@@ -126,6 +161,7 @@ class FlashInferAttention final : public AttentionBackend {
     if (fits) return;
     // Every batch planned from the old instance must have finished before it is freed.
     Check(name(), slots_.Drain());
+    planned_cu_seqlens_.clear();
     for (cuda::Event& e : slot_done_) {  // made at first use: the backend is made without a device
       if (e.get() != nullptr) continue;
       absl::StatusOr<cuda::Event> made = cuda::Event::Create();
@@ -155,6 +191,8 @@ class FlashInferAttention final : public AttentionBackend {
   mutable std::unique_ptr<cuda::FlashInferPrefill> prefill_;
   mutable std::array<cuda::Event, kSlots> slot_done_;
   mutable SlotRing slots_;
+  mutable std::vector<int32_t> planned_cu_seqlens_;  // the batch the schedule is for
+  mutable bool planned_causal_ = false;
 };
 
 }  // namespace

@@ -18,8 +18,7 @@ class CpuAttention final : public AttentionBackend {
   DType dtype() const override { return DType::kF32; }
   void Run(const ExecContext& ctx, const AttentionPlan& plan, const Tensor& q, const Tensor& k,
            const Tensor& v, const Tensor& out) const override {
-    kernel_(plan, q.f32(), q.row_stride(), k.f32(), v.f32(), k.row_stride(), out.f32(),
-            *ctx.pool);
+    kernel_(plan, q.f32(), q.row_stride(), k.f32(), v.f32(), k.row_stride(), out.f32(), *ctx.pool);
   }
 
  private:

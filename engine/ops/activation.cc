@@ -21,9 +21,9 @@ void SiluMul(const ExecContext& ctx, const Tensor& gate_up, const Tensor& out) {
       return;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
-      internal::CheckLaunch("SiluMul", cuda::SiluMul(gate_up.data<void>(), 2 * inter,
-                                                     out.data<void>(), inter, rows, inter, act,
-                                                     internal::StreamOf("SiluMul", ctx)));
+      internal::CheckLaunch(
+          "SiluMul", cuda::SiluMul(gate_up.data<void>(), 2 * inter, out.data<void>(), inter, rows,
+                                   inter, act, internal::StreamOf("SiluMul", ctx)));
       return;
 #endif
       internal::NoKernel("SiluMul", ctx);
@@ -40,11 +40,10 @@ void Gelu(const ExecContext& ctx, const Tensor& x, GeluForm form) {
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
       internal::CheckLaunch(
-          "Gelu", cuda::BiasActivation(
-                      x.data<void>(), x.dim(1), nullptr,
-                      form == GeluForm::kErf ? cuda::Activation::kGeluErf
-                                             : cuda::Activation::kGeluTanh,
-                      x.dim(0), x.dim(1), act, internal::StreamOf("Gelu", ctx)));
+          "Gelu", cuda::BiasActivation(x.data<void>(), x.dim(1), nullptr,
+                                       form == GeluForm::kErf ? cuda::Activation::kGeluErf
+                                                              : cuda::Activation::kGeluTanh,
+                                       x.dim(0), x.dim(1), act, internal::StreamOf("Gelu", ctx)));
       return;
 #endif
       internal::NoKernel("Gelu", ctx);
@@ -60,10 +59,9 @@ void Tanh(const ExecContext& ctx, const Tensor& x) {
       return;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
-      internal::CheckLaunch("Tanh", cuda::BiasActivation(x.data<void>(), x.dim(1), nullptr,
-                                                         cuda::Activation::kTanh, x.dim(0),
-                                                         x.dim(1), act,
-                                                         internal::StreamOf("Tanh", ctx)));
+      internal::CheckLaunch(
+          "Tanh", cuda::BiasActivation(x.data<void>(), x.dim(1), nullptr, cuda::Activation::kTanh,
+                                       x.dim(0), x.dim(1), act, internal::StreamOf("Tanh", ctx)));
       return;
 #endif
       internal::NoKernel("Tanh", ctx);

@@ -36,8 +36,8 @@ void CheckContiguous(std::string_view op, std::string_view operand, const ExecCo
 DType ActDType(std::string_view op, std::string_view operand, const ExecContext& ctx,
                const Tensor& t) {
   if (t.empty()) Fail(op, StrCat(operand, " is empty"));
-  const bool ok = t.dtype() == DType::kF32 ||
-                  (ctx.device == Device::kCuda && t.dtype() == DType::kBF16);
+  const bool ok =
+      t.dtype() == DType::kF32 || (ctx.device == Device::kCuda && t.dtype() == DType::kBF16);
   if (!ok) {
     Fail(op, StrCat(operand, " is ", t.Describe(), "; activations on ", DeviceName(ctx.device),
                     " are ", ctx.device == Device::kCuda ? "bf16 or f32" : "f32"));

@@ -30,10 +30,10 @@ void LogitDifference(const ExecContext& ctx, const Tensor& pooled, const Tensor&
       return;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
-      internal::CheckLaunch("LogitDifference",
-                            cuda::LogitDifference(pooled.f32(), rows, n, yes.f32(), no.f32(),
-                                                  scores.f32(),
-                                                  internal::StreamOf("LogitDifference", ctx)));
+      internal::CheckLaunch(
+          "LogitDifference",
+          cuda::LogitDifference(pooled.f32(), rows, n, yes.f32(), no.f32(), scores.f32(),
+                                internal::StreamOf("LogitDifference", ctx)));
       return;
 #endif
       internal::NoKernel("LogitDifference", ctx);

@@ -5,6 +5,7 @@
 //                    XLM-R (classifier.dense + out_proj); cross-encoder rerankers. pooled
 //                    f32 [num_seqs, hidden] (the CLS rows); dense [hidden, hidden] and out_proj
 //                    [num_labels, hidden]; scratch f32 [num_seqs, hidden].
+//                    On CUDA pooled and scratch are bf16 (the GEMMs' input type); scores f32.
 //   LogitDifference  scores [num_seqs, 1] = pooled · yes - pooled · no: a Qwen3-style reranker's
 //                    logit("yes") - logit("no") from two rows of the LM head (f32 [hidden] each),
 //                    never the whole vocabulary.

@@ -47,9 +47,12 @@ std::shared_ptr<const PreparedLinear> PrepareCuda(const Tensor& weight, const Te
   absl::StatusOr<cuda::DeviceBuffer> w = cuda::DeviceBuffer::Allocate(host.size() * 2);
   check(w.status());
   prepared->weight = *std::move(w);
-  check(cuda::CudaStatus(cudaMemcpy(prepared->weight.data(), host.data(), host.size() * 2,
-                                    cudaMemcpyHostToDevice),
-                         "cudaMemcpy (weight upload)"));
+  check(cuda::CudaStatus(
+      cudaMemcpy(prepared->weight.data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice),
+      "cudaMemcpy (weight upload)"));
+  // From pageable memory cudaMemcpy may return before the copy landed, and the compute streams
+  // do not wait for the legacy stream: wait here (load time, not the serving path).
+  check(cuda::CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
   if (!bias.empty()) {
     absl::StatusOr<cuda::DeviceBuffer> b = cuda::DeviceBuffer::Allocate(size_t(n) * 2);
     check(b.status());
@@ -57,7 +60,7 @@ std::shared_ptr<const PreparedLinear> PrepareCuda(const Tensor& weight, const Te
     // The legacy default stream, then a wait: load time, not the serving path.
     internal::CheckLaunch("PrepareLinear",
                           cuda::F32ToBf16(bias.f32(), prepared->bias_bf16.data(), n, nullptr));
-    check(cuda::CudaStatus(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize"));
+    check(cuda::CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
   }
   return prepared;
 }
@@ -81,8 +84,8 @@ void CudaLinearRun(std::string_view op, const ExecContext& ctx, const Tensor& x,
   cuda::GemmArgs g;
   g.x = x.data<void>();
   g.w = p.weight.data();
-  g.bias = has_bias ? (y_f32 ? static_cast<const void*>(w.bias.f32()) : p.bias_bf16.data())
-                    : nullptr;
+  g.bias =
+      has_bias ? (y_f32 ? static_cast<const void*>(w.bias.f32()) : p.bias_bf16.data()) : nullptr;
   g.c = c;
   g.y = y.data<void>();
   g.y_f32 = y_f32;

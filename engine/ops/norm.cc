@@ -31,9 +31,9 @@ void LayerNorm(const ExecContext& ctx, const Tensor& x, const Tensor& gamma, con
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
       internal::CheckLaunch(
-          "LayerNorm", cuda::Norm(x.data<void>(), n, cuda::NormKind::kLayerNorm, gamma.f32(),
-                                  beta.f32(), eps, out.data<void>(), n, rows, n, act,
-                                  internal::StreamOf("LayerNorm", ctx)));
+          "LayerNorm",
+          cuda::Norm(x.data<void>(), n, cuda::NormKind::kLayerNorm, gamma.f32(), beta.f32(), eps,
+                     out.data<void>(), n, rows, n, act, internal::StreamOf("LayerNorm", ctx)));
       return;
 #endif
       internal::NoKernel("LayerNorm", ctx);
@@ -89,9 +89,9 @@ void RmsNorm(const ExecContext& ctx, const Tensor& x, const Tensor& gamma, float
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
       internal::CheckLaunch(
-          "RmsNorm", cuda::Norm(x.data<void>(), n, cuda::NormKind::kRmsNorm, gamma.f32(), nullptr,
-                                eps, out.data<void>(), n, rows, n, act,
-                                internal::StreamOf("RmsNorm", ctx)));
+          "RmsNorm",
+          cuda::Norm(x.data<void>(), n, cuda::NormKind::kRmsNorm, gamma.f32(), nullptr, eps,
+                     out.data<void>(), n, rows, n, act, internal::StreamOf("RmsNorm", ctx)));
       return;
 #endif
       internal::NoKernel("RmsNorm", ctx);

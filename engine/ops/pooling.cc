@@ -35,9 +35,9 @@ void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Po
       return;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
-      internal::CheckLaunch("Pool", cuda::Pool(hidden.data<void>(), hidden.row_stride(),
-                                               device_bounds.i32(), rows, n, mode, act, out.f32(),
-                                               internal::StreamOf("Pool", ctx)));
+      internal::CheckLaunch(
+          "Pool", cuda::Pool(hidden.data<void>(), hidden.row_stride(), device_bounds.i32(), rows, n,
+                             mode, act, out.f32(), internal::StreamOf("Pool", ctx)));
       return;
 #endif
       internal::NoKernel("Pool", ctx);

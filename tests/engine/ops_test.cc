@@ -550,8 +550,8 @@ TEST_P(OpTest, ClassifierHeadAndLogitDifference) {
   const std::vector<float> pooled = Random(seqs * hidden), dw = Random(hidden * hidden, 0.3f),
                            db = Random(hidden), ow = Random(labels * hidden), ob = Random(labels);
   const auto prepare = [&](const std::vector<float>& w, const std::vector<float>& b, int64_t out) {
-    return ops::PrepareLinear(
-        device_, Tensor(w.data(), DType::kF32, Device::kCpu, {out, hidden}), F32(b, {out}));
+    return ops::PrepareLinear(device_, Tensor(w.data(), DType::kF32, Device::kCpu, {out, hidden}),
+                              F32(b, {out}));
   };
   const Tensor scores = Output({seqs, labels});
   ops::ClassifierHead(ctx_, Act(pooled, {seqs, hidden}), prepare(dw, db, hidden),

@@ -33,9 +33,8 @@ TEST(SlotRingTest, HandsOutSlotsInTurnAndWaitsOnlyForOnesInFlight) {
 
 TEST(SlotRingTest, AFailedWaitKeepsTheSlotInFlight) {
   bool fail = true;
-  SlotRing ring(1, [&](int) {
-    return fail ? absl::InternalError("device lost") : absl::OkStatus();
-  });
+  SlotRing ring(1,
+                [&](int) { return fail ? absl::InternalError("device lost") : absl::OkStatus(); });
   ASSERT_EQ(*ring.Acquire(), 0);
   ring.Submitted(0);
   absl::StatusOr<int> again = ring.Acquire();

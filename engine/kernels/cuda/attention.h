@@ -26,12 +26,15 @@ struct RaggedAttentionArgs {
   int64_t q_stride = 0;
   int64_t kv_stride = 0;
   int64_t out_stride = 0;
-  DType dtype = DType::kBF16;      // q, k, v element type
-  DType out_dtype = DType::kBF16;  // out element type
+  DType dtype = DType::kBF16;           // q, k, v element type
+  DType out_dtype = DType::kBF16;       // out element type
   const int32_t* cu_seqlens = nullptr;  // device, [num_seqs + 1]
   int64_t num_seqs = 0;
   int64_t num_tokens = 0;  // cu_seqlens[num_seqs] (host copy, for grid sizes)
-  int64_t max_seqlen = 0;  // the longest sequence (host copy, for grid sizes)
+  // The longest sequence (host copy, for grid sizes). A launch captured into a CUDA graph and
+  // replayed for other batches of its bucket must pass a bound for all of them (the bucket's
+  // token count), or the replay skips the query tiles of a longer sequence.
+  int64_t max_seqlen = 0;
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;

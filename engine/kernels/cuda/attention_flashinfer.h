@@ -27,7 +27,8 @@
 namespace quiver::engine::cuda {
 
 enum class FlashInferKernel { kFa2, kFa3 };
-std::string_view FlashInferKernelName(FlashInferKernel kernel);  // "flashinfer_fa2", "flashinfer_fa3"
+std::string_view FlashInferKernelName(
+    FlashInferKernel kernel);  // "flashinfer_fa2", "flashinfer_fa3"
 
 // Whether this build has the (kernel, head_dim) instantiation.
 bool FlashInferSupports(FlashInferKernel kernel, int head_dim);
@@ -39,8 +40,8 @@ struct FlashInferConfig {
   int num_kv_heads = 0;
   int64_t max_tokens = 0;  // the largest batch (bucket) this instance will plan
   int64_t max_seqs = 0;
-  int num_slots = 2;       // page-locked plan buffers, one per batch in flight
-  bool cuda_graph = false; // plan fixed grids per bucket (FlashInfer's enable_cuda_graph)
+  int num_slots = 2;        // page-locked plan buffers, one per batch in flight
+  bool cuda_graph = false;  // plan fixed grids per bucket (FlashInfer's enable_cuda_graph)
 };
 
 class FlashInferPrefill {
@@ -52,8 +53,8 @@ class FlashInferPrefill {
 
   virtual const FlashInferConfig& config() const = 0;
   // host_cu_seqlens [num_seqs + 1] in host memory.
-  virtual absl::Status Plan(int slot, const int32_t* host_cu_seqlens, int64_t num_seqs,
-                            bool causal, cudaStream_t stream) = 0;
+  virtual absl::Status Plan(int slot, const int32_t* host_cu_seqlens, int64_t num_seqs, bool causal,
+                            cudaStream_t stream) = 0;
   // Runs the batch planned last (args.cu_seqlens is the device copy of the planned cu_seqlens;
   // args.causal must match the plan).
   virtual absl::Status Run(const RaggedAttentionArgs& args, cudaStream_t stream) = 0;

@@ -3,7 +3,9 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/kernels/cuda/status.h"
@@ -13,17 +15,17 @@ namespace {
 
 absl::Status LtStatus(cublasStatus_t status, std::string_view call) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  const std::string message = StrCat(call, ": ", cublasLtGetStatusName(status), ": ",
-                                     cublasLtGetStatusString(status));
+  const std::string message =
+      StrCat(call, ": ", cublasLtGetStatusName(status), ": ", cublasLtGetStatusString(status));
   if (status == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(message);
   return absl::InternalError(message);
 }
 
-#define QUIVER_LT_RETURN_IF_ERROR(expr)                                   \
-  do {                                                                    \
-    const ::absl::Status _quiver_lt_status = LtStatus((expr), #expr);     \
-    if (!_quiver_lt_status.ok()) return _quiver_lt_status;                \
+#define QUIVER_LT_RETURN_IF_ERROR(expr)                               \
+  do {                                                                \
+    const ::absl::Status _quiver_lt_status = LtStatus((expr), #expr); \
+    if (!_quiver_lt_status.ok()) return _quiver_lt_status;            \
   } while (0)
 
 cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
@@ -52,7 +54,8 @@ struct BlasLt::Plan {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (op) cublasLtMatmulDescDestroy(op);
   }
-  int64_t m = 0;  // the M the layouts describe now
+  int64_t m = 0;                           // the M the layouts describe now
+  absl::flat_hash_set<int64_t> checked_m;  // the Ms the algorithm is known to serve
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -72,6 +75,89 @@ BlasLt::~BlasLt() {
   if (handle_ != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
 }
 
+// The largest power of two up to 256 that divides the address: what cuBLASLt may assume of a
+// pointer (MIN_ALIGNMENT preferences), so an algorithm is never chosen for better-aligned data
+// than a later call brings.
+namespace {
+uint32_t PointerAlignment(const void* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BlasLt::Plan>> BlasLt::MakePlan(const GemmArgs& g, const Key& key,
+                                                               int64_t m) {
+  const cudaDataType_t y_type = g.y_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  auto fresh = std::make_unique<Plan>();
+  Plan& p = *fresh;
+  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  QUIVER_LT_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  QUIVER_LT_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  const cublasLtEpilogue_t epilogue = LtEpilogue(g.epilogue);
+  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                           &epilogue, sizeof(epilogue)));
+  if (g.epilogue != GemmEpilogue::kNone) {
+    const cudaDataType_t bias_type = y_type;  // the default (D's type), always supported
+    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  // Stored shapes, column-major: A = w as [K rows, N cols], B = x as [K, M], D = y as [N, M].
+  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, g.k, g.n, g.ldw));
+  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, g.k, m, g.ldx));
+  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.d, y_type, g.n, m, g.ldy));
+  p.m = m;
+  p.checked_m.insert(m);  // the heuristic answered for this M itself
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = workspace_.bytes();
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_x},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_y},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_y}};
+  for (const auto& [attribute, bytes] : alignments) {
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
+    }
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    // C has D's layout (beta is 0 without one).
+    st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p.op, p.a, p.b, p.d,
+                                        p.d, pref, 1, &result, &found);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  QUIVER_LT_RETURN_IF_ERROR(st);
+  if (found == 0) {
+    return absl::UnimplementedError(StrCat("cuBLASLt has no algorithm for bf16 M ", m, " N ", g.n,
+                                           " K ", g.k, " ldx ", g.ldx, " ldw ", g.ldw, " ldy ",
+                                           g.ldy));
+  }
+  p.algo = result.algo;
+  return fresh;
+}
+
+absl::Status BlasLt::SetM(Plan& plan, int64_t m) {
+  if (plan.m == m) return absl::OkStatus();
+  // Same algorithm, the batch's own M: only the B and D column counts change (host calls).
+  const uint64_t cols = static_cast<uint64_t>(m);
+  QUIVER_LT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutSetAttribute(plan.b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+  QUIVER_LT_RETURN_IF_ERROR(
+      cublasLtMatrixLayoutSetAttribute(plan.d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+  plan.m = m;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const GemmArgs& g, bool allow_heuristic) {
   if (g.m < 0 || g.n <= 0 || g.k <= 0 || g.ldx < g.k || g.ldw < g.k || g.ldy < g.n) {
     return absl::InvalidArgumentError(StrCat("cuBLASLt GEMM: bad shape M ", g.m, " N ", g.n, " K ",
@@ -81,74 +167,59 @@ absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const GemmArgs& g, bool allow_heur
   if (g.epilogue != GemmEpilogue::kNone && g.bias == nullptr) {
     return absl::InvalidArgumentError("cuBLASLt GEMM: a bias epilogue without a bias");
   }
-  const Key key{GemmMBucket(g.m), g.n, g.k, g.ldx, g.ldw, g.ldy, static_cast<int>(g.epilogue),
-                g.y_f32, g.c != nullptr};
-  const cudaDataType_t y_type = g.y_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  if (g.epilogue == GemmEpilogue::kBiasGeluTanh && g.c != nullptr) {
+    // cuBLASLt adds C before the epilogue: gelu(x·wᵀ + c + bias), not gelu(x·wᵀ + bias) + c.
+    return absl::InvalidArgumentError("cuBLASLt GEMM: a residual C with the GELU epilogue");
+  }
+  const uint32_t align_y =
+      std::min(PointerAlignment(g.y), g.c != nullptr ? PointerAlignment(g.c) : 256u);
+  Key key{GemmMBucket(g.m),
+          g.n,
+          g.k,
+          g.ldx,
+          g.ldw,
+          g.ldy,
+          static_cast<int>(g.epilogue),
+          g.y_f32,
+          g.c != nullptr,
+          PointerAlignment(g.x),
+          PointerAlignment(g.w),
+          align_y};
+  const auto refuse = [&] {
+    return absl::FailedPreconditionError(
+        StrCat("cuBLASLt GEMM M ", g.m, " N ", g.n, " K ", g.k,
+               ": no algorithm checked for it before a CUDA-graph capture (run the bucket eagerly "
+               "first)"));
+  };
   auto it = algos_.find(key);
-  Plan* plan = it == algos_.end() ? nullptr : it->second.get();
-  if (plan == nullptr) {
-    if (!allow_heuristic) {
-      return absl::FailedPreconditionError(
-          StrCat("cuBLASLt GEMM M ", g.m, " N ", g.n, " K ", g.k,
-                 ": no algorithm chosen before a CUDA-graph capture (run the bucket eagerly "
-                 "first)"));
-    }
-    auto fresh = std::make_unique<Plan>();
-    Plan& p = *fresh;
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        p.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-    const cublasLtEpilogue_t epilogue = LtEpilogue(g.epilogue);
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (g.epilogue != GemmEpilogue::kNone) {
-      const cudaDataType_t bias_type = y_type;  // the default (D's type), always supported
-      QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-          p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-    }
-    // Stored shapes, column-major: A = w as [K rows, N cols], B = x as [K, M], D = y as [N, M].
-    const int64_t bucket_m = key.m_bucket;
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, g.k, g.n, g.ldw));
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, g.k, bucket_m, g.ldx));
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.d, y_type, g.n, bucket_m, g.ldy));
-    p.m = bucket_m;
-
-    cublasLtMatmulPreference_t pref = nullptr;
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t ws = workspace_.bytes();
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    if (st == CUBLAS_STATUS_SUCCESS) {
-      // C has D's layout (beta is 0 without one).
-      st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p.op, p.a, p.b,
-                                          p.d, p.d, pref, 1, &result, &found);
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
-    QUIVER_LT_RETURN_IF_ERROR(st);
-    if (found == 0) {
-      return absl::UnimplementedError(StrCat("cuBLASLt has no algorithm for bf16 M ", bucket_m,
-                                             " N ", g.n, " K ", g.k, " ldx ", g.ldx, " ldw ",
-                                             g.ldw, " ldy ", g.ldy));
-    }
-    p.algo = result.algo;
-    plan = fresh.get();
-    algos_.emplace(key, std::move(fresh));
+  if (it == algos_.end()) {
+    if (!allow_heuristic) return refuse();
+    QUIVER_ASSIGN_OR_RETURN(std::unique_ptr<Plan> made, MakePlan(g, key, key.m_bucket));
+    it = algos_.emplace(key, std::move(made)).first;
   }
-  if (plan->m != g.m) {
-    // Same algorithm, the batch's own M: only the B and D column counts change (host calls).
-    const uint64_t cols = static_cast<uint64_t>(g.m);
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
-        plan->b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
-        plan->d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
-    plan->m = g.m;
+  Plan* plan = it->second.get();
+  QUIVER_RETURN_IF_ERROR(SetM(*plan, g.m));
+  if (plan->checked_m.contains(g.m)) return plan;
+  if (!allow_heuristic) return refuse();
+  // The heuristic answered for the bucket's M; whether the algorithm also serves this M is
+  // cuBLASLt's to say (AlgoCheck, a host call), once per M. Where it does not, this M gets a
+  // plan of its own, chosen for it exactly.
+  cublasLtMatmulHeuristicResult_t result{};
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(handle_), plan->op, plan->a, plan->b,
+                              plan->d, plan->d, &plan->algo, &result);
+  if (st == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= workspace_.bytes()) {
+    plan->checked_m.insert(g.m);
+    return plan;
   }
-  return plan;
+  Key exact = key;
+  exact.m_bucket = -g.m;  // negative: a plan for exactly this M
+  auto own = algos_.find(exact);
+  if (own == algos_.end()) {
+    QUIVER_ASSIGN_OR_RETURN(std::unique_ptr<Plan> made, MakePlan(g, exact, g.m));
+    own = algos_.emplace(exact, std::move(made)).first;
+  }
+  return own->second.get();
 }
 
 absl::Status BlasLt::Prepare(const GemmArgs& args) { return PlanFor(args, true).status(); }
@@ -164,10 +235,9 @@ absl::Status BlasLt::Gemm(const GemmArgs& g, cudaStream_t stream) {
   }
   const float alpha = 1.0f, beta = g.c != nullptr ? 1.0f : 0.0f;
   const void* c = g.c != nullptr ? g.c : g.y;
-  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan->op,
-                                           &alpha, g.w, plan->a, g.x, plan->b, &beta, c, plan->d,
-                                           g.y, plan->d, &plan->algo, workspace_.data(),
-                                           workspace_.bytes(), stream));
+  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmul(
+      static_cast<cublasLtHandle_t>(handle_), plan->op, &alpha, g.w, plan->a, g.x, plan->b, &beta,
+      c, plan->d, g.y, plan->d, &plan->algo, workspace_.data(), workspace_.bytes(), stream));
   return absl::OkStatus();
 }
 

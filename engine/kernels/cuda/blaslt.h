@@ -5,17 +5,19 @@
 //   x    bf16 [M, K]   row stride ldx   (activations)
 //   w    bf16 [N, K]   row stride ldw   (a PyTorch Linear weight, uploaded once)
 //   bias [N] of y's type, or null
-//   c    [M, N] of y's type, row stride ldy, or null (added after the epilogue: a residual)
+//   c    [M, N] of y's type, row stride ldy, or null (a residual: y = x · wᵀ + bias + c; not
+//        with the GELU epilogue, which cuBLASLt would apply to the sum)
 //   y    bf16 or f32 [M, N]   row stride ldy
 //
 // Row-major y = x · wᵀ is computed as the column-major yᵀ = w · xᵀ (A = w transposed, B = x), so
 // that the BIAS epilogue (a vector over D's rows) broadcasts over N.
 //
-// Algorithms are chosen once per (M bucket, N, K, strides, epilogue) with cuBLASLt's heuristic
-// and cached; the heuristic is a host call, so a GEMM first seen while its stream is being
-// captured into a CUDA graph fails with FAILED_PRECONDITION instead of choosing there (the
-// engine's eager first use of a bucket chooses). Not thread-safe: one compute thread per
-// instance.
+// Algorithms are chosen once per (M bucket, N, K, strides, epilogue, output type, pointer
+// alignments) with cuBLASLt's heuristic and cached; cuBLASLt's AlgoCheck confirms once per M
+// that the bucket's algorithm serves it (else that M gets its own). Both are host calls, so a
+// GEMM whose M was not seen eagerly fails with FAILED_PRECONDITION while its stream is being
+// captured into a CUDA graph instead of choosing there (the engine's eager first use of a bucket
+// chooses). Not thread-safe: one compute thread per instance.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -71,20 +73,24 @@ class BlasLt {
 
  private:
   struct Key {
-    int64_t m_bucket, n, k, ldx, ldw, ldy;
+    int64_t m_bucket;  // negative: a plan for exactly -m_bucket rows
+    int64_t n, k, ldx, ldw, ldy;
     int epilogue;
     bool y_f32, with_c;
+    uint32_t align_x, align_w, align_y;  // bytes the pointers are aligned to (at most 256)
     bool operator==(const Key&) const = default;
     template <typename H>
     friend H AbslHashValue(H h, const Key& key) {
       return H::combine(std::move(h), key.m_bucket, key.n, key.k, key.ldx, key.ldw, key.ldy,
-                        key.epilogue, key.y_f32, key.with_c);
+                        key.epilogue, key.y_f32, key.with_c, key.align_x, key.align_w, key.align_y);
     }
   };
   struct Plan;  // descriptors + chosen algorithm (cuBLASLt types stay in blaslt.cc)
 
   BlasLt() = default;
   absl::StatusOr<Plan*> PlanFor(const GemmArgs& args, bool allow_heuristic);
+  absl::StatusOr<std::unique_ptr<Plan>> MakePlan(const GemmArgs& args, const Key& key, int64_t m);
+  static absl::Status SetM(Plan& plan, int64_t m);
 
   void* handle_ = nullptr;  // cublasLtHandle_t
   DeviceBuffer workspace_;

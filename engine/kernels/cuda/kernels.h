@@ -107,9 +107,8 @@ cudaError_t BiasActivation(void* x, int64_t x_stride, const float* bias, Activat
 // out f32 [num_rows, H] from hidden (act, row stride hidden_stride) over token ranges
 // bounds i32 [num_rows, 2] (device; non-empty ranges): CLS (first), mean (summed in token order,
 // f32), last token, max.
-cudaError_t Pool(const void* hidden, int64_t hidden_stride, const int32_t* bounds,
-                 int64_t num_rows, int64_t hidden_size, PoolMode mode, DType act,
-                 float* out, cudaStream_t stream);
+cudaError_t Pool(const void* hidden, int64_t hidden_stride, const int32_t* bounds, int64_t num_rows,
+                 int64_t hidden_size, PoolMode mode, DType act, float* out, cudaStream_t stream);
 
 // scores f32 [rows] = pooled[r] · yes - pooled[r] · no (pooled f32 [rows, H]; yes, no f32 [H]).
 cudaError_t LogitDifference(const float* pooled, int64_t rows, int64_t hidden, const float* yes,

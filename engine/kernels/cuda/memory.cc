@@ -172,8 +172,8 @@ absl::StatusOr<Allocator*> CudaDeviceAllocator() {
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
       cudaGetLastError();
-      status = new absl::Status(absl::UnavailableError(
-          std::string("no CUDA device usable: ") + cudaGetErrorString(e)));
+      status = new absl::Status(
+          absl::UnavailableError(std::string("no CUDA device usable: ") + cudaGetErrorString(e)));
     } else if (count == 0) {
       status = new absl::Status(absl::UnavailableError("no CUDA device usable: none found"));
     } else {

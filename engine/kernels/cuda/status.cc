@@ -6,6 +6,9 @@ namespace quiver::engine::cuda {
 
 absl::Status CudaStatus(cudaError_t error, std::string_view call) {
   if (error == cudaSuccess) return absl::OkStatus();
+  // A handled error must not resurface as the next launch's (cudaGetLastError); a sticky one
+  // (the context is lost) stays whatever this does.
+  cudaGetLastError();
   const std::string message =
       StrCat(call, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error));
   switch (error) {
