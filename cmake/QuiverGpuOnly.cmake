@@ -1,7 +1,8 @@
 # -DQUIVER_GPU_ONLY=ON: only the CUDA device check (tests/gpu/quiver_gpu_check) and what it links
 # (common, engine), against dependencies carried to a GPU machine instead of Debian's packages:
 # scripts/gpu-bundle.sh puts their shared libraries in build-gpu/lib and their headers in
-# build-gpu/deps/include; QUIVER_GPU_DEPS_DIR names that build-gpu folder. This is
+# build-gpu/deps.tgz (scripts/gpu-check.sh unpacks it to build-gpu/deps/include);
+# QUIVER_GPU_DEPS_DIR names that build-gpu folder. This is
 # scripts/gpu-check.sh's fallback when the binary built on the build machine does not start there;
 # it needs only the CUDA toolkit, CMake and a C++20 compiler.
 set(QUIVER_GPU_DEPS_DIR "" CACHE PATH "The carried build-gpu folder (scripts/gpu-bundle.sh)")

@@ -54,7 +54,7 @@ if (( probe != 0 && probe != 2 )); then
   step "rebuild fallback (the carried binary exited $probe)"
   T="$(mktemp -d)"
   mkdir -p "$T/fi"
-  if tar -xzf .cache/flashinfer-headers.tgz -C "$T/fi" &&
+  if tar -xzf .cache/flashinfer-headers.tgz -C "$T/fi" && tar -xzf build-gpu/deps.tgz -C build-gpu &&
      cmake -S . -B "$T/b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQUIVER_GPU_ONLY=ON \
        -DQUIVER_FLASHINFER_DIR="$T/fi" -DQUIVER_GPU_DEPS_DIR="$ROOT/build-gpu" &&
      ninja -C "$T/b" quiver_gpu_check; then
