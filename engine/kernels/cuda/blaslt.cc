@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/base/token_bucket.h"
 #include "engine/kernels/cuda/status.h"
 
 namespace quiver::engine::cuda {
@@ -41,11 +42,6 @@ cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
 }
 
 }  // namespace
-
-int64_t GemmMBucket(int64_t m) {
-  if (m <= 1024) return std::max<int64_t>(64, (m + 63) / 64 * 64);
-  return (m + 255) / 256 * 256;
-}
 
 struct BlasLt::Plan {
   ~Plan() {
@@ -173,7 +169,7 @@ absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const GemmArgs& g, bool allow_heur
   }
   const uint32_t align_y =
       std::min(PointerAlignment(g.y), g.c != nullptr ? PointerAlignment(g.c) : 256u);
-  Key key{GemmMBucket(g.m),
+  Key key{TokenBucket(g.m),
           g.n,
           g.k,
           g.ldx,

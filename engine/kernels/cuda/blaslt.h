@@ -50,10 +50,6 @@ struct GemmArgs {
   GemmEpilogue epilogue = GemmEpilogue::kNone;
 };
 
-// The M a cached algorithm is chosen for: M rounded up to 64 up to 1024, then to 256 (the CUDA
-// graph token buckets, engine/graph_bucket.h).
-int64_t GemmMBucket(int64_t m);
-
 class BlasLt {
  public:
   static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;  // NVIDIA's Hopper figure
@@ -73,7 +69,7 @@ class BlasLt {
 
  private:
   struct Key {
-    int64_t m_bucket;  // negative: a plan for exactly -m_bucket rows
+    int64_t m_bucket;  // TokenBucket(M) (base/token_bucket.h); negative: exactly -m_bucket rows
     int64_t n, k, ldx, ldw, ldy;
     int epilogue;
     bool y_f32, with_c;

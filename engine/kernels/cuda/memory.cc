@@ -10,50 +10,35 @@
 
 namespace quiver::engine::cuda {
 
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
-  DeviceBuffer b;
+template <Memory kMemory>
+absl::StatusOr<OwnedMemory<kMemory>> OwnedMemory<kMemory>::Allocate(size_t bytes) {
+  OwnedMemory b;
   // At least one byte, so that an empty buffer still has an address.
-  QUIVER_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.data_, std::max<size_t>(bytes, 1)));
+  const size_t n = std::max<size_t>(bytes, 1);
+  if constexpr (kMemory == Memory::kDevice) {
+    QUIVER_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.data_, n));
+  } else {
+    QUIVER_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b.data_, n));
+  }
   b.bytes_ = bytes;
   return b;
 }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    Reset();
-    data_ = std::exchange(o.data_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
+template <Memory kMemory>
+void OwnedMemory<kMemory>::Reset() {
+  if (data_ != nullptr) {
+    if constexpr (kMemory == Memory::kDevice) {
+      cudaFree(data_);
+    } else {
+      cudaFreeHost(data_);
+    }
   }
-  return *this;
-}
-
-void DeviceBuffer::Reset() {
-  if (data_ != nullptr) cudaFree(data_);
   data_ = nullptr;
   bytes_ = 0;
 }
 
-absl::StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
-  PinnedBuffer b;
-  QUIVER_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b.data_, std::max<size_t>(bytes, 1)));
-  b.bytes_ = bytes;
-  return b;
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-  if (this != &o) {
-    Reset();
-    data_ = std::exchange(o.data_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
-}
-
-void PinnedBuffer::Reset() {
-  if (data_ != nullptr) cudaFreeHost(data_);
-  data_ = nullptr;
-  bytes_ = 0;
-}
+template class OwnedMemory<Memory::kDevice>;
+template class OwnedMemory<Memory::kPinned>;
 
 absl::StatusOr<Stream> Stream::Create() {
   Stream s;

@@ -14,17 +14,30 @@
 
 namespace quiver::engine::cuda {
 
-// `bytes` of device memory on the current device.
-class DeviceBuffer {
+enum class Memory {
+  kDevice,  // cudaMalloc on the current device
+  kPinned,  // cudaMallocHost: page-locked host memory, the source or destination of async copies
+};
+
+// `bytes` of `kMemory`, freed once by its owner.
+template <Memory kMemory>
+class OwnedMemory {
  public:
-  DeviceBuffer() = default;
-  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes);
-  ~DeviceBuffer() { Reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
+  OwnedMemory() = default;
+  static absl::StatusOr<OwnedMemory> Allocate(size_t bytes);
+  ~OwnedMemory() { Reset(); }
+  OwnedMemory(OwnedMemory&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  OwnedMemory& operator=(OwnedMemory&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      data_ = std::exchange(o.data_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  OwnedMemory(const OwnedMemory&) = delete;
+  OwnedMemory& operator=(const OwnedMemory&) = delete;
 
   void* data() const { return data_; }
   template <typename T>
@@ -39,30 +52,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// `bytes` of page-locked host memory (the source or destination of an asynchronous copy).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  static absl::StatusOr<PinnedBuffer> Allocate(size_t bytes);
-  ~PinnedBuffer() { Reset(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  void* data() const { return data_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  size_t bytes() const { return bytes_; }
-  void Reset();
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = OwnedMemory<Memory::kDevice>;
+using PinnedBuffer = OwnedMemory<Memory::kPinned>;
 
 // A non-blocking stream (does not synchronize with the legacy default stream).
 class Stream {
