@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/engine.h"
 #include "engine/models/model.h"
 #include "gateway/api/requests.h"
 #include "scheduler/limits.h"
@@ -23,6 +24,7 @@ struct ServeOptions {
   scheduler::SchedulerLimits limits;
   gateway::api::ApiLimits api;
   bool access_log = false;  // one log line per request
+  engine::DeviceSettings device;
 };
 
 struct TokenizeOptions {
@@ -43,6 +45,7 @@ struct EmbedOptions {
   int64_t max_batch_tokens = 8192;
   int threads = 0;
   std::string attention_backend;
+  engine::DeviceSettings device;
 };
 
 struct GatewayOptions {

@@ -64,6 +64,14 @@ int RunEmbed(const EmbedOptions& options) {
   engine::EngineOptions engine_options;
   engine_options.num_threads = options.threads;
   engine_options.attention_backend = options.attention_backend;
+  // A batch closes at max_batch_tokens or kMaxBatchSeqs sequences (the CUDA buffers' sizes).
+  constexpr int64_t kMaxBatchSeqs = 512;
+  if (absl::Status s = engine::ApplyDeviceSettings(options.device, options.max_batch_tokens,
+                                                   kMaxBatchSeqs, engine_options);
+      !s.ok()) {
+    std::fprintf(stderr, "quiver embed: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   auto eng = engine::Engine::Load(options.model_dir, engine_options);
   if (!eng.ok()) {
     std::fprintf(stderr, "quiver embed: %s\n", std::string(eng.status().message()).c_str());
@@ -105,7 +113,8 @@ int RunEmbed(const EmbedOptions& options) {
       return 2;
     }
     if (batch.num_seqs() > 0 &&
-        batch.num_tokens() + static_cast<int64_t>(enc.ids.size()) > options.max_batch_tokens) {
+        (batch.num_tokens() + static_cast<int64_t>(enc.ids.size()) > options.max_batch_tokens ||
+         batch.num_seqs() >= kMaxBatchSeqs)) {
       batch_sizes.push_back(batch.num_seqs());
       results.push_back((*eng)->Submit(std::move(batch)));
       batch = engine::RaggedBatch();

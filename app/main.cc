@@ -4,6 +4,7 @@
 
 #include "CLI/CLI.hpp"
 #include "app/commands.h"
+#include "app/fidelity_gate.h"
 #include "common/logging.h"
 #include "worker/worker.h"
 
@@ -22,6 +23,29 @@ void AddLimitFlags(CLI::App& cmd, quiver::scheduler::SchedulerLimits& limits) {
   cmd.add_option("--max-queued-tokens", limits.max_queued_tokens,
                  "Tokens admitted and not yet finished; beyond it requests get 429 at once. "
                  "Size it to throughput (tokens/s) x the queue wait you accept.")
+      ->capture_default_str();
+}
+
+void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {
+  cmd.add_option("--device", device.device,
+                 "cpu, cuda (the first GPU) or cuda:N. Asking for CUDA where it is absent fails "
+                 "at start-up naming why (not compiled with CUDA, no driver, no device)")
+      ->capture_default_str();
+  cmd.add_option("--cuda-graphs", device.cuda_graphs,
+                 "CUDA: 'lazy' runs a (token, sequence) bucket's first batch eagerly, captures a "
+                 "graph on its second and replays it after; 'off' runs every batch eagerly "
+                 "(debugging)")
+      ->check(CLI::IsMember({"off", "lazy"}))
+      ->capture_default_str();
+  cmd.add_option("--max-graphs", device.max_graphs,
+                 "CUDA: graphs held at once; the least recently used beyond it is dropped "
+                 "(its memory given back; graph_memory_bytes in /metrics)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--graph-max-tokens", device.graph_max_tokens,
+                 "CUDA: batches over this many tokens run eagerly, unpadded (launch overhead is "
+                 "small beside their work)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }
 
@@ -78,6 +102,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   AddLimitFlags(*serve_cmd, serve.limits);
+  AddDeviceFlags(*serve_cmd, serve.device);
 
   quiver::app::GatewayOptions gw;
   CLI::App* gateway_cmd = app.add_subcommand("gateway", "HTTP gateway in front of workers");
@@ -134,6 +159,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   AddLimitFlags(*worker_cmd, worker.limits);
+  AddDeviceFlags(*worker_cmd, worker.device);
   quiver::app::EmbedOptions embed;
   CLI::App* embed_cmd = app.add_subcommand("embed", "Embed texts offline");
   embed_cmd->add_option("--model", embed.model_dir, "Hugging Face model folder")
@@ -156,6 +182,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   embed_cmd->add_option("--threads", embed.threads, "Compute threads (0: all cores)");
+  AddDeviceFlags(*embed_cmd, embed.device);
   embed_cmd->add_option("--attention-backend", embed.attention_backend,
                         "Force an attention backend (reference, tiled); default: the per-model "
                         "table, by family and sequence length");
@@ -192,6 +219,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     worker.model = *model;
+    worker.readiness_gate = [&worker](quiver::engine::Engine& engine) {
+      return quiver::app::CheckFidelity(engine, worker.model_dir);
+    };
     return quiver::worker::RunWorker(worker);
   }
   if (*gateway_cmd) return quiver::app::RunGateway(gw);

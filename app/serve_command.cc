@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "app/commands.h"
+#include "app/fidelity_gate.h"
 #include "app/local_replica.h"
 #include "common/file.h"
 #include "common/metrics.h"
@@ -34,6 +35,12 @@ int RunServe(const ServeOptions& options) {
   engine::EngineOptions engine_options;
   engine_options.num_threads = options.threads;
   engine_options.model = *model_options;
+  if (absl::Status s = engine::ApplyDeviceSettings(options.device, options.limits.max_batch_tokens,
+                                                   options.limits.max_batch_seqs, engine_options);
+      !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
   auto engine = engine::Engine::Load(options.model_dir, engine_options);
   if (!engine.ok()) {
     spdlog::error("cannot load model: {}", engine.status().message());
@@ -106,13 +113,19 @@ int RunServe(const ServeOptions& options) {
       options.limits.max_batch_tokens, options.limits.max_batch_seqs,
       options.limits.max_queued_tokens, options.api.max_inputs, options.max_body_bytes,
       options.api.auto_truncate, options.api.api_key.empty() ? "off" : "bearer");
+  spdlog::info("quiver serve: {}", (*engine)->DeviceSummary());
   // Warm up (first-use allocations, BLAS threads) before saying ready.
   {
     engine::RaggedBatch warm;
     warm.Add({1, 2, 3, 4});
     (void)(*engine)->Run(warm);
   }
-  api.set_ready(true);
+  // A GPU engine must agree with the CPU f32 engine first; without that, /ready stays 503.
+  if (absl::Status gate = CheckFidelity(**engine, options.model_dir); gate.ok()) {
+    api.set_ready(true);
+  } else {
+    spdlog::error("quiver serve: not ready: {}", gate.message());
+  }
   spdlog::info("quiver serve: ready on http://{}:{} (model {}, max_input_tokens={}, "
                "max_inputs={}, auto_truncate={})",
                options.host, server.port(), model.name, model.max_input_tokens,

@@ -9,6 +9,8 @@
 #include "engine/attention/table.h"
 #include "engine/ops/output_format.h"
 #include "engine/ops/pooling.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/graph_bucket.h"
 
 namespace quiver::engine {
 namespace {
@@ -38,17 +40,6 @@ ops::PoolMode ToOpPooling(PoolingMode mode) {
   return ops::PoolMode::kCls;
 }
 
-// A host i32 [size / 2, 2] view of (begin, end) pairs.
-Tensor Bounds(const std::vector<int32_t>& pairs) {
-  return Tensor(pairs.data(), DType::kI32, Device::kCpu,
-                {static_cast<int64_t>(pairs.size() / 2), 2});
-}
-
-Tensor HostI32(const std::vector<int32_t>& values) {
-  if (values.empty()) return {};
-  return Tensor(values.data(), DType::kI32, Device::kCpu, {static_cast<int64_t>(values.size())});
-}
-
 }  // namespace
 
 bool LazyResult::Ready() const {
@@ -62,22 +53,88 @@ const absl::StatusOr<EngineOutput>& LazyResult::Wait() const {
   return state_->result;
 }
 
+std::string DeviceSpec::ToString() const {
+  return device == Device::kCpu ? std::string("cpu") : StrCat("cuda:", index);
+}
+
+absl::StatusOr<DeviceSpec> ParseDeviceSpec(std::string_view text) {
+  DeviceSpec spec;
+  if (text == "cpu") return spec;
+  if (text == "cuda") {
+    spec.device = Device::kCuda;
+    return spec;
+  }
+  if (text.substr(0, 5) == "cuda:" && text.size() > 5 && text.size() <= 8) {
+    int index = 0;
+    for (char c : text.substr(5)) {
+      if (c < '0' || c > '9') {
+        index = -1;
+        break;
+      }
+      index = index * 10 + (c - '0');
+    }
+    if (index >= 0) {
+      spec.device = Device::kCuda;
+      spec.index = index;
+      return spec;
+    }
+  }
+  return absl::InvalidArgumentError(
+      StrCat("device '", text, "' is not one of cpu, cuda, cuda:N (N a device index)"));
+}
+
+absl::StatusOr<GraphMode> ParseGraphMode(std::string_view text) {
+  if (text == "off") return GraphMode::kOff;
+  if (text == "lazy") return GraphMode::kLazy;
+  return absl::InvalidArgumentError(
+      StrCat("cuda-graphs '", text, "' is not one of off, lazy"));
+}
+
+absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_batch_tokens,
+                                 int64_t max_batch_seqs, EngineOptions& options) {
+  absl::StatusOr<DeviceSpec> device = ParseDeviceSpec(settings.device);
+  if (!device.ok()) return WithContext(device.status(), "--device");
+  absl::StatusOr<GraphMode> graphs = ParseGraphMode(settings.cuda_graphs);
+  if (!graphs.ok()) return WithContext(graphs.status(), "--cuda-graphs");
+  if (settings.max_graphs < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("--max-graphs ", settings.max_graphs, " must be 0 (no graphs) or more"));
+  }
+  if (settings.graph_max_tokens < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("--graph-max-tokens ", settings.graph_max_tokens, " must be 0 or more"));
+  }
+  if (max_batch_tokens <= 0 || max_batch_seqs <= 0) {
+    return absl::InvalidArgumentError(StrCat("--max-batch-tokens ", max_batch_tokens,
+                                             " and --max-batch-seqs ", max_batch_seqs,
+                                             " must be positive"));
+  }
+  options.device = *device;
+  options.cuda_graphs = *graphs;
+  options.max_graphs = settings.max_graphs;
+  options.graph_max_tokens = settings.graph_max_tokens;
+  options.max_batch_tokens = max_batch_tokens;
+  options.max_batch_seqs = max_batch_seqs;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
                                                      const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
+  const Device device = options.device.device;
+  if (device == Device::kCuda) {
+    QUIVER_RETURN_IF_ERROR(CudaUseDevice(options.device.index));
+    if (options.max_batch_tokens <= 0 || options.max_batch_seqs <= 0) {
+      return absl::InvalidArgumentError(StrCat("max_batch_tokens ", options.max_batch_tokens,
+                                               " and max_batch_seqs ", options.max_batch_seqs,
+                                               " must be positive"));
+    }
+  }
   absl::StatusOr<ModelFolder> folder = LoadModelFolder(model_dir);
   if (!folder.ok()) return folder.status();
   e->folder_ = std::make_unique<ModelFolder>(*std::move(folder));
   const ModelFolder& f = *e->folder_;
-  const Device device = Device::kCpu;
-  e->weights_ =
-      std::make_unique<WeightLoader>(f.weights, f.architecture, std::string(f.entry->module_prefix),
-                                     WeightLoader::Mode::kPrepare, device);
-  absl::StatusOr<std::unique_ptr<Model>> model =
-      f.entry->factory({f.architecture, f.config, *e->weights_, options.model});
-  if (!model.ok()) return WithContext(model.status(), model_dir);
-  e->model_ = *std::move(model);
   if (!options.attention_backend.empty()) {
     absl::StatusOr<std::unique_ptr<AttentionBackend>> forced =
         MakeAttentionBackend(device, options.attention_backend);
@@ -89,17 +146,126 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
     if (!backend.ok()) return backend.status();
     e->table_attention_.emplace(name, *std::move(backend));
   }
-  int threads = options.num_threads > 0 ? options.num_threads
-                                        : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, threads);
-  e->pool_ = std::make_unique<ThreadPool>(threads);
-  e->exec_ = ExecContext{device, e->pool_.get()};
   QUIVER_ASSIGN_OR_RETURN(Allocator * allocator, AllocatorFor(device));
-  e->allocator_ = allocator;
   e->model_ws_ = std::make_unique<Workspace>(*allocator);
   e->engine_ws_ = std::make_unique<Workspace>(*allocator);
+  if (device == Device::kCuda) {
+    QUIVER_RETURN_IF_ERROR(e->LoadCuda(model_dir));
+  } else {
+    e->weights_ = std::make_unique<WeightLoader>(f.weights, f.architecture,
+                                                 std::string(f.entry->module_prefix),
+                                                 WeightLoader::Mode::kPrepare, device);
+    absl::StatusOr<std::unique_ptr<Model>> model =
+        f.entry->factory({f.architecture, f.config, *e->weights_, options.model});
+    if (!model.ok()) return WithContext(model.status(), model_dir);
+    e->model_ = *std::move(model);
+    int threads = options.num_threads > 0
+                      ? options.num_threads
+                      : static_cast<int>(std::thread::hardware_concurrency());
+    e->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
+    e->runtime_ = std::make_unique<CpuRuntime>(
+        *e->model_, ExecContext{Device::kCpu, e->pool_.get()}, *e->model_ws_, *e->engine_ws_);
+  }
+  e->stats_.device = options.device.ToString();
+  e->UpdateStats();
   e->compute_thread_ = std::thread([engine = e.get()] { engine->ComputeLoop(); });
   return e;
+}
+
+absl::Status Engine::LoadCuda(const std::string& model_dir) {
+  const ModelFolder& f = *folder_;
+  const std::string where = options_.device.ToString();
+  QUIVER_ASSIGN_OR_RETURN(const CudaMemory before, CudaMemoryInfo());
+  constexpr double kMiB = 1024.0 * 1024.0;
+  // A model that does not fit fails here, with the numbers.
+  auto failed = [&](std::string_view step, std::string_view what) {
+    absl::StatusOr<CudaMemory> now = CudaMemoryInfo();
+    const double taken =
+        now.ok() && before.free_bytes > now->free_bytes
+            ? static_cast<double>(before.free_bytes - now->free_bytes) / kMiB
+            : 0.0;
+    return absl::ResourceExhaustedError(fmt::format(
+        "{}: {} on {} failed: {}; the device had {:.0f} MiB free of {:.0f} MiB before loading, "
+        "and loading had taken {:.0f} MiB when it failed (--max-batch-tokens {} and "
+        "--max-batch-seqs {} size the activation buffers)",
+        model_dir, step, where, what, static_cast<double>(before.free_bytes) / kMiB,
+        static_cast<double>(before.total_bytes) / kMiB, taken, options_.max_batch_tokens,
+        options_.max_batch_seqs));
+  };
+  try {
+    weights_ = std::make_unique<WeightLoader>(f.weights, f.architecture,
+                                              std::string(f.entry->module_prefix),
+                                              WeightLoader::Mode::kPrepare, Device::kCuda);
+    absl::StatusOr<std::unique_ptr<Model>> model =
+        f.entry->factory({f.architecture, f.config, *weights_, options_.model});
+    if (!model.ok()) return WithContext(model.status(), model_dir);
+    model_ = *std::move(model);
+  } catch (const std::exception& e) {
+    return failed("uploading the weights", e.what());
+  }
+  if (absl::StatusOr<CudaMemory> now = CudaMemoryInfo();
+      now.ok() && before.free_bytes > now->free_bytes) {
+    weight_bytes_ = static_cast<int64_t>(before.free_bytes - now->free_bytes);
+  }
+  CudaRuntimeOptions r;
+  r.device = options_.device.index;
+  r.graphs = options_.cuda_graphs;
+  r.max_graphs = options_.max_graphs;
+  r.graph_max_tokens = options_.graph_max_tokens;
+  // The scheduler runs a chunk larger than its batch limits alone, so the buffers hold the
+  // larger of max_batch_tokens and one sequence at the model's limit, in as many sequences as
+  // that many tokens can make (every sequence and late-chunking span is non-empty).
+  cuda_max_tokens_ = std::max(options_.max_batch_tokens, max_input_tokens());
+  r.max_tokens = cuda_max_tokens_;
+  r.max_seqs = cuda_max_tokens_;
+  r.max_rows = cuda_max_tokens_;
+  r.row_width = is_scorer() ? info().num_labels : hidden_size();
+  r.slots = options_.slots;
+  try {
+    QUIVER_ASSIGN_OR_RETURN(runtime_, MakeCudaRuntime(r, *model_, *model_ws_, *engine_ws_));
+    QUIVER_RETURN_IF_ERROR(WarmUp());
+  } catch (const std::exception& e) {
+    return failed("sizing the activation buffers for the largest batch", e.what());
+  }
+  model_ws_->Freeze();
+  engine_ws_->Freeze();
+  if (absl::StatusOr<CudaMemory> now = CudaMemoryInfo();
+      now.ok() && before.free_bytes > now->free_bytes) {
+    load_device_bytes_ = static_cast<int64_t>(before.free_bytes - now->free_bytes);
+  }
+  return absl::OkStatus();
+}
+
+// Runs the largest batches the limits allow, eagerly, on the load thread: every workspace slot
+// grows to its final size (then frozen), and the GEMM algorithms of the largest bucket are
+// chosen. The batches: the most tokens in max_batch_seqs sequences (and one token fewer, whose
+// bucket adds a padding sequence), and the most sequences (one token each: the most rows).
+absl::Status Engine::WarmUp() {
+  const int64_t tokens = cuda_max_tokens_;
+  struct Shape {
+    int64_t tokens, seqs;
+  };
+  const int64_t seqs = std::max<int64_t>(
+      std::min(options_.max_batch_seqs, tokens),
+      (tokens + max_input_tokens() - 1) / max_input_tokens());  // none over the model's limit
+  for (const Shape shape : {Shape{tokens, seqs}, Shape{std::max(seqs, tokens - 1), seqs},
+                            Shape{tokens, tokens}}) {
+    RaggedBatch batch;
+    const int64_t n = std::min(shape.seqs, shape.tokens);
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t len = shape.tokens / n + (s < shape.tokens % n ? 1 : 0);
+      batch.Add(std::vector<int32_t>(static_cast<size_t>(len), 0));
+    }
+    if (info().type_vocab_size > 1) batch.token_type_ids.assign(batch.token_ids.size(), 0);
+    QUIVER_RETURN_IF_ERROR(ValidateBatch(batch, info().vocab_size, info().type_vocab_size,
+                                         max_input_tokens()));
+    Pending item;
+    item.batch = std::move(batch);
+    Running running = Start(std::move(item));
+    absl::StatusOr<EngineOutput> out = Finish(running);
+    if (!out.ok()) return WithContext(out.status(), "warm-up batch");
+  }
+  return absl::OkStatus();
 }
 
 Engine::~Engine() {
@@ -117,6 +283,13 @@ absl::Status Engine::Validate(const RaggedBatch& batch) const {
   if (valid.ok() && batch.output.dimensions > hidden_size() && !is_scorer()) {
     valid = absl::InvalidArgumentError(StrCat("dimensions ", batch.output.dimensions,
                                               " is larger than the model's ", hidden_size()));
+  }
+  if (valid.ok() && options_.device.device == Device::kCuda &&
+      batch.num_tokens() > cuda_max_tokens_) {
+    valid = absl::InvalidArgumentError(
+        StrCat("a batch of ", batch.num_tokens(), " tokens is over the ", cuda_max_tokens_,
+               " the device's buffers were sized for at load (--max-batch-tokens ",
+               options_.max_batch_tokens, ", or one sequence at the model's limit)"));
   }
   return valid;
 }
@@ -138,108 +311,195 @@ absl::StatusOr<EngineOutput> Engine::Run(RaggedBatch batch) {
   return Submit(std::move(batch)).Wait();
 }
 
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+std::string Engine::DeviceSummary() const {
+  const EngineStats s = stats();
+  if (options_.device.device == Device::kCpu) return "device=cpu";
+  constexpr double kMiB = 1024.0 * 1024.0;
+  return fmt::format(
+      "device={} device_memory={:.0f} MiB (weights {:.0f} MiB; buffers sized for "
+      "max_batch_tokens={} max_batch_seqs={}) cuda_graphs={} max_graphs={} graph_max_tokens={} "
+      "slots={}",
+      s.device, static_cast<double>(s.device_memory_bytes) / kMiB,
+      static_cast<double>(s.weight_bytes) / kMiB, options_.max_batch_tokens,
+      options_.max_batch_seqs, options_.cuda_graphs == GraphMode::kOff ? "off" : "lazy",
+      options_.max_graphs, options_.graph_max_tokens, runtime_->slots());
+}
+
+void Engine::UpdateStats() {
+  const RuntimeStats r = runtime_->stats();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.graphs = r.graphs;
+  stats_.last_graph_failure = r.last_graph_failure;
+  stats_.weight_bytes = weight_bytes_;
+  stats_.device_memory_bytes =
+      options_.device.device == Device::kCuda ? load_device_bytes_ + r.graphs.memory_bytes : 0;
+}
+
+const AttentionBackend& Engine::AttentionFor(int64_t max_seqlen) const {
+  if (forced_attention_ != nullptr) return *forced_attention_;
+  return *table_attention_.at(
+      ChooseAttentionBackend(options_.device.device, info().family, max_seqlen));
+}
+
 void Engine::ComputeLoop() {
+  if (options_.device.device == Device::kCuda) {
+    CudaUseDevice(options_.device.index).IgnoreError();  // Start sets it again and reports
+  }
+  const size_t depth = static_cast<size_t>(runtime_->slots());
+  std::deque<Running> running;
   while (true) {
-    Pending item;
+    Pending next;
+    bool start = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      item = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    absl::StatusOr<EngineOutput> out = absl::UnknownError("not run");
-    try {
-      if (item.valid.ok()) {
-        out = Execute(item.batch);
-      } else {
-        out = item.valid;
+      cv_.wait(lock, [&] {
+        return (!queue_.empty() && running.size() < depth) ||
+               (!running.empty() && running.front().done->load()) ||
+               (stopping_ && queue_.empty() && running.empty());
+      });
+      if (!queue_.empty() && running.size() < depth) {
+        next = std::move(queue_.front());
+        queue_.pop_front();
+        start = true;
+      } else if (running.empty()) {
+        return;  // stopping and drained
       }
-    } catch (const std::bad_alloc&) {  // the batch fails, the engine goes on
-      out = absl::ResourceExhaustedError(
-          StrCat("out of memory running a batch of ", item.batch.num_tokens(), " tokens"));
-    } catch (const std::exception& e) {
-      out = absl::InternalError(StrCat("forward pass failed: ", e.what()));
     }
-    // Nothing queued behind this batch: the pool's workers sleep now, leaving the cores to the
-    // threads that deliver the result.
+    if (start) {  // enqueue first: the device works on it while the host formats the last one
+      running.push_back(Start(std::move(next)));
+      UpdateStats();
+      continue;
+    }
+    Running finished = std::move(running.front());
+    running.pop_front();
+    absl::StatusOr<EngineOutput> out = Finish(finished);
     bool idle;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      idle = queue_.empty();
+      idle = queue_.empty() && running.empty();
     }
-    if (idle) pool_->Rest();
-    LazyResult::State& state = *item.result.state_;
-    {
-      std::lock_guard<std::mutex> lock(state.mu);
-      state.result = std::move(out);
-      state.done = true;
-    }
-    state.cv.notify_all();
-    if (item.on_ready) item.on_ready();
+    // Nothing queued behind this batch: the pool's workers sleep now, leaving the cores to the
+    // threads that deliver the result.
+    if (idle && pool_ != nullptr) pool_->Rest();
+    Deliver(finished.item, std::move(out));
   }
 }
 
-absl::StatusOr<EngineOutput> Engine::Execute(const RaggedBatch& input) {
-  // Plan: once per batch, read-only for the whole layer loop.
-  BuildPlan(input, options_.pad_to_buckets, info(), plan_);
-  const AttentionBackend* attention = forced_attention_.get();
-  if (attention == nullptr) {
-    attention =
-        table_attention_
-            .at(ChooseAttentionBackend(exec_.device, info().family, plan_.attention.max_seqlen))
-            .get();
+Engine::Running Engine::Start(Pending item) {
+  Running r;
+  r.done = std::make_shared<std::atomic<bool>>(false);
+  r.item = std::move(item);
+  const RaggedBatch& input = r.item.batch;
+  if (!r.item.valid.ok()) {
+    r.failed = r.item.valid;
+    r.done->store(true);
+    return r;
   }
-  const RaggedBatch& batch = *plan_.batch;
-  const ForwardContext ctx{exec_,
-                           HostI32(batch.token_ids),
-                           HostI32(batch.token_type_ids),
-                           HostI32(plan_.positions),
-                           Bounds(plan_.seq_bounds),
-                           plan_.attention,
-                           *attention,
-                           *model_ws_};
-  // Forward.
-  const Tensor hidden = model_->Forward(ctx);
-
-  EngineOutput out;
-  if (is_scorer()) {
-    out.num_seqs = plan_.num_real_seqs;
-    out.dimensions = info().num_labels;
-    out.output_type = OutputType::kF32;
-    const Tensor scores = engine_ws_->F32(kScores, {out.num_seqs, out.dimensions});
-    model_->Score(ctx, hidden, scores);
-    out.data.resize(static_cast<size_t>(scores.numel()) * sizeof(float));
-    allocator_->CopyToHost(out.data.data(), scores.f32(), out.data.size());
+  try {
+    bool pad = options_.pad_to_buckets;
+    if (options_.device.device == Device::kCuda) {
+      // Padded only where a graph may run it: a forced backend that plans per batch never is.
+      pad = options_.cuda_graphs != GraphMode::kOff &&
+            (forced_attention_ == nullptr || forced_attention_->Capturable()) &&
+            BucketFor(input.num_tokens(), input.num_seqs()).tokens <= options_.graph_max_tokens;
+    }
+    // Plan: once per batch, read-only for the whole layer loop.
+    BuildPlan(input, pad, info(), plan_);
+    BatchWork work;
+    work.plan = &plan_;
+    work.attention = &AttentionFor(plan_.attention.max_seqlen);
+    work.score = is_scorer();
+    work.pool = input.output.pooling == Pooling::kModelDefault
+                    ? ToOpPooling(folder_->pooling.mode)
+                    : ToOpPooling(input.output.pooling);
+    // Late chunking: one mean-pooled row per span.
+    if (!input.span_bounds.empty()) work.pool = ops::PoolMode::kMean;
+    work.rows = work.score ? plan_.num_real_seqs
+                           : static_cast<int64_t>(plan_.row_bounds.size() / 2);
+    work.width = work.score ? info().num_labels : hidden_size();
+    r.rows = work.rows;
+    r.width = work.width;
+    std::shared_ptr<std::atomic<bool>> done = r.done;
+    absl::StatusOr<int> ticket = runtime_->Start(work, [this, done] {
+      {
+        std::lock_guard<std::mutex> lock(mu_);  // no wake-up lost between check and wait
+        done->store(true);
+      }
+      cv_.notify_all();
+    });
     plan_.Clear();
+    if (!ticket.ok()) {
+      r.failed = ticket.status();
+      r.done->store(true);
+      return r;
+    }
+    r.ticket = *ticket;
+  } catch (const std::bad_alloc&) {  // the batch fails, the engine goes on
+    plan_.Clear();
+    r.failed = absl::ResourceExhaustedError(
+        StrCat("out of memory running a batch of ", input.num_tokens(), " tokens"));
+    r.done->store(true);
+  } catch (const std::exception& e) {
+    plan_.Clear();
+    r.failed = absl::InternalError(StrCat("forward pass failed: ", e.what()));
+    r.done->store(true);
+  }
+  return r;
+}
+
+absl::StatusOr<EngineOutput> Engine::Finish(const Running& r) {
+  if (!r.failed.ok()) return r.failed;
+  absl::StatusOr<const float*> rows = runtime_->Finish(r.ticket);
+  if (!rows.ok()) {
+    return absl::InternalError(StrCat("forward pass failed: ", rows.status().message()));
+  }
+  const RaggedBatch& input = r.item.batch;
+  EngineOutput out;
+  out.num_seqs = r.rows;
+  if (is_scorer()) {
+    out.dimensions = r.width;
+    out.output_type = OutputType::kF32;
+    out.data.resize(static_cast<size_t>(r.rows * r.width) * sizeof(float));
+    std::memcpy(out.data.data(), *rows, out.data.size());
     return out;
   }
-  // Pool: one row per sequence, or per span for late chunking (mean over the span's tokens).
-  ops::PoolMode mode = input.output.pooling == Pooling::kModelDefault
-                           ? ToOpPooling(folder_->pooling.mode)
-                           : ToOpPooling(input.output.pooling);
-  if (!input.span_bounds.empty()) mode = ops::PoolMode::kMean;
-  const Tensor bounds = Bounds(plan_.row_bounds);
-  const int64_t rows = bounds.dim(0), h = info().hidden_size;
-  const Tensor pooled = engine_ws_->F32(kPooled, {rows, h});
-  ops::Pool(exec_, hidden, bounds, mode, pooled);
-  // Format.
+  // Format, on the host.
+  const int64_t h = r.width;
   const int64_t dims = input.output.dimensions > 0 ? input.output.dimensions : h;
   if (dims > h) {
     return absl::InvalidArgumentError(
         StrCat("dimensions ", dims, " is larger than the model's ", h));
   }
   const Encoding encoding = input.output.output_type;
-  out.num_seqs = rows;
   out.dimensions = dims;
-  out.output_type = input.output.output_type;
+  out.output_type = encoding;
   const int64_t row_bytes = ops::EncodedRowBytes(encoding, dims);
-  out.data.resize(static_cast<size_t>(rows * row_bytes));
-  ops::FormatOutput(exec_, pooled, dims,
-                    input.output.normalize.value_or(folder_->pooling.normalize), encoding,
-                    Tensor(out.data.data(), DType::kU8, Device::kCpu, {rows, row_bytes}));
-  plan_.Clear();
+  out.data.resize(static_cast<size_t>(r.rows * row_bytes));
+  try {
+    ops::FormatOutput(ExecContext{Device::kCpu, pool_.get()},
+                      Tensor(*rows, DType::kF32, Device::kCpu, {r.rows, h}), dims,
+                      input.output.normalize.value_or(folder_->pooling.normalize), encoding,
+                      Tensor(out.data.data(), DType::kU8, Device::kCpu, {r.rows, row_bytes}));
+  } catch (const std::exception& e) {
+    return absl::InternalError(StrCat("formatting the output failed: ", e.what()));
+  }
   return out;
+}
+
+void Engine::Deliver(Pending& item, absl::StatusOr<EngineOutput> out) {
+  LazyResult::State& state = *item.result.state_;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.result = std::move(out);
+    state.done = true;
+  }
+  state.cv.notify_all();
+  if (item.on_ready) item.on_ready();
 }
 
 }  // namespace quiver::engine

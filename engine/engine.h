@@ -1,13 +1,20 @@
 // The engine: a loaded model behind an asynchronous interface. Submit() validates the ragged
 // batch and returns a LazyResult at once; a persistent compute thread runs batches in order and
-// fulfils the result. Each batch runs as plan -> forward -> pool (or score) -> format
-// (Execute): the plan in runtime/, the forward pass in the model file, pooling and formatting
-// as ops, all on the engine's device (the CPU today: kernels on a persistent thread pool).
+// fulfils the result. Each batch runs as plan -> forward -> pool (or score) -> format: the plan
+// in runtime/plan.h, the forward pass in the model file, pooling as an op, all on the engine's
+// device through its runtime (runtime/device_runtime.h), then the host-side formatting.
+//
+// On the CPU a batch runs on a persistent thread pool inside the compute thread. On CUDA the
+// compute thread enqueues batch N+1 (inputs, the forward pass as a CUDA graph or eagerly,
+// pooling, the copy back into a slot's pinned buffer, the slot's event) before it waits for
+// batch N's event; a CUDA driver callback wakes it when a batch's rows are in host memory, so
+// neither it nor LazyResult::Wait spins a core.
 //
 // Engine is thread-safe: Submit may be called from any thread. Results arrive in submission
 // order.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -27,15 +34,60 @@
 #include "engine/loader/weight_loader.h"
 #include "engine/model_folder.h"
 #include "engine/models/model.h"
+#include "engine/runtime/device_runtime.h"
+#include "engine/runtime/graph_cache.h"
 #include "engine/runtime/plan.h"
 
 namespace quiver::engine {
 
+// A --device value: "cpu", "cuda" (= cuda:0) or "cuda:N".
+struct DeviceSpec {
+  Device device = Device::kCpu;
+  int index = 0;
+  std::string ToString() const;
+};
+// INVALID_ARGUMENT naming the accepted forms for anything else.
+absl::StatusOr<DeviceSpec> ParseDeviceSpec(std::string_view text);
+// INVALID_ARGUMENT naming "off" and "lazy" for anything else.
+absl::StatusOr<GraphMode> ParseGraphMode(std::string_view text);
+
 struct EngineOptions {
-  int num_threads = 0;            // compute threads; 0 = the machine's cores
+  int num_threads = 0;            // CPU compute threads; 0 = the machine's cores
   std::string attention_backend;  // "" = the table (ChooseAttentionBackend), else forced
-  bool pad_to_buckets = false;    // pad every batch to its graph bucket (what CUDA graphs run)
+  bool pad_to_buckets = false;    // CPU: pad every batch to its graph bucket (what CUDA runs)
   ModelOptions model;
+  DeviceSpec device;
+  // CUDA only. The largest batch: persistent buffers are sized once at load for its bucket (or
+  // for one sequence at the model's limit, if that is more) and never reallocated (graphs hold
+  // their addresses); larger batches are refused.
+  int64_t max_batch_tokens = 16384;
+  int64_t max_batch_seqs = 512;
+  GraphMode cuda_graphs = GraphMode::kLazy;
+  int64_t max_graphs = 1024;          // LRU cap on captured graphs
+  int64_t graph_max_tokens = 16384;   // batches above run eagerly (and unpadded)
+  int slots = 2;                      // batches in flight (2 or 3)
+};
+
+// The device settings `quiver serve`, `worker` and `embed` share (their --device, --cuda-graphs,
+// --max-graphs and --graph-max-tokens flags), as typed.
+struct DeviceSettings {
+  std::string device = "cpu";
+  std::string cuda_graphs = "lazy";
+  int64_t max_graphs = 1024;
+  int64_t graph_max_tokens = 16384;
+};
+// Fills `options`' device fields from `settings` and the batch limits the scheduler applies
+// (the CUDA buffers are sized for them); INVALID_ARGUMENT naming the flag.
+absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_batch_tokens,
+                                 int64_t max_batch_seqs, EngineOptions& options);
+
+// What the engine holds and did, for logs and metrics (a snapshot).
+struct EngineStats {
+  std::string device;               // "cpu", "cuda:0"
+  int64_t device_memory_bytes = 0;  // CUDA: weights + buffers + graphs; 0 on the CPU
+  int64_t weight_bytes = 0;         // CUDA: the model's weights on the device
+  GraphStats graphs;
+  std::string last_graph_failure;
 };
 
 // The answer to one Submit. Ready() never blocks; Wait() blocks until the batch ran. Copyable;
@@ -65,8 +117,9 @@ class Engine {
   // `on_ready`, if set, runs on the compute thread right after the result is set, also for a
   // batch that fails the checks; never inside Submit. The next batch waits for it: keep it short.
   LazyResult Submit(RaggedBatch batch, std::function<void()> on_ready = nullptr);
-  // The checks Submit makes (ids, type ids, lengths, dimensions), for callers that want to refuse
-  // a piece of a batch before packing it with others.
+  // The checks Submit makes (ids, type ids, lengths, dimensions, and on CUDA the batch limits
+  // the buffers were sized for), for callers that want to refuse a piece of a batch before
+  // packing it with others.
   absl::Status Validate(const RaggedBatch& batch) const;
   // Submit(batch).Wait(), for tools and tests.
   absl::StatusOr<EngineOutput> Run(RaggedBatch batch);
@@ -77,36 +130,58 @@ class Engine {
   int64_t hidden_size() const { return info().hidden_size; }
   int64_t max_input_tokens() const { return info().max_input_tokens; }
   double flops_per_token(int64_t seq_len) const { return model_->FlopsPerToken(seq_len); }
+  const EngineOptions& options() const { return options_; }
+  EngineStats stats() const;
+  // One line for the start-up log: the device, its memory taken, the graph settings.
+  std::string DeviceSummary() const;
 
  private:
   Engine() = default;
+  absl::Status LoadCuda(const std::string& model_dir);
+  absl::Status WarmUp();
   void ComputeLoop();
-  absl::StatusOr<EngineOutput> Execute(const RaggedBatch& batch);
 
-  EngineOptions options_;
-  std::unique_ptr<ModelFolder> folder_;
-  std::unique_ptr<WeightLoader> weights_;  // owns the prepared weights the model reads
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<ThreadPool> pool_;
-  ExecContext exec_;
-  std::unique_ptr<AttentionBackend> forced_attention_;
-  // The backends ChooseAttentionBackend's table names, by name.
-  std::map<std::string_view, std::unique_ptr<AttentionBackend>> table_attention_;
-  // Owned by the compute thread: the batch's plan, the model's scratch and the engine's own
-  // (pooled rows).
-  BatchPlan plan_;
-  Allocator* allocator_ = nullptr;  // the device's
-  std::unique_ptr<Workspace> model_ws_, engine_ws_;
-  enum EngineSlot { kPooled, kScores };  // engine_ws_'s
-
-  std::mutex mu_;
-  std::condition_variable cv_;
   struct Pending {
     RaggedBatch batch;
     LazyResult result;
     std::function<void()> on_ready;
     absl::Status valid;  // Validate's answer; the batch runs only if OK
   };
+  // A batch started on the runtime (or refused: `failed` set), until it is finished in order.
+  struct Running {
+    Pending item;
+    int ticket = -1;
+    std::shared_ptr<std::atomic<bool>> done;
+    absl::Status failed;
+    int64_t rows = 0, width = 0;
+  };
+  Running Start(Pending item);
+  absl::StatusOr<EngineOutput> Finish(const Running& running);
+  void Deliver(Pending& item, absl::StatusOr<EngineOutput> out);
+  const AttentionBackend& AttentionFor(int64_t max_seqlen) const;
+  void UpdateStats();
+
+  EngineOptions options_;
+  std::unique_ptr<ModelFolder> folder_;
+  std::unique_ptr<WeightLoader> weights_;  // owns the prepared weights the model reads
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<ThreadPool> pool_;       // CPU only
+  std::unique_ptr<AttentionBackend> forced_attention_;
+  // The backends ChooseAttentionBackend's table names, by name.
+  std::map<std::string_view, std::unique_ptr<AttentionBackend>> table_attention_;
+  // Owned by the compute thread: the batch's plan, the model's scratch and the runtime's own.
+  BatchPlan plan_;
+  std::unique_ptr<Workspace> model_ws_, engine_ws_;
+  std::unique_ptr<DeviceRuntime> runtime_;
+  int64_t cuda_max_tokens_ = 0;    // CUDA: the largest batch the buffers hold
+  int64_t load_device_bytes_ = 0;  // CUDA: device memory the load took (weights + buffers)
+  int64_t weight_bytes_ = 0;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
   std::deque<Pending> queue_;
   bool stopping_ = false;
   std::thread compute_thread_;

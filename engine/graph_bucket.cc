@@ -19,18 +19,4 @@ GraphBucket BucketFor(int64_t num_tokens, int64_t num_seqs) {
   return b;
 }
 
-GraphAction GraphCachePolicy::Next(const GraphBucket& bucket) {
-  const int64_t use = uses_[bucket]++;
-  if (use == 0) {
-    ++eager_;
-    return GraphAction::kEager;
-  }
-  if (use == 1) {
-    ++captures_;
-    return GraphAction::kCapture;
-  }
-  ++replays_;
-  return GraphAction::kReplay;
-}
-
 }  // namespace quiver::engine

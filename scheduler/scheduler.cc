@@ -36,6 +36,47 @@ Scheduler::Scheduler(engine::Engine* engine, SchedulerLimits limits, MetricsRegi
                                            "Chunks refused at admission", "reason=\"invalid\"");
   dropped_ = &metrics->GetCounter("quiver_scheduler_dropped_total",
                                   "Chunks cancelled or expired before compute");
+  const std::string device = MetricLabel("device", engine->stats().device);
+  device_memory_bytes_ = &metrics->GetGauge(
+      "quiver_engine_device_memory_bytes",
+      "Device memory the engine holds: weights, activation buffers, CUDA graphs (0 on the CPU)",
+      device);
+  weight_bytes_ = &metrics->GetGauge("quiver_engine_weight_bytes",
+                                     "Device memory of the model's weights (0 on the CPU)", device);
+  graphs_held_ = &metrics->GetGauge("quiver_engine_cuda_graphs", "CUDA graphs held", device);
+  graph_memory_bytes_ = &metrics->GetGauge("quiver_engine_cuda_graph_memory_bytes",
+                                           "Device memory of the CUDA graphs held", device);
+  graph_capture_seconds_ =
+      &metrics->GetGauge("quiver_engine_cuda_graph_capture_seconds_total",
+                         "Time spent capturing and instantiating CUDA graphs", device);
+  graph_captures_ = &metrics->GetCounter("quiver_engine_cuda_graph_captures_total",
+                                         "CUDA graphs captured", device);
+  graph_replays_ = &metrics->GetCounter("quiver_engine_cuda_graph_replays_total",
+                                        "Batches run by replaying a CUDA graph", device);
+  eager_runs_ = &metrics->GetCounter("quiver_engine_eager_runs_total",
+                                     "Batches run without a CUDA graph", device);
+  graph_evictions_ = &metrics->GetCounter("quiver_engine_cuda_graph_evictions_total",
+                                          "CUDA graphs dropped for --max-graphs", device);
+  graph_failures_ = &metrics->GetCounter("quiver_engine_cuda_graph_capture_failures_total",
+                                         "CUDA graph captures that failed (the bucket runs eagerly)",
+                                         device);
+  PublishEngineStats();
+}
+
+void Scheduler::PublishEngineStats() {
+  const engine::EngineStats stats = engine_->stats();
+  const engine::GraphStats& g = stats.graphs;
+  device_memory_bytes_->Set(static_cast<double>(stats.device_memory_bytes));
+  weight_bytes_->Set(static_cast<double>(stats.weight_bytes));
+  graphs_held_->Set(static_cast<double>(g.held));
+  graph_memory_bytes_->Set(static_cast<double>(g.memory_bytes));
+  graph_capture_seconds_->Set(g.capture_ms / 1000.0);
+  graph_captures_->Inc(g.captures - published_.captures);
+  graph_replays_->Inc(g.replays - published_.replays);
+  eager_runs_->Inc(g.eager_runs - published_.eager_runs);
+  graph_evictions_->Inc(g.evictions - published_.evictions);
+  graph_failures_->Inc(g.failed - published_.failed);
+  published_ = g;
 }
 
 Scheduler::~Scheduler() { Drain(); }
@@ -177,6 +218,7 @@ void Scheduler::OnBatchReady() {
     admitted_tokens_ -= tokens;
     queue_tokens_->Set(static_cast<double>(admitted_tokens_));
   }
+  PublishEngineStats();
   SubmitBatches();
   if (queue_.empty() && in_flight_.empty()) drained_.notify_all();
 }

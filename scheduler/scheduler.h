@@ -92,6 +92,19 @@ class Scheduler {
   Counter* rejected_overload_;
   Counter* rejected_invalid_;
   Counter* dropped_;
+  // The engine's device and graph figures (engine::EngineStats), published after each batch.
+  void PublishEngineStats();  // with mu_ held
+  Gauge* device_memory_bytes_;
+  Gauge* weight_bytes_;
+  Gauge* graphs_held_;
+  Gauge* graph_memory_bytes_;
+  Gauge* graph_capture_seconds_;
+  Counter* graph_captures_;
+  Counter* graph_replays_;
+  Counter* eager_runs_;
+  Counter* graph_evictions_;
+  Counter* graph_failures_;
+  engine::GraphStats published_;
 };
 
 }  // namespace quiver::scheduler

@@ -63,7 +63,9 @@ ENGINE_LEVELS = {
     "ops": {"ops", "attention", "kernels", "base"},     # contracts, checks, device dispatch
     "loader": {"loader", "ops", "base"},                # checkpoints, weights prepared per device
     "models": {"models", "ops", "attention", "loader", "base"},  # one file per architecture
-    "runtime": {"runtime", "models", "ops", "attention", "loader", "base", "api"},
+    # The GPU runtime owns the device's execution state: streams, events, pinned buffers and
+    # CUDA graphs (kernels/cuda/memory.h, context.h) besides what the models run.
+    "runtime": {"runtime", "models", "ops", "attention", "loader", "kernels", "base", "api"},
     "api": set(),  # filled below: everything
 }
 ENGINE_LEVELS["api"] = set(ENGINE_LEVELS)

@@ -29,6 +29,12 @@ int RunWorker(const WorkerOptions& options) {
   engine::EngineOptions engine_options;
   engine_options.num_threads = options.threads;
   engine_options.model = options.model;
+  if (absl::Status s = engine::ApplyDeviceSettings(options.device, options.limits.max_batch_tokens,
+                                                   options.limits.max_batch_seqs, engine_options);
+      !s.ok()) {
+    spdlog::error("quiver worker: {}", s.message());
+    return 2;
+  }
   auto engine = engine::Engine::Load(options.model_dir, engine_options);
   if (!engine.ok()) {
     spdlog::error("quiver worker: cannot load model: {}", engine.status().message());
@@ -69,7 +75,13 @@ int RunWorker(const WorkerOptions& options) {
       (*engine)->is_scorer() ? "score" : "embed", options.listen, bound_port, metrics_http.port(),
       options.limits.max_batch_tokens, options.limits.max_batch_seqs,
       options.limits.max_queued_tokens, options.threads);
-  server->GetHealthCheckService()->SetServingStatus(true);
+  spdlog::info("quiver worker: {}", (*engine)->DeviceSummary());
+  absl::Status gate = options.readiness_gate ? options.readiness_gate(**engine) : absl::OkStatus();
+  if (gate.ok()) {
+    server->GetHealthCheckService()->SetServingStatus(true);
+  } else {
+    spdlog::error("quiver worker: not ready: {}", gate.message());
+  }
 
   const char* signal_name = WaitForStopSignal();
   spdlog::info("quiver worker: {} received; draining ({} tokens admitted)", signal_name,

@@ -1,9 +1,11 @@
 // `quiver worker` configuration: where it listens, which model, and the scheduler limits.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "engine/engine.h"
 #include "engine/models/model.h"
 #include "scheduler/limits.h"
 
@@ -20,6 +22,10 @@ struct WorkerOptions {
   int drain_grace_ms = 500;              // after draining, refuse with UNAVAILABLE this long
   scheduler::SchedulerLimits limits;
   engine::ModelOptions model;            // reranker token ids
+  engine::DeviceSettings device;         // --device, --cuda-graphs, ...
+  // Runs once the engine is loaded, before the worker reports SERVING: a failure keeps it
+  // NOT_SERVING (logged), e.g. the GPU engine's fidelity gate (app/fidelity_gate.h).
+  std::function<absl::Status(engine::Engine&)> readiness_gate;
 };
 
 // INVALID_ARGUMENT naming the flag.

@@ -21,6 +21,12 @@ class AttentionBackend {
   virtual DType dtype() const = 0;
   // Whether the backend runs this head_dim (CPU: any; CUDA kernels are instantiated per size).
   virtual bool Supports(int64_t head_dim) const { return head_dim > 0; }
+  // Whether Run may be captured into a CUDA graph and replayed for other batches of the same
+  // (token, sequence) bucket: true when every per-batch value reaches the kernels through the
+  // plan's device arrays, and the host values (num_seqs, max_seqlen: the runtime passes the
+  // bucket's token count) size the grids alone. A backend that plans per batch on the host says
+  // false, and the CUDA runtime runs it eagerly.
+  virtual bool Capturable() const { return false; }
   // out[t, h * head_dim + d] for each token t of each sequence of `plan`: softmax(q kᵀ · scale)
   // v within the sequence (causal: keys up to t). q has any row stride (heads packed), k and v
   // one shared row stride; out is contiguous, num_heads * head_dim per row. All in `device()`

@@ -68,6 +68,8 @@ class CudaKernelAttention final : public AttentionBackend {
     if (head_dim <= 0 || head_dim > max_head_dim_) return false;
     return supports_ == nullptr || supports_(static_cast<int>(head_dim));
   }
+  // The grids depend on (num_seqs, max_seqlen) only (kernels/cuda/attention.h).
+  bool Capturable() const override { return true; }
   void Run(const ExecContext& ctx, const AttentionPlan& plan, const Tensor& q, const Tensor& k,
            const Tensor& v, const Tensor& out) const override {
     Check(name_, cuda::CudaStatus(kernel_(ArgsFor(plan, q, k, v, out), StreamOf(name_, ctx)),

@@ -16,6 +16,10 @@ struct ExecContext {
   Device device = Device::kCpu;
   ThreadPool* pool = nullptr;           // CPU: the engine's pool (never null for Device::kCpu)
   cuda::DeviceContext* cuda = nullptr;  // CUDA: never null for Device::kCuda
+
+  // The element type of a model's activations here (what GEMMs and attention take): f32 on the
+  // CPU, bf16 on CUDA. The residual stream, pooled rows and scores stay f32 on every device.
+  DType act_dtype() const { return device == Device::kCuda ? DType::kBF16 : DType::kF32; }
 };
 
 }  // namespace quiver::engine

@@ -22,9 +22,18 @@ class Workspace {
     return Get(slot, DType::kF32, shape);
   }
 
+  // From now on no slot grows (nor is added): a Get that would need more memory throws
+  // std::logic_error naming the slot and both sizes. The CUDA runtime freezes its workspaces once
+  // they were sized for the largest batch: captured graphs hold their addresses.
+  void Freeze() { frozen_ = true; }
+  bool frozen() const { return frozen_; }
+  // Bytes held over all slots.
+  size_t bytes() const;
+
  private:
   Allocator* allocator_;
   std::vector<Buffer> slots_;
+  bool frozen_ = false;
 };
 
 }  // namespace quiver::engine

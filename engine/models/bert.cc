@@ -5,6 +5,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/models/registry.h"
+#include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/embedding.h"
 #include "engine/ops/heads.h"
@@ -142,44 +143,57 @@ class BertModel final : public Model {
     return per_layer * static_cast<double>(c_.num_layers);
   }
 
+  // On CUDA the residual stream x stays f32 while the GEMMs and attention read bf16: x_act is
+  // x's bf16 copy, written by the same kernels that write x (on the CPU x serves both).
   Tensor Forward(const ForwardContext& ctx) const override {
     const ExecContext& exec = ctx.exec;
     const int64_t num_tokens = ctx.num_tokens();
     const int64_t h = c_.hidden;
     const float eps = static_cast<float>(c_.layer_norm_eps);
+    const DType act = exec.act_dtype();
+    const bool split = act != DType::kF32;
     const Tensor x = ctx.ws.F32(kHidden, {num_tokens, h});
-    const Tensor scratch = ctx.ws.F32(kScratch, {num_tokens, h});
-    const Tensor qkv = ctx.ws.F32(kQkv, {num_tokens, 3 * h});
-    const Tensor attended = ctx.ws.F32(kAttended, {num_tokens, h});
-    const Tensor inter = ctx.ws.F32(kIntermediate, {num_tokens, c_.intermediate});
+    const Tensor x_copy = split ? ctx.ws.Get(kHiddenAct, act, {num_tokens, h}) : Tensor();
+    const Tensor& x_act = split ? x_copy : x;
+    const Tensor scratch = ctx.ws.Get(kScratch, act, {num_tokens, h});
+    const Tensor qkv = ctx.ws.Get(kQkv, act, {num_tokens, 3 * h});
+    const Tensor attended = ctx.ws.Get(kAttended, act, {num_tokens, h});
+    const Tensor inter = ctx.ws.Get(kIntermediate, act, {num_tokens, c_.intermediate});
     const ops::EmbeddingTables tables{
         word_,     position_.Rows(c_.position_offset, c_.max_position_embeddings),
         type_,     emb_ln_g_,
         emb_ln_b_, eps};
-    ops::Embedding(exec, ctx.token_ids, ctx.positions, ctx.token_type_ids, tables, x);
-    const ops::Epilogue act =
+    ops::Embedding(exec, ctx.token_ids, ctx.positions, ctx.token_type_ids, tables, x, x_copy);
+    const ops::Epilogue gelu =
         c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf : ops::Epilogue::kGeluTanh;
     for (const Layer& l : layers_) {
-      ops::Linear(exec, x, l.qkv, qkv);
+      ops::Linear(exec, x_act, l.qkv, qkv);
       ops::Attention(exec, ctx.attention, ctx.plan, qkv.Columns(0, h), qkv.Columns(h, 2 * h),
                      qkv.Columns(2 * h, 3 * h), attended);
-      ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch);
-      ops::Linear(exec, x, l.intermediate, inter, act);
-      ops::LinearAddLayerNorm(exec, inter, l.out, x, l.ln2_g, l.ln2_b, eps, scratch);
+      ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch, x_copy);
+      ops::Linear(exec, x_act, l.intermediate, inter, gelu);
+      ops::LinearAddLayerNorm(exec, inter, l.out, x, l.ln2_g, l.ln2_b, eps, scratch, x_copy);
     }
     return x;
   }
 
+  // The CLS rows through the classifier (whose GEMMs read bf16 on CUDA).
   void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const override {
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
+    const DType act = ctx.exec.act_dtype();
     const Tensor cls = ctx.ws.F32(kCls, {num_seqs, c_.hidden});
-    const Tensor dense = ctx.ws.F32(kDense, {num_seqs, c_.hidden});
-    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::PoolMode::kCls, cls);
-    ops::ClassifierHead(ctx.exec, cls, head_dense_, head_out_, dense, scores);
+    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::PoolMode::kCls, cls, ctx.device_seq_bounds);
+    Tensor cls_act = cls;
+    if (act != DType::kF32) {
+      cls_act = ctx.ws.Get(kClsAct, act, {num_seqs, c_.hidden});
+      ops::Convert(ctx.exec, cls, cls_act);
+    }
+    const Tensor dense = ctx.ws.Get(kDense, act, {num_seqs, c_.hidden});
+    ops::ClassifierHead(ctx.exec, cls_act, head_dense_, head_out_, dense, scores);
   }
 
  private:
-  enum Slot { kHidden, kScratch, kQkv, kAttended, kIntermediate, kCls, kDense };
+  enum Slot { kHidden, kHiddenAct, kScratch, kQkv, kAttended, kIntermediate, kCls, kClsAct, kDense };
   struct Layer {
     ops::LinearWeights qkv, o, intermediate, out;
     Tensor ln1_g, ln1_b, ln2_g, ln2_b;

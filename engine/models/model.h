@@ -62,6 +62,7 @@ struct ForwardContext {
   Tensor token_type_ids;  // i32 [num_tokens], or empty for all zeros
   Tensor positions;       // i32 [num_tokens], each token's position in its sequence
   Tensor seq_bounds;      // i32 [num_seqs, 2] (begin, end) of the batch's real sequences, host
+  Tensor device_seq_bounds;  // the same in device memory (empty on the CPU: ops::Pool's rule)
   const AttentionPlan& plan;
   const AttentionBackend& attention;
   Workspace& ws;
@@ -76,8 +77,10 @@ class Model {
   // Model FLOPs per token in a sequence of `seq_len` tokens: 2 per weight of every Linear, and
   // attention's two products (what a benchmark divides by to compare with a GEMM rate).
   virtual double FlopsPerToken(int64_t seq_len) const = 0;
-  // The final hidden states f32 [num_tokens, hidden] on the device, in ctx.ws (valid until the
-  // workspace is used again).
+  // The final hidden states [num_tokens, hidden] on the device, in ctx.ws (valid until the
+  // workspace is used again): f32, or ctx.exec.act_dtype() (ops::Pool takes either). Forward
+  // enqueues device work only (no copy to the host, no wait, no allocation once the workspace
+  // has grown to the batch), so that a CUDA graph can capture it.
   virtual Tensor Forward(const ForwardContext& ctx) const = 0;
   // Scores f32 [num_seqs, num_labels] of the real sequences from the final hidden states
   // (scoring models only).

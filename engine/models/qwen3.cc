@@ -150,12 +150,14 @@ class Qwen3Model final : public Model {
     const int64_t h = c_.hidden;
     const float eps = static_cast<float>(c_.rms_norm_eps);
     // x is the residual stream; y the normed input of each block, then its output.
+    // x stays f32 on every device; the rest is in the device's activation type (bf16 on CUDA).
+    const DType dtype = exec.act_dtype();
     const Tensor x = ctx.ws.F32(kResidual, {num_tokens, h});
-    const Tensor y = ctx.ws.F32(kNormed, {num_tokens, h});
-    const Tensor qkv = ctx.ws.F32(kQkv, {num_tokens, q_dim_ + 2 * kv_dim_});
-    const Tensor attended = ctx.ws.F32(kAttended, {num_tokens, q_dim_});
-    const Tensor gate_up = ctx.ws.F32(kGateUp, {num_tokens, 2 * c_.intermediate});
-    const Tensor act = ctx.ws.F32(kAct, {num_tokens, c_.intermediate});
+    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, h});
+    const Tensor qkv = ctx.ws.Get(kQkv, dtype, {num_tokens, q_dim_ + 2 * kv_dim_});
+    const Tensor attended = ctx.ws.Get(kAttended, dtype, {num_tokens, q_dim_});
+    const Tensor gate_up = ctx.ws.Get(kGateUp, dtype, {num_tokens, 2 * c_.intermediate});
+    const Tensor act = ctx.ws.Get(kAct, dtype, {num_tokens, c_.intermediate});
     const Tensor q = qkv.Columns(0, q_dim_);
     const Tensor k = qkv.Columns(q_dim_, q_dim_ + kv_dim_);
     const Tensor v = qkv.Columns(q_dim_ + kv_dim_, q_dim_ + 2 * kv_dim_);
@@ -185,7 +187,8 @@ class Qwen3Model final : public Model {
   void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const override {
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
     const Tensor last = ctx.ws.F32(kLast, {num_seqs, c_.hidden});
-    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::PoolMode::kLastToken, last);
+    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::PoolMode::kLastToken, last,
+              ctx.device_seq_bounds);
     ops::LogitDifference(ctx.exec, last, lm_head_.Rows(yes_id_, yes_id_ + 1).Reshape({c_.hidden}),
                          lm_head_.Rows(no_id_, no_id_ + 1).Reshape({c_.hidden}), scores);
   }

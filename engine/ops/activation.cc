@@ -1,5 +1,7 @@
 #include "engine/ops/activation.h"
 
+#include <cstring>
+
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/check.h"
 #ifdef QUIVER_WITH_CUDA
@@ -65,6 +67,30 @@ void Tanh(const ExecContext& ctx, const Tensor& x) {
       return;
 #endif
       internal::NoKernel("Tanh", ctx);
+  }
+}
+
+void Convert(const ExecContext& ctx, const Tensor& in, const Tensor& out) {
+  const DType in_dtype = internal::ActDType("Convert", "in", ctx, in);
+  internal::Check("Convert", "in", ctx, in, in_dtype, {-1, -1});
+  const int64_t rows = in.dim(0), n = in.dim(1);
+  const DType out_dtype = internal::ActDType("Convert", "out", ctx, out);
+  internal::CheckContiguous("Convert", "out", ctx, out, out_dtype, {rows, n});
+  internal::CheckDisjoint("Convert", "in", in, "out", out);
+  switch (ctx.device) {
+    case Device::kCpu:
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out.f32() + r * n, in.f32() + r * in.row_stride(), sizeof(float) * n);
+      }
+      return;
+    case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch("Convert", cuda::CopyRows(in.data<void>(), in.row_stride(), in_dtype,
+                                                      out.data<void>(), n, out_dtype, rows, n,
+                                                      internal::StreamOf("Convert", ctx)));
+      return;
+#endif
+      internal::NoKernel("Convert", ctx);
   }
 }
 

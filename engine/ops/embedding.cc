@@ -1,5 +1,6 @@
 #include "engine/ops/embedding.h"
 
+#include "common/strings.h"
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/check.h"
 #ifdef QUIVER_WITH_CUDA
@@ -10,7 +11,8 @@
 namespace quiver::engine::ops {
 
 void Embedding(const ExecContext& ctx, const Tensor& ids, const Tensor& positions,
-               const Tensor& type_ids, const EmbeddingTables& t, const Tensor& x) {
+               const Tensor& type_ids, const EmbeddingTables& t, const Tensor& x,
+               const Tensor& x_act) {
   using internal::Check;
   using internal::CheckContiguous;
   using internal::CheckOptional;
@@ -22,6 +24,13 @@ void Embedding(const ExecContext& ctx, const Tensor& ids, const Tensor& position
   const int64_t num_tokens = ids.dim(0);
   const DType act = internal::ActDType("Embedding", "x", ctx, x);
   CheckContiguous("Embedding", "x", ctx, x, act, {num_tokens, hidden});
+  if (!x_act.empty()) {
+    if (ctx.device == Device::kCpu || act != DType::kF32) {
+      internal::Fail("Embedding", StrCat("x_act is given beside x ", x.Describe(),
+                                         ": only CUDA writes a second copy, beside an f32 x"));
+    }
+    CheckContiguous("Embedding", "x_act", ctx, x_act, DType::kBF16, {num_tokens, hidden});
+  }
   if (!t.position.empty()) {
     CheckContiguous("Embedding", "position", ctx, t.position, table, {-1, hidden});
     CheckContiguous("Embedding", "positions", ctx, positions, DType::kI32, {num_tokens});
@@ -60,8 +69,14 @@ void Embedding(const ExecContext& ctx, const Tensor& ids, const Tensor& position
       a.eps = t.eps;
       a.num_tokens = num_tokens;
       a.hidden = hidden;
-      a.normed = x.data<void>();
-      a.act = act;
+      if (x_act.empty()) {
+        a.normed = x.data<void>();
+        a.act = act;
+      } else {
+        a.normed_f32 = x.f32();
+        a.normed = x_act.data<void>();
+        a.act = DType::kBF16;
+      }
       internal::CheckLaunch("Embedding", cuda::Embedding(a, internal::StreamOf("Embedding", ctx)));
       return;
 #endif

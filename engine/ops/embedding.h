@@ -9,7 +9,9 @@
 //             passes the rows from its offset on)
 //   type      f32 [type_vocab_size, hidden] or empty
 //   gamma, beta  f32 [hidden] or empty (no norm)
-//   x         f32 [num_tokens, hidden], contiguous
+//   x         f32 [num_tokens, hidden], contiguous (CUDA: f32 or bf16)
+//   x_act     optional, CUDA only: the same rows again in bf16 beside an f32 x (the residual
+//             stream in f32, the first GEMM's input in bf16, from one pass)
 //
 // Ids must be inside their tables (the engine validates every batch before it runs).
 #pragma once
@@ -26,6 +28,7 @@ struct EmbeddingTables {
 };
 
 void Embedding(const ExecContext& ctx, const Tensor& ids, const Tensor& positions,
-               const Tensor& type_ids, const EmbeddingTables& tables, const Tensor& x);
+               const Tensor& type_ids, const EmbeddingTables& tables, const Tensor& x,
+               const Tensor& x_act = {});
 
 }  // namespace quiver::engine::ops

@@ -181,7 +181,7 @@ void Linear(const ExecContext& ctx, const Tensor& x, const LinearWeights& w, con
 
 void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
                         const Tensor& io, const Tensor& gamma, const Tensor& beta, float eps,
-                        const Tensor& scratch) {
+                        const Tensor& scratch, const Tensor& normed) {
   CheckWeights("LinearAddLayerNorm", ctx, w);
   // CUDA: x bf16 (the GEMM's input); io, scratch and the norm weights f32 as on the CPU.
   CheckContiguous("LinearAddLayerNorm", "x", ctx, x,
@@ -190,7 +190,15 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
   CheckContiguous("LinearAddLayerNorm", "io", ctx, io, DType::kF32, {num_tokens, n});
   Check("LinearAddLayerNorm", "gamma", ctx, gamma, DType::kF32, {n});
   Check("LinearAddLayerNorm", "beta", ctx, beta, DType::kF32, {n});
-  CheckContiguous("LinearAddLayerNorm", "scratch", ctx, scratch, DType::kF32, {num_tokens, n});
+  const DType scratch_dtype = internal::ActDType("LinearAddLayerNorm", "scratch", ctx, scratch);
+  CheckContiguous("LinearAddLayerNorm", "scratch", ctx, scratch, scratch_dtype, {num_tokens, n});
+  if (!normed.empty()) {
+    if (ctx.device == Device::kCpu) {
+      internal::Fail("LinearAddLayerNorm", "normed is a CUDA output (the CPU reads io itself)");
+    }
+    CheckContiguous("LinearAddLayerNorm", "normed", ctx, normed, scratch_dtype, {num_tokens, n});
+    internal::CheckDisjoint("LinearAddLayerNorm", "normed", normed, "io", io);
+  }
   internal::CheckDisjoint("LinearAddLayerNorm", "x", x, "io", io);
   internal::CheckDisjoint("LinearAddLayerNorm", "x", x, "scratch", scratch);
   internal::CheckDisjoint("LinearAddLayerNorm", "io", io, "scratch", scratch);
@@ -205,16 +213,18 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
       CudaLinearRun("LinearAddLayerNorm", ctx, x, w, scratch, Epilogue::kNone, nullptr);
       cuda::AddNormArgs a;
       a.residual = io.f32();
-      a.add = scratch.f32();
+      a.add = scratch.data<void>();
       a.add_stride = n;
       a.norm = cuda::NormKind::kLayerNorm;
       a.gamma = gamma.f32();
       a.beta = beta.f32();
       a.eps = eps;
       a.store_normed_in_residual = true;
+      a.normed = normed.empty() ? nullptr : normed.data<void>();
+      a.normed_stride = n;
       a.num_tokens = num_tokens;
       a.hidden = n;
-      a.act = DType::kF32;
+      a.act = scratch_dtype;
       internal::CheckLaunch("LinearAddLayerNorm",
                             cuda::AddNorm(a, internal::StreamOf("LinearAddLayerNorm", ctx)));
       return;

@@ -47,9 +47,11 @@ void Linear(const ExecContext& ctx, const Tensor& x, const LinearWeights& w, con
             Epilogue epilogue = Epilogue::kNone, const Tensor& residual = {});
 
 // io f32 [num_tokens, out] = LayerNorm(io + x · Wᵀ + bias) with gamma, beta f32 [out];
-// scratch f32 [num_tokens, out] (contents undefined after).
+// scratch [num_tokens, out] (contents undefined after): f32, or on CUDA bf16 (the product is
+// rounded to bf16 before it is added to the f32 io). normed: optional, CUDA only, of scratch's
+// type: the new rows of io again (the next GEMM's bf16 input, from the same pass).
 void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
                         const Tensor& io, const Tensor& gamma, const Tensor& beta, float eps,
-                        const Tensor& scratch);
+                        const Tensor& scratch, const Tensor& normed = {});
 
 }  // namespace quiver::engine::ops

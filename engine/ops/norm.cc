@@ -1,5 +1,6 @@
 #include "engine/ops/norm.h"
 
+#include "common/strings.h"
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/check.h"
 #ifdef QUIVER_WITH_CUDA
@@ -81,13 +82,33 @@ void RmsNorm(const ExecContext& ctx, const Tensor& x, const Tensor& gamma, float
   CheckContiguous("RmsNorm", "x", ctx, x, act, {-1, -1});
   const int64_t rows = x.dim(0), n = x.dim(1);
   Check("RmsNorm", "gamma", ctx, gamma, DType::kF32, {n});
-  CheckContiguous("RmsNorm", "out", ctx, out, act, {rows, n});
+  // CUDA: an f32 x (the residual stream) may be normed into a bf16 out (the next GEMM's input).
+  const DType out_dtype = ActDType("RmsNorm", "out", ctx, out);
+  if (out_dtype != act && act != DType::kF32) {
+    internal::Fail("RmsNorm", StrCat("x is ", x.Describe(), " and out ", out.Describe(),
+                                     ": only an f32 x may be normed into another type"));
+  }
+  CheckContiguous("RmsNorm", "out", ctx, out, out_dtype, {rows, n});
   switch (ctx.device) {
     case Device::kCpu:
       cpu::RmsNorm(x.f32(), gamma.f32(), out.f32(), rows, n, eps);
       return;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
+      if (out_dtype != act) {  // the add-and-norm kernel with nothing to add: x is only read
+        cuda::AddNormArgs a;
+        a.residual = x.f32();
+        a.norm = cuda::NormKind::kRmsNorm;
+        a.gamma = gamma.f32();
+        a.eps = eps;
+        a.normed = out.data<void>();
+        a.normed_stride = n;
+        a.num_tokens = rows;
+        a.hidden = n;
+        a.act = out_dtype;
+        internal::CheckLaunch("RmsNorm", cuda::AddNorm(a, internal::StreamOf("RmsNorm", ctx)));
+        return;
+      }
       internal::CheckLaunch(
           "RmsNorm",
           cuda::Norm(x.data<void>(), n, cuda::NormKind::kRmsNorm, gamma.f32(), nullptr, eps,

@@ -35,6 +35,7 @@ DeviceInputLayout DeviceInputLayoutFor(int64_t max_tokens, int64_t max_seqs, int
   l.positions = place(max_tokens);
   l.cu_seqlens = place(max_seqs + 1);
   l.row_bounds = place(2 * max_rows);
+  l.seq_bounds = place(2 * max_seqs);
   l.total = at;
   return l;
 }
@@ -60,6 +61,7 @@ PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& l,
   std::fill(block + l.cu_seqlens + b.cu_seqlens.size(), block + l.cu_seqlens + l.max_seqs + 1,
             b.cu_seqlens.back());
   std::copy(plan.row_bounds.begin(), plan.row_bounds.end(), block + l.row_bounds);
+  std::copy(plan.seq_bounds.begin(), plan.seq_bounds.end(), block + l.seq_bounds);
   return p;
 }
 

@@ -20,6 +20,7 @@ struct DeviceInputLayout {
   int64_t positions = 0;   // [max_tokens]
   int64_t cu_seqlens = 0;  // [max_seqs + 1]
   int64_t row_bounds = 0;  // [max_rows, 2]
+  int64_t seq_bounds = 0;  // [max_seqs, 2]: the real sequences' (begin, end), for scoring
   int64_t total = 0;       // elements in the block
 };
 

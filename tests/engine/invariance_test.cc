@@ -263,19 +263,5 @@ TEST(GraphBucketTest, TokensPadTo64Then256AndSeqsGetAPaddingSlot) {
   }
 }
 
-TEST(GraphBucketTest, FirstUseEagerSecondCapturesThenReplays) {
-  GraphCachePolicy policy;
-  const GraphBucket a{128, 8}, b{256, 16};
-  EXPECT_EQ(policy.Next(a), GraphAction::kEager);
-  EXPECT_EQ(policy.Next(b), GraphAction::kEager);
-  EXPECT_EQ(policy.Next(a), GraphAction::kCapture);
-  EXPECT_EQ(policy.Next(a), GraphAction::kReplay);
-  EXPECT_EQ(policy.Next(b), GraphAction::kCapture);
-  EXPECT_EQ(policy.Next(a), GraphAction::kReplay);
-  EXPECT_EQ(policy.captures(), 2);
-  EXPECT_EQ(policy.replays(), 2);
-  EXPECT_EQ(policy.eager_runs(), 2);
-}
-
 }  // namespace
 }  // namespace quiver::engine

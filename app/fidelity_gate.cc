@@ -1,0 +1,50 @@
+#include "app/fidelity_gate.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "engine/runtime/fidelity.h"
+#include "spdlog/spdlog.h"
+#include "tokenizer/tokenizer.h"
+
+namespace quiver::app {
+
+absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir) {
+  if (engine.options().device.device == engine::Device::kCpu) return absl::OkStatus();
+  auto tok = tokenizer::Tokenizer::FromFile(engine.folder().tokenizer_path);
+  if (!tok.ok()) return tok.status();
+  // Short enough for any model and any batch limit: 14 texts of at most 256 tokens.
+  const int64_t max_tokens = std::min<int64_t>(
+      {256, engine.max_input_tokens(), engine.options().max_batch_tokens / 14});
+  tokenizer::EncodeOptions encode;
+  encode.truncation = tokenizer::Truncation{static_cast<size_t>(std::max<int64_t>(2, max_tokens))};
+  engine::RaggedBatch batch;
+  tokenizer::Encoding enc;
+  for (const std::string& text : FidelityTexts()) {
+    if (absl::Status s = (*tok)->Encode(text, encode, &enc); !s.ok()) return s;
+    std::vector<int32_t> ids(enc.ids.begin(), enc.ids.end());
+    batch.Add(ids);
+    if (batch.num_seqs() >= engine.options().max_batch_seqs) break;
+  }
+  // The reference: the same folder on the CPU in f32, never padded.
+  engine::EngineOptions cpu_options;
+  cpu_options.model = engine.options().model;
+  auto reference = engine::Engine::Load(model_dir, cpu_options);
+  if (!reference.ok()) {
+    return WithContext(reference.status(), "fidelity gate: loading the CPU reference engine");
+  }
+  absl::StatusOr<engine::EngineOutput> want = (*reference)->Run(batch);
+  if (!want.ok()) return WithContext(want.status(), "fidelity gate: the CPU reference");
+  absl::StatusOr<engine::EngineOutput> got = engine.Run(batch);
+  if (!got.ok()) return WithContext(got.status(), "fidelity gate: the device engine");
+  const engine::FidelityResult r =
+      engine::CompareForFidelity(*got, *want, engine.is_scorer(), 0.999);
+  const std::string line = StrCat("fidelity gate on ", engine.options().device.ToString(), ": ",
+                                  batch.num_tokens(), " tokens, ", r.message);
+  if (!r.ok) return absl::FailedPreconditionError(line);
+  spdlog::info("{}", line);
+  return absl::OkStatus();
+}
+
+}  // namespace quiver::app

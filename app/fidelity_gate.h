@@ -1,0 +1,24 @@
+// The fidelity gate of a GPU engine, run before a worker or `quiver serve` says it is ready: the
+// fixed texts below, tokenized with the model's tokenizer, go through the device engine and a
+// CPU f32 engine loaded from the same folder; readiness is refused (the numbers logged) when a
+// cosine falls below 0.999 (engine/runtime/fidelity.h). A CPU engine needs no gate.
+// Composition code: it joins the tokenizer and the engine, which never see each other.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/engine.h"
+
+namespace quiver::app {
+
+// Queries and document openings from corpus/ in several languages (fidelity_texts.cc).
+const std::vector<std::string>& FidelityTexts();
+
+// OK (logging the numbers) when `engine` runs on the CPU or agrees with the CPU f32 engine;
+// FAILED_PRECONDITION with the numbers when it does not; another error when the check could
+// not run (the tokenizer or the CPU engine failed to load).
+absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir);
+
+}  // namespace quiver::app

@@ -1,0 +1,54 @@
+#include "engine/runtime/device_runtime.h"
+
+#include "engine/ops/pooling.h"
+
+namespace quiver::engine {
+namespace {
+
+Tensor HostI32(const std::vector<int32_t>& values) {
+  if (values.empty()) return {};
+  return Tensor(values.data(), DType::kI32, Device::kCpu, {static_cast<int64_t>(values.size())});
+}
+
+// A host i32 [size / 2, 2] view of (begin, end) pairs.
+Tensor Bounds(const std::vector<int32_t>& pairs) {
+  return Tensor(pairs.data(), DType::kI32, Device::kCpu,
+                {static_cast<int64_t>(pairs.size() / 2), 2});
+}
+
+enum OwnSlot { kRows };
+
+}  // namespace
+
+ForwardContext HostForwardContext(const ExecContext& exec, const BatchPlan& plan,
+                                  const AttentionBackend& attention, Workspace& ws) {
+  const RaggedBatch& batch = *plan.batch;
+  return ForwardContext{exec,
+                        HostI32(batch.token_ids),
+                        HostI32(batch.token_type_ids),
+                        HostI32(plan.positions),
+                        Bounds(plan.seq_bounds),
+                        Tensor(),
+                        plan.attention,
+                        attention,
+                        ws};
+}
+
+absl::StatusOr<int> CpuRuntime::Start(const BatchWork& work, std::function<void()> on_complete) {
+  const BatchPlan& plan = *work.plan;
+  const ForwardContext ctx = HostForwardContext(exec_, plan, *work.attention, model_ws_);
+  const Tensor hidden = model_.Forward(ctx);
+  const Tensor rows = own_ws_.F32(kRows, {work.rows, work.width});
+  if (work.score) {
+    model_.Score(ctx, hidden, rows);
+  } else {
+    ops::Pool(exec_, hidden, Bounds(plan.row_bounds), work.pool, rows);
+  }
+  rows_ = rows.f32();
+  if (on_complete) on_complete();
+  return 0;
+}
+
+absl::StatusOr<const float*> CpuRuntime::Finish(int /*ticket*/) { return rows_; }
+
+}  // namespace quiver::engine

@@ -1,0 +1,91 @@
+// What the engine's compute thread asks of a device: run one planned batch to f32 rows in host
+// memory (pooled vectors, or scores), possibly asynchronously, so that batch N+1 is enqueued
+// while batch N runs. The engine keeps validation, planning, ordering and the host-side output
+// formatting (ops::FormatOutput); a runtime owns its device's execution state:
+//
+//   CpuRuntime   (this file) runs the batch inside Start on the engine's thread pool; its rows
+//                are ready when Start returns.
+//   CudaRuntime  (runtime/cuda_runtime.h, CUDA builds) enqueues inputs, the forward pass (eager
+//                or a CUDA graph), pooling and the copy of the rows into a slot's pinned buffer,
+//                and records the slot's event: Start returns before the device finished.
+//
+// Start and Finish are called by one thread (the engine's compute thread), each started batch
+// finished exactly once, in start order; at most slots() batches are started and not finished.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/attention/backend.h"
+#include "engine/base/exec_context.h"
+#include "engine/base/op_types.h"
+#include "engine/base/workspace.h"
+#include "engine/models/model.h"
+#include "engine/runtime/graph_cache.h"
+#include "engine/runtime/plan.h"
+
+namespace quiver::engine {
+
+// One batch to run: its plan (BuildPlan's, valid until Finish) and what to make of the hidden
+// states. Rows are plan.row_bounds' (pooling) or the real sequences' (scoring).
+struct BatchWork {
+  const BatchPlan* plan = nullptr;
+  const AttentionBackend* attention = nullptr;
+  bool score = false;                 // Model::Score instead of pooling
+  PoolMode pool = PoolMode::kCls;     // when pooling
+  int64_t rows = 0;                   // rows of the answer
+  int64_t width = 0;                  // floats per row: hidden size or num_labels
+};
+
+struct RuntimeStats {
+  int64_t device_memory_bytes = 0;  // held by the runtime on its device (weights excluded: 0 on
+                                    // the CPU), including the graphs
+  int64_t weight_bytes = 0;         // the model's weights on the device
+  GraphStats graphs;
+  std::string last_graph_failure;  // why the last failed capture failed (empty: none)
+};
+
+class DeviceRuntime {
+ public:
+  virtual ~DeviceRuntime() = default;
+  virtual const ExecContext& exec() const = 0;
+  virtual int slots() const = 0;
+
+  // Enqueues `work`; `on_complete` runs once the rows are in host memory (on the calling thread
+  // inside Start for the CPU, on a CUDA driver thread for the GPU): it must only signal. Returns
+  // the batch's ticket for Finish. An error means nothing is in flight for this batch.
+  virtual absl::StatusOr<int> Start(const BatchWork& work, std::function<void()> on_complete) = 0;
+  // Blocks (without spinning) until the ticket's batch completed; then its rows, f32
+  // [rows, width] in host memory, valid until the next Start.
+  virtual absl::StatusOr<const float*> Finish(int ticket) = 0;
+
+  virtual RuntimeStats stats() const = 0;
+};
+
+// The CPU's runtime: Forward, then pooling or scoring into the engine's host workspace.
+class CpuRuntime final : public DeviceRuntime {
+ public:
+  CpuRuntime(const Model& model, ExecContext exec, Workspace& model_ws, Workspace& own_ws)
+      : model_(model), exec_(exec), model_ws_(model_ws), own_ws_(own_ws) {}
+  const ExecContext& exec() const override { return exec_; }
+  int slots() const override { return 1; }
+  absl::StatusOr<int> Start(const BatchWork& work, std::function<void()> on_complete) override;
+  absl::StatusOr<const float*> Finish(int ticket) override;
+  RuntimeStats stats() const override { return {}; }
+
+ private:
+  const Model& model_;
+  ExecContext exec_;
+  Workspace& model_ws_;
+  Workspace& own_ws_;
+  const float* rows_ = nullptr;
+};
+
+// The forward context of a planned batch whose inputs are host vectors (the CPU's).
+ForwardContext HostForwardContext(const ExecContext& exec, const BatchPlan& plan,
+                                  const AttentionBackend& attention, Workspace& ws);
+
+}  // namespace quiver::engine

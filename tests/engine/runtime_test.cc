@@ -1,0 +1,302 @@
+// The GPU runtime's host-side rules, without a device: the CUDA-graph cache (lazy capture, LRU
+// eviction with memory accounting, failed captures), the fidelity gate's decision, the frozen
+// workspace, the padded metadata the kernels read, and the --device / --cuda-graphs parsing
+// with the errors a host without CUDA gives.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "engine/base/allocator.h"
+#include "engine/base/workspace.h"
+#include "engine/engine.h"
+#include "engine/kernels/device.h"
+#include "engine/runtime/device_inputs.h"
+#include "engine/runtime/fidelity.h"
+#include "engine/runtime/graph_cache.h"
+#include "engine/runtime/plan.h"
+
+namespace quiver::engine {
+namespace {
+
+using Action = GraphCache::Action;
+
+GraphCache::Handle H(int i) { return reinterpret_cast<GraphCache::Handle>(static_cast<intptr_t>(i)); }
+
+TEST(GraphCacheTest, FirstUseEagerSecondCapturesThenReplays) {
+  std::vector<GraphCache::Handle> destroyed;
+  GraphCache cache(GraphMode::kLazy, 8, [&](GraphCache::Handle h) { destroyed.push_back(h); });
+  const GraphKey a{{128, 8}, "cuda_varlen"}, b{{256, 16}, "cuda_varlen"};
+  EXPECT_EQ(cache.Next(a), Action::kEager);
+  EXPECT_EQ(cache.Next(b), Action::kEager);
+  ASSERT_EQ(cache.Next(a), Action::kCapture);
+  cache.Store(a, H(1), 1000, 2.5);
+  EXPECT_EQ(cache.Next(a), Action::kReplay);
+  EXPECT_EQ(cache.Find(a), H(1));
+  ASSERT_EQ(cache.Next(b), Action::kCapture);
+  cache.Store(b, H(2), 3000, 1.5);
+  EXPECT_EQ(cache.Next(a), Action::kReplay);
+  const GraphStats& s = cache.stats();
+  EXPECT_EQ(s.captures, 2);
+  EXPECT_EQ(s.replays, 2);
+  EXPECT_EQ(s.eager_runs, 2);
+  EXPECT_EQ(s.held, 2);
+  EXPECT_EQ(s.memory_bytes, 4000);
+  EXPECT_DOUBLE_EQ(s.capture_ms, 4.0);
+  EXPECT_TRUE(destroyed.empty());
+}
+
+TEST(GraphCacheTest, TheAttentionBackendIsPartOfTheKey) {
+  GraphCache cache(GraphMode::kLazy, 8, nullptr);
+  const GraphKey own{{128, 8}, "cuda_varlen"}, other{{128, 8}, "cuda_reference"};
+  EXPECT_EQ(cache.Next(own), Action::kEager);
+  EXPECT_EQ(cache.Next(other), Action::kEager);  // a first use too
+  EXPECT_EQ(cache.Next(own), Action::kCapture);
+}
+
+TEST(GraphCacheTest, EvictsTheLeastRecentlyUsedAndRecapturesItLater) {
+  std::vector<GraphCache::Handle> destroyed;
+  GraphCache cache(GraphMode::kLazy, 2, [&](GraphCache::Handle h) { destroyed.push_back(h); });
+  const GraphKey k1{{64, 8}, "x"}, k2{{128, 8}, "x"}, k3{{192, 8}, "x"};
+  int handle = 0;
+  for (const GraphKey& k : {k1, k2}) {
+    ASSERT_EQ(cache.Next(k), Action::kEager);
+    ASSERT_EQ(cache.Next(k), Action::kCapture);
+    ++handle;
+    cache.Store(k, H(handle), 100 * handle, 1.0);
+  }
+  // k1 used again: k2 is now the least recently used.
+  ASSERT_EQ(cache.Next(k1), Action::kReplay);
+  cache.Find(k1);
+  ASSERT_EQ(cache.Next(k3), Action::kEager);
+  ASSERT_EQ(cache.Next(k3), Action::kCapture);
+  cache.Store(k3, H(3), 300, 1.0);
+  EXPECT_EQ(destroyed, std::vector<GraphCache::Handle>({H(2)}));
+  EXPECT_EQ(cache.stats().held, 2);
+  EXPECT_EQ(cache.stats().evictions, 1);
+  EXPECT_EQ(cache.stats().memory_bytes, 100 + 300);
+  // The evicted key was seen before: its next use captures at once.
+  EXPECT_EQ(cache.Next(k2), Action::kCapture);
+  cache.Store(k2, H(4), 200, 1.0);
+  EXPECT_EQ(destroyed, std::vector<GraphCache::Handle>({H(2), H(1)}));  // k1 was the oldest now
+  EXPECT_EQ(cache.Next(k3), Action::kReplay);
+  EXPECT_EQ(cache.Find(k3), H(3));
+}
+
+TEST(GraphCacheTest, DestroysWhatItHoldsWhenItGoes) {
+  std::vector<GraphCache::Handle> destroyed;
+  {
+    GraphCache cache(GraphMode::kLazy, 4, [&](GraphCache::Handle h) { destroyed.push_back(h); });
+    const GraphKey k{{64, 8}, "x"};
+    cache.Next(k);
+    cache.Next(k);
+    cache.Store(k, H(7), 0, 0.0);
+  }
+  EXPECT_EQ(destroyed, std::vector<GraphCache::Handle>({H(7)}));
+}
+
+TEST(GraphCacheTest, OffZeroCapAndUncapturableBatchesRunEagerly) {
+  const GraphKey k{{64, 8}, "x"};
+  GraphCache off(GraphMode::kOff, 8, nullptr);
+  GraphCache none(GraphMode::kLazy, 0, nullptr);
+  GraphCache lazy(GraphMode::kLazy, 8, nullptr);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(off.Next(k), Action::kEager);
+    EXPECT_EQ(none.Next(k), Action::kEager);
+    EXPECT_EQ(lazy.Next(k, /*capturable=*/false), Action::kEager);
+  }
+  EXPECT_EQ(off.stats().eager_runs, 4);
+  EXPECT_EQ(lazy.stats().captures, 0);
+  // Uncapturable uses do not count toward the key's first use.
+  EXPECT_EQ(lazy.Next(k), Action::kEager);
+  EXPECT_EQ(lazy.Next(k), Action::kCapture);
+}
+
+TEST(GraphCacheTest, AFailedCaptureLeavesTheKeyEager) {
+  GraphCache cache(GraphMode::kLazy, 8, nullptr);
+  const GraphKey k{{64, 8}, "x"};
+  EXPECT_EQ(cache.Next(k), Action::kEager);
+  ASSERT_EQ(cache.Next(k), Action::kCapture);
+  cache.CaptureFailed(k);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cache.Next(k), Action::kEager);
+  EXPECT_EQ(cache.stats().failed, 1);
+  EXPECT_EQ(cache.stats().eager_runs, 5);
+  EXPECT_EQ(cache.stats().held, 0);
+  EXPECT_THROW(cache.Find(k), std::logic_error);
+}
+
+EngineOutput Rows(const std::vector<std::vector<float>>& rows) {
+  EngineOutput out;
+  out.num_seqs = static_cast<int64_t>(rows.size());
+  out.dimensions = static_cast<int64_t>(rows[0].size());
+  for (const auto& r : rows) {
+    const size_t at = out.data.size();
+    out.data.resize(at + r.size() * sizeof(float));
+    std::memcpy(out.data.data() + at, r.data(), r.size() * sizeof(float));
+  }
+  return out;
+}
+
+TEST(FidelityTest, AcceptsBf16SizedDifferencesAndRefusesADivergentRow) {
+  const std::vector<std::vector<float>> ref = {{1, 2, 3, 4}, {-1, 0.5f, 2, 0}, {0.1f, 0.2f, 0, 9}};
+  std::vector<std::vector<float>> close = ref;
+  for (auto& r : close) {
+    for (float& v : r) v *= 1.0f + 1.0f / 256;  // bf16's relative step
+  }
+  close[1][0] += 0.01f;
+  const FidelityResult ok = CompareForFidelity(Rows(close), Rows(ref), false);
+  EXPECT_TRUE(ok.ok) << ok.message;
+  EXPECT_GT(ok.min_cosine, 0.999);
+  EXPECT_EQ(ok.rows, 3);
+
+  std::vector<std::vector<float>> bad = ref;
+  bad[2] = {0.1f, 0.2f, 3, 9};  // cosine ~0.95 with the reference row
+  const FidelityResult refused = CompareForFidelity(Rows(bad), Rows(ref), false);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_EQ(refused.worst_row, 2);
+  EXPECT_LT(refused.min_cosine, 0.999);
+  EXPECT_NE(refused.message.find("OUTSIDE"), std::string::npos) << refused.message;
+  EXPECT_NE(refused.message.find("row 2"), std::string::npos) << refused.message;
+}
+
+TEST(FidelityTest, NanZeroRowsAndShapes) {
+  const std::vector<std::vector<float>> ref = {{1, 2}, {3, 4}};
+  std::vector<std::vector<float>> nan = ref;
+  nan[0][1] = std::nanf("");
+  const FidelityResult n = CompareForFidelity(Rows(nan), Rows(ref), false);
+  EXPECT_FALSE(n.ok);
+  EXPECT_EQ(n.worst_row, 0);
+  std::vector<std::vector<float>> zero = ref;
+  zero[1] = {0, 0};
+  EXPECT_FALSE(CompareForFidelity(Rows(zero), Rows(ref), false).ok);
+  EXPECT_TRUE(CompareForFidelity(Rows({{0, 0}}), Rows({{0, 0}}), false).ok);
+  const FidelityResult shape = CompareForFidelity(Rows({{1, 2, 3}}), Rows(ref), false);
+  EXPECT_FALSE(shape.ok);
+  EXPECT_NE(shape.message.find("shape"), std::string::npos);
+}
+
+TEST(FidelityTest, ScoresCompareAsOneVector) {
+  // One score per row: per-row cosines would be +-1; the vector over rows is what says something.
+  const FidelityResult close =
+      CompareForFidelity(Rows({{2.01f}, {-1.0f}, {0.5f}}), Rows({{2.0f}, {-1.0f}, {0.5f}}), true);
+  EXPECT_TRUE(close.ok) << close.message;
+  EXPECT_NEAR(close.max_abs_diff, 0.01, 1e-6);
+  const FidelityResult flipped =
+      CompareForFidelity(Rows({{2.0f}, {1.0f}, {0.5f}}), Rows({{2.0f}, {-1.0f}, {0.5f}}), true);
+  EXPECT_FALSE(flipped.ok);
+  EXPECT_EQ(flipped.worst_row, -1);
+}
+
+TEST(WorkspaceTest, AFrozenWorkspaceNeverGrows) {
+  Workspace ws(CpuAllocator());
+  const Tensor big = ws.F32(0, {16, 8});
+  ws.F32(1, {4});
+  const size_t held = ws.bytes();
+  EXPECT_EQ(held, (16 * 8 + 4) * sizeof(float));
+  ws.Freeze();
+  // Smaller or equal requests reuse the same memory: the addresses graphs captured stay valid.
+  EXPECT_EQ(ws.Get(0, DType::kBF16, {16, 16}).data<void>(), big.data<void>());
+  EXPECT_EQ(ws.F32(0, {2, 8}).data<void>(), big.data<void>());
+  EXPECT_THROW(ws.F32(0, {17, 8}), std::logic_error);
+  EXPECT_THROW(ws.F32(2, {1}), std::logic_error);  // a new slot is growth too
+  EXPECT_EQ(ws.bytes(), held);
+}
+
+ModelInfo Info() {
+  ModelInfo m;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.head_dim = 16;
+  m.causal = true;
+  return m;
+}
+
+TEST(PaddedMetadataTest, TheArraysACapturedGraphReadsForABucketedBatch) {
+  RaggedBatch b;
+  b.Add({5, 6, 7});
+  b.Add({8, 9});
+  BatchPlan plan;
+  BuildPlan(b, /*pad_to_buckets=*/true, Info(), plan);
+  // Bucket: 64 tokens (5 + one padding sequence of 59), 8 sequences (2 + padding + 5 empty).
+  const RaggedBatch& p = *plan.batch;
+  ASSERT_EQ(p.num_tokens(), 64);
+  ASSERT_EQ(p.num_seqs(), 8);
+  EXPECT_EQ(std::vector<int32_t>(p.cu_seqlens.begin(), p.cu_seqlens.end()),
+            std::vector<int32_t>({0, 3, 5, 64, 64, 64, 64, 64, 64}));
+  EXPECT_EQ(plan.num_real_seqs, 2);
+  EXPECT_EQ(plan.seq_bounds, std::vector<int32_t>({0, 3, 3, 5}));
+  EXPECT_EQ(plan.row_bounds, plan.seq_bounds);  // padding never reaches an answer row
+  EXPECT_EQ(plan.positions[5], 0);              // the padding sequence starts over
+  EXPECT_EQ(plan.positions[63], 58);
+
+  const DeviceInputLayout l = DeviceInputLayoutFor(128, 16, 16);
+  std::vector<int32_t> block(static_cast<size_t>(l.total), -1);
+  const PackedInputs packed = PackDeviceInputs(plan, l, block.data());
+  EXPECT_EQ(packed.num_tokens, 64);
+  EXPECT_EQ(packed.num_seqs, 8);
+  EXPECT_EQ(packed.num_rows, 2);
+  EXPECT_EQ(block[l.ids + 4], 9);
+  EXPECT_EQ(block[l.ids + 5], 0);  // padding tokens are id 0
+  EXPECT_EQ(block[l.cu_seqlens + 16], 64);  // repeated to max_seqs: empty sequences
+  EXPECT_EQ(std::vector<int32_t>(block.begin() + l.seq_bounds, block.begin() + l.seq_bounds + 4),
+            std::vector<int32_t>({0, 3, 3, 5}));
+  EXPECT_EQ(block[l.seq_bounds + 4], 0);
+  EXPECT_EQ(l.seq_bounds % 4, 0);  // 16-byte aligned
+}
+
+TEST(DeviceSettingsTest, ParsesDevicesAndGraphModes) {
+  EXPECT_EQ(ParseDeviceSpec("cpu")->device, Device::kCpu);
+  EXPECT_EQ(ParseDeviceSpec("cuda")->device, Device::kCuda);
+  EXPECT_EQ(ParseDeviceSpec("cuda")->index, 0);
+  EXPECT_EQ(ParseDeviceSpec("cuda:3")->index, 3);
+  EXPECT_EQ(ParseDeviceSpec("cuda:3")->ToString(), "cuda:3");
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CUDA", "cuda:99999", ""}) {
+    const absl::StatusOr<DeviceSpec> d = ParseDeviceSpec(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.status().message().find("cpu, cuda, cuda:N"), std::string::npos);
+  }
+  EXPECT_EQ(*ParseGraphMode("off"), GraphMode::kOff);
+  EXPECT_EQ(*ParseGraphMode("lazy"), GraphMode::kLazy);
+  EXPECT_FALSE(ParseGraphMode("eager").ok());
+
+  EngineOptions o;
+  DeviceSettings s;
+  s.device = "cuda:1";
+  s.cuda_graphs = "off";
+  s.max_graphs = 7;
+  s.graph_max_tokens = 2048;
+  ASSERT_TRUE(ApplyDeviceSettings(s, 4096, 64, o).ok());
+  EXPECT_EQ(o.device.index, 1);
+  EXPECT_EQ(o.cuda_graphs, GraphMode::kOff);
+  EXPECT_EQ(o.max_graphs, 7);
+  EXPECT_EQ(o.graph_max_tokens, 2048);
+  EXPECT_EQ(o.max_batch_tokens, 4096);
+  EXPECT_EQ(o.max_batch_seqs, 64);
+  s.device = "tpu";
+  const absl::Status bad = ApplyDeviceSettings(s, 4096, 64, o);
+  EXPECT_NE(bad.message().find("--device"), std::string::npos) << bad;
+  s.device = "cpu";
+  s.max_graphs = -1;
+  EXPECT_NE(ApplyDeviceSettings(s, 4096, 64, o).message().find("--max-graphs"), std::string::npos);
+}
+
+// Without a usable GPU (CI's machines), asking for CUDA fails at load naming why.
+TEST(DeviceSettingsTest, CudaWhereThereIsNoneFailsNamingTheReason) {
+  const DeviceReport report = QueryDevices();
+  if (report.cuda_compiled && !report.cuda_devices.empty()) GTEST_SKIP() << "a GPU is present";
+  EngineOptions o;
+  o.device = *ParseDeviceSpec("cuda");
+  const absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Load("/nonexistent-model", o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnavailable) << e.status();
+  const std::string m(e.status().message());
+  EXPECT_NE(m.find("CUDA was asked for"), std::string::npos) << m;
+  if (!report.cuda_compiled) {
+    EXPECT_NE(m.find("not compiled with CUDA"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace quiver::engine
