@@ -3,7 +3,10 @@
 # driver but none of the Debian libraries quiver links, and no network:
 #
 #   build-gpu/quiver_gpu_check     the CUDA-only check (tests/gpu/), libstdc++ linked statically
-#   build-gpu/engine_ops_test      the ops tests, whose CUDA instantiations run there
+#   build-gpu/engine_ops_test      the ops tests, whose CUDA instantiations run there; only with
+#                                  QUIVER_GPU_EXTRA=1, when gpu-check.sh runs them (their 7 MB,
+#                                  with the check now linking the whole engine, left the bundle
+#                                  about 140 KiB over the size check below)
 #   build-gpu/lib/                 every shared library those need that is neither glibc's nor
 #                                  CUDA's (absl, fmt, spdlog, simdjson, gtest ...), from ldd
 #   build-gpu/deps.tgz             the headers of those libraries, for the rebuild fallback
@@ -24,7 +27,9 @@ log() { printf '[gpu-bundle] %s\n' "$*" >&2; }
 rm -rf "$OUT"
 mkdir -p "$OUT/lib" "$OUT/deps/include"  # deps/ is packed into deps.tgz below
 cp "$BUILD/quiver_gpu_check" "$OUT/"
-[[ -x "$BUILD/tests/engine_ops_test" ]] && cp "$BUILD/tests/engine_ops_test" "$OUT/"
+if [[ "${QUIVER_GPU_EXTRA:-0}" == 1 && -x "$BUILD/tests/engine_ops_test" ]]; then
+  cp "$BUILD/tests/engine_ops_test" "$OUT/"
+fi
 # Symbol tables out (the device code stays): about a megabyte of the 64 MiB that travel.
 strip --strip-unneeded "$OUT"/quiver_gpu_check "$OUT"/engine_ops_test 2>/dev/null || true
 

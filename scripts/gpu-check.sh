@@ -7,13 +7,22 @@
 # from the build machine (scripts/gpu-bundle.sh makes both); with the device tool:
 #   run(command="bash scripts/gpu-check.sh $OUT", carry=["build-gpu",
 #       ".cache/flashinfer-headers.tgz"], timeout_s=540)
-# Under 8 minutes when the carried binary starts there (the stages' time limits add up to about
-# 7.5); the rebuild fallback adds its build. Writes at most 8
-# files into OUT_DIR (what the device tool brings back): log.txt (everything), ceilings.json,
-# kernels.json, attention.json, graphs.json (quiver_gpu_check's stages), ops_test.xml (the ops
-# tests' CUDA instantiations) and summary.txt (the short table, printed last). A stage that fails
-# does not stop the script; the graphs stage, which needs correct kernels, is skipped when the
-# kernels stage failed. Exit status: 0 when every check passed.
+#
+# Stage time limits (seconds): ceilings 30, kernels 40, attention 90, graphs 45, models 60,
+# engine 120, the peer 15 (its import check) + 40 = 440, each stage given 3 more to exit after
+# SIGTERM: under 8 minutes with the machine query, the probe and the summary when the carried
+# binary starts there (the rebuild fallback adds its build). QUIVER_GPU_EXTRA=1 also runs the ops
+# tests' CUDA instantiations and compute-sanitizer memcheck on the kernels stage (60 s each, past
+# the 8 minutes).
+#
+# Writes at most 8 files into OUT_DIR (what the device tool brings back): log.txt (everything,
+# the summary table last), ceilings.json, kernels.json, attention.json, graphs.json, models.json,
+# engine.json (quiver_gpu_check's stages) and peer.json (bench/gpu_peer_sentence_transformers.py:
+# sentence-transformers on the same GPU, run where python3 imports torch and sentence_transformers).
+# The models and engine stages share generated model folders (about 1.3 GB) in QUIVER_GPU_WORK
+# (default /tmp/quiver-gpu-work), where the engine stage also leaves the peer's input. A stage
+# that fails does not stop the script; graphs and engine, which need correct kernels, are skipped
+# when the kernels stage failed. Exit status: 0 when every check passed.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,6 +51,7 @@ if [[ -z "$lt" ]]; then
   lt="$(dirname "$(find / -name 'libcublasLt.so.13*' -not -path '/proc/*' 2>/dev/null | head -1)" 2>/dev/null || true)"
 fi
 echo "libcublasLt.so.13 from: ${lt:-NOT FOUND}"
+python_ld="${LD_LIBRARY_PATH:-}"  # the peer (python3) runs with the image's own libraries
 export LD_LIBRARY_PATH="$ROOT/build-gpu/lib${lt:+:$lt}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 B="$ROOT/build-gpu/quiver_gpu_check"
@@ -70,40 +80,66 @@ if (( probe != 0 )); then
   exit 1
 fi
 
+W="${QUIVER_GPU_WORK:-/tmp/quiver-gpu-work}"
+rm -f "$W/peer_input.json"  # only this run's engine stage may feed the peer
 stage() {  # stage NAME SECONDS [extra args]
   local name="$1" secs="$2"
   shift 2
   step "stage $name (limit ${secs}s)"
-  timeout --kill-after=10 "$secs" "$B" --stage="$name" --json "$R/$name.json" "$@"
+  timeout --kill-after=3 "$secs" "$B" --stage="$name" --json "$R/$name.json" "$@"
   local rc=$?
   echo "stage $name: exit $rc"
   (( rc != 0 )) && failed=1
   return $rc
 }
 
-stage ceilings 45
-stage kernels 45
+stage ceilings 30
+stage kernels 40
 kernels_ok=$?
-stage attention 150 --ceilings "$R/ceilings.json"
+stage attention 90 --ceilings "$R/ceilings.json"
 if (( kernels_ok == 0 )); then
-  stage graphs 75
+  stage graphs 45
 else
   step "stage graphs skipped: the kernels stage failed"
   failed=1
 fi
-
-if [[ -x build-gpu/engine_ops_test ]]; then
-  step "ops tests, CUDA instantiations"
-  timeout --kill-after=5 60 build-gpu/engine_ops_test --gtest_filter='*cuda*' \
-    --gtest_output="xml:$R/ops_test.xml" || failed=1
+stage models 60 --work "$W"
+if (( kernels_ok == 0 )); then
+  stage engine 120 --work "$W" --ceilings "$R/ceilings.json"
+else
+  step "stage engine skipped: the kernels stage failed"
+  failed=1
 fi
 
-if command -v compute-sanitizer >/dev/null 2>&1; then
-  step "compute-sanitizer memcheck, kernels stage, quick sizes"
-  timeout --kill-after=5 60 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    "$B" --stage=kernels --quick --json /tmp/memcheck-kernels.json || failed=1
+step "peer: sentence-transformers on this GPU (limit 15+40s)"
+if [[ ! -f "$W/peer_input.json" ]]; then
+  echo "peer skipped: the engine stage wrote no $W/peer_input.json"
+elif ! LD_LIBRARY_PATH="$python_ld" timeout 15 \
+       python3 -c "import torch, sentence_transformers"; then
+  echo "peer skipped: python3 cannot import torch and sentence_transformers here"
+else
+  LD_LIBRARY_PATH="$python_ld" PYTHONUNBUFFERED=1 timeout --kill-after=3 40 \
+    python3 bench/gpu_peer_sentence_transformers.py --input "$W/peer_input.json" \
+    --json "$R/peer.json"
+  rc=$?
+  echo "peer: exit $rc"
+  (( rc != 0 )) && failed=1
+fi
+
+if [[ "${QUIVER_GPU_EXTRA:-0}" == 1 ]]; then
+  # Their files stay out of OUT_DIR (the device tool brings back 8); the log has their output.
+  if [[ -x build-gpu/engine_ops_test ]]; then
+    step "ops tests, CUDA instantiations"
+    timeout --kill-after=5 60 build-gpu/engine_ops_test --gtest_filter='*cuda*' \
+      --gtest_output="xml:/tmp/quiver-ops-test.xml" || failed=1
+  fi
+  if command -v compute-sanitizer >/dev/null 2>&1; then
+    step "compute-sanitizer memcheck, kernels stage, quick sizes"
+    timeout --kill-after=5 60 compute-sanitizer --tool memcheck --error-exitcode 3 \
+      "$B" --stage=kernels --quick --json /tmp/memcheck-kernels.json || failed=1
+  fi
 fi
 
 step "summary"
-"$B" --summary "$R" | tee "$R/summary.txt"
+"$B" --summary "$R"
 exit $failed

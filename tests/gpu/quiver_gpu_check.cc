@@ -1,18 +1,24 @@
 // quiver_gpu_check: the CUDA backend's correctness checks and ceilings in one program, for a short
-// run on a GPU machine (no gtest, no server). Each stage writes one JSON report, also when it
-// fails, so that a run that dies half-way still says how far it got:
+// run on a GPU machine (no gtest, no server, no tokenizer: models are fed token ids). Each stage
+// writes one JSON report, also when it fails, so that a run that dies half-way still says how far
+// it got (the long engine stages also write it between their parts, marked "complete": false):
 //
 //   quiver_gpu_check --probe
 //       device name, SMs, memory, driver / runtime; exit 0 when a device is usable, 2 otherwise.
-//   quiver_gpu_check --stage=ceilings|kernels|attention|graphs --json FILE [--quick]
-//                    [--ceilings FILE_OR_DIR]
-//       runs one stage and writes FILE: {"stage", "ok", "quick", "device", "error", "metrics",
-//       "checks": [{"name", "ok", "value", "limit", "compare", "goal", ...}], ...}. Exit 0 when
-//       every check passed, 1 when one failed (goal checks are recorded, never fail a stage),
-//       2 when the device is unusable.
+//   quiver_gpu_check --stage=ceilings|kernels|attention|graphs|models|engine --json FILE
+//                    [--quick] [--ceilings FILE_OR_DIR] [--fixtures DIR] [--work DIR]
+//       runs one stage and writes FILE: {"stage", "ok", "complete", "quick", "device", "error",
+//       "metrics", "checks": [{"name", "ok", "value", "limit", "compare", "goal", ...}], ...}.
+//       Exit 0 when every check passed, 1 when one failed (goal checks are recorded, never fail
+//       a stage), 2 when the device is unusable. --ceilings names the ceilings report whose
+//       bf16 GEMM rate the attention and engine stages compare with (default: FILE's folder);
+//       --fixtures the tree's tests/fixtures (default, from the repository root); --work a
+//       folder for generated model folders (about 1.3 GB; the models and engine stages share
+//       them) and peer_input.json (default /tmp/quiver-gpu-check).
 //   quiver_gpu_check --summary DIR
-//       reads DIR/{ceilings,kernels,attention,graphs}.json where present and prints a table;
-//       exit 0 when every report found is ok, 1 when one is not, 2 when none was found.
+//       reads DIR/{ceilings,kernels,attention,graphs,models,engine,peer}.json where present and
+//       prints a table of their key numbers, failed checks and goals; exit 0 when every report
+//       found is ok, 1 when one is not, 2 when none was found.
 //
 // --quick shrinks sizes and repetitions (for compute-sanitizer). Every CUDA call is checked; a
 // failed call fails its check (with the absl::Status message) and the program goes on.
@@ -22,7 +28,9 @@
 // and bf16 activations, odd sizes, NaN-poisoned outputs); attention (the varlen kernel and
 // FlashInfer FA2 / FA3 against ReferenceAttention, then timings and the fastest backend per
 // shape); graphs (a 28-layer synthetic decoder loop: CUDA-graph replay bit-equal to eager,
-// capture cost, eager vs replay latency).
+// capture cost, eager vs replay latency); models and engine (engine_stages.h: the tiny fixtures
+// and a Qwen3-0.6B-shaped model through engine::Engine against Hugging Face and the CPU engine;
+// latency, throughput, MFU, a token sweep and concurrency on the MiniLM and Qwen3-0.6B shapes).
 #include <cuda_runtime.h>
 #include <sys/stat.h>
 
@@ -32,7 +40,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -59,6 +66,8 @@
 #include "engine/kernels/cuda/kernels.h"
 #include "engine/kernels/cuda/memory.h"
 #include "engine/kernels/cuda/status.h"
+#include "tests/gpu/check_common.h"
+#include "tests/gpu/engine_stages.h"
 
 namespace quiver::gpu_check {
 namespace {
@@ -70,170 +79,7 @@ using ::quiver::engine::FloatToBf16;
 using ::quiver::engine::PoolMode;
 using ::quiver::engine::RotaryLayout;
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kExitOk = 0, kExitFailed = 1, kExitNoDevice = 2;
-
-// ---------------------------------------------------------------------------------------------
-// Reports.
-
-// One check: passes when value <= limit (compare "<=") or value >= limit (">="). A goal check is
-// a performance target: recorded with its ok, never failing the stage.
-struct Check {
-  std::string name;
-  bool ok = false;
-  double value = kNaN;
-  double limit = kNaN;
-  std::string compare = "<=";
-  bool goal = false;
-  std::string error;  // why the check could not run (an absl::Status message); empty if it ran
-  std::string note;
-};
-
-struct DeviceInfo {
-  std::string name;
-  int sm_count = 0;
-  int cc_major = 0, cc_minor = 0;
-  size_t total_bytes = 0, free_bytes = 0;
-  int driver_version = 0, runtime_version = 0;
-};
-
-class Report {
- public:
-  Report(std::string stage, bool quick) : stage_(std::move(stage)), quick_(quick) {}
-
-  void Add(Check check) {
-    std::printf("  [%s]%s %-58s value=%-12.6g %s %-10.4g%s%s\n", check.ok ? "PASS" : "FAIL",
-                check.goal ? "(goal)" : "", check.name.c_str(), check.value, check.compare.c_str(),
-                check.limit, check.error.empty() ? "" : "  error: ", check.error.c_str());
-    std::fflush(stdout);
-    checks_.push_back(std::move(check));
-  }
-  // Records `value` (or the error that kept it from being measured) against `limit`.
-  void Expect(std::string name, const absl::StatusOr<double>& value, double limit,
-              std::string compare = "<=", bool goal = false, std::string note = "") {
-    Check check;
-    check.name = std::move(name);
-    check.limit = limit;
-    check.compare = std::move(compare);
-    check.goal = goal;
-    check.note = std::move(note);
-    if (value.ok()) {
-      check.value = *value;
-      check.ok = check.compare == "<=" ? *value <= limit : *value >= limit;  // NaN fails
-    } else {
-      check.error = value.status().ToString();
-    }
-    Add(std::move(check));
-  }
-  // A check that could not run: failed, with the status's message.
-  void Error(std::string name, const absl::Status& status) {
-    Check check;
-    check.name = std::move(name);
-    check.error = status.ok() ? "OK status reported as an error" : status.ToString();
-    Add(std::move(check));
-  }
-  void Metric(std::string key, double value) {
-    std::printf("  %s = %.6g\n", key.c_str(), value);
-    metrics_.emplace_back(std::move(key), value);
-  }
-  std::optional<double> FindMetric(std::string_view key) const {
-    for (const auto& [k, v] : metrics_) {
-      if (k == key) return v;
-    }
-    return std::nullopt;
-  }
-  // A JSON value (already serialized) stored under `key`.
-  void Section(std::string key, std::string json) {
-    sections_.emplace_back(std::move(key), std::move(json));
-  }
-  // A stage-level failure (the stage could not go on); the report is not ok.
-  void Fail(const absl::Status& status) {
-    std::printf("  stage error: %s\n", status.ToString().c_str());
-    if (!error_.empty()) error_ += "; ";
-    error_ += status.ToString();
-  }
-
-  bool ok() const {
-    if (!error_.empty()) return false;
-    for (const Check& check : checks_) {
-      if (!check.goal && !check.ok) return false;
-    }
-    return true;
-  }
-  int failed_checks() const {
-    int failed = 0;
-    for (const Check& check : checks_) failed += !check.goal && !check.ok;
-    return failed;
-  }
-
-  std::string ToJson(const DeviceInfo* device, double elapsed_s) const {
-    JsonWriter w;
-    w.BeginObject();
-    w.Key("stage").String(stage_);
-    w.Key("ok").Bool(ok());
-    w.Key("quick").Bool(quick_);
-    w.Key("elapsed_s").Double(elapsed_s);
-    w.Key("device");
-    if (device != nullptr) {
-      w.BeginObject();
-      w.Key("name").String(device->name);
-      w.Key("sm_count").Int(device->sm_count);
-      w.Key("compute_capability").String(absl::StrCat(device->cc_major, ".", device->cc_minor));
-      w.Key("total_mib").Double(static_cast<double>(device->total_bytes) / (1 << 20));
-      w.Key("driver_version").Int(device->driver_version);
-      w.Key("runtime_version").Int(device->runtime_version);
-      w.EndObject();
-    } else {
-      w.Null();
-    }
-    w.Key("error");
-    if (error_.empty()) {
-      w.Null();
-    } else {
-      w.String(error_);
-    }
-    w.Key("checks_total").Int(static_cast<int64_t>(checks_.size()));
-    w.Key("checks_failed").Int(failed_checks());
-    w.Key("metrics").BeginObject();
-    for (const auto& [key, value] : metrics_) w.Key(key).Double(value);
-    w.EndObject();
-    w.Key("checks").BeginArray();
-    for (const Check& check : checks_) {
-      w.BeginObject();
-      w.Key("name").String(check.name);
-      w.Key("ok").Bool(check.ok);
-      w.Key("value").Double(check.value);
-      w.Key("limit").Double(check.limit);
-      w.Key("compare").String(check.compare);
-      w.Key("goal").Bool(check.goal);
-      if (!check.error.empty()) w.Key("error").String(check.error);
-      if (!check.note.empty()) w.Key("note").String(check.note);
-      w.EndObject();
-    }
-    w.EndArray();
-    for (const auto& [key, json] : sections_) w.Key(key).Raw(json);
-    w.EndObject();
-    return std::move(w).Take();
-  }
-
- private:
-  std::string stage_;
-  bool quick_;
-  std::string error_;
-  std::vector<Check> checks_;
-  std::vector<std::pair<std::string, double>> metrics_;
-  std::vector<std::pair<std::string, std::string>> sections_;
-};
-
-absl::Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return absl::UnavailableError(absl::StrCat("cannot open ", path, " for writing"));
-  out << text << '\n';
-  out.close();
-  if (!out) return absl::DataLossError(absl::StrCat("writing ", path, " failed"));
-  return absl::OkStatus();
-}
 
 // ---------------------------------------------------------------------------------------------
 // Device, buffers, timing.
@@ -286,29 +132,6 @@ void PrintDevice(const DeviceInfo& info) {
               (info.driver_version % 1000) / 10, info.runtime_version / 1000,
               (info.runtime_version % 1000) / 10);
 }
-
-// Deterministic pseudo-random numbers (splitmix64): fast enough for the GiB-sized inputs.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi).
-  double Uniform(double lo, double hi) {
-    return lo + (hi - lo) * static_cast<double>(Next() >> 11) * 0x1.0p-53;
-  }
-  float UniformF(float lo, float hi) { return static_cast<float>(Uniform(lo, hi)); }
-  int64_t Int(int64_t lo, int64_t hi) {  // [lo, hi]
-    return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
-  }
-
- private:
-  uint64_t state_;
-};
 
 // n bf16 values uniform in [-scale, scale), 4 per random word.
 std::vector<uint16_t> RandomBf16(size_t n, uint64_t seed, float scale) {
@@ -389,13 +212,6 @@ double MaxRelError(std::span<const float> out, std::span<const double> ref) {
   return worst;
 }
 
-double Median(std::vector<float> values) {
-  if (values.empty()) return kNaN;
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
-
 // The test's device context: one stream, one cuBLASLt instance.
 struct Gpu {
   cu::Stream stream;
@@ -470,23 +286,10 @@ absl::StatusOr<std::vector<float>> TimeRuns(int reps, cudaStream_t stream,
   return ms;
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // A launcher's cudaError_t as a status.
 absl::Status Launch(cudaError_t error, std::string_view what) {
   return cu::CudaStatus(error, what);
 }
-
-struct Options {
-  bool probe = false;
-  std::string stage;
-  std::string json_path;
-  std::string summary_dir;
-  std::string ceilings_path;  // a ceilings.json, or the folder holding one
-  bool quick = false;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Stage 1: ceilings.
@@ -1575,26 +1378,6 @@ void CheckAttentionCase(Report& report, Gpu& gpu, int head_dim, int num_heads, i
   }
 }
 
-// gemm_tflops from a ceilings report: `path` is the file or its folder; empty: next to `json`.
-std::optional<double> ReadGemmCeiling(std::string path, const std::string& json_path) {
-  if (path.empty()) {
-    const size_t slash = json_path.rfind('/');
-    path = slash == std::string::npos ? "." : json_path.substr(0, slash);
-  }
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) path += "/ceilings.json";
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return std::nullopt;
-  absl::StatusOr<JsonValue> doc = JsonValue::Parse(*text);
-  if (!doc.ok()) return std::nullopt;
-  const JsonValue* metrics = doc->Find("metrics");
-  if (metrics == nullptr) return std::nullopt;
-  const JsonValue* tflops = metrics->Find("gemm_tflops");
-  if (tflops == nullptr || !tflops->is_number() || !(tflops->as_double() > 0)) return std::nullopt;
-  std::printf("  gemm ceiling %.1f TFLOP/s from %s\n", tflops->as_double(), path.c_str());
-  return tflops->as_double();
-}
-
 struct AttentionTiming {
   Backend backend;
   int head_dim;
@@ -1619,6 +1402,7 @@ void RunAttention(Report& report, Gpu& gpu, const Options& options) {
       }
     }
   }
+  if (options.checkpoint) options.checkpoint();  // the correctness half, should timing be cut off
   // A backend is timed at a head_dim only where it is built, ran and passed there.
   bool timed[3][3];
   for (int di = 0; di < 3; ++di) {
@@ -2120,6 +1904,7 @@ void RunGraphs(Report& report, Gpu& gpu, const Options& options) {
   }
   graph = GraphExec();  // release before the next batch's graph
 
+  if (options.checkpoint) options.checkpoint();
   // 8 sequences of 128 tokens: equality only.
   absl::StatusOr<GraphExec> graph_many =
       CheckGraphEqualsEager(report, gpu, *state, batch_many, "m1024_8seqs");
@@ -2132,6 +1917,7 @@ void RunGraphs(Report& report, Gpu& gpu, const Options& options) {
 // The report of one stage, from its JSON file.
 struct StageSummary {
   bool ok = false;
+  bool complete = true;  // false: a checkpoint of a stage that did not finish
   int64_t checks_total = 0, checks_failed = 0;
   std::vector<std::pair<std::string, double>> metrics;
   std::vector<std::string> notable;  // failed checks and goal checks, one line each
@@ -2143,6 +1929,7 @@ absl::StatusOr<StageSummary> ReadStageSummary(const std::string& path) {
   QUIVER_ASSIGN_OR_RETURN(JsonValue doc, JsonValue::Parse(text));
   StageSummary summary;
   QUIVER_ASSIGN_OR_RETURN(summary.ok, JsonBool(doc, "ok", false));
+  QUIVER_ASSIGN_OR_RETURN(summary.complete, JsonBool(doc, "complete", true));
   QUIVER_ASSIGN_OR_RETURN(summary.checks_total, JsonInt(doc, "checks_total", 0));
   QUIVER_ASSIGN_OR_RETURN(summary.checks_failed, JsonInt(doc, "checks_failed", 0));
   if (const JsonValue* error = doc.Find("error"); error != nullptr && error->is_string()) {
@@ -2169,14 +1956,50 @@ absl::StatusOr<StageSummary> ReadStageSummary(const std::string& path) {
       if (const std::string error = JsonString(check, "error", "").value_or(""); !error.empty()) {
         absl::StrAppend(&line, " (", error, ")");
       }
+      if (const std::string note = JsonString(check, "note", "").value_or("");
+          goal && !note.empty()) {
+        absl::StrAppend(&line, " [", note, "]");
+      }
       summary.notable.push_back(std::move(line));
     }
   }
   return summary;
 }
 
+// The numbers the summary shows of a stage; every metric of the stages not listed here. The
+// engine-level stages record far more than a table holds: their JSON has the rest.
+std::vector<std::string> KeyMetrics(std::string_view stage) {
+  std::vector<std::string> keys;
+  if (stage == "models") {
+    keys = {"fixtures_worst_gpu_vs_hf_cos", "qwen3_0p6b_gpu_vs_cpu_f32_min_cos",
+            "qwen3_0p6b_gpu_vs_cpu_f32_max_rel_err", "qwen3_0p6b_cpu_forward_s"};
+  } else if (stage == "engine") {
+    keys = {"peak_tflops"};
+    for (const char* tag : {"minilm", "qwen3_0p6b"}) {
+      for (const char* key :
+           {"eager_1x128_ms", "replay_1x128_ms", "graph_speedup_1x128", "eager_100x128_ms",
+            "replay_100x128_ms", "capture_ms_per_graph", "graph_mib_per_graph",
+            "100x512_tokens_per_s", "100x512_mfu", "100x512_graphs_off_tokens_per_s",
+            "sweep_peak_tokens_per_s", "sweep_knee_tokens", "latency_1x512_ms", "latency_1x4096_ms",
+            "batch100x128_4clients_tokens_per_s", "clients16_1x128_requests_per_s",
+            "clients16_1x128_p99_ms"}) {
+        keys.push_back(absl::StrCat(tag, "_", key));
+      }
+    }
+    for (const char* docs : {"5", "25", "50"}) {
+      keys.push_back(absl::StrCat("qwen3_0p6b_reranker_score_", docs, "x512_ms"));
+    }
+  } else if (stage == "peer") {
+    keys = {"quiver_replay_1x128_ms", "st_fp32_1x128_ms", "st_bf16_1x128_ms", "speedup_vs_st_fp32",
+            "speedup_vs_st_best"};
+  }
+  return keys;
+}
+
 int RunSummary(const std::string& dir) {
-  static constexpr const char* kStages[] = {"ceilings", "kernels", "attention", "graphs"};
+  static constexpr const char* kStages[] = {"ceilings", "kernels", "attention", "graphs",
+                                            "models",   "engine",  "peer"};
+  constexpr size_t kWidth = 71;  // numbers wrap onto indented lines: 100 columns in all
   int found = 0;
   bool all_ok = true;
   std::printf("%-10s %-7s %-9s %s\n", "stage", "ok", "checks", "key numbers");
@@ -2195,15 +2018,29 @@ int RunSummary(const std::string& dir) {
       std::printf("%-10s %-7s %s\n", stage, "unread", summary.status().ToString().c_str());
       continue;
     }
-    all_ok = all_ok && summary->ok;
-    std::string numbers;
+    all_ok = all_ok && summary->ok && summary->complete;
+    const std::vector<std::string> keys = KeyMetrics(stage);
+    std::vector<std::string> numbers;
     for (const auto& [key, value] : summary->metrics) {
-      absl::StrAppend(&numbers, numbers.empty() ? "" : ", ", key, "=", absl::StrCat(value));
+      if (keys.empty() || std::find(keys.begin(), keys.end(), key) != keys.end()) {
+        numbers.push_back(absl::StrCat(key, "=", value));
+      }
+    }
+    std::vector<std::string> lines(1);
+    for (const std::string& number : numbers) {
+      if (!lines.back().empty() && lines.back().size() + number.size() + 2 > kWidth) {
+        lines.emplace_back();
+      }
+      absl::StrAppend(&lines.back(), lines.back().empty() ? "" : ", ", number);
     }
     const std::string checks =
         absl::StrCat(summary->checks_total - summary->checks_failed, "/", summary->checks_total);
-    std::printf("%-10s %-7s %-9s %s\n", stage, summary->ok ? "ok" : "FAILED", checks.c_str(),
-                numbers.c_str());
+    const char* status = !summary->complete ? "PARTIAL" : summary->ok ? "ok" : "FAILED";
+    std::printf("%-10s %-7s %-9s %s\n", stage, status, checks.c_str(), lines[0].c_str());
+    for (size_t i = 1; i < lines.size(); ++i) std::printf("%29s%s\n", "", lines[i].c_str());
+    if (!summary->complete) {
+      details.push_back(absl::StrCat(stage, ": did not finish (stopped by its time limit?)"));
+    }
     if (!summary->error.empty()) details.push_back(absl::StrCat(stage, ": error ", summary->error));
     for (const std::string& line : summary->notable)
       details.push_back(absl::StrCat(stage, ": ", line));
@@ -2222,8 +2059,8 @@ int RunSummary(const std::string& dir) {
 void Usage() {
   std::fprintf(stderr,
                "usage: quiver_gpu_check --probe\n"
-               "       quiver_gpu_check --stage=ceilings|kernels|attention|graphs --json FILE "
-               "[--quick] [--ceilings FILE_OR_DIR]\n"
+               "       quiver_gpu_check --stage=ceilings|kernels|attention|graphs|models|engine "
+               "--json FILE [--quick] [--ceilings FILE_OR_DIR] [--fixtures DIR] [--work DIR]\n"
                "       quiver_gpu_check --summary DIR\n");
 }
 
@@ -2249,7 +2086,9 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
       options.quick = true;
     } else if (value_of("--stage", &options.stage) || value_of("--json", &options.json_path) ||
                value_of("--summary", &options.summary_dir) ||
-               value_of("--ceilings", &options.ceilings_path)) {
+               value_of("--ceilings", &options.ceilings_path) ||
+               value_of("--fixtures", &options.fixtures_dir) ||
+               value_of("--work", &options.work_dir)) {
     } else {
       std::fprintf(stderr, "unknown argument: %s\n", argv[i]);
       return std::nullopt;
@@ -2269,29 +2108,33 @@ int RunProbe() {
   return kExitOk;
 }
 
-int RunStage(const Options& options) {
+int RunStage(const Options& given) {
   using StageFn = void (*)(Report&, Gpu&, const Options&);
   StageFn fn = nullptr;
-  if (options.stage == "ceilings") {
+  if (given.stage == "ceilings") {
     fn = &RunCeilings;
-  } else if (options.stage == "kernels") {
+  } else if (given.stage == "kernels") {
     fn = &RunKernels;
-  } else if (options.stage == "attention") {
+  } else if (given.stage == "attention") {
     fn = &RunAttention;
-  } else if (options.stage == "graphs") {
+  } else if (given.stage == "graphs") {
     fn = &RunGraphs;
+  } else if (given.stage == "models") {
+    fn = [](Report& report, Gpu&, const Options& options) { RunModelsStage(report, options); };
+  } else if (given.stage == "engine") {
+    fn = [](Report& report, Gpu&, const Options& options) { RunEngineStage(report, options); };
   } else {
-    std::fprintf(stderr, "unknown stage '%s'\n", options.stage.c_str());
+    std::fprintf(stderr, "unknown stage '%s'\n", given.stage.c_str());
     Usage();
     return kExitFailed;
   }
-  if (options.json_path.empty()) {
+  if (given.json_path.empty()) {
     std::fprintf(stderr, "--stage needs --json FILE\n");
     return kExitFailed;
   }
   const auto start = std::chrono::steady_clock::now();
-  Report report(options.stage, options.quick);
-  std::printf("stage %s%s\n", options.stage.c_str(), options.quick ? " (quick)" : "");
+  Report report(given.stage, given.quick);
+  std::printf("stage %s%s\n", given.stage.c_str(), given.quick ? " (quick)" : "");
   absl::StatusOr<DeviceInfo> info = ProbeDevice();
   int exit_code = kExitOk;
   if (!info.ok()) {
@@ -2299,11 +2142,22 @@ int RunStage(const Options& options) {
     exit_code = kExitNoDevice;
   } else {
     PrintDevice(*info);
+    Options options = given;
+    options.checkpoint = [&] {
+      WriteTextFile(given.json_path, report.ToJson(&*info, SecondsSince(start), false))
+          .IgnoreError();  // the final write reports a failure
+    };
     absl::StatusOr<Gpu> gpu = MakeGpu();
     if (!gpu.ok()) {
       report.Fail(gpu.status());
     } else {
-      fn(report, *gpu, options);
+      // The library reports errors as statuses; an exception escaping a stage (the standard
+      // library's, a bad_alloc) is a failure of the stage, not a crash without a report.
+      try {
+        fn(report, *gpu, options);
+      } catch (const std::exception& e) {
+        report.Fail(absl::InternalError(absl::StrCat("stage threw: ", e.what())));
+      }
       // A sticky error (an illegal access) shows here if no check saw it.
       if (const absl::Status sync =
               cu::CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -2314,12 +2168,12 @@ int RunStage(const Options& options) {
     if (!report.ok()) exit_code = kExitFailed;
   }
   const std::string json = report.ToJson(info.ok() ? &*info : nullptr, SecondsSince(start));
-  if (const absl::Status written = WriteTextFile(options.json_path, json); !written.ok()) {
+  if (const absl::Status written = WriteTextFile(given.json_path, json); !written.ok()) {
     std::printf("%s\n", written.ToString().c_str());
     if (exit_code == kExitOk) exit_code = kExitFailed;
   }
-  std::printf("stage %s: %s (%d failed checks), report %s\n", options.stage.c_str(),
-              report.ok() ? "ok" : "FAILED", report.failed_checks(), options.json_path.c_str());
+  std::printf("stage %s: %s (%d failed checks), report %s\n", given.stage.c_str(),
+              report.ok() ? "ok" : "FAILED", report.failed_checks(), given.json_path.c_str());
   return exit_code;
 }
 

@@ -19,7 +19,11 @@ DeviceReport QueryCudaDevices() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    report.cuda_error = cudaGetErrorString(err);
+    // Name the cause a user can act on; the runtime's own words follow.
+    const char* cause = err == cudaErrorInsufficientDriver ? "no NVIDIA driver (or one too old) "
+                        : err == cudaErrorNoDevice         ? "no NVIDIA GPU "
+                                                           : "";
+    report.cuda_error = std::string(cause) + "(cudaGetDeviceCount: " + cudaGetErrorString(err) + ")";
     cudaGetLastError();  // clear the sticky error so later calls start clean
     return report;
   }
