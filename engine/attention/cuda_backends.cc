@@ -43,6 +43,8 @@ cuda::RaggedAttentionArgs ArgsFor(const AttentionPlan& plan, const Tensor& q, co
   a.dtype = DType::kBF16;
   a.out_dtype = DType::kBF16;
   a.cu_seqlens = plan.device_cu_seqlens;
+  a.tiles = plan.device_tiles;
+  a.num_tiles = plan.num_tiles;
   a.num_seqs = plan.num_seqs;
   a.num_tokens = plan.num_seqs > 0 ? plan.cu_seqlens[plan.num_seqs] : 0;
   a.max_seqlen = plan.max_seqlen;

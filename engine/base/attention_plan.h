@@ -6,11 +6,27 @@
 
 namespace quiver::engine {
 
+// Query rows per tile of the tile list below (the own CUDA varlen kernel's CTA tile).
+inline constexpr int64_t kAttentionTileRows = 64;
+
+// A batch's query tiles as a list: (sequence, tile within it) per entry, the heaviest first,
+// (-1, -1) past the batch's own. A ragged batch of T tokens in S sequences has at most
+// ceil(T / 64) + S tiles, so a kernel launched over that bound (fixed per CUDA-graph bucket)
+// wastes no blocks on a long sequence's worth of tiles for every short one.
+inline int64_t MaxAttentionTiles(int64_t num_tokens, int64_t num_seqs) {
+  return (num_tokens + kAttentionTileRows - 1) / kAttentionTileRows + num_seqs;
+}
+
 struct AttentionPlan {
   const int32_t* cu_seqlens = nullptr;  // [num_seqs + 1], host memory
   // The same array in device memory, for devices other than the CPU (kernels read it there; the
   // host copy sizes their grids and plans their tiles).
   const int32_t* device_cu_seqlens = nullptr;
+  // Optional, device memory: the tile list (int32 [num_tiles, 2]) and its length, the bound a
+  // kernel's grid is launched over (MaxAttentionTiles of the bucket); null: kernels derive their
+  // tiles from (num_seqs, max_seqlen).
+  const int32_t* device_tiles = nullptr;
+  int64_t num_tiles = 0;
   int64_t num_seqs = 0;
   int64_t max_seqlen = 0;
   int64_t num_heads = 0;

@@ -174,6 +174,8 @@ class CudaRuntime final : public DeviceRuntime {
                             packed.num_tokens <= options_.graph_max_tokens;
     AttentionPlan attention = plan.attention;
     attention.device_cu_seqlens = inputs_.as<int32_t>() + layout_.cu_seqlens;
+    attention.device_tiles = inputs_.as<int32_t>() + layout_.tiles;
+    attention.num_tiles = packed.num_tiles;
     if (capturable) attention.max_seqlen = packed.num_tokens;
     const int64_t t = packed.num_tokens;
     const ForwardContext ctx{exec_,

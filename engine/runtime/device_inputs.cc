@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "common/strings.h"
 
@@ -36,6 +37,8 @@ DeviceInputLayout DeviceInputLayoutFor(int64_t max_tokens, int64_t max_seqs, int
   l.cu_seqlens = place(max_seqs + 1);
   l.row_bounds = place(2 * max_rows);
   l.seq_bounds = place(2 * max_seqs);
+  l.max_tiles = MaxAttentionTiles(max_tokens, max_seqs);
+  l.tiles = place(2 * l.max_tiles);
   l.total = at;
   return l;
 }
@@ -62,6 +65,28 @@ PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& l,
             b.cu_seqlens.back());
   std::copy(plan.row_bounds.begin(), plan.row_bounds.end(), block + l.row_bounds);
   std::copy(plan.seq_bounds.begin(), plan.seq_bounds.end(), block + l.seq_bounds);
+  // The tile list: (keys read, sequence, tile), sorted by keys descending, then in order.
+  p.num_tiles = MaxAttentionTiles(p.num_tokens, p.num_seqs);
+  struct Tile {
+    int64_t keys;
+    int32_t seq, tile;
+  };
+  std::vector<Tile> tiles;
+  for (int64_t s = 0; s < p.num_seqs; ++s) {
+    const int64_t len = b.cu_seqlens[s + 1] - b.cu_seqlens[s];
+    for (int64_t t = 0; t * kAttentionTileRows < len; ++t) {
+      const int64_t keys =
+          plan.attention.causal ? std::min(len, (t + 1) * kAttentionTileRows) : len;
+      tiles.push_back({keys, static_cast<int32_t>(s), static_cast<int32_t>(t)});
+    }
+  }
+  std::stable_sort(tiles.begin(), tiles.end(),
+                   [](const Tile& a, const Tile& c) { return a.keys > c.keys; });
+  std::fill(block + l.tiles, block + l.tiles + 2 * l.max_tiles, -1);
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    block[l.tiles + 2 * i] = tiles[i].seq;
+    block[l.tiles + 2 * i + 1] = tiles[i].tile;
+  }
   return p;
 }
 

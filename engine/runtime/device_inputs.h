@@ -21,6 +21,8 @@ struct DeviceInputLayout {
   int64_t cu_seqlens = 0;  // [max_seqs + 1]
   int64_t row_bounds = 0;  // [max_rows, 2]
   int64_t seq_bounds = 0;  // [max_seqs, 2]: the real sequences' (begin, end), for scoring
+  int64_t tiles = 0;       // [max_tiles, 2]: attention's query tiles (base/attention_plan.h)
+  int64_t max_tiles = 0;   // MaxAttentionTiles(max_tokens, max_seqs)
   int64_t total = 0;       // elements in the block
 };
 
@@ -32,11 +34,14 @@ struct PackedInputs {
   int64_t num_seqs = 0;  // including bucket padding's sequences
   int64_t num_rows = 0;  // rows to pool (the real sequences, or the spans)
   int64_t max_seqlen = 0;
+  int64_t num_tiles = 0;  // the tile list's bound for this batch: MaxAttentionTiles(tokens, seqs)
 };
 
 // Writes `plan`'s arrays into block[0, layout.total) (host memory). Entries past the batch's
 // own length are zero, except cu_seqlens, which repeats its last value up to max_seqs (empty
-// sequences: kernels launched for max_seqs never read past the batch). INVALID_ARGUMENT-style
+// sequences: kernels launched for max_seqs never read past the batch), and the tile list, whose
+// unused entries are (-1, -1). The tiles are ordered by the keys they read, most first (causal:
+// a sequence's last tile), so the longest blocks start first. INVALID_ARGUMENT-style
 // std::invalid_argument when the batch exceeds the layout (a bug: batches are validated and
 // bucketed before they are packed).
 PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& layout,

@@ -20,12 +20,16 @@ ModelInfo SmallModel() {
 
 TEST(DeviceInputsTest, OffsetsAreAlignedAndDependOnlyOnTheMaxima) {
   const DeviceInputLayout l = DeviceInputLayoutFor(67, 5, 9);
-  for (int64_t offset : {l.ids, l.type_ids, l.positions, l.cu_seqlens, l.row_bounds, l.total}) {
+  for (int64_t offset : {l.ids, l.type_ids, l.positions, l.cu_seqlens, l.row_bounds, l.seq_bounds,
+                         l.tiles, l.total}) {
     EXPECT_EQ(offset % 4, 0) << offset;
   }
   EXPECT_GE(l.type_ids - l.ids, 67);
   EXPECT_GE(l.row_bounds - l.cu_seqlens, 6);
-  EXPECT_GE(l.total - l.row_bounds, 18);
+  EXPECT_GE(l.seq_bounds - l.row_bounds, 18);
+  EXPECT_GE(l.tiles - l.seq_bounds, 10);
+  EXPECT_EQ(l.max_tiles, 2 + 5);  // ceil(67 / 64) + 5
+  EXPECT_GE(l.total - l.tiles, 2 * l.max_tiles);
   EXPECT_THROW(DeviceInputLayoutFor(0, 1, 1), std::invalid_argument);
 }
 
@@ -38,7 +42,8 @@ TEST(DeviceInputsTest, PacksABucketPaddedBatch) {
   const RaggedBatch& padded = *plan.batch;
   ASSERT_EQ(padded.num_tokens(), 64);  // 5 tokens padded to the 64-token bucket
   const DeviceInputLayout l = DeviceInputLayoutFor(128, 16, 16);
-  std::vector<int32_t> block(static_cast<size_t>(l.total), -1);
+  constexpr int32_t kPoison = 0x5a5a5a5a;
+  std::vector<int32_t> block(static_cast<size_t>(l.total), kPoison);
   const PackedInputs p = PackDeviceInputs(plan, l, block.data());
   EXPECT_EQ(p.num_tokens, 64);
   EXPECT_EQ(p.num_seqs, padded.num_seqs());
@@ -57,10 +62,10 @@ TEST(DeviceInputsTest, PacksABucketPaddedBatch) {
   for (int64_t s = padded.num_seqs() + 1; s <= 16; ++s) EXPECT_EQ(block[l.cu_seqlens + s], 64);
   EXPECT_EQ(std::vector<int32_t>(block.begin() + l.row_bounds, block.begin() + l.row_bounds + 4),
             std::vector<int32_t>({0, 3, 3, 5}));
-  // No type ids in the batch: zeros, never the -1 the block held before.
+  // No type ids in the batch: zeros, never what the block held before.
   for (int64_t t = 0; t < 128; ++t) EXPECT_EQ(block[l.type_ids + t], 0);
   // Nothing of the block is left as it was.
-  for (int32_t v : block) EXPECT_NE(v, -1);
+  for (int32_t v : block) EXPECT_NE(v, kPoison);
 }
 
 TEST(DeviceInputsTest, RefusesABatchLargerThanTheLayout) {

@@ -4,6 +4,8 @@
 // with the errors a host without CUDA gives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -244,6 +246,46 @@ TEST(PaddedMetadataTest, TheArraysACapturedGraphReadsForABucketedBatch) {
             std::vector<int32_t>({0, 3, 3, 5}));
   EXPECT_EQ(block[l.seq_bounds + 4], 0);
   EXPECT_EQ(l.seq_bounds % 4, 0);  // 16-byte aligned
+  // Attention's tiles, heaviest first (causal: keys read): the padding sequence's 59, then 3, 2.
+  EXPECT_EQ(packed.num_tiles, 1 + 8);
+  EXPECT_EQ(l.tiles % 4, 0);
+  EXPECT_EQ(std::vector<int32_t>(block.begin() + l.tiles, block.begin() + l.tiles + 8),
+            std::vector<int32_t>({2, 0, 0, 0, 1, 0, -1, -1}));
+  EXPECT_EQ(block[l.tiles + 2 * l.max_tiles - 1], -1);
+}
+
+TEST(PaddedMetadataTest, TheTileListCoversEveryQueryRowOnceWithinItsBound) {
+  RaggedBatch b;
+  for (int len : {130, 1, 64, 65, 200, 7}) b.Add(std::vector<int32_t>(static_cast<size_t>(len), 1));
+  for (const bool causal : {true, false}) {
+    ModelInfo info = Info();
+    info.causal = causal;
+    BatchPlan plan;
+    BuildPlan(b, /*pad_to_buckets=*/true, info, plan);
+    const DeviceInputLayout l = DeviceInputLayoutFor(1024, 64, 64);
+    std::vector<int32_t> block(static_cast<size_t>(l.total));
+    const PackedInputs packed = PackDeviceInputs(plan, l, block.data());
+    const RaggedBatch& p = *plan.batch;
+    std::vector<int> covered(static_cast<size_t>(p.num_tokens()), 0);
+    int64_t last_keys = INT64_MAX, used = 0;
+    for (int64_t i = 0; i < packed.num_tiles; ++i) {
+      const int32_t seq = block[l.tiles + 2 * i], tile = block[l.tiles + 2 * i + 1];
+      if (seq < 0) continue;
+      ++used;
+      const int32_t begin = p.cu_seqlens[seq], end = p.cu_seqlens[seq + 1];
+      const int64_t first = begin + int64_t{tile} * kAttentionTileRows;
+      ASSERT_LT(first, end);
+      for (int64_t t = first; t < std::min<int64_t>(end, first + kAttentionTileRows); ++t) {
+        ++covered[static_cast<size_t>(t)];
+      }
+      const int64_t keys = causal ? std::min<int64_t>(end - begin, first - begin + 64) : end - begin;
+      EXPECT_LE(keys, last_keys);  // heaviest first
+      last_keys = keys;
+    }
+    EXPECT_EQ(covered, std::vector<int>(covered.size(), 1));
+    EXPECT_LE(used, packed.num_tiles);
+    EXPECT_EQ(packed.num_tiles, MaxAttentionTiles(p.num_tokens(), p.num_seqs()));
+  }
 }
 
 TEST(DeviceSettingsTest, ParsesDevicesAndGraphModes) {

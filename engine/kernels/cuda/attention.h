@@ -40,6 +40,11 @@ struct RaggedAttentionArgs {
   int head_dim = 0;
   bool causal = false;
   float scale = 1.0f;
+  // Optional (the varlen kernel): the batch's query tiles of 64 rows, device int32
+  // [num_tiles, 2] of (sequence, tile within it), (-1, -1) for none (base/attention_plan.h);
+  // the grid is then num_tiles x heads instead of num_seqs x ceil(max_seqlen / 64) x heads.
+  const int32_t* tiles = nullptr;
+  int64_t num_tiles = 0;
 };
 
 // quiver's own varlen flash attention (FA2 style: mma.sync m16n8k16 bf16, online softmax in

@@ -12,7 +12,9 @@
 // (num_seqs, max_seqlen), never on the per-sequence lengths, so a captured CUDA graph replays for
 // any batch within those bounds. Each CTA reads its sequence's bounds from device cu_seqlens and
 // exits at once when its tile starts past the sequence end. (Sequences and tiles share grid.x so
-// that num_seqs is not capped by gridDim.y ≤ 65535.)
+// that num_seqs is not capped by gridDim.y ≤ 65535.) With a device tile list (the CUDA runtime's,
+// base/attention_plan.h) the grid is (its bound, num_heads) instead: a graph captured for a bucket
+// of T tokens and S sequences launches ceil(T / 64) + S tiles per head, not S · ceil(T / 64).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -20,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/base/attention_plan.h"
 #include "engine/kernels/cuda/attention.h"
 
 namespace quiver::engine::cuda {
@@ -29,6 +32,7 @@ constexpr int kNumWarps = 4;
 constexpr int kNumThreads = kNumWarps * 32;
 constexpr int kRowsPerWarp = 16;  // the M of one m16n8k16 mma
 constexpr int kBlockM = kNumWarps * kRowsPerWarp;
+static_assert(kBlockM == kAttentionTileRows, "the tile list's rows are this kernel's tile");
 constexpr int kChunkElems = 8;  // one 16-byte cp.async / ldmatrix row: 8 bf16
 
 // Key block per head_dim (registers per thread: O is head_dim / 2 floats, S is kBlockN / 2
@@ -48,6 +52,7 @@ struct VarlenParams {
   int64_t out_stride;
   const int32_t* cu_seqlens;  // device [num_seqs + 1]
   int num_m_blocks;           // ceil(max_seqlen / kBlockM): query tiles per sequence in the grid
+  const int32_t* tiles;       // or null: device [grid.x, 2] (sequence, tile), -1 for none
   int heads_per_kv_head;      // num_heads / num_kv_heads
   bool causal;
   float scale_log2;  // scale · log2(e): scores in log2 units for exp2f
@@ -171,10 +176,16 @@ __global__ void __launch_bounds__(kNumThreads)
 
   // blockIdx.x = seq · num_m_blocks + tile, tiles in reverse so that the heaviest causal tiles
   // (the last of each sequence) start first.
+  // With a tile list, blockIdx.x indexes it (the host ordered it heaviest first).
   const int num_m_blocks = params.num_m_blocks;
   const int block = static_cast<int>(blockIdx.x);
-  const int seq = block / num_m_blocks;
-  const int m_block = num_m_blocks - 1 - block % num_m_blocks;
+  int seq = block / num_m_blocks;
+  int m_block = num_m_blocks - 1 - block % num_m_blocks;
+  if (params.tiles != nullptr) {
+    seq = params.tiles[2 * block];
+    m_block = params.tiles[2 * block + 1];
+    if (seq < 0) return;  // uniform over the CTA, before any barrier
+  }
   const int head = static_cast<int>(blockIdx.y);
   const int kv_head = head / params.heads_per_kv_head;
 
@@ -395,11 +406,10 @@ __global__ void __launch_bounds__(kNumThreads)
 }
 
 template <int kHeadDim>
-cudaError_t LaunchVarlen(const VarlenParams& params, int64_t num_seqs, int num_heads,
+cudaError_t LaunchVarlen(const VarlenParams& params, int64_t num_blocks, int num_heads,
                          cudaStream_t stream) {
   constexpr int kBlockN = BlockNFor<kHeadDim>();
-  const dim3 grid(static_cast<unsigned>(num_seqs * params.num_m_blocks),
-                  static_cast<unsigned>(num_heads));
+  const dim3 grid(static_cast<unsigned>(num_blocks), static_cast<unsigned>(num_heads));
   VarlenFlashAttentionKernel<kHeadDim, kBlockN><<<grid, kNumThreads, 0, stream>>>(params);
   return cudaGetLastError();
 }
@@ -434,6 +444,10 @@ cudaError_t VarlenFlashAttention(const RaggedAttentionArgs& args, cudaStream_t s
 
   const int64_t num_m_blocks = (args.max_seqlen + kBlockM - 1) / kBlockM;
   if (args.num_seqs > INT_MAX / num_m_blocks) return cudaErrorInvalidValue;  // grid.x as int
+  if (args.tiles != nullptr && (args.num_tiles <= 0 || args.num_tiles > INT_MAX / 2)) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t num_blocks = args.tiles != nullptr ? args.num_tiles : args.num_seqs * num_m_blocks;
 
   VarlenParams params{};
   params.q = static_cast<const __nv_bfloat16*>(args.q);
@@ -445,17 +459,18 @@ cudaError_t VarlenFlashAttention(const RaggedAttentionArgs& args, cudaStream_t s
   params.out_stride = args.out_stride;
   params.cu_seqlens = args.cu_seqlens;
   params.num_m_blocks = static_cast<int>(num_m_blocks);
+  params.tiles = args.tiles;
   params.heads_per_kv_head = args.num_heads / args.num_kv_heads;
   params.causal = args.causal;
   params.scale_log2 = args.scale * 1.4426950408889634f;  // log2(e)
 
   switch (args.head_dim) {
     case 32:
-      return LaunchVarlen<32>(params, args.num_seqs, args.num_heads, stream);
+      return LaunchVarlen<32>(params, num_blocks, args.num_heads, stream);
     case 64:
-      return LaunchVarlen<64>(params, args.num_seqs, args.num_heads, stream);
+      return LaunchVarlen<64>(params, num_blocks, args.num_heads, stream);
     case 128:
-      return LaunchVarlen<128>(params, args.num_seqs, args.num_heads, stream);
+      return LaunchVarlen<128>(params, num_blocks, args.num_heads, stream);
     default:
       return cudaErrorInvalidValue;
   }
