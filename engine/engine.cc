@@ -163,8 +163,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
                       ? options.num_threads
                       : static_cast<int>(std::thread::hardware_concurrency());
     e->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
-    e->runtime_ = std::make_unique<CpuRuntime>(
-        *e->model_, ExecContext{Device::kCpu, e->pool_.get()}, *e->model_ws_, *e->engine_ws_);
+    const ExecContext exec{Device::kCpu, e->pool_.get()};
+    e->runtime_ = options.make_runtime
+                      ? options.make_runtime(*e->model_, exec, *e->model_ws_, *e->engine_ws_)
+                      : std::make_unique<CpuRuntime>(*e->model_, exec, *e->model_ws_,
+                                                     *e->engine_ws_);
   }
   e->stats_.device = options.device.ToString();
   e->UpdateStats();

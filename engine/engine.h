@@ -66,6 +66,12 @@ struct EngineOptions {
   int64_t max_graphs = 1024;          // LRU cap on captured graphs
   int64_t graph_max_tokens = 16384;   // batches above run eagerly (and unpadded)
   int slots = 2;                      // batches in flight (2 or 3)
+  // Tests only: the runtime a CPU engine runs its batches on, instead of CpuRuntime (a fake
+  // asynchronous device, to exercise the pipeline without a GPU). Given the model, the CPU
+  // execution context and the two workspaces.
+  std::function<std::unique_ptr<DeviceRuntime>(const Model&, const ExecContext&, Workspace&,
+                                               Workspace&)>
+      make_runtime;
 };
 
 // The device settings `quiver serve`, `worker` and `embed` share (their --device, --cuda-graphs,

@@ -1,14 +1,22 @@
 // The GPU runtime's host-side rules, without a device: the CUDA-graph cache (lazy capture, LRU
 // eviction with memory accounting, failed captures), the fidelity gate's decision, the frozen
-// workspace, the padded metadata the kernels read, and the --device / --cuda-graphs parsing
-// with the errors a host without CUDA gives.
+// workspace, the padded metadata the kernels read, the --device / --cuda-graphs parsing with the
+// errors a host without CUDA gives, and the engine's pipeline over an asynchronous runtime (a
+// fake device whose batches complete later, on another thread).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <climits>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "engine/base/allocator.h"
@@ -338,6 +346,161 @@ TEST(DeviceSettingsTest, CudaWhereThereIsNoneFailsNamingTheReason) {
   if (!report.cuda_compiled) {
     EXPECT_NE(m.find("not compiled with CUDA"), std::string::npos) << m;
   }
+}
+
+// A device with two slots whose batches complete a few milliseconds after Start, in order, on
+// its own thread (as a GPU stream's host callbacks do). The work itself runs on the CPU at Start
+// into the slot's own rows (what the copy into a slot's pinned buffer stands for). It records
+// what the engine did: a slot started again before it was finished, the most batches in flight,
+// and whether a batch was started while another was still in flight (the pipeline).
+class FakeAsyncRuntime final : public DeviceRuntime {
+ public:
+  FakeAsyncRuntime(const Model& model, const ExecContext& exec, Workspace& model_ws,
+                   Workspace& own_ws)
+      : cpu_(model, exec, model_ws, own_ws), completer_([this] { Complete(); }) {}
+  ~FakeAsyncRuntime() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    completer_.join();
+  }
+  const ExecContext& exec() const override { return cpu_.exec(); }
+  int slots() const override { return 2; }
+
+  absl::StatusOr<int> Start(const BatchWork& work, std::function<void()> on_complete) override {
+    const int s = next_;
+    next_ = (next_ + 1) % 2;
+    absl::StatusOr<int> t = cpu_.Start(work, nullptr);
+    if (!t.ok()) return t.status();
+    absl::StatusOr<const float*> rows = cpu_.Finish(*t);
+    if (!rows.ok()) return rows.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    Slot& slot = slots_[s];
+    if (slot.in_use) reused_early = true;
+    if (in_flight_ > 0) overlapped = true;
+    ++in_flight_;
+    max_in_flight = std::max(max_in_flight, in_flight_);
+    slot.in_use = true;
+    slot.done = false;
+    slot.rows.assign(*rows, *rows + work.rows * work.width);
+    slot.on_complete = std::move(on_complete);
+    pending_.push_back(s);
+    cv_.notify_all();
+    return s;
+  }
+
+  absl::StatusOr<const float*> Finish(int ticket) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    Slot& slot = slots_[ticket];
+    cv_.wait(lock, [&] { return slot.done; });
+    slot.in_use = false;
+    --in_flight_;
+    return slot.rows.data();
+  }
+  RuntimeStats stats() const override { return {}; }
+
+  // Read after the engine is gone.
+  bool reused_early = false, overlapped = false;
+  int max_in_flight = 0;
+
+ private:
+  struct Slot {
+    bool in_use = false, done = false;
+    std::vector<float> rows;
+    std::function<void()> on_complete;
+  };
+  void Complete() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      if (pending_.empty()) return;
+      const int s = pending_.front();
+      pending_.pop_front();
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      lock.lock();
+      slots_[s].done = true;
+      std::function<void()> signal = slots_[s].on_complete;
+      lock.unlock();
+      cv_.notify_all();
+      if (signal) signal();
+      lock.lock();
+    }
+  }
+
+  CpuRuntime cpu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Slot slots_[2];
+  std::deque<int> pending_;
+  int next_ = 0, in_flight_ = 0;
+  bool stopping_ = false;
+  std::thread completer_;
+};
+
+TEST(EnginePipelineTest, AnAsynchronousRuntimeKeepsOrderAndTwoBatchesInFlight) {
+  const std::string dir =
+      (std::filesystem::path(QUIVER_SOURCE_DIR) / "tests/fixtures/tiny/bert_mean").string();
+  FakeAsyncRuntime* fake = nullptr;
+  EngineOptions options;
+  options.num_threads = 1;
+  options.make_runtime = [&fake](const Model& model, const ExecContext& exec, Workspace& mws,
+                                 Workspace& ows) -> std::unique_ptr<DeviceRuntime> {
+    auto made = std::make_unique<FakeAsyncRuntime>(model, exec, mws, ows);
+    fake = made.get();
+    return made;
+  };
+  absl::StatusOr<std::unique_ptr<Engine>> piped = Engine::Load(dir, options);
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  EngineOptions plain_options;
+  plain_options.num_threads = 1;
+  absl::StatusOr<std::unique_ptr<Engine>> plain = Engine::Load(dir, plain_options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const int32_t vocab = static_cast<int32_t>((*plain)->info().vocab_size);
+
+  std::mt19937 rng(7);
+  std::vector<RaggedBatch> batches;
+  for (int b = 0; b < 14; ++b) {
+    RaggedBatch batch;
+    const int seqs = 1 + b % 4;
+    for (int s = 0; s < seqs; ++s) {
+      std::vector<int32_t> ids(static_cast<size_t>(3 + rng() % 20));
+      for (int32_t& id : ids) id = static_cast<int32_t>(1 + rng() % (vocab - 1));
+      batch.Add(ids);
+    }
+    if (b == 3 || b == 8) batch.token_ids[0] = vocab;  // refused by Validate, answered in turn
+    batches.push_back(batch);
+  }
+  std::mutex mu;
+  std::vector<int> ready_order;
+  std::vector<LazyResult> results;
+  for (int b = 0; b < static_cast<int>(batches.size()); ++b) {
+    results.push_back((*piped)->Submit(batches[b], [&mu, &ready_order, b] {
+      std::lock_guard<std::mutex> lock(mu);
+      ready_order.push_back(b);
+    }));
+  }
+  for (int b = 0; b < static_cast<int>(batches.size()); ++b) {
+    const absl::StatusOr<EngineOutput>& got = results[b].Wait();
+    const absl::StatusOr<EngineOutput> want = (*plain)->Run(batches[b]);
+    ASSERT_EQ(got.ok(), want.ok()) << b << ": " << got.status() << " / " << want.status();
+    if (!want.ok()) {
+      EXPECT_EQ(got.status(), want.status());
+      continue;
+    }
+    EXPECT_EQ(got->data, want->data) << "batch " << b;  // bit for bit
+  }
+  // Every batch was finished before its answer was delivered: the fake's records are final.
+  ASSERT_NE(fake, nullptr);
+  EXPECT_FALSE(fake->reused_early);   // a slot was started again only after it was finished
+  EXPECT_EQ(fake->max_in_flight, 2);  // never more than the slots
+  EXPECT_TRUE(fake->overlapped);      // batch N+1 was started while batch N ran
+  piped->reset();
+  std::vector<int> in_order(batches.size());
+  for (int b = 0; b < static_cast<int>(in_order.size()); ++b) in_order[b] = b;
+  EXPECT_EQ(ready_order, in_order);
 }
 
 }  // namespace
