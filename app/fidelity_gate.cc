@@ -36,12 +36,27 @@ absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir)
   }
   absl::StatusOr<engine::EngineOutput> want = (*reference)->Run(batch);
   if (!want.ok()) return WithContext(want.status(), "fidelity gate: the CPU reference");
+  // Three runs: with lazy graphs the first is eager, the second captures, the third replays; the
+  // graph runs must give the eager run's bytes exactly (same bucket, same kernels).
   absl::StatusOr<engine::EngineOutput> got = engine.Run(batch);
   if (!got.ok()) return WithContext(got.status(), "fidelity gate: the device engine");
+  for (const char* run : {"second", "third"}) {
+    absl::StatusOr<engine::EngineOutput> again = engine.Run(batch);
+    if (!again.ok()) return WithContext(again.status(), "fidelity gate: the device engine");
+    if (again->data != got->data) {
+      return absl::FailedPreconditionError(
+          StrCat("fidelity gate on ", engine.options().device.ToString(), ": the ", run,
+                 " run of the same batch (a CUDA graph's capture or replay) differs from the "
+                 "first (eager) in its bytes"));
+    }
+  }
   const engine::FidelityResult r =
       engine::CompareForFidelity(*got, *want, engine.is_scorer(), 0.999);
-  const std::string line = StrCat("fidelity gate on ", engine.options().device.ToString(), ": ",
-                                  batch.num_tokens(), " tokens, ", r.message);
+  const engine::GraphStats graphs = engine.stats().graphs;
+  const std::string line = StrCat(
+      "fidelity gate on ", engine.options().device.ToString(), ": ", batch.num_tokens(),
+      " tokens, ", r.message, "; three runs bit-equal (graphs: ", graphs.captures, " captured, ",
+      graphs.replays, " replayed)");
   if (!r.ok) return absl::FailedPreconditionError(line);
   spdlog::info("{}", line);
   return absl::OkStatus();

@@ -1,7 +1,9 @@
 // The fidelity gate of a GPU engine, run before a worker or `quiver serve` says it is ready: the
 // fixed texts below, tokenized with the model's tokenizer, go through the device engine and a
 // CPU f32 engine loaded from the same folder; readiness is refused (the numbers logged) when a
-// cosine falls below 0.999 (engine/runtime/fidelity.h). A CPU engine needs no gate.
+// cosine falls below 0.999 (engine/runtime/fidelity.h), or when running the same batch again
+// (with lazy graphs: captured, then replayed) does not give the first run's bytes. A CPU engine
+// needs no gate.
 // Composition code: it joins the tokenizer and the engine, which never see each other.
 #pragma once
 

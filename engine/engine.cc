@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -287,12 +288,18 @@ absl::Status Engine::Validate(const RaggedBatch& batch) const {
     valid = absl::InvalidArgumentError(StrCat("dimensions ", batch.output.dimensions,
                                               " is larger than the model's ", hidden_size()));
   }
-  if (valid.ok() && options_.device.device == Device::kCuda &&
-      batch.num_tokens() > cuda_max_tokens_) {
-    valid = absl::InvalidArgumentError(
-        StrCat("a batch of ", batch.num_tokens(), " tokens is over the ", cuda_max_tokens_,
-               " the device's buffers were sized for at load (--max-batch-tokens ",
-               options_.max_batch_tokens, ", or one sequence at the model's limit)"));
+  if (valid.ok() && options_.device.device == Device::kCuda) {
+    if (batch.num_tokens() > cuda_max_tokens_) {
+      valid = absl::InvalidArgumentError(
+          StrCat("a batch of ", batch.num_tokens(), " tokens is over the ", cuda_max_tokens_,
+                 " the device's buffers were sized for at load (--max-batch-tokens ",
+                 options_.max_batch_tokens, ", or one sequence at the model's limit)"));
+    } else if (batch.num_rows() > batch.num_tokens()) {
+      // The answer rows are sized by tokens: batches packed together then never pass the limit.
+      valid = absl::InvalidArgumentError(
+          StrCat(batch.num_rows(), " late-chunking spans over ", batch.num_tokens(),
+                 " tokens: on CUDA the spans of a batch may not outnumber its tokens"));
+    }
   }
   return valid;
 }
@@ -360,11 +367,19 @@ void Engine::ComputeLoop() {
     bool start = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] {
+      auto ready = [&] {
         return (!queue_.empty() && running.size() < depth) ||
                (!running.empty() && running.front().done->load()) ||
                (stopping_ && queue_.empty() && running.empty());
-      });
+      };
+      // A batch whose device failed never signals: past a while, ask the runtime.
+      while (!cv_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
+        if (!running.empty() && running.front().ticket >= 0 &&
+            runtime_->Settled(running.front().ticket)) {
+          running.front().done->store(true);
+          break;
+        }
+      }
       if (!queue_.empty() && running.size() < depth) {
         next = std::move(queue_.front());
         queue_.pop_front();
@@ -407,7 +422,7 @@ Engine::Running Engine::Start(Pending item) {
     bool pad = options_.pad_to_buckets;
     if (options_.device.device == Device::kCuda) {
       // Padded only where a graph may run it: a forced backend that plans per batch never is.
-      pad = options_.cuda_graphs != GraphMode::kOff &&
+      pad = options_.cuda_graphs != GraphMode::kOff && options_.max_graphs > 0 &&
             (forced_attention_ == nullptr || forced_attention_->Capturable()) &&
             BucketFor(input.num_tokens(), input.num_seqs()).tokens <= options_.graph_max_tokens;
     }

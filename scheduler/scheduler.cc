@@ -47,7 +47,7 @@ Scheduler::Scheduler(engine::Engine* engine, SchedulerLimits limits, MetricsRegi
   graph_memory_bytes_ = &metrics->GetGauge("quiver_engine_cuda_graph_memory_bytes",
                                            "Device memory of the CUDA graphs held", device);
   graph_capture_seconds_ =
-      &metrics->GetGauge("quiver_engine_cuda_graph_capture_seconds_total",
+      &metrics->GetGauge("quiver_engine_cuda_graph_capture_seconds",
                          "Time spent capturing and instantiating CUDA graphs", device);
   graph_captures_ = &metrics->GetCounter("quiver_engine_cuda_graph_captures_total",
                                          "CUDA graphs captured", device);

@@ -54,6 +54,7 @@ class CudaRuntime final : public DeviceRuntime {
     if (context_ != nullptr) {
       cudaSetDevice(options_.device);
       context_->Synchronize().IgnoreError();
+      callbacks_.Synchronize().IgnoreError();
     }
   }
 
@@ -61,6 +62,7 @@ class CudaRuntime final : public DeviceRuntime {
     QUIVER_RETURN_IF_ERROR(CudaUseDevice(options_.device));
     QUIVER_ASSIGN_OR_RETURN(context_, cuda::DeviceContext::Create(options_.device));
     exec_ = ExecContext{Device::kCuda, nullptr, context_.get()};
+    QUIVER_ASSIGN_OR_RETURN(callbacks_, cuda::Stream::Create());
     const GraphBucket largest = LargestBucket();
     layout_ = DeviceInputLayoutFor(largest.tokens, largest.seqs,
                                    std::max(options_.max_rows, options_.max_seqs));
@@ -90,6 +92,17 @@ class CudaRuntime final : public DeviceRuntime {
     const cudaStream_t stream = context_->stream();
     try {
       Enqueue(work, slot, stream);
+      Throw(slot.done.Record(stream));
+      // The wake-up goes on a stream of its own, behind the event: a host function blocks the
+      // stream it is on, and the next batch's work must not wait for the engine's thread. It owns
+      // its callback (the slot may be reused once the event completed, before the callback ran).
+      Throw(cuda::CudaStatus(cudaStreamWaitEvent(callbacks_.get(), slot.done.get(), 0),
+                             "cudaStreamWaitEvent"));
+      auto* callback = new std::function<void()>(std::move(on_complete));
+      const cudaError_t launched = cudaLaunchHostFunc(callbacks_.get(), &CudaRuntime::Completed,
+                                                      callback);
+      if (launched != cudaSuccess) delete callback;
+      Throw(cuda::CudaStatus(launched, "cudaLaunchHostFunc"));
     } catch (...) {
       // Nothing of this batch may still read the slot's buffers when the error is answered.
       cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -104,14 +117,13 @@ class CudaRuntime final : public DeviceRuntime {
       cudaGetLastError();
       throw;
     }
-    slot.on_complete = std::move(on_complete);
-    // The host function runs after the copy back; the event after the host function, so a
-    // completed event also means on_complete returned (the slot may then be reused).
-    Throw(cuda::CudaStatus(cudaLaunchHostFunc(stream, &CudaRuntime::Completed, &slot),
-                           "cudaLaunchHostFunc"));
-    Throw(slot.done.Record(stream));
     ring_.Submitted(s);
     return s;
+  }
+
+  bool Settled(int ticket) const override {
+    const absl::StatusOr<bool> done = slots_.at(static_cast<size_t>(ticket)).done.Query();
+    return !done.ok() || *done;
   }
 
   absl::StatusOr<const float*> Finish(int ticket) override {
@@ -135,12 +147,11 @@ class CudaRuntime final : public DeviceRuntime {
   struct Slot {
     cuda::PinnedBuffer in, out;
     cuda::Event done;
-    std::function<void()> on_complete;
   };
 
   static void CUDART_CB Completed(void* user) {
-    Slot& slot = *static_cast<Slot*>(user);
-    if (slot.on_complete) slot.on_complete();
+    std::unique_ptr<std::function<void()>> callback(static_cast<std::function<void()>*>(user));
+    if (*callback) (*callback)();
   }
 
   GraphBucket LargestBucket() const {
@@ -159,11 +170,14 @@ class CudaRuntime final : public DeviceRuntime {
   void Enqueue(const BatchWork& work, Slot& slot, cudaStream_t stream) {
     const BatchPlan& plan = *work.plan;
     const PackedInputs packed = PackDeviceInputs(plan, layout_, slot.in.as<int32_t>());
-    Throw(cuda::CudaStatus(
-        cudaMemcpyAsync(inputs_.data(), slot.in.data(),
-                        static_cast<size_t>(layout_.total) * sizeof(int32_t),
-                        cudaMemcpyHostToDevice, stream),
-        "cudaMemcpyAsync (batch inputs)"));
+    for (int i = 0; i < packed.num_ranges; ++i) {  // only what this batch wrote
+      const PackedInputs::Range& r = packed.ranges[i];
+      Throw(cuda::CudaStatus(
+          cudaMemcpyAsync(inputs_.as<int32_t>() + r.offset, slot.in.as<int32_t>() + r.offset,
+                          static_cast<size_t>(r.count) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                          stream),
+          "cudaMemcpyAsync (batch inputs)"));
+    }
 
     // A batch padded to its bucket may be captured: its grids must hold for every batch of the
     // bucket, so the longest sequence it claims is the bucket's token count.
@@ -275,6 +289,7 @@ class CudaRuntime final : public DeviceRuntime {
   Workspace& model_ws_;
   Workspace& own_ws_;
   std::unique_ptr<cuda::DeviceContext> context_;
+  cuda::Stream callbacks_;  // the completion callbacks, each behind its batch's event
   ExecContext exec_;
   DeviceInputLayout layout_;
   cuda::DeviceBuffer inputs_;

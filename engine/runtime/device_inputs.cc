@@ -56,13 +56,14 @@ PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& l,
                                        " rows exceeds the layout's ", l.max_tokens, ", ",
                                        l.max_seqs, ", ", l.max_rows));
   }
-  std::fill(block, block + l.total, 0);
   std::copy(b.token_ids.begin(), b.token_ids.end(), block + l.ids);
-  std::copy(b.token_type_ids.begin(), b.token_type_ids.end(), block + l.type_ids);
+  if (b.token_type_ids.empty()) {
+    std::fill(block + l.type_ids, block + l.type_ids + p.num_tokens, 0);
+  } else {
+    std::copy(b.token_type_ids.begin(), b.token_type_ids.end(), block + l.type_ids);
+  }
   std::copy(plan.positions.begin(), plan.positions.end(), block + l.positions);
   std::copy(b.cu_seqlens.begin(), b.cu_seqlens.end(), block + l.cu_seqlens);
-  std::fill(block + l.cu_seqlens + b.cu_seqlens.size(), block + l.cu_seqlens + l.max_seqs + 1,
-            b.cu_seqlens.back());
   std::copy(plan.row_bounds.begin(), plan.row_bounds.end(), block + l.row_bounds);
   std::copy(plan.seq_bounds.begin(), plan.seq_bounds.end(), block + l.seq_bounds);
   // The tile list: (keys read, sequence, tile), sorted by keys descending, then in order.
@@ -82,10 +83,30 @@ PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& l,
   }
   std::stable_sort(tiles.begin(), tiles.end(),
                    [](const Tile& a, const Tile& c) { return a.keys > c.keys; });
-  std::fill(block + l.tiles, block + l.tiles + 2 * l.max_tiles, -1);
+  std::fill(block + l.tiles, block + l.tiles + 2 * p.num_tiles, -1);
   for (size_t i = 0; i < tiles.size(); ++i) {
     block[l.tiles + 2 * i] = tiles[i].seq;
     block[l.tiles + 2 * i + 1] = tiles[i].tile;
+  }
+  // What was written, merged where the gap is small (one copy moves it faster than two calls).
+  constexpr int64_t kMergeGap = 1024;  // int32 elements: 4 KB
+  const PackedInputs::Range written[] = {{l.ids, p.num_tokens},
+                                         {l.type_ids, p.num_tokens},
+                                         {l.positions, p.num_tokens},
+                                         {l.cu_seqlens, p.num_seqs + 1},
+                                         {l.row_bounds, 2 * p.num_rows},
+                                         {l.seq_bounds, static_cast<int64_t>(plan.seq_bounds.size())},
+                                         {l.tiles, 2 * p.num_tiles}};
+  for (const PackedInputs::Range& r : written) {
+    if (r.count == 0) continue;
+    if (p.num_ranges > 0) {
+      PackedInputs::Range& last = p.ranges[p.num_ranges - 1];
+      if (r.offset - (last.offset + last.count) <= kMergeGap) {
+        last.count = r.offset + r.count - last.offset;
+        continue;
+      }
+    }
+    p.ranges[p.num_ranges++] = r;
   }
   return p;
 }

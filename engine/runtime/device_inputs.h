@@ -35,13 +35,23 @@ struct PackedInputs {
   int64_t num_rows = 0;  // rows to pool (the real sequences, or the spans)
   int64_t max_seqlen = 0;
   int64_t num_tiles = 0;  // the tile list's bound for this batch: MaxAttentionTiles(tokens, seqs)
+  // The parts of the block this batch wrote, [offset, offset + count) in int32 elements, in
+  // order (neighbours less than a few KB apart merged): all a kernel reads for this batch, so
+  // all that a copy to the device needs to move. A small batch moves a few KB, whatever the
+  // layout's maxima.
+  struct Range {
+    int64_t offset = 0, count = 0;
+  };
+  int num_ranges = 0;
+  Range ranges[8];
 };
 
-// Writes `plan`'s arrays into block[0, layout.total) (host memory). Entries past the batch's
-// own length are zero, except cu_seqlens, which repeats its last value up to max_seqs (empty
-// sequences: kernels launched for max_seqs never read past the batch), and the tile list, whose
-// unused entries are (-1, -1). The tiles are ordered by the keys they read, most first (causal:
-// a sequence's last tile), so the longest blocks start first. INVALID_ARGUMENT-style
+// Writes `plan`'s arrays into block (host memory): ids, type ids (zeros where the batch has
+// none), positions for its num_tokens; cu_seqlens for its num_seqs (bucket padding included:
+// kernels are launched for those); the row and sequence bounds; the tile list up to num_tiles,
+// its unused entries (-1, -1). Nothing past those is written (nor read by a kernel). The tiles
+// are ordered by the keys they read, most first (causal: a sequence's last tile), so the longest
+// blocks start first. INVALID_ARGUMENT-style
 // std::invalid_argument when the batch exceeds the layout (a bug: batches are validated and
 // bucketed before they are packed).
 PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& layout,

@@ -55,12 +55,17 @@ class DeviceRuntime {
   virtual int slots() const = 0;
 
   // Enqueues `work`; `on_complete` runs once the rows are in host memory (on the calling thread
-  // inside Start for the CPU, on a CUDA driver thread for the GPU): it must only signal. Returns
-  // the batch's ticket for Finish. An error means nothing is in flight for this batch.
+  // inside Start for the CPU, on a CUDA driver thread for the GPU), or never when the device
+  // failed (Settled says so): it must only signal. Returns the batch's ticket for Finish. An
+  // error means nothing is in flight for this batch.
   virtual absl::StatusOr<int> Start(const BatchWork& work, std::function<void()> on_complete) = 0;
   // Blocks (without spinning) until the ticket's batch completed; then its rows, f32
   // [rows, width] in host memory, valid until the next Start.
   virtual absl::StatusOr<const float*> Finish(int ticket) = 0;
+  // True when the ticket's batch completed or failed, so that Finish will not block. The engine
+  // asks when a batch is late: a host function is never called once a CUDA context has an
+  // error, and a device fault must fail the batch, not hang it.
+  virtual bool Settled(int /*ticket*/) const { return true; }
 
   virtual RuntimeStats stats() const = 0;
 };

@@ -55,17 +55,47 @@ TEST(DeviceInputsTest, PacksABucketPaddedBatch) {
   EXPECT_EQ(block[l.positions + 2], 2);
   EXPECT_EQ(block[l.positions + 3], 0);
   EXPECT_EQ(block[l.positions + 5], 0);
-  // cu_seqlens: the batch's, then its last value repeated (empty sequences) up to max_seqs.
+  // cu_seqlens: the padded batch's (its empty sequences repeat the last value).
   for (int64_t s = 0; s <= padded.num_seqs(); ++s) {
     EXPECT_EQ(block[l.cu_seqlens + s], padded.cu_seqlens[s]);
   }
-  for (int64_t s = padded.num_seqs() + 1; s <= 16; ++s) EXPECT_EQ(block[l.cu_seqlens + s], 64);
+  EXPECT_EQ(block[l.cu_seqlens + padded.num_seqs()], 64);
   EXPECT_EQ(std::vector<int32_t>(block.begin() + l.row_bounds, block.begin() + l.row_bounds + 4),
             std::vector<int32_t>({0, 3, 3, 5}));
-  // No type ids in the batch: zeros, never what the block held before.
-  for (int64_t t = 0; t < 128; ++t) EXPECT_EQ(block[l.type_ids + t], 0);
-  // Nothing of the block is left as it was.
-  for (int32_t v : block) EXPECT_NE(v, kPoison);
+  // No type ids in the batch: zeros for its tokens, never what the block held before.
+  for (int64_t t = 0; t < 64; ++t) EXPECT_EQ(block[l.type_ids + t], 0);
+  // The ranges cover exactly what was written: inside them nothing is left as it was, outside
+  // them nothing was touched (the copy to the device moves the ranges alone).
+  std::vector<bool> in_range(block.size(), false);
+  ASSERT_GT(p.num_ranges, 0);
+  for (int i = 0; i < p.num_ranges; ++i) {
+    const PackedInputs::Range& r = p.ranges[i];
+    ASSERT_LE(r.offset + r.count, l.total);
+    if (i > 0) EXPECT_GT(r.offset, p.ranges[i - 1].offset + p.ranges[i - 1].count);
+    for (int64_t k = r.offset; k < r.offset + r.count; ++k) in_range[static_cast<size_t>(k)] = true;
+  }
+  for (size_t k = 0; k < block.size(); ++k) {
+    if (!in_range[k]) EXPECT_EQ(block[k], kPoison) << "element " << k << " written outside";
+  }
+  for (int64_t k : {l.ids, l.ids + 63, l.type_ids + 63, l.positions + 63, l.cu_seqlens + 8,
+                    l.row_bounds + 3, l.seq_bounds + 3, l.tiles + 2 * p.num_tiles - 1}) {
+    EXPECT_TRUE(in_range[static_cast<size_t>(k)]) << k;
+    EXPECT_NE(block[static_cast<size_t>(k)], kPoison) << k;
+  }
+}
+
+TEST(DeviceInputsTest, ASmallBatchInALargeLayoutMovesAFewKilobytes) {
+  RaggedBatch b;
+  b.Add(std::vector<int32_t>(128, 1), nullptr);
+  BatchPlan plan;
+  BuildPlan(b, /*pad_to_buckets=*/true, SmallModel(), plan);
+  const DeviceInputLayout l = DeviceInputLayoutFor(40960, 40960, 40960);
+  std::vector<int32_t> block(static_cast<size_t>(l.total));
+  const PackedInputs p = PackDeviceInputs(plan, l, block.data());
+  int64_t moved = 0;
+  for (int i = 0; i < p.num_ranges; ++i) moved += p.ranges[i].count;
+  EXPECT_LT(moved * 4, 4096) << "of " << l.total * 4 << " bytes in the layout";
+  EXPECT_EQ(p.num_ranges, 7);  // the arrays lie far apart in this layout
 }
 
 TEST(DeviceInputsTest, RefusesABatchLargerThanTheLayout) {

@@ -249,17 +249,16 @@ TEST(PaddedMetadataTest, TheArraysACapturedGraphReadsForABucketedBatch) {
   EXPECT_EQ(packed.num_rows, 2);
   EXPECT_EQ(block[l.ids + 4], 9);
   EXPECT_EQ(block[l.ids + 5], 0);  // padding tokens are id 0
-  EXPECT_EQ(block[l.cu_seqlens + 16], 64);  // repeated to max_seqs: empty sequences
+  EXPECT_EQ(block[l.cu_seqlens + 8], 64);  // the padding's empty sequences end where it ends
   EXPECT_EQ(std::vector<int32_t>(block.begin() + l.seq_bounds, block.begin() + l.seq_bounds + 4),
             std::vector<int32_t>({0, 3, 3, 5}));
-  EXPECT_EQ(block[l.seq_bounds + 4], 0);
   EXPECT_EQ(l.seq_bounds % 4, 0);  // 16-byte aligned
   // Attention's tiles, heaviest first (causal: keys read): the padding sequence's 59, then 3, 2.
   EXPECT_EQ(packed.num_tiles, 1 + 8);
   EXPECT_EQ(l.tiles % 4, 0);
   EXPECT_EQ(std::vector<int32_t>(block.begin() + l.tiles, block.begin() + l.tiles + 8),
             std::vector<int32_t>({2, 0, 0, 0, 1, 0, -1, -1}));
-  EXPECT_EQ(block[l.tiles + 2 * l.max_tiles - 1], -1);
+  EXPECT_EQ(block[l.tiles + 2 * packed.num_tiles - 1], -1);
 }
 
 TEST(PaddedMetadataTest, TheTileListCoversEveryQueryRowOnceWithinItsBound) {
@@ -369,6 +368,14 @@ class FakeAsyncRuntime final : public DeviceRuntime {
   const ExecContext& exec() const override { return cpu_.exec(); }
   int slots() const override { return 2; }
 
+  // The batch started `fault_at`-th (0-based) fails as a faulted device's would: its signal
+  // never comes, Settled says so, and Finish returns the error.
+  explicit FakeAsyncRuntime(const Model& model, const ExecContext& exec, Workspace& model_ws,
+                            Workspace& own_ws, int fault_at)
+      : FakeAsyncRuntime(model, exec, model_ws, own_ws) {
+    fault_at_ = fault_at;
+  }
+
   absl::StatusOr<int> Start(const BatchWork& work, std::function<void()> on_complete) override {
     const int s = next_;
     next_ = (next_ + 1) % 2;
@@ -386,6 +393,7 @@ class FakeAsyncRuntime final : public DeviceRuntime {
     slot.done = false;
     slot.rows.assign(*rows, *rows + work.rows * work.width);
     slot.on_complete = std::move(on_complete);
+    slot.faulted = started_++ == fault_at_;
     pending_.push_back(s);
     cv_.notify_all();
     return s;
@@ -397,7 +405,12 @@ class FakeAsyncRuntime final : public DeviceRuntime {
     cv_.wait(lock, [&] { return slot.done; });
     slot.in_use = false;
     --in_flight_;
+    if (slot.faulted) return absl::InternalError("device fault (fake)");
     return slot.rows.data();
+  }
+  bool Settled(int ticket) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return slots_[ticket].done;
   }
   RuntimeStats stats() const override { return {}; }
 
@@ -407,7 +420,7 @@ class FakeAsyncRuntime final : public DeviceRuntime {
 
  private:
   struct Slot {
-    bool in_use = false, done = false;
+    bool in_use = false, done = false, faulted = false;
     std::vector<float> rows;
     std::function<void()> on_complete;
   };
@@ -423,6 +436,7 @@ class FakeAsyncRuntime final : public DeviceRuntime {
       lock.lock();
       slots_[s].done = true;
       std::function<void()> signal = slots_[s].on_complete;
+      if (slots_[s].faulted) signal = nullptr;  // a faulted context calls no host function
       lock.unlock();
       cv_.notify_all();
       if (signal) signal();
@@ -431,7 +445,8 @@ class FakeAsyncRuntime final : public DeviceRuntime {
   }
 
   CpuRuntime cpu_;
-  std::mutex mu_;
+  int fault_at_ = -1, started_ = 0;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   Slot slots_[2];
   std::deque<int> pending_;
@@ -501,6 +516,32 @@ TEST(EnginePipelineTest, AnAsynchronousRuntimeKeepsOrderAndTwoBatchesInFlight) {
   std::vector<int> in_order(batches.size());
   for (int b = 0; b < static_cast<int>(in_order.size()); ++b) in_order[b] = b;
   EXPECT_EQ(ready_order, in_order);
+}
+
+TEST(EnginePipelineTest, ADeviceFaultFailsItsBatchInsteadOfHangingIt) {
+  const std::string dir =
+      (std::filesystem::path(QUIVER_SOURCE_DIR) / "tests/fixtures/tiny/bert_mean").string();
+  EngineOptions options;
+  options.num_threads = 1;
+  options.make_runtime = [](const Model& model, const ExecContext& exec, Workspace& mws,
+                            Workspace& ows) -> std::unique_ptr<DeviceRuntime> {
+    return std::make_unique<FakeAsyncRuntime>(model, exec, mws, ows, /*fault_at=*/1);
+  };
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Load(dir, options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<LazyResult> results;
+  for (int b = 0; b < 4; ++b) {
+    RaggedBatch batch;
+    batch.Add({5, 6, 7 + b});
+    results.push_back((*engine)->Submit(batch));
+  }
+  EXPECT_TRUE(results[0].Wait().ok());
+  const absl::StatusOr<EngineOutput>& faulted = results[1].Wait();  // found by polling
+  ASSERT_FALSE(faulted.ok());
+  EXPECT_NE(faulted.status().message().find("device fault"), std::string::npos)
+      << faulted.status();
+  EXPECT_TRUE(results[2].Wait().ok());
+  EXPECT_TRUE(results[3].Wait().ok());
 }
 
 }  // namespace
