@@ -15,8 +15,8 @@ absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir)
   auto tok = tokenizer::Tokenizer::FromFile(engine.folder().tokenizer_path);
   if (!tok.ok()) return tok.status();
   // Short enough for any model and any batch limit: 14 texts of at most 256 tokens.
-  const int64_t max_tokens = std::min<int64_t>(
-      {256, engine.max_input_tokens(), engine.options().max_batch_tokens / 14});
+  const int64_t max_tokens =
+      std::min<int64_t>({256, engine.max_input_tokens(), engine.options().max_batch_tokens / 14});
   tokenizer::EncodeOptions encode;
   encode.truncation = tokenizer::Truncation{static_cast<size_t>(std::max<int64_t>(2, max_tokens))};
   engine::RaggedBatch batch;
@@ -53,10 +53,10 @@ absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir)
   const engine::FidelityResult r =
       engine::CompareForFidelity(*got, *want, engine.is_scorer(), 0.999);
   const engine::GraphStats graphs = engine.stats().graphs;
-  const std::string line = StrCat(
-      "fidelity gate on ", engine.options().device.ToString(), ": ", batch.num_tokens(),
-      " tokens, ", r.message, "; three runs bit-equal (graphs: ", graphs.captures, " captured, ",
-      graphs.replays, " replayed)");
+  const std::string line =
+      StrCat("fidelity gate on ", engine.options().device.ToString(), ": ", batch.num_tokens(),
+             " tokens, ", r.message, "; three runs bit-equal (graphs: ", graphs.captures,
+             " captured, ", graphs.replays, " replayed)");
   if (!r.ok) return absl::FailedPreconditionError(line);
   spdlog::info("{}", line);
   return absl::OkStatus();

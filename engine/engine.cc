@@ -8,10 +8,10 @@
 #include "common/strings.h"
 #include "engine/attention/registry.h"
 #include "engine/attention/table.h"
+#include "engine/graph_bucket.h"
 #include "engine/ops/output_format.h"
 #include "engine/ops/pooling.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/graph_bucket.h"
 
 namespace quiver::engine {
 namespace {
@@ -87,8 +87,7 @@ absl::StatusOr<DeviceSpec> ParseDeviceSpec(std::string_view text) {
 absl::StatusOr<GraphMode> ParseGraphMode(std::string_view text) {
   if (text == "off") return GraphMode::kOff;
   if (text == "lazy") return GraphMode::kLazy;
-  return absl::InvalidArgumentError(
-      StrCat("cuda-graphs '", text, "' is not one of off, lazy"));
+  return absl::InvalidArgumentError(StrCat("cuda-graphs '", text, "' is not one of off, lazy"));
 }
 
 absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_batch_tokens,
@@ -160,15 +159,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
         f.entry->factory({f.architecture, f.config, *e->weights_, options.model});
     if (!model.ok()) return WithContext(model.status(), model_dir);
     e->model_ = *std::move(model);
-    int threads = options.num_threads > 0
-                      ? options.num_threads
-                      : static_cast<int>(std::thread::hardware_concurrency());
+    int threads = options.num_threads > 0 ? options.num_threads
+                                          : static_cast<int>(std::thread::hardware_concurrency());
     e->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
     const ExecContext exec{Device::kCpu, e->pool_.get()};
-    e->runtime_ = options.make_runtime
-                      ? options.make_runtime(*e->model_, exec, *e->model_ws_, *e->engine_ws_)
-                      : std::make_unique<CpuRuntime>(*e->model_, exec, *e->model_ws_,
-                                                     *e->engine_ws_);
+    e->runtime_ =
+        options.make_runtime
+            ? options.make_runtime(*e->model_, exec, *e->model_ws_, *e->engine_ws_)
+            : std::make_unique<CpuRuntime>(*e->model_, exec, *e->model_ws_, *e->engine_ws_);
   }
   e->stats_.device = options.device.ToString();
   e->UpdateStats();
@@ -184,10 +182,9 @@ absl::Status Engine::LoadCuda(const std::string& model_dir) {
   // A model that does not fit fails here, with the numbers.
   auto failed = [&](std::string_view step, std::string_view what) {
     absl::StatusOr<CudaMemory> now = CudaMemoryInfo();
-    const double taken =
-        now.ok() && before.free_bytes > now->free_bytes
-            ? static_cast<double>(before.free_bytes - now->free_bytes) / kMiB
-            : 0.0;
+    const double taken = now.ok() && before.free_bytes > now->free_bytes
+                             ? static_cast<double>(before.free_bytes - now->free_bytes) / kMiB
+                             : 0.0;
     return absl::ResourceExhaustedError(fmt::format(
         "{}: {} on {} failed: {}; the device had {:.0f} MiB free of {:.0f} MiB before loading, "
         "and loading had taken {:.0f} MiB when it failed (--max-batch-tokens {} and "
@@ -252,8 +249,8 @@ absl::Status Engine::WarmUp() {
   const int64_t seqs = std::max<int64_t>(
       std::min(options_.max_batch_seqs, tokens),
       (tokens + max_input_tokens() - 1) / max_input_tokens());  // none over the model's limit
-  for (const Shape shape : {Shape{tokens, seqs}, Shape{std::max(seqs, tokens - 1), seqs},
-                            Shape{tokens, tokens}}) {
+  for (const Shape shape :
+       {Shape{tokens, seqs}, Shape{std::max(seqs, tokens - 1), seqs}, Shape{tokens, tokens}}) {
     RaggedBatch batch;
     const int64_t n = std::min(shape.seqs, shape.tokens);
     for (int64_t s = 0; s < n; ++s) {
@@ -261,8 +258,8 @@ absl::Status Engine::WarmUp() {
       batch.Add(std::vector<int32_t>(static_cast<size_t>(len), 0));
     }
     if (info().type_vocab_size > 1) batch.token_type_ids.assign(batch.token_ids.size(), 0);
-    QUIVER_RETURN_IF_ERROR(ValidateBatch(batch, info().vocab_size, info().type_vocab_size,
-                                         max_input_tokens()));
+    QUIVER_RETURN_IF_ERROR(
+        ValidateBatch(batch, info().vocab_size, info().type_vocab_size, max_input_tokens()));
     Pending item;
     item.batch = std::move(batch);
     Running running = Start(std::move(item));
@@ -432,13 +429,12 @@ Engine::Running Engine::Start(Pending item) {
     work.plan = &plan_;
     work.attention = &AttentionFor(plan_.attention.max_seqlen);
     work.score = is_scorer();
-    work.pool = input.output.pooling == Pooling::kModelDefault
-                    ? ToOpPooling(folder_->pooling.mode)
-                    : ToOpPooling(input.output.pooling);
+    work.pool = input.output.pooling == Pooling::kModelDefault ? ToOpPooling(folder_->pooling.mode)
+                                                               : ToOpPooling(input.output.pooling);
     // Late chunking: one mean-pooled row per span.
     if (!input.span_bounds.empty()) work.pool = ops::PoolMode::kMean;
-    work.rows = work.score ? plan_.num_real_seqs
-                           : static_cast<int64_t>(plan_.row_bounds.size() / 2);
+    work.rows =
+        work.score ? plan_.num_real_seqs : static_cast<int64_t>(plan_.row_bounds.size() / 2);
     work.width = work.score ? info().num_labels : hidden_size();
     r.rows = work.rows;
     r.width = work.width;

@@ -63,9 +63,9 @@ struct EngineOptions {
   int64_t max_batch_tokens = 16384;
   int64_t max_batch_seqs = 512;
   GraphMode cuda_graphs = GraphMode::kLazy;
-  int64_t max_graphs = 1024;          // LRU cap on captured graphs
-  int64_t graph_max_tokens = 16384;   // batches above run eagerly (and unpadded)
-  int slots = 2;                      // batches in flight (2 or 3)
+  int64_t max_graphs = 1024;         // LRU cap on captured graphs
+  int64_t graph_max_tokens = 16384;  // batches above run eagerly (and unpadded)
+  int slots = 2;                     // batches in flight (2 or 3)
   // Tests only: the runtime a CPU engine runs its batches on, instead of CpuRuntime (a fake
   // asynchronous device, to exercise the pipeline without a GPU). Given the model, the CPU
   // execution context and the two workspaces.
@@ -171,7 +171,7 @@ class Engine {
   std::unique_ptr<ModelFolder> folder_;
   std::unique_ptr<WeightLoader> weights_;  // owns the prepared weights the model reads
   std::unique_ptr<Model> model_;
-  std::unique_ptr<ThreadPool> pool_;       // CPU only
+  std::unique_ptr<ThreadPool> pool_;  // CPU only
   std::unique_ptr<AttentionBackend> forced_attention_;
   // The backends ChooseAttentionBackend's table names, by name.
   std::map<std::string_view, std::unique_ptr<AttentionBackend>> table_attention_;

@@ -10,9 +10,8 @@ Tensor Workspace::Get(int slot, DType dtype, std::initializer_list<int64_t> shap
   int64_t elements = 1;
   for (int64_t d : shape) elements *= d;
   const size_t bytes = static_cast<size_t>(elements) * DTypeSizeBytes(dtype);
-  const size_t had = static_cast<size_t>(slot) < slots_.size()
-                         ? slots_[static_cast<size_t>(slot)].bytes()
-                         : 0;
+  const size_t had =
+      static_cast<size_t>(slot) < slots_.size() ? slots_[static_cast<size_t>(slot)].bytes() : 0;
   const bool grows = static_cast<size_t>(slot) >= slots_.size() ||
                      slots_[static_cast<size_t>(slot)].data() == nullptr || had < bytes;
   if (grows && frozen_) {

@@ -193,7 +193,17 @@ class BertModel final : public Model {
   }
 
  private:
-  enum Slot { kHidden, kHiddenAct, kScratch, kQkv, kAttended, kIntermediate, kCls, kClsAct, kDense };
+  enum Slot {
+    kHidden,
+    kHiddenAct,
+    kScratch,
+    kQkv,
+    kAttended,
+    kIntermediate,
+    kCls,
+    kClsAct,
+    kDense
+  };
   struct Layer {
     ops::LinearWeights qkv, o, intermediate, out;
     Tensor ln1_g, ln1_b, ln2_g, ln2_b;

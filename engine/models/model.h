@@ -58,10 +58,10 @@ struct ModelOptions {
 // One batch as the forward pass sees it: device tensors planned once (runtime/plan.h).
 struct ForwardContext {
   const ExecContext& exec;
-  Tensor token_ids;       // i32 [num_tokens]
-  Tensor token_type_ids;  // i32 [num_tokens], or empty for all zeros
-  Tensor positions;       // i32 [num_tokens], each token's position in its sequence
-  Tensor seq_bounds;      // i32 [num_seqs, 2] (begin, end) of the batch's real sequences, host
+  Tensor token_ids;          // i32 [num_tokens]
+  Tensor token_type_ids;     // i32 [num_tokens], or empty for all zeros
+  Tensor positions;          // i32 [num_tokens], each token's position in its sequence
+  Tensor seq_bounds;         // i32 [num_seqs, 2] (begin, end) of the batch's real sequences, host
   Tensor device_seq_bounds;  // the same in device memory (empty on the CPU: ops::Pool's rule)
   const AttentionPlan& plan;
   const AttentionBackend& attention;

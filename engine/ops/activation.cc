@@ -85,9 +85,9 @@ void Convert(const ExecContext& ctx, const Tensor& in, const Tensor& out) {
       return;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
-      internal::CheckLaunch("Convert", cuda::CopyRows(in.data<void>(), in.row_stride(), in_dtype,
-                                                      out.data<void>(), n, out_dtype, rows, n,
-                                                      internal::StreamOf("Convert", ctx)));
+      internal::CheckLaunch(
+          "Convert", cuda::CopyRows(in.data<void>(), in.row_stride(), in_dtype, out.data<void>(), n,
+                                    out_dtype, rows, n, internal::StreamOf("Convert", ctx)));
       return;
 #endif
       internal::NoKernel("Convert", ctx);

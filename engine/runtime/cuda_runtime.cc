@@ -13,8 +13,8 @@
 
 #include "common/status.h"
 #include "common/strings.h"
-#include "engine/graph_bucket.h"
 #include "engine/base/slot_ring.h"
+#include "engine/graph_bucket.h"
 #include "engine/kernels/cuda/context.h"
 #include "engine/kernels/cuda/memory.h"
 #include "engine/kernels/cuda/status.h"
@@ -99,8 +99,8 @@ class CudaRuntime final : public DeviceRuntime {
       Throw(cuda::CudaStatus(cudaStreamWaitEvent(callbacks_.get(), slot.done.get(), 0),
                              "cudaStreamWaitEvent"));
       auto* callback = new std::function<void()>(std::move(on_complete));
-      const cudaError_t launched = cudaLaunchHostFunc(callbacks_.get(), &CudaRuntime::Completed,
-                                                      callback);
+      const cudaError_t launched =
+          cudaLaunchHostFunc(callbacks_.get(), &CudaRuntime::Completed, callback);
       if (launched != cudaSuccess) delete callback;
       Throw(cuda::CudaStatus(launched, "cudaLaunchHostFunc"));
     } catch (...) {
@@ -137,9 +137,9 @@ class CudaRuntime final : public DeviceRuntime {
     RuntimeStats s;
     s.graphs = graphs_.stats();
     s.last_graph_failure = last_failure_;
-    s.device_memory_bytes = static_cast<int64_t>(inputs_.bytes() + model_ws_.bytes() +
-                                                 own_ws_.bytes()) +
-                            s.graphs.memory_bytes;
+    s.device_memory_bytes =
+        static_cast<int64_t>(inputs_.bytes() + model_ws_.bytes() + own_ws_.bytes()) +
+        s.graphs.memory_bytes;
     return s;
   }
 
@@ -160,7 +160,8 @@ class CudaRuntime final : public DeviceRuntime {
     const GraphBucket full = BucketFor(options_.max_tokens, options_.max_seqs);
     const GraphBucket short_one =
         BucketFor(std::max<int64_t>(options_.max_seqs, options_.max_tokens - 1), options_.max_seqs);
-    return GraphBucket{std::max(full.tokens, short_one.tokens), std::max(full.seqs, short_one.seqs)};
+    return GraphBucket{std::max(full.tokens, short_one.tokens),
+                       std::max(full.seqs, short_one.seqs)};
   }
 
   Tensor DeviceI32(int64_t offset, std::initializer_list<int64_t> shape) const {
@@ -184,8 +185,8 @@ class CudaRuntime final : public DeviceRuntime {
     const bool bucketed = plan.batch == &plan.padded;
     const GraphKey key{GraphBucket{packed.num_tokens, packed.num_seqs},
                        std::string(work.attention->name())};
-    const bool capturable = bucketed && work.attention->Capturable() &&
-                            packed.num_tokens <= options_.graph_max_tokens;
+    const bool capturable =
+        bucketed && work.attention->Capturable() && packed.num_tokens <= options_.graph_max_tokens;
     AttentionPlan attention = plan.attention;
     attention.device_cu_seqlens = inputs_.as<int32_t>() + layout_.cu_seqlens;
     attention.device_tiles = inputs_.as<int32_t>() + layout_.tiles;
@@ -229,8 +230,8 @@ class CudaRuntime final : public DeviceRuntime {
     const size_t bytes = static_cast<size_t>(work.rows * work.width) * sizeof(float);
     if (bytes > slot.out.bytes()) {
       throw std::invalid_argument(StrCat("CudaRuntime: ", work.rows, " rows of ", work.width,
-                                         " floats exceed the pinned output of ",
-                                         slot.out.bytes(), " bytes"));
+                                         " floats exceed the pinned output of ", slot.out.bytes(),
+                                         " bytes"));
     }
     Throw(cuda::CudaStatus(
         cudaMemcpyAsync(slot.out.data(), rows.data<void>(), bytes, cudaMemcpyDeviceToHost, stream),
@@ -274,8 +275,7 @@ class CudaRuntime final : public DeviceRuntime {
       memory = static_cast<int64_t>(before->free_bytes - after->free_bytes);
     }
     const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     graphs_.Store(key, instance, memory, ms);
     hidden_[key] = hidden;
     Throw(cuda::CudaStatus(cudaGraphLaunch(instance, stream), "cudaGraphLaunch"));

@@ -90,13 +90,11 @@ PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& l,
   }
   // What was written, merged where the gap is small (one copy moves it faster than two calls).
   constexpr int64_t kMergeGap = 1024;  // int32 elements: 4 KB
-  const PackedInputs::Range written[] = {{l.ids, p.num_tokens},
-                                         {l.type_ids, p.num_tokens},
-                                         {l.positions, p.num_tokens},
-                                         {l.cu_seqlens, p.num_seqs + 1},
-                                         {l.row_bounds, 2 * p.num_rows},
-                                         {l.seq_bounds, static_cast<int64_t>(plan.seq_bounds.size())},
-                                         {l.tiles, 2 * p.num_tiles}};
+  const PackedInputs::Range written[] = {
+      {l.ids, p.num_tokens},          {l.type_ids, p.num_tokens},
+      {l.positions, p.num_tokens},    {l.cu_seqlens, p.num_seqs + 1},
+      {l.row_bounds, 2 * p.num_rows}, {l.seq_bounds, static_cast<int64_t>(plan.seq_bounds.size())},
+      {l.tiles, 2 * p.num_tiles}};
   for (const PackedInputs::Range& r : written) {
     if (r.count == 0) continue;
     if (p.num_ranges > 0) {

@@ -36,9 +36,9 @@ FidelityResult CompareForFidelity(const EngineOutput& device, const EngineOutput
   if (device.output_type != OutputType::kF32 || reference.output_type != OutputType::kF32 ||
       device.num_seqs != reference.num_seqs || device.dimensions != reference.dimensions ||
       device.data.size() != reference.data.size() || device.num_seqs <= 0) {
-    r.message = StrCat("the outputs differ in shape: ", device.num_seqs, " x ", device.dimensions,
-                       " against the reference's ", reference.num_seqs, " x ",
-                       reference.dimensions);
+    r.message =
+        StrCat("the outputs differ in shape: ", device.num_seqs, " x ", device.dimensions,
+               " against the reference's ", reference.num_seqs, " x ", reference.dimensions);
     return r;
   }
   const std::vector<float> a = Floats(device), b = Floats(reference);

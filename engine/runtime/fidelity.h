@@ -18,7 +18,7 @@ struct FidelityResult {
   double min_cosine = 0.0;  // over rows (embeddings) or the whole score vector
   int64_t worst_row = -1;   // the row of min_cosine (embeddings), else -1
   double max_abs_diff = 0.0;
-  std::string message;      // one line with the numbers, for the log
+  std::string message;  // one line with the numbers, for the log
 };
 
 // Both outputs kF32 with the same shape (else not ok, saying why). A row of zeros on one side

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -33,7 +33,9 @@ namespace {
 
 using Action = GraphCache::Action;
 
-GraphCache::Handle H(int i) { return reinterpret_cast<GraphCache::Handle>(static_cast<intptr_t>(i)); }
+GraphCache::Handle H(int i) {
+  return reinterpret_cast<GraphCache::Handle>(static_cast<intptr_t>(i));
+}
 
 TEST(GraphCacheTest, FirstUseEagerSecondCapturesThenReplays) {
   std::vector<GraphCache::Handle> destroyed;
@@ -248,7 +250,7 @@ TEST(PaddedMetadataTest, TheArraysACapturedGraphReadsForABucketedBatch) {
   EXPECT_EQ(packed.num_seqs, 8);
   EXPECT_EQ(packed.num_rows, 2);
   EXPECT_EQ(block[l.ids + 4], 9);
-  EXPECT_EQ(block[l.ids + 5], 0);  // padding tokens are id 0
+  EXPECT_EQ(block[l.ids + 5], 0);          // padding tokens are id 0
   EXPECT_EQ(block[l.cu_seqlens + 8], 64);  // the padding's empty sequences end where it ends
   EXPECT_EQ(std::vector<int32_t>(block.begin() + l.seq_bounds, block.begin() + l.seq_bounds + 4),
             std::vector<int32_t>({0, 3, 3, 5}));
@@ -285,7 +287,8 @@ TEST(PaddedMetadataTest, TheTileListCoversEveryQueryRowOnceWithinItsBound) {
       for (int64_t t = first; t < std::min<int64_t>(end, first + kAttentionTileRows); ++t) {
         ++covered[static_cast<size_t>(t)];
       }
-      const int64_t keys = causal ? std::min<int64_t>(end - begin, first - begin + 64) : end - begin;
+      const int64_t keys =
+          causal ? std::min<int64_t>(end - begin, first - begin + 64) : end - begin;
       EXPECT_LE(keys, last_keys);  // heaviest first
       last_keys = keys;
     }
@@ -538,8 +541,7 @@ TEST(EnginePipelineTest, ADeviceFaultFailsItsBatchInsteadOfHangingIt) {
   EXPECT_TRUE(results[0].Wait().ok());
   const absl::StatusOr<EngineOutput>& faulted = results[1].Wait();  // found by polling
   ASSERT_FALSE(faulted.ok());
-  EXPECT_NE(faulted.status().message().find("device fault"), std::string::npos)
-      << faulted.status();
+  EXPECT_NE(faulted.status().message().find("device fault"), std::string::npos) << faulted.status();
   EXPECT_TRUE(results[2].Wait().ok());
   EXPECT_TRUE(results[3].Wait().ok());
 }

@@ -23,7 +23,8 @@ DeviceReport QueryCudaDevices() {
     const char* cause = err == cudaErrorInsufficientDriver ? "no NVIDIA driver (or one too old) "
                         : err == cudaErrorNoDevice         ? "no NVIDIA GPU "
                                                            : "";
-    report.cuda_error = std::string(cause) + "(cudaGetDeviceCount: " + cudaGetErrorString(err) + ")";
+    report.cuda_error =
+        std::string(cause) + "(cudaGetDeviceCount: " + cudaGetErrorString(err) + ")";
     cudaGetLastError();  // clear the sticky error so later calls start clean
     return report;
   }
