@@ -276,6 +276,9 @@ Engine::~Engine() {
   }
   cv_.notify_all();
   if (compute_thread_.joinable()) compute_thread_.join();
+  // Before mu_ and cv_ go: a device's completion callbacks may still be pending (a batch's
+  // event completed, its host function not yet run), and the runtime waits for them.
+  runtime_.reset();
 }
 
 absl::Status Engine::Validate(const RaggedBatch& batch) const {
