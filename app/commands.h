@@ -12,6 +12,13 @@
 
 namespace quiver::app {
 
+// The HTTP server's read timeouts (--header-timeout, --body-timeout, --idle-timeout), seconds.
+struct HttpTimeouts {
+  int header_s = 30;
+  int body_s = 120;
+  int idle_s = 120;
+};
+
 struct ServeOptions {
   std::string model_dir = "models/all-MiniLM-L6-v2";
   std::string model_name;  // "" = the folder's name
@@ -25,6 +32,7 @@ struct ServeOptions {
   gateway::api::ApiLimits api;
   bool access_log = false;  // one log line per request
   engine::DeviceSettings device;
+  HttpTimeouts timeouts;
 };
 
 struct TokenizeOptions {
@@ -62,6 +70,7 @@ struct GatewayOptions {
   int startup_timeout_s = 60;
   gateway::api::ApiLimits api;
   bool access_log = false;
+  HttpTimeouts timeouts;
 };
 
 int RunServe(const ServeOptions& options);

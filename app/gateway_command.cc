@@ -80,6 +80,10 @@ int RunGateway(const GatewayOptions& options) {
   http.port = options.port;
   http.handler_threads = options.handler_threads;
   http.max_body_bytes = options.max_body_bytes;
+  http.check_headers = [&api](const gateway::HttpRequest& r) { return api.CheckHeaders(r); };
+  http.header_timeout_s = options.timeouts.header_s;
+  http.body_timeout_s = options.timeouts.body_s;
+  http.idle_timeout_s = options.timeouts.idle_s;
   gateway::HttpServer server(http, [&api](const gateway::HttpRequest& r) { return api.Handle(r); });
   if (absl::Status s = server.Start(); !s.ok()) {
     spdlog::error("quiver gateway: {}", s.message());

@@ -26,6 +26,22 @@ void AddLimitFlags(CLI::App& cmd, quiver::scheduler::SchedulerLimits& limits) {
       ->capture_default_str();
 }
 
+void AddTimeoutFlags(CLI::App& cmd, quiver::app::HttpTimeouts& t) {
+  cmd.add_option("--header-timeout", t.header_s,
+                 "Seconds a client may take to send a request's line and headers; the "
+                 "connection closes beyond")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd.add_option("--body-timeout", t.body_s,
+                 "Seconds a client may take to send a request's body once its headers are in")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd.add_option("--idle-timeout", t.idle_s,
+                 "Seconds a keep-alive connection may wait for its next request")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+}
+
 void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {
   cmd.add_option("--device", device.device,
                  "cpu, cuda (the first GPU) or cuda:N. Asking for CUDA where it is absent fails "
@@ -102,6 +118,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   AddLimitFlags(*serve_cmd, serve.limits);
+  AddTimeoutFlags(*serve_cmd, serve.timeouts);
   AddDeviceFlags(*serve_cmd, serve.device);
 
   quiver::app::GatewayOptions gw;
@@ -137,6 +154,7 @@ int main(int argc, char** argv) {
                         "Cut inputs longer than the model accepts to its limit instead of "
                         "refusing them (off by default, as in TEI)");
   gateway_cmd->add_flag("--access-log", gw.access_log, "Log one line per request");
+  AddTimeoutFlags(*gateway_cmd, gw.timeouts);
   quiver::worker::WorkerOptions worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
   worker_cmd->add_option("--model", worker.model_dir, "Hugging Face model folder")->required();

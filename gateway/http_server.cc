@@ -3,12 +3,15 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <array>
+#include <atomic>
+#include <cctype>
 #include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "common/strings.h"
+#include "spdlog/spdlog.h"
 
 namespace quiver::gateway {
 
@@ -19,20 +22,106 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
+// An error answer in the JSON shape the API layer uses for its own (gateway/api/errors.h).
+HttpResponse ErrorAnswer(int status, std::string_view code, const std::string& message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = StrCat("{\"error\":{\"message\":\"", JsonEscape(message),
+                  "\",\"type\":\"invalid_request_error\",\"code\":\"", code, "\"}}");
+  return r;
+}
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view Trim(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, asio::thread_pool& handlers, const HttpHandler& handler,
-          size_t max_body_bytes)
-      : stream_(std::move(socket)), handlers_(handlers), handler_(handler),
-        max_body_bytes_(max_body_bytes) {}
+          const HttpServerOptions& options, const std::atomic<bool>& draining)
+      : stream_(std::move(socket)), handlers_(handlers), handler_(handler), options_(options),
+        draining_(draining) {}
 
-  void Start() { Read(); }
+  void Start() { Read(/*first=*/true); }
 
  private:
-  void Read() {
+  void Read(bool first = false) {
     parser_.emplace();
-    parser_->body_limit(max_body_bytes_);
-    stream_.expires_after(std::chrono::seconds(120));
+    parser_->body_limit(options_.max_body_bytes);
+    parser_->header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+    // A keep-alive connection may idle between requests; a request's header has its own bound.
+    stream_.expires_after(std::chrono::seconds(first || buffer_.size() > 0
+                                                   ? options_.header_timeout_s
+                                                   : options_.idle_timeout_s));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->OnHeader(ec);
+                            });
+  }
+
+  // The headers are in; nothing of the body was read yet.
+  void OnHeader(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::connection_reset || ec == asio::error::eof) {
+      Close();
+      return;
+    }
+    if (ec == http::error::header_limit) {
+      Refuse(ErrorAnswer(431, "headers_too_large",
+                         StrCat("the request line and headers exceed the limit of ",
+                                options_.max_header_bytes, " bytes")));
+      return;
+    }
+    if (ec == http::error::body_limit) {  // a declared Content-Length over the limit
+      RefuseBodyTooLarge();
+      return;
+    }
+    if (ec) {
+      Refuse(ErrorAnswer(400, "malformed_request", StrCat("malformed HTTP request: ", ec.message())));
+      return;
+    }
+    const auto& header = parser_->get();
+    for (const auto& field : header) {
+      if (field.name() != http::field::transfer_encoding) continue;
+      const beast::string_view value = field.value();
+      if (Lower(Trim(std::string_view(value.data(), value.size()))) != "chunked") {
+        Refuse(ErrorAnswer(400, "unsupported_transfer_encoding",
+                           StrCat("Transfer-Encoding '", std::string(field.value()),
+                                  "' is not supported: only chunked")));
+        return;
+      }
+    }
+    if (const auto length = parser_->content_length();
+        length && *length > options_.max_body_bytes) {
+      RefuseBodyTooLarge();
+      return;
+    }
+    if (options_.check_headers) {
+      if (std::optional<HttpResponse> answer = options_.check_headers(Convert(header, {}))) {
+        Refuse(*std::move(answer));
+        return;
+      }
+    }
+    const beast::string_view expect = header[http::field::expect];
+    if (Lower(std::string_view(expect.data(), expect.size())) == "100-continue" &&
+        !parser_->is_done()) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      beast::error_code write_ec;
+      asio::write(stream_.socket(), asio::buffer(kContinue.data(), kContinue.size()), write_ec);
+      if (write_ec) {
+        Close();
+        return;
+      }
+    }
+    stream_.expires_after(std::chrono::seconds(options_.body_timeout_s));
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
                        self->OnRead(ec);
@@ -46,36 +135,45 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (ec == http::error::body_limit) {
-      HttpResponse r;
-      r.status = 413;
-      r.body = StrCat("{\"error\":{\"message\":\"request body exceeds the limit of ",
-                      max_body_bytes_, " bytes\",\"type\":\"invalid_request_error\","
-                      "\"code\":\"body_too_large\"}}");
-      Answer(std::move(r), /*keep_alive=*/false, 11);
+      RefuseBodyTooLarge();
       return;
     }
     if (ec) {
-      Close();
+      Refuse(ErrorAnswer(400, "malformed_request", StrCat("malformed HTTP body: ", ec.message())));
       return;
     }
     http::request<http::string_body> req = parser_->release();
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
-    HttpRequest in;
-    in.method = std::string(req.method_string());
-    std::string target(req.target());
-    in.target = target.substr(0, target.find('?'));
-    for (const auto& field : req) {
-      std::string name(field.name_string());
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      in.headers[name] = std::string(field.value());
-    }
-    in.body = std::move(req.body());
+    HttpRequest in = Convert(req, std::move(req.body()));
     // Off the I/O thread: the handler tokenizes and waits for replicas, then answers.
     asio::post(handlers_, [self = shared_from_this(), in = std::move(in), keep_alive, version] {
       self->Answer(self->handler_(in), keep_alive, version);
     });
   }
+
+  template <typename Fields>
+  static HttpRequest Convert(const http::request_header<Fields>& req, std::string body) {
+    HttpRequest in;
+    in.method = std::string(req.method_string());
+    std::string target(req.target());
+    in.target = target.substr(0, target.find('?'));
+    for (const auto& field : req) {
+      const beast::string_view name = field.name_string();
+      in.headers[Lower(std::string_view(name.data(), name.size()))] = std::string(field.value());
+    }
+    in.body = std::move(body);
+    return in;
+  }
+
+  void RefuseBodyTooLarge() {
+    Refuse(ErrorAnswer(413, "body_too_large", StrCat("request body exceeds the limit of ",
+                                                     options_.max_body_bytes, " bytes")));
+  }
+
+  // An answer before (or instead of) the body: the rest of the request is never read, so the
+  // connection closes after it.
+  void Refuse(HttpResponse r) { Answer(std::move(r), /*keep_alive=*/false, 11); }
 
   // On a handler thread (or on the I/O thread, for an error found while reading). Between a
   // request's read and its answer nothing else uses the socket (the next read starts after the
@@ -88,6 +186,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set(http::field::server, "quiver");
     res->set(http::field::content_type, r.content_type);
     for (const auto& [k, v] : r.headers) res->set(k, v);
+    if (draining_.load()) keep_alive = false;  // clients open their next request elsewhere
     res->keep_alive(keep_alive);
     res->body() = std::move(r.body);
     res->prepare_payload();
@@ -142,7 +241,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   asio::thread_pool& handlers_;
   const HttpHandler& handler_;
-  size_t max_body_bytes_;
+  const HttpServerOptions& options_;
+  const std::atomic<bool>& draining_;
 };
 
 }  // namespace
@@ -152,6 +252,8 @@ struct HttpServer::Impl {
   HttpHandler handler;
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  asio::steady_timer accept_retry{io};
+  std::atomic<bool> draining{false};
   asio::thread_pool handlers;
   std::vector<std::thread> io_threads;
   int port = 0;
@@ -164,12 +266,20 @@ struct HttpServer::Impl {
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
         if (ec == asio::error::operation_aborted) return;
+        // Out of file descriptors (or another failure of accept itself): retrying at once would
+        // spin a core on the same error; wait, say so, and try again.
+        spdlog::warn("http: accept failed ({}); retrying in 100 ms", ec.message());
+        accept_retry.expires_after(std::chrono::milliseconds(100));
+        accept_retry.async_wait([this](beast::error_code wait_ec) {
+          if (!wait_ec) Accept();
+        });
+        return;
       } else {
         // Responses go out as soon as they are written: without this, Nagle's algorithm holds a
         // response's last segment until the client acknowledges the previous one.
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(socket), handlers, handler, options.max_body_bytes)
+        std::make_shared<Session>(std::move(socket), handlers, handler, options, draining)
             ->Start();
       }
       Accept();
@@ -205,10 +315,14 @@ absl::Status HttpServer::Start() {
 
 int HttpServer::port() const { return impl_->port; }
 
+void HttpServer::BeginDrain() { impl_->draining.store(true); }
+
 void HttpServer::Stop() {
   if (!impl_) return;
+  impl_->draining.store(true);
   beast::error_code ec;
   impl_->acceptor.close(ec);
+  impl_->accept_retry.cancel();
   impl_->handlers.join();
   impl_->io.stop();
   for (std::thread& t : impl_->io_threads) {

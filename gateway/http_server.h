@@ -2,12 +2,18 @@
 // I/O threads and handled on a separate handler pool (tokenization and waiting for replicas never
 // run on an I/O thread); the handler thread sends the answer itself as far as the socket takes it
 // without blocking, and the connection's strand writes any rest and reads the next request.
-// Bodies larger than max_body_bytes are answered 413 without being read.
+// Headers are read first and checked before any body byte is: a malformed request is answered
+// 400, a header block over max_header_bytes 431, a transfer coding other than chunked 400 (RFC
+// 9112: anything else would let a proxy and this server disagree on where a request ends), a
+// declared body over max_body_bytes 413, and check_headers may answer (401) — each without
+// reading the body, and closing the connection. "Expect: 100-continue" is answered 100 once the
+// headers passed. Timeouts: header, body, idle (HttpServerOptions).
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -36,6 +42,14 @@ struct HttpServerOptions {
   int io_threads = 1;
   int handler_threads = 2;
   size_t max_body_bytes = 8 << 20;
+  size_t max_header_bytes = 8 << 10;  // the request line and headers; 431 beyond
+  int header_timeout_s = 30;          // from a connection's first byte to its last header
+  int body_timeout_s = 120;           // to read a body once its headers are in
+  int idle_timeout_s = 120;           // a keep-alive connection waiting for its next request
+  // Answers a request from its headers alone, before its body is read (an API key check);
+  // nullopt lets the body be read and the request handled. The body of a request answered here
+  // is never read: its connection closes after the answer.
+  std::function<std::optional<HttpResponse>(const HttpRequest&)> check_headers;
 };
 
 class HttpServer {
@@ -44,6 +58,9 @@ class HttpServer {
   ~HttpServer();
   absl::Status Start();
   int port() const;
+  // From now on every answer says "Connection: close" and closes its connection (a draining
+  // server's clients then open their next request elsewhere instead of seeing a reset).
+  void BeginDrain();
   // Stops accepting, closes connections, joins the threads.
   void Stop();
 

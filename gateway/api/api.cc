@@ -218,6 +218,31 @@ void Api::AddRoutes() {
   AddJson("/score", Dialect::kOpenAi, &Api::Score);
 }
 
+HttpResponse Api::Unauthorized(Dialect dialect) const {
+  HttpResponse response = ErrorResponse(
+      dialect, absl::UnauthenticatedError(
+                   "missing or wrong API key (send the header Authorization: Bearer <key>)"));
+  response.headers["WWW-Authenticate"] = "Bearer realm=\"quiver\"";  // RFC 9110 11.6.1
+  return response;
+}
+
+std::optional<HttpResponse> Api::CheckHeaders(const HttpRequest& request) {
+  if (service_.limits().api_key.empty()) return std::nullopt;
+  RouteMatch match;
+  bool path_known = false;
+  const Route* route = router_.Find(request.method, request.target, match, path_known);
+  if (route == nullptr || !route->needs_key || HasKey(request, service_.limits().api_key)) {
+    return std::nullopt;  // the handler answers (404 / 405 need no key either)
+  }
+  HttpResponse response = Unauthorized(route->dialect);
+  metrics_
+      ->GetCounter("quiver_http_requests_total", "HTTP requests by route and status",
+                   StrCat(MetricLabel("endpoint", route->path), ",",
+                          MetricLabel("status", StrCat(response.status))))
+      .Inc();
+  return response;
+}
+
 HttpResponse Api::Handle(const HttpRequest& request) {
   const Clock::time_point start = Clock::now();
   RouteMatch match;
@@ -243,9 +268,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
                                                  Reason::kNoRoute));
   } else if (route->needs_key && !service_.limits().api_key.empty() &&
              !HasKey(request, service_.limits().api_key)) {
-    response = ErrorResponse(
-        dialect, absl::UnauthenticatedError(
-                     "missing or wrong API key (send the header Authorization: Bearer <key>)"));
+    response = Unauthorized(dialect);
   } else {
     response = route->handler(request, match);
   }

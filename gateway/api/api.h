@@ -10,6 +10,8 @@
 // its dialect's answer; errors go through the dialect's error map (errors.h).
 #pragma once
 
+#include <optional>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -28,6 +30,9 @@ class Api {
       bool access_log = false);
 
   HttpResponse Handle(const HttpRequest& request);
+  // From the headers alone, before the body is read (HttpServerOptions::check_headers): 401 for
+  // a route that needs the API key when the request does not carry it; nullopt otherwise.
+  std::optional<HttpResponse> CheckHeaders(const HttpRequest& request);
   void set_ready(bool ready) { ready_ = ready; }
   const Router& router() const { return router_; }
 
@@ -54,6 +59,7 @@ class Api {
   HttpResponse Tokenize(const JsonValue& body, Call& call);
   HttpResponse Decode(const JsonValue& body, Call& call);
   HttpResponse Info() const;
+  HttpResponse Unauthorized(Dialect dialect) const;  // 401 with WWW-Authenticate
   HttpResponse Models(const std::string& id) const;
 
   Service service_;

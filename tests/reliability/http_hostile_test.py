@@ -1,0 +1,185 @@
+"""Hostile HTTP input against a real `quiver serve` on loopback (standard library only), one case
+per defect issue 17 found at the HTTP layer plus the neighbours that already held. Each case
+speaks raw bytes on its own connection and bounds its wait; the whole file runs in seconds.
+
+    python3 tests/reliability/http_hostile_test.py QUIVER MODEL_DIR
+"""
+
+import os
+import re
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
+import serving  # noqa: E402
+
+KEY = "secret-key"
+BODY = b'{"inputs":"hello world"}'
+
+
+def exchange(port, data, wait=2.0, until_close=True, then=None):
+    """Sends `data`, reads until the server closes (or `wait` passes); returns (bytes, closed)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=wait)
+    s.sendall(data)
+    out, closed, deadline = b"", False, time.time() + wait
+    try:
+        while time.time() < deadline:
+            s.settimeout(max(0.01, deadline - time.time()))
+            chunk = s.recv(65536)
+            if not chunk:
+                closed = True
+                break
+            out += chunk
+            if then is not None and b"100 Continue" in out:
+                s.sendall(then)
+                then = None
+            if not until_close and b"\r\n\r\n" in out:
+                break
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+    s.close()
+    return out, closed
+
+
+def status_of(response):
+    m = re.match(rb"HTTP/1\.1 (\d{3})", response)
+    return int(m.group(1)) if m else None
+
+
+def post(path, body, extra=b"", key=True):
+    auth = b"Authorization: Bearer " + KEY.encode() + b"\r\n" if key else b""
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n" + auth +
+            extra + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
+    if not ok:
+        failures.append(name)
+
+
+def main():
+    quiver, model = sys.argv[1], sys.argv[2]
+    proc, port, log = serving.start(quiver, model, ["--api-key", KEY, "--idle-timeout", "1",
+                                                    "--header-timeout", "1"],
+                                    prefix="quiver-hostile-")
+    try:
+        run(port)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    if failures:
+        print(open(log).read()[-3000:])
+        sys.exit(f"{len(failures)} case(s) failed: {failures}")
+
+
+def run(port):
+    # Transfer codings other than chunked: 400 and close, the body never answered as a request.
+    for coding in [b"gzip", b"chunked, identity", b"identity", b"gzip, chunked"]:
+        smuggled = post(b"/embed", b"", extra=b"Transfer-Encoding: " + coding + b"\r\n")
+        smuggled = smuggled.replace(b"Content-Length: 0\r\n", b"")
+        out, closed = exchange(port, smuggled + b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        check(f"transfer-encoding {coding.decode()!r} is 400 and closes",
+              status_of(out) == 400 and closed and out.count(b"HTTP/1.1 ") == 1, out[:200])
+    chunked = (b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+               b"Authorization: Bearer " + KEY.encode() + b"\r\nTransfer-Encoding: chunked\r\n\r\n" +
+               b"%x\r\n" % len(BODY) + BODY + b"\r\n0\r\n\r\n")
+    out, _ = exchange(port, chunked, until_close=False)
+    check("chunked bodies still work", status_of(out) == 200, out[:200])
+    # Content-Length with Transfer-Encoding (held before): refused, never two readings.
+    both = post(b"/embed", BODY, extra=b"Transfer-Encoding: chunked\r\n")
+    out, closed = exchange(port, both)
+    check("Content-Length and Transfer-Encoding together are refused", status_of(out) == 400
+          and closed, out[:200])
+
+    # Oversized header blocks: 431; malformed requests: 400 (not a silent close).
+    out, closed = exchange(port, b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n")
+    check("a header block over 8 KB is 431", status_of(out) == 431 and closed, out[:200])
+    for garbage in [b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"GET /health HTTP/1.1\r\nNo colon\r\n\r\n"]:
+        out, closed = exchange(port, garbage)
+        check(f"malformed {garbage[:16]!r} is 400", status_of(out) == 400 and closed, out[:200])
+
+    # Expect: 100-continue is answered before the body is sent.
+    request = post(b"/embed", BODY, extra=b"Expect: 100-continue\r\n")
+    head = request[:request.index(b"\r\n\r\n") + 4]
+    out, _ = exchange(port, head, wait=3.0, then=BODY)  # the idle timeout closes it after
+    out2, _ = exchange(port, head, wait=0.5, until_close=False)
+    check("Expect: 100-continue gets 100 at once", out2.startswith(b"HTTP/1.1 100 Continue"),
+          out2[:100])
+    check("then the request's answer", b"HTTP/1.1 200" in out, out[:200])
+
+    # Auth and limits before the body: answered with the body unsent.
+    head = (b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 4000000\r\n\r\n")
+    start = time.time()
+    out, closed = exchange(port, head, wait=3.0)
+    check("401 from the headers alone, with WWW-Authenticate, the body never read",
+          status_of(out) == 401 and b"WWW-Authenticate: Bearer" in out and closed
+          and time.time() - start < 2.0, out[:300])
+    for scheme in [b"bearer", b"BEARER"]:
+        out, _ = exchange(port, post(b"/embed", BODY).replace(b"Bearer", scheme), until_close=False)
+        check(f"the scheme is case-insensitive ({scheme.decode()})", status_of(out) == 200, out[:200])
+    out, _ = exchange(port, post(b"/embed", BODY).replace(KEY.encode(), b"wrong-key!"))
+    check("a wrong key is 401", status_of(out) == 401, out[:200])
+    head = (b"POST /embed HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + KEY.encode() +
+            b"\r\nContent-Length: 99999999\r\n\r\n")
+    start = time.time()
+    out, closed = exchange(port, head, wait=3.0)
+    check("a declared body over --max-body-bytes is 413 at once", status_of(out) == 413 and closed
+          and time.time() - start < 2.0, out[:200])
+    out, _ = exchange(port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n", until_close=False)
+    check("/health needs no key", status_of(out) == 200, out[:200])
+
+    # Ids past 32 bits are not wrapped into the vocabulary.
+    out, _ = exchange(port, post(b"/decode", b'{"ids":[4294974888]}'), until_close=False)
+    check("/decode refuses 2^32 + 7592", status_of(out) == 422, out[:300])
+
+    # A path with a quote never breaks the metrics page, and unknown paths add no label.
+    exchange(port, b'GET /a"b HTTP/1.1\r\nHost: t\r\n\r\n', until_close=False)
+    exchange(port, b"GET /nope-1234 HTTP/1.1\r\nHost: t\r\n\r\n", until_close=False)
+    out, _ = exchange(port, b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n", until_close=False, wait=2.0)
+    page = out.split(b"\r\n\r\n", 1)[-1]
+    good = re.compile(rb'^(#.*|[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_]+="([^"\\]|\\.)*",?)*\})? \S+)$')
+    bad_lines = [l for l in page.split(b"\n") if l and not good.match(l)]
+    check("the metrics page parses after hostile paths", not bad_lines and b"nope-1234" not in page,
+          bad_lines[:3])
+
+    # Timeouts are configurable: an idle keep-alive connection and a slow header are closed.
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+    s.recv(65536)
+    start = time.time()
+    try:
+        closed = s.recv(65536) == b""
+    except (socket.timeout, ConnectionResetError):
+        closed = False
+    check("--idle-timeout 1 closes an idle keep-alive connection", closed and time.time() - start < 3,
+          time.time() - start)
+    s.close()
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    start = time.time()
+    closed = False
+    try:
+        for _ in range(8):  # slowloris: a byte every 0.4 s
+            s.sendall(b"G")
+            time.sleep(0.4)
+    except (BrokenPipeError, ConnectionResetError):
+        closed = True
+    if not closed:
+        try:
+            closed = s.recv(65536) == b""
+        except (socket.timeout, ConnectionResetError):
+            closed = True
+    check("--header-timeout 1 closes a slow header", closed and time.time() - start < 5,
+          time.time() - start)
+    s.close()
+
+
+if __name__ == "__main__":
+    main()
