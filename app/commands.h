@@ -17,6 +17,7 @@ struct HttpTimeouts {
   int header_s = 30;
   int body_s = 120;
   int idle_s = 120;
+  int max_connections = 10000;  // --max-connections
 };
 
 struct ServeOptions {

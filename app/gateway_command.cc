@@ -84,6 +84,7 @@ int RunGateway(const GatewayOptions& options) {
   http.header_timeout_s = options.timeouts.header_s;
   http.body_timeout_s = options.timeouts.body_s;
   http.idle_timeout_s = options.timeouts.idle_s;
+  http.max_connections = options.timeouts.max_connections;
   gateway::HttpServer server(http, [&api](const gateway::HttpRequest& r) { return api.Handle(r); });
   if (absl::Status s = server.Start(); !s.ok()) {
     spdlog::error("quiver gateway: {}", s.message());

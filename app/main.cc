@@ -40,6 +40,11 @@ void AddTimeoutFlags(CLI::App& cmd, quiver::app::HttpTimeouts& t) {
                  "Seconds a keep-alive connection may wait for its next request")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  cmd.add_option("--max-connections", t.max_connections,
+                 "Connections open at once; one more gets 503 with Retry-After and is closed "
+                 "(keep it under the process's file-descriptor limit, ulimit -n)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
 }
 
 void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {

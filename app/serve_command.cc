@@ -89,7 +89,9 @@ int RunServe(const ServeOptions& options) {
   auto replica = std::make_shared<LocalReplica>("local", engine->get(), &sched);
   auto dispatcher = std::make_shared<gateway::Dispatcher>(
       std::vector<std::shared_ptr<gateway::Replica>>{replica}, options.limits.max_batch_tokens);
-  gateway::api::Api api(model, *std::move(tok), dispatcher, options.api, &metrics,
+  gateway::api::ApiLimits api_limits = options.api;
+  api_limits.max_request_tokens = options.limits.max_queued_tokens;  // what the queue can admit
+  gateway::api::Api api(model, *std::move(tok), dispatcher, api_limits, &metrics,
                         options.access_log);
   gateway::HttpServerOptions http;
   http.host = options.host;
@@ -100,6 +102,7 @@ int RunServe(const ServeOptions& options) {
   http.header_timeout_s = options.timeouts.header_s;
   http.body_timeout_s = options.timeouts.body_s;
   http.idle_timeout_s = options.timeouts.idle_s;
+  http.max_connections = options.timeouts.max_connections;
   gateway::HttpServer server(http, [&api](const gateway::HttpRequest& r) { return api.Handle(r); });
   if (absl::Status s = server.Start(); !s.ok()) {
     spdlog::error("quiver serve: {}", s.message());

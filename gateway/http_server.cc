@@ -46,9 +46,13 @@ std::string_view Trim(std::string_view v) {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, asio::thread_pool& handlers, const HttpHandler& handler,
-          const HttpServerOptions& options, const std::atomic<bool>& draining)
+          const HttpServerOptions& options, const std::atomic<bool>& draining,
+          std::atomic<int>& open)
       : stream_(std::move(socket)), handlers_(handlers), handler_(handler), options_(options),
-        draining_(draining) {}
+        draining_(draining), open_(open) {
+    open_.fetch_add(1);
+  }
+  ~Session() { open_.fetch_sub(1); }
 
   void Start() { Read(/*first=*/true); }
 
@@ -243,6 +247,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const HttpHandler& handler_;
   const HttpServerOptions& options_;
   const std::atomic<bool>& draining_;
+  std::atomic<int>& open_;  // the server's count of open connections
 };
 
 }  // namespace
@@ -254,6 +259,11 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
   std::atomic<bool> draining{false};
+  std::atomic<int> open_connections{0};
+  int64_t over_logged = 0;  // refusals for --max-connections (logged one in a thousand)
+  static constexpr const char* kBusyBody =
+      "{\"error\":{\"message\":\"too many connections open (--max-connections); retry\","
+      "\"type\":\"server_error\",\"code\":\"too_many_connections\"}}";
   asio::thread_pool handlers;
   std::vector<std::thread> io_threads;
   int port = 0;
@@ -279,8 +289,26 @@ struct HttpServer::Impl {
         // response's last segment until the client acknowledges the previous one.
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(socket), handlers, handler, options, draining)
-            ->Start();
+        if (open_connections.load() >= options.max_connections) {
+          // Over --max-connections: a short answer written at once (it fits any socket buffer),
+          // then the connection closes; the client can retry, here or elsewhere.
+          static const std::string kBusy = StrCat(
+              "HTTP/1.1 503 Service Unavailable\r\nServer: quiver\r\nContent-Type: "
+              "application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: ",
+              std::string_view(kBusyBody).size(), "\r\n\r\n", kBusyBody);
+          beast::error_code write_ec;
+          socket.non_blocking(true, write_ec);
+          socket.write_some(asio::buffer(kBusy), write_ec);
+          socket.shutdown(tcp::socket::shutdown_both, write_ec);
+          if (over_logged++ % 1000 == 0) {
+            spdlog::warn("http: {} connections open, at --max-connections; refusing with 503",
+                         open_connections.load());
+          }
+        } else {
+          std::make_shared<Session>(std::move(socket), handlers, handler, options, draining,
+                                    open_connections)
+              ->Start();
+        }
       }
       Accept();
     });

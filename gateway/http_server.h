@@ -43,6 +43,8 @@ struct HttpServerOptions {
   int handler_threads = 2;
   size_t max_body_bytes = 8 << 20;
   size_t max_header_bytes = 8 << 10;  // the request line and headers; 431 beyond
+  // Connections open at once; one more is answered 503 (Retry-After: 1) and closed at once.
+  int max_connections = 10000;
   int header_timeout_s = 30;          // from a connection's first byte to its last header
   int body_timeout_s = 120;           // to read a body once its headers are in
   int idle_timeout_s = 120;           // a keep-alive connection waiting for its next request

@@ -119,6 +119,16 @@ absl::Status CheckRows(const ReplicaResult& result, int64_t rows) {
 absl::StatusOr<ReplicaResult> Service::Run(CallKind kind, const Tokenized& t,
                                            const quiver::v1::OutputOptions& output,
                                            std::chrono::system_clock::time_point deadline) const {
+  if (limits_.max_request_tokens > 0) {
+    int64_t tokens = 0;
+    for (const Sequence& s : t.sequences) tokens += static_cast<int64_t>(s.ids.size());
+    if (tokens > limits_.max_request_tokens) {
+      return FieldError(absl::StatusCode::kOutOfRange, "",
+                        StrCat("the request has ", tokens, " tokens; this server admits at most ",
+                               limits_.max_request_tokens,
+                               " at once (--max-queued-tokens): send it in smaller requests"));
+    }
+  }
   absl::StatusOr<ReplicaResult> result = dispatcher_->Run(kind, t.sequences, output, deadline);
   if (result.ok() && queue_seconds_ != nullptr) {
     queue_seconds_->Observe(static_cast<double>(result->queue_wait_us) / 1e6);

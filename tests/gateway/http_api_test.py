@@ -316,13 +316,17 @@ def main():
     finally:
         proc.send_signal(signal.SIGTERM)
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (auth)")
-    # Overload: a tiny queue refuses at once with 429 and Retry-After.
+    # Overload: a tiny queue refuses at once with 429 and Retry-After what would fit later, and
+    # with 413 naming the limit what never can.
     proc, port, log = start(["--max-batch-tokens", "256", "--max-queued-tokens", "256"])
     try:
         import concurrent.futures
         text = " ".join(["directory"] * 100)
+        never = call(port, "POST", "/v1/embeddings", {"input": [text] * 6})
+        check(never[0] == 413 and "--max-queued-tokens" in never[1],
+              f"a request larger than the queue is 413 ({never[0]} {never[1][:200]})")
         with concurrent.futures.ThreadPoolExecutor(12) as pool:
-            replies = list(pool.map(lambda _: call(port, "POST", "/v1/embeddings", {"input": [text] * 6}), range(12)))
+            replies = list(pool.map(lambda _: call(port, "POST", "/v1/embeddings", {"input": [text] * 2}), range(12)))
         codes = [r[0] for r in replies]
         over = [r for r in replies if r[0] == 429]
         check(set(codes) <= {200, 429} and over, f"overload gives 429 (codes {codes})")

@@ -74,6 +74,15 @@ def main():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    proc, port, log2 = serving.start(quiver, model, ["--max-connections", "4",
+                                                     "--max-queued-tokens", "8192"],
+                                     prefix="quiver-hostile-limits-")
+    try:
+        run_limits(port)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log = log if not failures else log2
     if failures:
         print(open(log).read()[-3000:])
         sys.exit(f"{len(failures)} case(s) failed: {failures}")
@@ -179,6 +188,36 @@ def run(port):
     check("--header-timeout 1 closes a slow header", closed and time.time() - start < 5,
           time.time() - start)
     s.close()
+
+
+def run_limits(port):
+    # A request larger than the queue can ever admit: 413 at once, naming the limit, not 429.
+    texts = ",".join(['"%s"' % ("word " * 12)] * 1500)
+    start = time.time()
+    out, _ = exchange(port, post(b"/embed", b'{"inputs":[' + texts.encode() + b"]}", key=False),
+                      wait=10.0, until_close=False)
+    check("a request over --max-queued-tokens is 413 at once, naming the limit",
+          status_of(out) == 413 and b"--max-queued-tokens" in out and time.time() - start < 5,
+          out[:300])
+    out, _ = exchange(port, post(b"/embed", BODY, key=False), until_close=False)
+    check("a request that fits is still answered", status_of(out) == 200, out[:200])
+
+    # --max-connections 4: the fifth connection gets 503 with Retry-After and is closed; once
+    # one closes, a new one is served again.
+    held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
+    for _ in range(20):  # until the server has accepted the four (slow on a loaded machine)
+        time.sleep(0.25)
+        out, closed = exchange(port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        if status_of(out) == 503:
+            break
+    check("a connection over --max-connections is 503 and closed",
+          status_of(out) == 503 and b"Retry-After: 1" in out and closed, out[:200])
+    held.pop().close()
+    time.sleep(0.3)
+    out, _ = exchange(port, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n", until_close=False)
+    check("below the limit again, connections are served", status_of(out) == 200, out[:200])
+    for s in held:
+        s.close()
 
 
 if __name__ == "__main__":
