@@ -390,7 +390,7 @@ void Engine::ComputeLoop() {
     }
     if (start) {  // enqueue first: the device works on it while the host formats the last one
       running.push_back(Start(std::move(next)));
-      UpdateStats();
+      if (options_.device.device != Device::kCpu) UpdateStats();  // the CPU's never change
       continue;
     }
     Running finished = std::move(running.front());

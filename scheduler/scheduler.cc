@@ -218,7 +218,8 @@ void Scheduler::OnBatchReady() {
     admitted_tokens_ -= tokens;
     queue_tokens_->Set(static_cast<double>(admitted_tokens_));
   }
-  PublishEngineStats();
+  // A CPU engine's figures never change after load (published once, at construction).
+  if (engine_->options().device.device != engine::Device::kCpu) PublishEngineStats();
   SubmitBatches();
   if (queue_.empty() && in_flight_.empty()) drained_.notify_all();
 }

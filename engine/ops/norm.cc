@@ -14,6 +14,32 @@ using internal::ActDType;
 using internal::Check;
 using internal::CheckContiguous;
 
+#ifdef QUIVER_WITH_CUDA
+namespace {
+
+// residual f32 [rows, n] (+= *add when given, of normed's type), then normed = RmsNorm(residual):
+// the add-and-norm kernel, for AddRmsNorm and for RmsNorm from an f32 residual into bf16.
+void CudaResidualRmsNorm(std::string_view op, const ExecContext& ctx, const Tensor& residual,
+                         const Tensor* add, const Tensor& gamma, float eps, const Tensor& normed) {
+  const int64_t n = residual.dim(1);
+  cuda::AddNormArgs a;
+  a.residual = residual.f32();
+  a.add = add != nullptr ? add->data<void>() : nullptr;
+  a.add_stride = n;
+  a.norm = cuda::NormKind::kRmsNorm;
+  a.gamma = gamma.f32();
+  a.eps = eps;
+  a.normed = normed.data<void>();
+  a.normed_stride = n;
+  a.num_tokens = residual.dim(0);
+  a.hidden = n;
+  a.act = normed.dtype();
+  internal::CheckLaunch(op, cuda::AddNorm(a, internal::StreamOf(op, ctx)));
+}
+
+}  // namespace
+#endif
+
 // On the CPU every operand is f32. On CUDA x, out, add and y may be bf16 (the residual stream,
 // io / residual, stays f32; norm weights are f32).
 
@@ -96,17 +122,7 @@ void RmsNorm(const ExecContext& ctx, const Tensor& x, const Tensor& gamma, float
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
       if (out_dtype != act) {  // the add-and-norm kernel with nothing to add: x is only read
-        cuda::AddNormArgs a;
-        a.residual = x.f32();
-        a.norm = cuda::NormKind::kRmsNorm;
-        a.gamma = gamma.f32();
-        a.eps = eps;
-        a.normed = out.data<void>();
-        a.normed_stride = n;
-        a.num_tokens = rows;
-        a.hidden = n;
-        a.act = out_dtype;
-        internal::CheckLaunch("RmsNorm", cuda::AddNorm(a, internal::StreamOf("RmsNorm", ctx)));
+        CudaResidualRmsNorm("RmsNorm", ctx, x, nullptr, gamma, eps, out);
         return;
       }
       internal::CheckLaunch(
@@ -133,19 +149,7 @@ void AddRmsNorm(const ExecContext& ctx, const Tensor& residual, const Tensor& y,
     case Device::kCuda: {
 #ifdef QUIVER_WITH_CUDA
       // y is read (the addend) and then overwritten with the norm, row by row in one kernel.
-      cuda::AddNormArgs a;
-      a.residual = residual.f32();
-      a.add = y.data<void>();
-      a.add_stride = n;
-      a.norm = cuda::NormKind::kRmsNorm;
-      a.gamma = gamma.f32();
-      a.eps = eps;
-      a.normed = y.data<void>();
-      a.normed_stride = n;
-      a.num_tokens = rows;
-      a.hidden = n;
-      a.act = act;
-      internal::CheckLaunch("AddRmsNorm", cuda::AddNorm(a, internal::StreamOf("AddRmsNorm", ctx)));
+      CudaResidualRmsNorm("AddRmsNorm", ctx, residual, &y, gamma, eps, y);
       return;
 #endif
       internal::NoKernel("AddRmsNorm", ctx);

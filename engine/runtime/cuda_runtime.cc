@@ -30,11 +30,6 @@ void Throw(const absl::Status& status) {
   if (!status.ok()) throw std::runtime_error(std::string(status.message()));
 }
 
-Tensor HostBounds(const std::vector<int32_t>& pairs) {
-  return Tensor(pairs.data(), DType::kI32, Device::kCpu,
-                {static_cast<int64_t>(pairs.size() / 2), 2});
-}
-
 class CudaRuntime final : public DeviceRuntime {
  public:
   CudaRuntime(const CudaRuntimeOptions& options, const Model& model, Workspace& model_ws,

@@ -10,15 +10,14 @@ Tensor HostI32(const std::vector<int32_t>& values) {
   return Tensor(values.data(), DType::kI32, Device::kCpu, {static_cast<int64_t>(values.size())});
 }
 
-// A host i32 [size / 2, 2] view of (begin, end) pairs.
-Tensor Bounds(const std::vector<int32_t>& pairs) {
-  return Tensor(pairs.data(), DType::kI32, Device::kCpu,
-                {static_cast<int64_t>(pairs.size() / 2), 2});
-}
-
 enum OwnSlot { kRows };
 
 }  // namespace
+
+Tensor HostBounds(const std::vector<int32_t>& pairs) {
+  return Tensor(pairs.data(), DType::kI32, Device::kCpu,
+                {static_cast<int64_t>(pairs.size() / 2), 2});
+}
 
 ForwardContext HostForwardContext(const ExecContext& exec, const BatchPlan& plan,
                                   const AttentionBackend& attention, Workspace& ws) {
@@ -27,7 +26,7 @@ ForwardContext HostForwardContext(const ExecContext& exec, const BatchPlan& plan
                         HostI32(batch.token_ids),
                         HostI32(batch.token_type_ids),
                         HostI32(plan.positions),
-                        Bounds(plan.seq_bounds),
+                        HostBounds(plan.seq_bounds),
                         Tensor(),
                         plan.attention,
                         attention,
@@ -42,7 +41,7 @@ absl::StatusOr<int> CpuRuntime::Start(const BatchWork& work, std::function<void(
   if (work.score) {
     model_.Score(ctx, hidden, rows);
   } else {
-    ops::Pool(exec_, hidden, Bounds(plan.row_bounds), work.pool, rows);
+    ops::Pool(exec_, hidden, HostBounds(plan.row_bounds), work.pool, rows);
   }
   rows_ = rows.f32();
   if (on_complete) on_complete();

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/attention/backend.h"
@@ -88,6 +89,9 @@ class CpuRuntime final : public DeviceRuntime {
   Workspace& own_ws_;
   const float* rows_ = nullptr;
 };
+
+// A host i32 [pairs.size() / 2, 2] view of (begin, end) pairs (a plan's bounds).
+Tensor HostBounds(const std::vector<int32_t>& pairs);
 
 // The forward context of a planned batch whose inputs are host vectors (the CPU's).
 ForwardContext HostForwardContext(const ExecContext& exec, const BatchPlan& plan,

@@ -226,6 +226,14 @@ HttpResponse Api::Unauthorized(Dialect dialect) const {
   return response;
 }
 
+void Api::CountRequest(const std::string& endpoint, int status) {
+  metrics_
+      ->GetCounter("quiver_http_requests_total", "HTTP requests by route and status",
+                   StrCat(MetricLabel("endpoint", endpoint), ",",
+                          MetricLabel("status", StrCat(status))))
+      .Inc();
+}
+
 std::optional<HttpResponse> Api::CheckHeaders(const HttpRequest& request) {
   if (service_.limits().api_key.empty()) return std::nullopt;
   RouteMatch match;
@@ -235,11 +243,7 @@ std::optional<HttpResponse> Api::CheckHeaders(const HttpRequest& request) {
     return std::nullopt;  // the handler answers (404 / 405 need no key either)
   }
   HttpResponse response = Unauthorized(route->dialect);
-  metrics_
-      ->GetCounter("quiver_http_requests_total", "HTTP requests by route and status",
-                   StrCat(MetricLabel("endpoint", route->path), ",",
-                          MetricLabel("status", StrCat(response.status))))
-      .Inc();
+  CountRequest(route->path, response.status);
   return response;
 }
 
@@ -274,11 +278,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
   }
   const std::string endpoint = route ? route->path : std::string(kUnmatchedRoute);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  metrics_
-      ->GetCounter("quiver_http_requests_total", "HTTP requests by route and status",
-                   StrCat(MetricLabel("endpoint", endpoint), ",",
-                          MetricLabel("status", StrCat(response.status))))
-      .Inc();
+  CountRequest(endpoint, response.status);
   metrics_
       ->GetHistogram("quiver_http_request_seconds", "Request latency by route",
                      MetricsRegistry::ExponentialBuckets(0.0001, 2, 18),

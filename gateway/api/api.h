@@ -60,6 +60,8 @@ class Api {
   HttpResponse Decode(const JsonValue& body, Call& call);
   HttpResponse Info() const;
   HttpResponse Unauthorized(Dialect dialect) const;  // 401 with WWW-Authenticate
+  // quiver_http_requests_total{endpoint (the route's pattern, never the raw path), status}.
+  void CountRequest(const std::string& endpoint, int status);
   HttpResponse Models(const std::string& id) const;
 
   Service service_;
