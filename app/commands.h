@@ -18,6 +18,7 @@ struct HttpTimeouts {
   int body_s = 120;
   int idle_s = 120;
   int max_connections = 10000;  // --max-connections
+  size_t max_body_bytes_in_flight = 32 << 20;  // --max-body-bytes-in-flight
 };
 
 struct ServeOptions {

@@ -85,6 +85,7 @@ int RunGateway(const GatewayOptions& options) {
   http.body_timeout_s = options.timeouts.body_s;
   http.idle_timeout_s = options.timeouts.idle_s;
   http.max_connections = options.timeouts.max_connections;
+  http.max_body_bytes_in_flight = options.timeouts.max_body_bytes_in_flight;
   gateway::HttpServer server(http, [&api](const gateway::HttpRequest& r) { return api.Handle(r); });
   if (absl::Status s = server.Start(); !s.ok()) {
     spdlog::error("quiver gateway: {}", s.message());

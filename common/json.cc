@@ -1,6 +1,8 @@
 #include "common/json.h"
 
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "common/strings.h"
 #include "simdjson.h"
@@ -144,6 +146,167 @@ absl::StatusOr<JsonValue> JsonValue::Parse(std::string_view text) {
         StrCat("invalid JSON: ", simdjson::error_message(error)));
   }
   return JsonBuilder::Build(root);
+}
+
+namespace {
+
+// JsonView keeps simdjson's types as bytes; these put them back.
+static_assert(sizeof(simdjson::dom::element) == 16 &&
+              std::is_trivially_copyable_v<simdjson::dom::element>);
+static_assert(sizeof(simdjson::dom::array) == 16 &&
+              std::is_trivially_copyable_v<simdjson::dom::array>);
+static_assert(sizeof(simdjson::dom::array::iterator) == 16 &&
+              std::is_trivially_copyable_v<simdjson::dom::array::iterator>);
+
+template <typename T>
+T FromBytes(const std::array<std::byte, 16>& bytes) {
+  T out;
+  std::memcpy(static_cast<void*>(&out), bytes.data(), sizeof(T));
+  return out;
+}
+
+template <typename T>
+std::array<std::byte, 16> ToBytes(const T& value) {
+  std::array<std::byte, 16> out;
+  std::memcpy(out.data(), static_cast<const void*>(&value), sizeof(T));
+  return out;
+}
+
+simdjson::dom::element Element(const std::array<std::byte, 16>& bytes) {
+  return FromBytes<simdjson::dom::element>(bytes);
+}
+
+}  // namespace
+
+struct JsonDocument::Parser {
+  simdjson::dom::parser parser;
+};
+
+JsonDocument::JsonDocument() = default;
+JsonDocument::JsonDocument(JsonDocument&&) noexcept = default;
+JsonDocument& JsonDocument::operator=(JsonDocument&&) noexcept = default;
+JsonDocument::~JsonDocument() = default;
+
+absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text) {
+  JsonDocument doc;
+  doc.parser_ = std::make_unique<Parser>();
+  simdjson::dom::element root;
+  simdjson::error_code error;
+  {
+    // The padded copy lives only while parsing: strings are copied into the document.
+    simdjson::padded_string padded(text);
+    error = doc.parser_->parser.parse(padded).get(root);
+  }
+  if (error == simdjson::NUMBER_ERROR) {
+    const std::string widened = WidenBigIntegers(text);
+    if (widened.size() != text.size()) {
+      simdjson::padded_string padded(widened);
+      error = doc.parser_->parser.parse(padded).get(root);
+    }
+  }
+  if (error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(StrCat("invalid JSON: ", simdjson::error_message(error)));
+  }
+  doc.root_.element_ = ToBytes(root);
+  return doc;
+}
+
+JsonView::Type JsonView::type() const {
+  const simdjson::dom::element e = Element(element_);
+  switch (e.type()) {
+    case simdjson::dom::element_type::NULL_VALUE: return Type::kNull;
+    case simdjson::dom::element_type::BOOL: return Type::kBool;
+    case simdjson::dom::element_type::INT64: return Type::kInt;
+    case simdjson::dom::element_type::UINT64:  // only beyond int64: simdjson reads the rest as INT64
+    case simdjson::dom::element_type::DOUBLE: return Type::kDouble;
+    case simdjson::dom::element_type::STRING: return Type::kString;
+    case simdjson::dom::element_type::ARRAY: return Type::kArray;
+    case simdjson::dom::element_type::OBJECT: return Type::kObject;
+  }
+  return Type::kNull;
+}
+
+bool JsonView::as_bool() const { return Element(element_).get_bool().value_unsafe(); }
+
+int64_t JsonView::as_int() const { return Element(element_).get_int64().value_unsafe(); }
+
+double JsonView::as_double() const {
+  const simdjson::dom::element e = Element(element_);
+  switch (e.type()) {
+    case simdjson::dom::element_type::INT64:
+      return static_cast<double>(e.get_int64().value_unsafe());
+    case simdjson::dom::element_type::UINT64:
+      return static_cast<double>(e.get_uint64().value_unsafe());
+    default:
+      return e.get_double().value_unsafe();
+  }
+}
+
+std::string_view JsonView::as_string() const {
+  return Element(element_).get_string().value_unsafe();
+}
+
+std::optional<JsonView> JsonView::Find(std::string_view key) const {
+  const simdjson::dom::element e = Element(element_);
+  if (e.type() != simdjson::dom::element_type::OBJECT) return std::nullopt;
+  const simdjson::dom::object object = e.get_object().value_unsafe();
+  for (simdjson::dom::key_value_pair field : object) {
+    if (field.key == key) {
+      JsonView out;
+      out.element_ = ToBytes(field.value);
+      return out;
+    }
+  }
+  return std::nullopt;
+}
+
+JsonView::Items JsonView::items() const {
+  Items out;
+  const simdjson::dom::element e = Element(element_);
+  if (e.type() == simdjson::dom::element_type::ARRAY) {
+    out.array_ = ToBytes(e.get_array().value_unsafe());
+  }
+  return out;
+}
+
+JsonView::Items::iterator JsonView::Items::begin() const {
+  iterator it;
+  if (array_ != std::array<std::byte, 16>{}) {
+    it.state_ = ToBytes(FromBytes<simdjson::dom::array>(array_).begin());
+  }
+  return it;
+}
+
+JsonView::Items::iterator JsonView::Items::end() const {
+  iterator it;
+  if (array_ != std::array<std::byte, 16>{}) {
+    it.state_ = ToBytes(FromBytes<simdjson::dom::array>(array_).end());
+  }
+  return it;
+}
+
+size_t JsonView::Items::size() const {
+  if (array_ == std::array<std::byte, 16>{}) return 0;
+  const auto array = FromBytes<simdjson::dom::array>(array_);
+  const size_t size = array.size();
+  if (size < 0xFFFFFF) return size;
+  // simdjson's count saturates at 2^24 - 1: count the rest.
+  size_t count = 0;
+  for (auto it = array.begin(); it != array.end(); ++it) ++count;
+  return count;
+}
+
+JsonView JsonView::Items::iterator::operator*() const {
+  JsonView out;
+  out.element_ = ToBytes(*FromBytes<simdjson::dom::array::iterator>(state_));
+  return out;
+}
+
+JsonView::Items::iterator& JsonView::Items::iterator::operator++() {
+  auto it = FromBytes<simdjson::dom::array::iterator>(state_);
+  ++it;
+  state_ = ToBytes(it);
+  return *this;
 }
 
 const JsonValue* JsonValue::Find(std::string_view key) const {

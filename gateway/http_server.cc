@@ -5,6 +5,8 @@
 #include <array>
 #include <atomic>
 #include <cctype>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -43,13 +45,78 @@ std::string_view Trim(std::string_view v) {
   return v;
 }
 
+// The bytes of request bodies in flight, bounded: Acquire admits a body at once when it fits (or
+// when nothing is in flight), else queues it first come first served until Release frees room.
+class BodyBudget {
+ public:
+  explicit BodyBudget(size_t limit) : limit_(limit) {}
+
+  // Held while a body is read, queued, parsed and handled; gives its bytes back when destroyed.
+  class Grant {
+   public:
+    Grant(BodyBudget& budget, size_t bytes) : budget_(budget), bytes_(bytes) {}
+    ~Grant() { budget_.Release(bytes_); }
+    Grant(const Grant&) = delete;
+    Grant& operator=(const Grant&) = delete;
+
+   private:
+    BodyBudget& budget_;
+    size_t bytes_;
+  };
+
+  // Calls `admitted` with the grant, at once or later on the thread of a Release.
+  void Acquire(size_t bytes, std::function<void(std::shared_ptr<Grant>)> admitted) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!waiting_.empty() || !FitsLocked(bytes)) {
+        waiting_.push_back({bytes, std::move(admitted)});
+        return;
+      }
+      used_ += bytes;
+    }
+    admitted(std::make_shared<Grant>(*this, bytes));
+  }
+
+  size_t waiting() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_.size();
+  }
+
+ private:
+  struct Waiter {
+    size_t bytes;
+    std::function<void(std::shared_ptr<Grant>)> admitted;
+  };
+
+  bool FitsLocked(size_t bytes) const { return used_ == 0 || used_ + bytes <= limit_; }
+
+  void Release(size_t bytes) {
+    std::vector<Waiter> ready;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      used_ -= bytes;
+      while (!waiting_.empty() && FitsLocked(waiting_.front().bytes)) {
+        used_ += waiting_.front().bytes;
+        ready.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+      }
+    }
+    for (Waiter& w : ready) w.admitted(std::make_shared<Grant>(*this, w.bytes));
+  }
+
+  mutable std::mutex mu_;
+  const size_t limit_;
+  size_t used_ = 0;
+  std::deque<Waiter> waiting_;
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, asio::thread_pool& handlers, const HttpHandler& handler,
           const HttpServerOptions& options, const std::atomic<bool>& draining,
-          std::atomic<int>& open)
+          std::atomic<int>& open, BodyBudget& budget)
       : stream_(std::move(socket)), handlers_(handlers), handler_(handler), options_(options),
-        draining_(draining), open_(open) {
+        draining_(draining), open_(open), budget_(budget) {
     open_.fetch_add(1);
   }
   ~Session() { open_.fetch_sub(1); }
@@ -114,9 +181,26 @@ class Session : public std::enable_shared_from_this<Session> {
         return;
       }
     }
+    if (parser_->is_done()) {  // no body
+      OnRead({});
+      return;
+    }
+    // Room for the body first: a waiting request's body stays unread (and its client, if it asked
+    // for 100 Continue, holds it back).
+    const auto length = parser_->content_length();
+    budget_.Acquire(length ? static_cast<size_t>(*length) : options_.max_body_bytes,
+                    [self = shared_from_this()](std::shared_ptr<BodyBudget::Grant> grant) {
+                      asio::post(self->stream_.get_executor(), [self, grant = std::move(grant)] {
+                        self->grant_ = grant;
+                        self->ReadBody();
+                      });
+                    });
+  }
+
+  void ReadBody() {
+    const auto& header = parser_->get();
     const beast::string_view expect = header[http::field::expect];
-    if (Lower(std::string_view(expect.data(), expect.size())) == "100-continue" &&
-        !parser_->is_done()) {
+    if (Lower(std::string_view(expect.data(), expect.size())) == "100-continue") {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       beast::error_code write_ec;
       asio::write(stream_.socket(), asio::buffer(kContinue.data(), kContinue.size()), write_ec);
@@ -150,9 +234,14 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
     HttpRequest in = Convert(req, std::move(req.body()));
-    // Off the I/O thread: the handler tokenizes and waits for replicas, then answers.
-    asio::post(handlers_, [self = shared_from_this(), in = std::move(in), keep_alive, version] {
-      self->Answer(self->handler_(in), keep_alive, version);
+    // Off the I/O thread: the handler tokenizes and waits for replicas, then answers. The body's
+    // room in the budget is given back once the handler is done with it.
+    asio::post(handlers_, [self = shared_from_this(), in = std::move(in), keep_alive, version,
+                           grant = std::move(grant_)]() mutable {
+      HttpResponse answer = self->handler_(in);
+      in = HttpRequest();
+      grant.reset();
+      self->Answer(std::move(answer), keep_alive, version);
     });
   }
 
@@ -177,7 +266,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // An answer before (or instead of) the body: the rest of the request is never read, so the
   // connection closes after it.
-  void Refuse(HttpResponse r) { Answer(std::move(r), /*keep_alive=*/false, 11); }
+  void Refuse(HttpResponse r) {
+    grant_.reset();
+    Answer(std::move(r), /*keep_alive=*/false, 11);
+  }
 
   // On a handler thread (or on the I/O thread, for an error found while reading). Between a
   // request's read and its answer nothing else uses the socket (the next read starts after the
@@ -236,6 +328,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Close() {
+    grant_.reset();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
   }
@@ -248,6 +341,8 @@ class Session : public std::enable_shared_from_this<Session> {
   const HttpServerOptions& options_;
   const std::atomic<bool>& draining_;
   std::atomic<int>& open_;  // the server's count of open connections
+  BodyBudget& budget_;
+  std::shared_ptr<BodyBudget::Grant> grant_;  // the body's room, from admission to its handler
 };
 
 }  // namespace
@@ -255,6 +350,7 @@ class Session : public std::enable_shared_from_this<Session> {
 struct HttpServer::Impl {
   HttpServerOptions options;
   HttpHandler handler;
+  BodyBudget budget;  // before io: a session io destroys may still give a grant back
   asio::io_context io;
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
@@ -270,6 +366,8 @@ struct HttpServer::Impl {
 
   Impl(HttpServerOptions o, HttpHandler h)
       : options(std::move(o)), handler(std::move(h)),
+        budget(options.max_body_bytes_in_flight > 0 ? options.max_body_bytes_in_flight
+                                                    : 4 * options.max_body_bytes),
         handlers(static_cast<size_t>(std::max(1, options.handler_threads))) {}
 
   void Accept() {
@@ -306,7 +404,7 @@ struct HttpServer::Impl {
           }
         } else {
           std::make_shared<Session>(std::move(socket), handlers, handler, options, draining,
-                                    open_connections)
+                                    open_connections, budget)
               ->Start();
         }
       }

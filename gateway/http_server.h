@@ -8,6 +8,12 @@
 // declared body over max_body_bytes 413, and check_headers may answer (401) — each without
 // reading the body, and closing the connection. "Expect: 100-continue" is answered 100 once the
 // headers passed. Timeouts: header, body, idle (HttpServerOptions).
+//
+// Bodies in flight (being read, waiting for a handler, being parsed and handled) are bounded in
+// bytes (max_body_bytes_in_flight): a request whose declared body (or, for chunked, the body
+// limit) does not fit waits with its body unread — and its 100 Continue unsent — until earlier
+// requests are answered. One request is always admitted, so a body over the budget still runs
+// alone.
 #pragma once
 
 #include <functional>
@@ -45,6 +51,8 @@ struct HttpServerOptions {
   size_t max_header_bytes = 8 << 10;  // the request line and headers; 431 beyond
   // Connections open at once; one more is answered 503 (Retry-After: 1) and closed at once.
   int max_connections = 10000;
+  // Request-body bytes in flight at once, across connections; 0: 4 x max_body_bytes.
+  size_t max_body_bytes_in_flight = 0;
   int header_timeout_s = 30;          // from a connection's first byte to its last header
   int body_timeout_s = 120;           // to read a body once its headers are in
   int idle_timeout_s = 120;           // a keep-alive connection waiting for its next request

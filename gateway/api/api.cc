@@ -144,10 +144,10 @@ Api::Api(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer
 }
 
 void Api::AddJson(std::string path, Dialect dialect,
-                  HttpResponse (Api::*handler)(const JsonValue&, Call&)) {
+                  HttpResponse (Api::*handler)(const JsonView&, Call&)) {
   router_.Add({"POST", std::move(path), dialect, true,
                [this, dialect, handler](const HttpRequest& request, const RouteMatch&) {
-                 absl::StatusOr<JsonValue> body = JsonValue::Parse(request.body);
+                 absl::StatusOr<JsonDocument> body = JsonDocument::Parse(request.body);
                  if (!body.ok()) {
                    return ErrorResponse(
                        dialect, FieldError(absl::StatusCode::kInvalidArgument, "",
@@ -159,7 +159,7 @@ void Api::AddJson(std::string path, Dialect dialect,
                  call.deadline = std::chrono::system_clock::now() +
                                  std::chrono::milliseconds(static_cast<int64_t>(
                                      service_.limits().request_timeout_s * 1000));
-                 return (this->*handler)(*body, call);
+                 return (this->*handler)(body->root(), call);
                }});
 }
 
@@ -371,7 +371,7 @@ HttpResponse Api::Models(const std::string& id) const {
 
 // ---- Embeddings ---------------------------------------------------------------------------------
 
-HttpResponse Api::OpenAiEmbeddings(const JsonValue& body, Call& call) {
+HttpResponse Api::OpenAiEmbeddings(const JsonView& body, Call& call) {
   absl::StatusOr<EmbedRequest> request = ParseOpenAiEmbed(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<Embeddings> out =
@@ -390,7 +390,7 @@ HttpResponse Api::OpenAiEmbeddings(const JsonValue& body, Call& call) {
   return Json(std::move(w).Take());
 }
 
-HttpResponse Api::Contextualized(const JsonValue& body, Call& call) {
+HttpResponse Api::Contextualized(const JsonView& body, Call& call) {
   absl::StatusOr<ContextualizedRequest> request = ParseContextualized(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<Embeddings> out =
@@ -416,7 +416,7 @@ HttpResponse Api::Contextualized(const JsonValue& body, Call& call) {
   return Json(std::move(w).Take());
 }
 
-HttpResponse Api::TeiEmbed(const JsonValue& body, Call& call) {
+HttpResponse Api::TeiEmbed(const JsonView& body, Call& call) {
   absl::StatusOr<EmbedRequest> request = ParseTeiEmbed(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<Embeddings> out =
@@ -432,15 +432,15 @@ HttpResponse Api::TeiEmbed(const JsonValue& body, Call& call) {
 // TEI's POST /: a reranker's /rerank, an embedding model's /embed; as huggingface_hub's
 // InferenceClient also posts sentence_similarity's {"inputs": {"source_sentence", ...}} there,
 // that body shape goes to /similarity.
-HttpResponse Api::TeiRoot(const JsonValue& body, Call& call) {
+HttpResponse Api::TeiRoot(const JsonView& body, Call& call) {
   if (service_.model().can_score) return TeiRerank(body, call);
-  if (const JsonValue* inputs = body.Find("inputs"); inputs && inputs->is_object()) {
+  if (const std::optional<JsonView> inputs = body.Find("inputs"); inputs && inputs->is_object()) {
     return TeiSimilarity(body, call);
   }
   return TeiEmbed(body, call);
 }
 
-HttpResponse Api::TeiSimilarity(const JsonValue& body, Call& call) {
+HttpResponse Api::TeiSimilarity(const JsonView& body, Call& call) {
   absl::StatusOr<SimilarityRequest> request = ParseSimilarity(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   if (!service_.model().can_embed) {
@@ -473,9 +473,9 @@ HttpResponse Api::TeiSimilarity(const JsonValue& body, Call& call) {
 
 // ---- Reranking and scoring ------------------------------------------------------------------------
 
-HttpResponse Api::TeiRerank(const JsonValue& body, Call& call) {
+HttpResponse Api::TeiRerank(const JsonView& body, Call& call) {
   // /rerank is TEI's (texts) and vLLM's / Jina's (documents): the body says which.
-  if (body.Find("texts") == nullptr && body.Find("documents") != nullptr) {
+  if (!body.Find("texts") && body.Find("documents")) {
     call.dialect = Dialect::kOpenAi;
     return VllmRerank(body, call);
   }
@@ -527,13 +527,13 @@ std::string RenderRerank(const RerankRequest& request, const Scores& scores,
 
 }  // namespace
 
-HttpResponse Api::VllmRerank(const JsonValue& body, Call& call) {
+HttpResponse Api::VllmRerank(const JsonView& body, Call& call) {
   absl::StatusOr<RerankRequest> request = ParseRerank(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   return Rerank(*request, call);
 }
 
-HttpResponse Api::CohereRerank(const JsonValue& body, Call& call) {
+HttpResponse Api::CohereRerank(const JsonView& body, Call& call) {
   absl::StatusOr<RerankRequest> request = ParseRerank(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   // Cohere cuts long documents (max_tokens_per_doc) rather than refusing them.
@@ -553,7 +553,7 @@ HttpResponse Api::Rerank(const RerankRequest& request, Call& call) {
                            service_.model().name));
 }
 
-HttpResponse Api::Score(const JsonValue& body, Call& call) {
+HttpResponse Api::Score(const JsonView& body, Call& call) {
   absl::StatusOr<ScoreRequest> request = ParseScore(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   if (absl::Status s = service_.CheckModel(request->model); !s.ok()) {
@@ -582,14 +582,14 @@ HttpResponse Api::Score(const JsonValue& body, Call& call) {
 
 // ---- Cohere embed ------------------------------------------------------------------------------
 
-HttpResponse Api::CohereEmbedV1(const JsonValue& body, Call& call) {
+HttpResponse Api::CohereEmbedV1(const JsonView& body, Call& call) {
   return CohereEmbed(body, call, 1);
 }
-HttpResponse Api::CohereEmbedV2(const JsonValue& body, Call& call) {
+HttpResponse Api::CohereEmbedV2(const JsonView& body, Call& call) {
   return CohereEmbed(body, call, 2);
 }
 
-HttpResponse Api::CohereEmbed(const JsonValue& body, Call& call, int version) {
+HttpResponse Api::CohereEmbed(const JsonView& body, Call& call, int version) {
   absl::StatusOr<EmbedRequest> request = ParseCohereEmbed(body, service_.limits(), version);
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   // input_type picks the model's own prompt of that purpose where it has one.
@@ -694,7 +694,7 @@ HttpResponse Api::CohereEmbed(const JsonValue& body, Call& call, int version) {
 
 // ---- Tokenizer ---------------------------------------------------------------------------------
 
-HttpResponse Api::Tokenize(const JsonValue& body, Call& call) {
+HttpResponse Api::Tokenize(const JsonView& body, Call& call) {
   absl::StatusOr<TokenizeRequest> request = ParseTokenize(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<std::vector<std::vector<TokenPiece>>> pieces =
@@ -720,7 +720,7 @@ HttpResponse Api::Tokenize(const JsonValue& body, Call& call) {
   return Json(std::move(w).Take());
 }
 
-HttpResponse Api::Decode(const JsonValue& body, Call& call) {
+HttpResponse Api::Decode(const JsonView& body, Call& call) {
   absl::StatusOr<DecodeRequest> request = ParseDecode(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   JsonWriter w;

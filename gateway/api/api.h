@@ -41,23 +41,23 @@ class Api {
   void AddRoutes();
   // Adds a POST route whose body is parsed as JSON before `handler` runs.
   void AddJson(std::string path, Dialect dialect,
-               HttpResponse (Api::*handler)(const JsonValue&, Call&));
+               HttpResponse (Api::*handler)(const JsonView&, Call&));
 
-  HttpResponse OpenAiEmbeddings(const JsonValue& body, Call& call);
-  HttpResponse Contextualized(const JsonValue& body, Call& call);
-  HttpResponse TeiEmbed(const JsonValue& body, Call& call);
-  HttpResponse TeiRoot(const JsonValue& body, Call& call);
-  HttpResponse TeiSimilarity(const JsonValue& body, Call& call);
-  HttpResponse TeiRerank(const JsonValue& body, Call& call);
-  HttpResponse VllmRerank(const JsonValue& body, Call& call);
-  HttpResponse CohereRerank(const JsonValue& body, Call& call);
+  HttpResponse OpenAiEmbeddings(const JsonView& body, Call& call);
+  HttpResponse Contextualized(const JsonView& body, Call& call);
+  HttpResponse TeiEmbed(const JsonView& body, Call& call);
+  HttpResponse TeiRoot(const JsonView& body, Call& call);
+  HttpResponse TeiSimilarity(const JsonView& body, Call& call);
+  HttpResponse TeiRerank(const JsonView& body, Call& call);
+  HttpResponse VllmRerank(const JsonView& body, Call& call);
+  HttpResponse CohereRerank(const JsonView& body, Call& call);
   HttpResponse Rerank(const RerankRequest& request, Call& call);
-  HttpResponse CohereEmbedV1(const JsonValue& body, Call& call);
-  HttpResponse CohereEmbedV2(const JsonValue& body, Call& call);
-  HttpResponse CohereEmbed(const JsonValue& body, Call& call, int version);
-  HttpResponse Score(const JsonValue& body, Call& call);
-  HttpResponse Tokenize(const JsonValue& body, Call& call);
-  HttpResponse Decode(const JsonValue& body, Call& call);
+  HttpResponse CohereEmbedV1(const JsonView& body, Call& call);
+  HttpResponse CohereEmbedV2(const JsonView& body, Call& call);
+  HttpResponse CohereEmbed(const JsonView& body, Call& call, int version);
+  HttpResponse Score(const JsonView& body, Call& call);
+  HttpResponse Tokenize(const JsonView& body, Call& call);
+  HttpResponse Decode(const JsonView& body, Call& call);
   HttpResponse Info() const;
   HttpResponse Unauthorized(Dialect dialect) const;  // 401 with WWW-Authenticate
   // quiver_http_requests_total{endpoint (the route's pattern, never the raw path), status}.

@@ -10,9 +10,9 @@
 namespace quiver::gateway::api {
 namespace {
 
-using Type = JsonValue::Type;
+using Type = JsonView::Type;
 
-absl::Status WrongType(std::string_view field, std::string_view expected, const JsonValue& got) {
+absl::Status WrongType(std::string_view field, std::string_view expected, const JsonView& got) {
   return FieldError(absl::StatusCode::kFailedPrecondition, field,
                     StrCat("'", field, "' must be ", expected, ", got ",
                            JsonValue::TypeName(got.type())));
@@ -23,7 +23,7 @@ absl::Status Missing(std::string_view field) {
                     StrCat("missing field '", field, "'"));
 }
 
-absl::Status CheckObject(const JsonValue& body) {
+absl::Status CheckObject(const JsonView& body) {
   if (body.is_object()) return absl::OkStatus();
   return FieldError(absl::StatusCode::kFailedPrecondition, "",
                     StrCat("the body must be a JSON object, got ",
@@ -31,25 +31,26 @@ absl::Status CheckObject(const JsonValue& body) {
 }
 
 // A member that is absent or null counts as not sent.
-const JsonValue* Field(const JsonValue& body, std::string_view key) {
-  const JsonValue* v = body.Find(key);
-  return v == nullptr || v->is_null() ? nullptr : v;
+std::optional<JsonView> Field(const JsonView& body, std::string_view key) {
+  std::optional<JsonView> v = body.Find(key);
+  if (v && v->is_null()) return std::nullopt;
+  return v;
 }
 
-absl::StatusOr<std::optional<bool>> OptBool(const JsonValue& body, std::string_view key) {
-  const JsonValue* v = Field(body, key);
-  if (v == nullptr) return std::optional<bool>();
+absl::StatusOr<std::optional<bool>> OptBool(const JsonView& body, std::string_view key) {
+  const std::optional<JsonView> v = Field(body, key);
+  if (v == std::nullopt) return std::optional<bool>();
   if (!v->is_bool()) return WrongType(key, "a boolean", *v);
   return std::optional<bool>(v->as_bool());
 }
 
-absl::StatusOr<bool> Bool(const JsonValue& body, std::string_view key, bool fallback) {
+absl::StatusOr<bool> Bool(const JsonView& body, std::string_view key, bool fallback) {
   QUIVER_ASSIGN_OR_RETURN(std::optional<bool> v, OptBool(body, key));
   return v.value_or(fallback);
 }
 
 // An integer, also written as a number with no fractional part (5.0): JSON Schema's "integer".
-std::optional<int64_t> AsInteger(const JsonValue& v) {
+std::optional<int64_t> AsInteger(const JsonView& v) {
   if (v.is_int()) return v.as_int();
   if (v.is_number()) {
     const double d = v.as_double();
@@ -58,16 +59,16 @@ std::optional<int64_t> AsInteger(const JsonValue& v) {
   return std::nullopt;
 }
 
-absl::StatusOr<std::optional<int64_t>> OptInt(const JsonValue& body, std::string_view key) {
-  const JsonValue* v = Field(body, key);
-  if (v == nullptr) return std::optional<int64_t>();
+absl::StatusOr<std::optional<int64_t>> OptInt(const JsonView& body, std::string_view key) {
+  const std::optional<JsonView> v = Field(body, key);
+  if (v == std::nullopt) return std::optional<int64_t>();
   const std::optional<int64_t> i = AsInteger(*v);
   if (!i) return WrongType(key, "an integer", *v);
   return i;
 }
 
 // A positive integer, or 0 when absent.
-absl::StatusOr<int64_t> PositiveInt(const JsonValue& body, std::string_view key) {
+absl::StatusOr<int64_t> PositiveInt(const JsonView& body, std::string_view key) {
   QUIVER_ASSIGN_OR_RETURN(std::optional<int64_t> v, OptInt(body, key));
   if (!v) return 0;
   if (*v <= 0) {
@@ -77,14 +78,14 @@ absl::StatusOr<int64_t> PositiveInt(const JsonValue& body, std::string_view key)
   return *v;
 }
 
-absl::StatusOr<std::optional<std::string>> OptString(const JsonValue& body, std::string_view key) {
-  const JsonValue* v = Field(body, key);
-  if (v == nullptr) return std::optional<std::string>();
+absl::StatusOr<std::optional<std::string>> OptString(const JsonView& body, std::string_view key) {
+  const std::optional<JsonView> v = Field(body, key);
+  if (v == std::nullopt) return std::optional<std::string>();
   if (!v->is_string()) return WrongType(key, "a string", *v);
-  return std::optional<std::string>(v->as_string());
+  return std::optional<std::string>(std::string(v->as_string()));
 }
 
-absl::StatusOr<std::string> String(const JsonValue& body, std::string_view key) {
+absl::StatusOr<std::string> String(const JsonView& body, std::string_view key) {
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> v, OptString(body, key));
   if (!v) return Missing(key);
   return *std::move(v);
@@ -106,63 +107,70 @@ absl::Status CheckCount(size_t count, std::string_view field, std::string_view w
 }
 
 // A string, or a list of strings (`what` names one item in messages).
-absl::StatusOr<std::vector<std::string>> Strings(const JsonValue& v, std::string_view field,
+absl::StatusOr<std::vector<std::string>> Strings(const JsonView& v, std::string_view field,
                                                  std::string_view what, const ApiLimits& limits) {
   std::vector<std::string> out;
   if (v.is_string()) {
-    out.push_back(v.as_string());
+    out.emplace_back(v.as_string());
     return out;
   }
   if (!v.is_array()) return WrongType(field, "a string or a list of strings", v);
-  QUIVER_RETURN_IF_ERROR(CheckCount(v.items().size(), field, what, limits));
-  out.reserve(v.items().size());
-  for (size_t i = 0; i < v.items().size(); ++i) {
-    const JsonValue& item = v.items()[i];
+  const JsonView::Items items = v.items();
+  QUIVER_RETURN_IF_ERROR(CheckCount(items.size(), field, what, limits));
+  out.reserve(items.size());
+  size_t i = 0;
+  for (const JsonView item : items) {
     if (!item.is_string()) return WrongType(StrCat(field, "[", i, "]"), "a string", item);
-    out.push_back(item.as_string());
+    out.emplace_back(item.as_string());
+    ++i;
   }
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> RequiredStrings(const JsonValue& body,
+absl::StatusOr<std::vector<std::string>> RequiredStrings(const JsonView& body,
                                                          std::string_view key,
                                                          std::string_view what,
                                                          const ApiLimits& limits) {
-  const JsonValue* v = Field(body, key);
-  if (v == nullptr) return Missing(key);
+  const std::optional<JsonView> v = Field(body, key);
+  if (v == std::nullopt) return Missing(key);
   return Strings(*v, key, what, limits);
 }
 
 // A list of token ids, each in [0, 2^31).
-absl::StatusOr<std::vector<uint32_t>> TokenIds(const JsonValue& v, std::string_view field) {
+absl::StatusOr<std::vector<uint32_t>> TokenIds(const JsonView& v, std::string_view field) {
   if (!v.is_array()) return WrongType(field, "a list of token ids", v);
   std::vector<uint32_t> ids;
-  ids.reserve(v.items().size());
-  for (size_t i = 0; i < v.items().size(); ++i) {
-    const std::optional<int64_t> id = AsInteger(v.items()[i]);
-    if (!id) return WrongType(StrCat(field, "[", i, "]"), "an integer token id", v.items()[i]);
+  const JsonView::Items items = v.items();
+  ids.reserve(items.size());
+  size_t i = 0;
+  for (const JsonView item : items) {
+    const std::optional<int64_t> id = AsInteger(item);
+    if (!id) return WrongType(StrCat(field, "[", i, "]"), "an integer token id", item);
     if (*id < 0 || *id > std::numeric_limits<int32_t>::max()) {
       return FieldError(absl::StatusCode::kFailedPrecondition, field,
                         StrCat("'", field, "[", i, "]': token id ", *id, " is not a valid id"));
     }
     ids.push_back(static_cast<uint32_t>(*id));
+    ++i;
   }
   return ids;
 }
 
-bool IsIdList(const JsonValue& v) {
-  return v.is_array() && !v.items().empty() && v.items()[0].is_number();
+bool IsIdList(const JsonView& v) {
+  if (!v.is_array()) return false;
+  const JsonView::Items items = v.items();
+  return !items.empty() && (*items.begin()).is_number();
 }
 
 // TEI's and OpenAI's inputs: a string, a list of token ids, or a list whose items are each a
 // string or a list of token ids.
-absl::StatusOr<std::vector<Input>> Inputs(const JsonValue& body, std::string_view key,
+absl::StatusOr<std::vector<Input>> Inputs(const JsonView& body, std::string_view key,
                                           const ApiLimits& limits) {
-  const JsonValue* v = Field(body, key);
-  if (v == nullptr) return Missing(key);
+  const std::optional<JsonView> v = Field(body, key);
+  if (v == std::nullopt) return Missing(key);
   std::vector<Input> out;
   if (v->is_string()) {
-    out.push_back({v->as_string(), {}, false});
+    out.push_back({std::string(v->as_string()), {}, false});
     return out;
   }
   if (!v->is_array()) {
@@ -174,13 +182,14 @@ absl::StatusOr<std::vector<Input>> Inputs(const JsonValue& body, std::string_vie
     out.push_back({"", std::move(ids), true});
     return out;
   }
-  QUIVER_RETURN_IF_ERROR(CheckCount(v->items().size(), key, "input", limits));
-  out.reserve(v->items().size());
-  for (size_t i = 0; i < v->items().size(); ++i) {
-    const JsonValue& item = v->items()[i];
-    const std::string field = StrCat(key, "[", i, "]");
+  const JsonView::Items items = v->items();
+  QUIVER_RETURN_IF_ERROR(CheckCount(items.size(), key, "input", limits));
+  out.reserve(items.size());
+  size_t i = 0;
+  for (const JsonView item : items) {
+    const std::string field = StrCat(key, "[", i++, "]");
     if (item.is_string()) {
-      out.push_back({item.as_string(), {}, false});
+      out.push_back({std::string(item.as_string()), {}, false});
     } else if (item.is_array()) {
       QUIVER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, TokenIds(item, field));
       if (ids.empty()) {
@@ -196,7 +205,7 @@ absl::StatusOr<std::vector<Input>> Inputs(const JsonValue& body, std::string_vie
 }
 
 // TEI's truncate + truncation_direction ("Left" / "Right", either case).
-absl::StatusOr<TruncationRequest> TeiTruncation(const JsonValue& body) {
+absl::StatusOr<TruncationRequest> TeiTruncation(const JsonView& body) {
   TruncationRequest t;
   QUIVER_ASSIGN_OR_RETURN(t.enabled, OptBool(body, "truncate"));
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> direction,
@@ -216,7 +225,7 @@ absl::StatusOr<TruncationRequest> TeiTruncation(const JsonValue& body) {
 }
 
 // vLLM's truncate_prompt_tokens: -1 cuts to the model's limit, k > 0 to k tokens.
-absl::Status VllmTruncation(const JsonValue& body, TruncationRequest& t) {
+absl::Status VllmTruncation(const JsonView& body, TruncationRequest& t) {
   QUIVER_ASSIGN_OR_RETURN(std::optional<int64_t> k, OptInt(body, "truncate_prompt_tokens"));
   if (!k) return absl::OkStatus();
   if (*k == -1) {
@@ -233,7 +242,7 @@ absl::Status VllmTruncation(const JsonValue& body, TruncationRequest& t) {
 }
 
 // OpenAI's encoding_format, with quiver's and Perplexity's base64_int8 and base64_binary.
-absl::StatusOr<EmbeddingFormat> Format(const JsonValue& body, EmbeddingFormat fallback) {
+absl::StatusOr<EmbeddingFormat> Format(const JsonView& body, EmbeddingFormat fallback) {
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> f, OptString(body, "encoding_format"));
   if (!f) return fallback;
   if (*f == "float") return EmbeddingFormat::kFloatList;
@@ -245,30 +254,31 @@ absl::StatusOr<EmbeddingFormat> Format(const JsonValue& body, EmbeddingFormat fa
                            "base64_binary, got '", *f, "'"));
 }
 
-absl::StatusOr<std::string> Model(const JsonValue& body) {
+absl::StatusOr<std::string> Model(const JsonView& body) {
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> m, OptString(body, "model"));
   return m.value_or("");
 }
 
 // Rerank documents: strings, or objects with a "text" string (Cohere v1's form).
-absl::StatusOr<std::vector<std::string>> Documents(const JsonValue& v, std::string_view field,
+absl::StatusOr<std::vector<std::string>> Documents(const JsonView& v, std::string_view field,
                                                    const ApiLimits& limits) {
   if (!v.is_array()) return WrongType(field, "a list of strings or of {\"text\": ...} objects", v);
-  QUIVER_RETURN_IF_ERROR(CheckCount(v.items().size(), field, "document", limits));
+  const JsonView::Items items = v.items();
+  QUIVER_RETURN_IF_ERROR(CheckCount(items.size(), field, "document", limits));
   std::vector<std::string> out;
-  out.reserve(v.items().size());
-  for (size_t i = 0; i < v.items().size(); ++i) {
-    const JsonValue& item = v.items()[i];
-    const std::string name = StrCat(field, "[", i, "]");
+  out.reserve(items.size());
+  size_t i = 0;
+  for (const JsonView item : items) {
+    const std::string name = StrCat(field, "[", i++, "]");
     if (item.is_string()) {
-      out.push_back(item.as_string());
+      out.emplace_back(item.as_string());
     } else if (item.is_object()) {
-      const JsonValue* text = item.Find("text");
-      if (text == nullptr || !text->is_string()) {
+      const std::optional<JsonView> text = item.Find("text");
+      if (!text || !text->is_string()) {
         return FieldError(absl::StatusCode::kFailedPrecondition, name,
                           StrCat("'", name, "' must have a string field 'text'"));
       }
-      out.push_back(text->as_string());
+      out.emplace_back(text->as_string());
     } else {
       return WrongType(name, "a string or a {\"text\": ...} object", item);
     }
@@ -291,7 +301,7 @@ absl::Status NoEmptyText(const std::vector<std::string>& texts, std::string_view
 
 }  // namespace
 
-absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonValue& body, const ApiLimits& limits) {
+absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   EmbedRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
@@ -311,13 +321,13 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonValue& body, const ApiLi
   }
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(body, "prompt_name"));
   r.prompt_name = prompt.value_or("");
-  if (const JsonValue* user = Field(body, "user"); user && !user->is_string()) {
+  if (const std::optional<JsonView> user = Field(body, "user"); user && !user->is_string()) {
     return WrongType("user", "a string", *user);
   }
   return r;
 }
 
-absl::StatusOr<EmbedRequest> ParseTeiEmbed(const JsonValue& body, const ApiLimits& limits) {
+absl::StatusOr<EmbedRequest> ParseTeiEmbed(const JsonView& body, const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   EmbedRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.inputs, Inputs(body, "inputs", limits));
@@ -338,13 +348,13 @@ absl::StatusOr<EmbedRequest> ParseTeiEmbed(const JsonValue& body, const ApiLimit
   return r;
 }
 
-absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonValue& body, const ApiLimits& limits,
+absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLimits& limits,
                                               int version) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   EmbedRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
-  const JsonValue* texts_json = Field(body, "texts");
-  if (texts_json == nullptr) return Missing("texts");
+  const std::optional<JsonView> texts_json = Field(body, "texts");
+  if (texts_json == std::nullopt) return Missing("texts");
   if (!texts_json->is_array()) return WrongType("texts", "a list of strings", *texts_json);
   QUIVER_ASSIGN_OR_RETURN(std::vector<std::string> texts,
                           Strings(*texts_json, "texts", "text", limits));
@@ -362,13 +372,13 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonValue& body, const ApiLi
     }
     r.input_type = *input_type;
   }
-  if (const JsonValue* types = Field(body, "embedding_types")) {
+  if (const std::optional<JsonView> types = Field(body, "embedding_types")) {
     if (!types->is_array()) return WrongType("embedding_types", "a list of strings", *types);
-    for (size_t i = 0; i < types->items().size(); ++i) {
-      const JsonValue& t = types->items()[i];
-      const std::string field = StrCat("embedding_types[", i, "]");
+    size_t i = 0;
+    for (const JsonView t : types->items()) {
+      const std::string field = StrCat("embedding_types[", i++, "]");
       if (!t.is_string()) return WrongType(field, "a string", t);
-      const std::string& s = t.as_string();
+      const std::string_view s = t.as_string();
       CohereEmbeddingType type;
       if (s == "float") {
         type = CohereEmbeddingType::kFloat;
@@ -413,25 +423,26 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonValue& body, const ApiLi
   return r;
 }
 
-absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonValue& body,
+absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonView& body,
                                                           const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   ContextualizedRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
-  const JsonValue* input = Field(body, "input");
-  if (input == nullptr) return Missing("input");
+  const std::optional<JsonView> input = Field(body, "input");
+  if (input == std::nullopt) return Missing("input");
   if (!input->is_array()) return WrongType("input", "a list of documents (lists of strings)", *input);
   QUIVER_RETURN_IF_ERROR(CheckCount(input->items().size(), "input", "document", limits));
   int64_t chunks = 0;
-  for (size_t d = 0; d < input->items().size(); ++d) {
-    const JsonValue& doc = input->items()[d];
-    const std::string field = StrCat("input[", d, "]");
+  size_t d = 0;
+  for (const JsonView doc : input->items()) {
+    const std::string field = StrCat("input[", d++, "]");
     if (!doc.is_array()) return WrongType(field, "a list of chunk strings", doc);
-    if (doc.items().empty()) {
+    const JsonView::Items doc_items = doc.items();
+    if (doc_items.empty()) {
       return FieldError(absl::StatusCode::kInvalidArgument, field,
                         StrCat("'", field, "' has no chunks"), Reason::kEmpty);
     }
-    chunks += static_cast<int64_t>(doc.items().size());
+    chunks += static_cast<int64_t>(doc_items.size());
     if (chunks > limits.max_inputs) {
       return FieldError(absl::StatusCode::kOutOfRange, "input",
                         StrCat("'input' has more than ", limits.max_inputs,
@@ -440,10 +451,11 @@ absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonValue& body,
                         Reason::kTooManyInputs);
     }
     std::vector<std::string> texts;
-    for (size_t j = 0; j < doc.items().size(); ++j) {
-      const JsonValue& chunk = doc.items()[j];
+    size_t j = 0;
+    for (const JsonView chunk : doc_items) {
       if (!chunk.is_string()) return WrongType(StrCat(field, "[", j, "]"), "a string", chunk);
-      texts.push_back(chunk.as_string());
+      texts.emplace_back(chunk.as_string());
+      ++j;
     }
     r.documents.push_back(std::move(texts));
   }
@@ -452,18 +464,18 @@ absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonValue& body,
   return r;
 }
 
-absl::StatusOr<RerankRequest> ParseRerank(const JsonValue& body, const ApiLimits& limits) {
+absl::StatusOr<RerankRequest> ParseRerank(const JsonView& body, const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   RerankRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
   QUIVER_ASSIGN_OR_RETURN(r.query, String(body, "query"));
-  if (const JsonValue* texts = Field(body, "texts")) {
+  if (const std::optional<JsonView> texts = Field(body, "texts")) {
     // TEI: texts, raw_scores, return_text, truncate, truncation_direction.
     if (!texts->is_array()) return WrongType("texts", "a list of strings", *texts);
     QUIVER_ASSIGN_OR_RETURN(r.documents, Strings(*texts, "texts", "text", limits));
     QUIVER_ASSIGN_OR_RETURN(r.return_documents, Bool(body, "return_text", false));
     QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(body));
-  } else if (const JsonValue* docs = Field(body, "documents")) {
+  } else if (const std::optional<JsonView> docs = Field(body, "documents")) {
     // Cohere, vLLM, Jina: documents, top_n, return_documents (vLLM always returns them).
     QUIVER_ASSIGN_OR_RETURN(r.documents, Documents(*docs, "documents", limits));
     QUIVER_ASSIGN_OR_RETURN(r.return_documents, Bool(body, "return_documents", true));
@@ -475,7 +487,7 @@ absl::StatusOr<RerankRequest> ParseRerank(const JsonValue& body, const ApiLimits
                       "missing field 'texts' (TEI) or 'documents' (Cohere, vLLM)");
   }
   QUIVER_ASSIGN_OR_RETURN(r.raw_scores, Bool(body, "raw_scores", false));
-  if (const JsonValue* top_n = Field(body, "top_n")) {
+  if (const std::optional<JsonView> top_n = Field(body, "top_n")) {
     const std::optional<int64_t> n = AsInteger(*top_n);
     if (!n || *n <= 0) {
       return FieldError(absl::StatusCode::kFailedPrecondition, "top_n",
@@ -490,7 +502,7 @@ absl::StatusOr<RerankRequest> ParseRerank(const JsonValue& body, const ApiLimits
   return r;
 }
 
-absl::StatusOr<ScoreRequest> ParseScore(const JsonValue& body, const ApiLimits& limits) {
+absl::StatusOr<ScoreRequest> ParseScore(const JsonView& body, const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   ScoreRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
@@ -505,17 +517,17 @@ absl::StatusOr<ScoreRequest> ParseScore(const JsonValue& body, const ApiLimits& 
   return r;
 }
 
-absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonValue& body, const ApiLimits& limits) {
+absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonView& body, const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   SimilarityRequest r;
-  const JsonValue* inputs = Field(body, "inputs");
-  if (inputs == nullptr) return Missing("inputs");
+  const std::optional<JsonView> inputs = Field(body, "inputs");
+  if (inputs == std::nullopt) return Missing("inputs");
   if (!inputs->is_object()) {
     return WrongType("inputs", "an object with source_sentence and sentences", *inputs);
   }
   QUIVER_ASSIGN_OR_RETURN(r.source_sentence, String(*inputs, "source_sentence"));
-  const JsonValue* sentences = Field(*inputs, "sentences");
-  if (sentences == nullptr) return Missing("sentences");
+  const std::optional<JsonView> sentences = Field(*inputs, "sentences");
+  if (sentences == std::nullopt) return Missing("sentences");
   if (!sentences->is_array()) return WrongType("sentences", "a list of strings", *sentences);
   // The source sentence is embedded with them.
   QUIVER_ASSIGN_OR_RETURN(r.sentences, Strings(*sentences, "sentences", "sentence", limits));
@@ -528,7 +540,7 @@ absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonValue& body, const A
                              limits.max_inputs, " per request (--max-inputs)"),
                       Reason::kTooManyInputs);
   }
-  if (const JsonValue* params = Field(body, "parameters")) {
+  if (const std::optional<JsonView> params = Field(body, "parameters")) {
     if (!params->is_object()) return WrongType("parameters", "an object", *params);
     QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(*params));
     QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(*params, "prompt_name"));
@@ -537,7 +549,7 @@ absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonValue& body, const A
   return r;
 }
 
-absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonValue& body, const ApiLimits& limits) {
+absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonView& body, const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   TokenizeRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.texts, RequiredStrings(body, "inputs", "input", limits));
@@ -548,17 +560,19 @@ absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonValue& body, const ApiLi
   return r;
 }
 
-absl::StatusOr<DecodeRequest> ParseDecode(const JsonValue& body, const ApiLimits& limits) {
+absl::StatusOr<DecodeRequest> ParseDecode(const JsonView& body, const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   DecodeRequest r;
-  const JsonValue* ids = Field(body, "ids");
-  if (ids == nullptr) return Missing("ids");
+  const std::optional<JsonView> ids = Field(body, "ids");
+  if (ids == std::nullopt) return Missing("ids");
   if (!ids->is_array()) return WrongType("ids", "a list of token ids or a list of lists", *ids);
-  if (!ids->items().empty() && ids->items()[0].is_array()) {
-    QUIVER_RETURN_IF_ERROR(CheckCount(ids->items().size(), "ids", "list", limits));
-    for (size_t i = 0; i < ids->items().size(); ++i) {
+  const JsonView::Items items = ids->items();
+  if (!items.empty() && (*items.begin()).is_array()) {
+    QUIVER_RETURN_IF_ERROR(CheckCount(items.size(), "ids", "list", limits));
+    size_t i = 0;
+    for (const JsonView list_json : items) {
       QUIVER_ASSIGN_OR_RETURN(std::vector<uint32_t> list,
-                              TokenIds(ids->items()[i], StrCat("ids[", i, "]")));
+                              TokenIds(list_json, StrCat("ids[", i++, "]")));
       r.ids.push_back(std::move(list));
     }
   } else {

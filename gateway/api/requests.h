@@ -120,19 +120,20 @@ struct DecodeRequest {
 };
 
 // Every parser takes the request body (any JSON value; a non-object is refused) and the limits.
-absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonValue& body, const ApiLimits& limits);
-absl::StatusOr<EmbedRequest> ParseTeiEmbed(const JsonValue& body, const ApiLimits& limits);
+// Strings are copied out: the document may go once a request is parsed.
+absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLimits& limits);
+absl::StatusOr<EmbedRequest> ParseTeiEmbed(const JsonView& body, const ApiLimits& limits);
 // version 1 or 2 (/v1/embed, /v2/embed).
-absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonValue& body, const ApiLimits& limits,
+absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLimits& limits,
                                               int version);
-absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonValue& body,
+absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonView& body,
                                                           const ApiLimits& limits);
 // TEI's /rerank (query, texts) and the Cohere / vLLM / Jina form (query, documents), told apart
 // by which field is present.
-absl::StatusOr<RerankRequest> ParseRerank(const JsonValue& body, const ApiLimits& limits);
-absl::StatusOr<ScoreRequest> ParseScore(const JsonValue& body, const ApiLimits& limits);
-absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonValue& body, const ApiLimits& limits);
-absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonValue& body, const ApiLimits& limits);
-absl::StatusOr<DecodeRequest> ParseDecode(const JsonValue& body, const ApiLimits& limits);
+absl::StatusOr<RerankRequest> ParseRerank(const JsonView& body, const ApiLimits& limits);
+absl::StatusOr<ScoreRequest> ParseScore(const JsonView& body, const ApiLimits& limits);
+absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonView& body, const ApiLimits& limits);
+absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonView& body, const ApiLimits& limits);
+absl::StatusOr<DecodeRequest> ParseDecode(const JsonView& body, const ApiLimits& limits);
 
 }  // namespace quiver::gateway::api

@@ -47,5 +47,86 @@ TEST(JsonTest, TypedFieldErrorsNameTheField) {
   EXPECT_DOUBLE_EQ(*JsonDouble(json, "n"), 3.0);  // an integer is a number too
 }
 
+// JsonDocument (the request bodies' parse) reads every document as JsonValue does.
+void ExpectSame(const JsonValue& value, const JsonView& view, const std::string& where) {
+  ASSERT_EQ(value.type(), view.type()) << where;
+  switch (value.type()) {
+    case JsonValue::Type::kNull: break;
+    case JsonValue::Type::kBool: EXPECT_EQ(value.as_bool(), view.as_bool()) << where; break;
+    case JsonValue::Type::kInt: EXPECT_EQ(value.as_int(), view.as_int()) << where; break;
+    case JsonValue::Type::kDouble: EXPECT_EQ(value.as_double(), view.as_double()) << where; break;
+    case JsonValue::Type::kString: EXPECT_EQ(value.as_string(), view.as_string()) << where; break;
+    case JsonValue::Type::kArray: {
+      ASSERT_EQ(value.items().size(), view.items().size()) << where;
+      size_t i = 0;
+      for (const JsonView item : view.items()) {
+        ExpectSame(value.items()[i], item, where + "[" + std::to_string(i) + "]");
+        ++i;
+      }
+      EXPECT_EQ(i, value.items().size()) << where;
+      break;
+    }
+    case JsonValue::Type::kObject:
+      for (const auto& [key, member] : value.members()) {
+        // Find gives the first member of a name, as JsonValue::Find does.
+        const std::optional<JsonView> found = view.Find(key);
+        ASSERT_TRUE(found.has_value()) << where << "." << key;
+        ExpectSame(*value.Find(key), *found, where + "." + key);
+      }
+      break;
+  }
+}
+
+TEST(JsonDocumentTest, ReadsEveryDocumentAsJsonValueDoes) {
+  for (const char* text :
+       {R"({"a": [1, -2, 3.5, 1e300, true, false, null, "x\u00e9\n"], "b": {"c": {}}, "d": []})",
+        R"([[], [[]], {"k": [1, {"k": 2}]}])", R"("just a string")", "42", "-0.0", "null",
+        R"({"big": 123456789012345678901234567890, "u64": 18446744073709551615,
+            "max": 9223372036854775807, "min": -9223372036854775808})",
+        R"({"dup": 1, "dup": 2})", R"({"ids": [101, 7592, 102], "empty": ""})"}) {
+    absl::StatusOr<JsonValue> value = JsonValue::Parse(text);
+    absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(text);
+    ASSERT_TRUE(value.ok()) << text;
+    ASSERT_TRUE(doc.ok()) << text << ": " << doc.status();
+    ExpectSame(*value, doc->root(), text);
+  }
+}
+
+TEST(JsonDocumentTest, ViewsOutliveAMoveOfTheirDocument) {
+  absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(R"({"input": ["a", "b"]})");
+  ASSERT_TRUE(doc.ok());
+  const JsonView input = *doc->root().Find("input");
+  JsonDocument moved = *std::move(doc);
+  ASSERT_TRUE(input.is_array());
+  EXPECT_EQ(input.items().size(), 2u);
+  EXPECT_EQ((*input.items().begin()).as_string(), "a");
+  EXPECT_FALSE(moved.root().Find("absent").has_value());
+  EXPECT_FALSE(input.Find("input").has_value());  // not an object
+  EXPECT_TRUE((*input.items().begin()).items().empty());  // not an array
+}
+
+TEST(JsonDocumentTest, MalformedDocumentIsAnError) {
+  for (const char* bad : {"", "{", R"({"a": })", "[1, 2", R"({"a": 1} trailing)", "nul",
+                          "[1, 2,]", "\"\\x\"", "{\"a\" 1}", "[\"\xff\"]"}) {
+    absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(bad);
+    EXPECT_FALSE(doc.ok()) << "accepted: " << bad;
+    if (!doc.ok()) {
+      EXPECT_EQ(doc.status().code(), absl::StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(JsonDocumentTest, LargeArraysCountEveryElement) {
+  // simdjson's own element count saturates at 2^24 - 1.
+  std::string text = "[";
+  const size_t n = (1u << 24) + 5;
+  text.reserve(2 * n + 2);
+  for (size_t i = 0; i < n; ++i) text += i ? ",0" : "0";
+  text += "]";
+  absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(text);
+  ASSERT_TRUE(doc.ok());
+  EXPECT_EQ(doc->root().items().size(), n);
+}
+
 }  // namespace
 }  // namespace quiver

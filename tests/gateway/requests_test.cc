@@ -10,10 +10,16 @@
 namespace quiver::gateway::api {
 namespace {
 
-JsonValue Body(std::string_view text) {
-  absl::StatusOr<JsonValue> v = JsonValue::Parse(text);
+// A parsed body, read as its root value; it lives to the end of the expression that made it.
+struct Parsed {
+  JsonDocument doc;
+  operator JsonView() const { return doc.root(); }  // NOLINT: implicit by design
+};
+
+Parsed Body(std::string_view text) {
+  absl::StatusOr<JsonDocument> v = JsonDocument::Parse(text);
   EXPECT_TRUE(v.ok()) << text;
-  return v.ok() ? *std::move(v) : JsonValue();
+  return Parsed{v.ok() ? *std::move(v) : *JsonDocument::Parse("null")};
 }
 
 // The status of parsing `body` with `parse` is `code`, names `field` and mentions `needle`.
@@ -29,16 +35,16 @@ void ExpectError(Parse parse, std::string_view body, absl::StatusCode code, std:
       << body << ": " << r.status().message() << " (wanted '" << needle << "')";
 }
 
-const auto kOpenAi = [](const JsonValue& b, const ApiLimits& l) { return ParseOpenAiEmbed(b, l); };
-const auto kTei = [](const JsonValue& b, const ApiLimits& l) { return ParseTeiEmbed(b, l); };
-const auto kCohere1 = [](const JsonValue& b, const ApiLimits& l) { return ParseCohereEmbed(b, l, 1); };
-const auto kCohere2 = [](const JsonValue& b, const ApiLimits& l) { return ParseCohereEmbed(b, l, 2); };
-const auto kRerank = [](const JsonValue& b, const ApiLimits& l) { return ParseRerank(b, l); };
-const auto kScore = [](const JsonValue& b, const ApiLimits& l) { return ParseScore(b, l); };
-const auto kSimilarity = [](const JsonValue& b, const ApiLimits& l) { return ParseSimilarity(b, l); };
-const auto kTokenize = [](const JsonValue& b, const ApiLimits& l) { return ParseTokenize(b, l); };
-const auto kDecode = [](const JsonValue& b, const ApiLimits& l) { return ParseDecode(b, l); };
-const auto kContext = [](const JsonValue& b, const ApiLimits& l) { return ParseContextualized(b, l); };
+const auto kOpenAi = [](const JsonView& b, const ApiLimits& l) { return ParseOpenAiEmbed(b, l); };
+const auto kTei = [](const JsonView& b, const ApiLimits& l) { return ParseTeiEmbed(b, l); };
+const auto kCohere1 = [](const JsonView& b, const ApiLimits& l) { return ParseCohereEmbed(b, l, 1); };
+const auto kCohere2 = [](const JsonView& b, const ApiLimits& l) { return ParseCohereEmbed(b, l, 2); };
+const auto kRerank = [](const JsonView& b, const ApiLimits& l) { return ParseRerank(b, l); };
+const auto kScore = [](const JsonView& b, const ApiLimits& l) { return ParseScore(b, l); };
+const auto kSimilarity = [](const JsonView& b, const ApiLimits& l) { return ParseSimilarity(b, l); };
+const auto kTokenize = [](const JsonView& b, const ApiLimits& l) { return ParseTokenize(b, l); };
+const auto kDecode = [](const JsonView& b, const ApiLimits& l) { return ParseDecode(b, l); };
+const auto kContext = [](const JsonView& b, const ApiLimits& l) { return ParseContextualized(b, l); };
 
 constexpr auto k422 = absl::StatusCode::kFailedPrecondition;
 constexpr auto k400 = absl::StatusCode::kInvalidArgument;
