@@ -7,6 +7,7 @@ namespace quiver::app {
 
 void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
                         std::chrono::system_clock::time_point deadline,
+                        std::shared_ptr<gateway::CancelSignal> cancel,
                         std::function<void(absl::StatusOr<gateway::ReplicaResult>)> done) {
   if ((kind == gateway::CallKind::kScore) != engine_->is_scorer()) {
     done(absl::InvalidArgumentError(engine_->is_scorer() ? "this model scores; it does not embed"
@@ -28,6 +29,8 @@ void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                      deadline - std::chrono::system_clock::now());
   }
+  // Dropped before compute once cancelled (the client left, the deadline passed, a hedge won).
+  if (cancel) c.is_cancelled = [cancel] { return cancel->cancelled(); };
   const int64_t tokens = b.num_tokens();
   outstanding_ += tokens;
   absl::Status admitted = scheduler_->Enqueue(

@@ -20,8 +20,10 @@ class LocalReplica final : public gateway::Replica {
   const std::string& name() const override { return name_; }
   bool healthy() const override { return true; }
   int64_t outstanding_tokens() const override { return outstanding_.load(); }
+  int64_t max_queued_tokens() const override { return scheduler_->limits().max_queued_tokens; }
   void Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
             std::chrono::system_clock::time_point deadline,
+            std::shared_ptr<gateway::CancelSignal> cancel,
             std::function<void(absl::StatusOr<gateway::ReplicaResult>)> done) override;
 
  private:

@@ -90,7 +90,6 @@ int RunServe(const ServeOptions& options) {
   auto dispatcher = std::make_shared<gateway::Dispatcher>(
       std::vector<std::shared_ptr<gateway::Replica>>{replica}, options.limits.max_batch_tokens);
   gateway::api::ApiLimits api_limits = options.api;
-  api_limits.max_request_tokens = options.limits.max_queued_tokens;  // what the queue can admit
   gateway::api::Api api(model, *std::move(tok), dispatcher, api_limits, &metrics,
                         options.access_log);
   gateway::HttpServerOptions http;

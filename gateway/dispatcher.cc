@@ -1,7 +1,9 @@
 #include "gateway/dispatcher.h"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 
 #include "common/strings.h"
@@ -38,21 +40,80 @@ std::vector<std::pair<size_t, size_t>> SplitIntoChunks(std::span<const int64_t> 
   return chunks;
 }
 
-Dispatcher::Dispatcher(std::vector<std::shared_ptr<Replica>> replicas, int64_t max_chunk_tokens)
-    : source_([replicas = std::move(replicas)] { return replicas; }),
-      max_chunk_tokens_(max_chunk_tokens) {}
-
-Dispatcher::Dispatcher(ReplicaSource source, int64_t max_chunk_tokens)
-    : source_(std::move(source)), max_chunk_tokens_(max_chunk_tokens) {}
-
-bool Dispatcher::any_healthy() const {
-  for (const auto& r : source_()) {
-    if (r->healthy()) return true;
+absl::Status CallContext::Check(std::string_view stage) const {
+  if (client_gone && client_gone()) {
+    return absl::CancelledError(StrCat("the client closed its connection (during ", stage, ")"));
   }
-  return false;
+  if (std::chrono::system_clock::now() >= deadline) {
+    return absl::DeadlineExceededError(StrCat("request deadline passed (during ", stage, ")"));
+  }
+  return absl::OkStatus();
 }
 
+void CancelSignal::Cancel() {
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_.exchange(true)) return;
+    hooks.swap(hooks_);
+  }
+  for (auto& hook : hooks) hook();
+}
+
+void CancelSignal::OnCancel(std::function<void()> hook) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!cancelled_.load()) {
+      hooks_.push_back(std::move(hook));
+      return;
+    }
+  }
+  hook();
+}
+
+void LatencyEstimate::Observe(std::chrono::microseconds sample) {
+  const double r = static_cast<double>(sample.count());
+  if (samples_++ == 0) {
+    srtt_us_ = r;
+    rttvar_us_ = r / 2;
+  } else {
+    rttvar_us_ = 0.75 * rttvar_us_ + 0.25 * std::fabs(srtt_us_ - r);
+    srtt_us_ = 0.875 * srtt_us_ + 0.125 * r;
+  }
+}
+
+std::chrono::microseconds LatencyEstimate::Timeout(std::chrono::microseconds floor,
+                                                   std::chrono::microseconds initial) const {
+  if (samples_ == 0) return std::max(floor, initial);
+  const auto rto = std::chrono::microseconds(static_cast<int64_t>(srtt_us_ + 4 * rttvar_us_));
+  return std::max(floor, rto);
+}
+
+// Per-replica latency and suspicion, the hedge budget and the tie rotation, shared by every Run
+// and by the callbacks of attempts that outlive theirs.
+struct Dispatcher::Shared {
+  HedgeOptions options;
+  std::mutex mu;
+  struct PerReplica {
+    LatencyEstimate latency;
+    // Set when one of its attempts had to be hedged; new chunks go elsewhere until then (or until
+    // it answers one), as a load balancer ejects an outlier for a while.
+    std::chrono::steady_clock::time_point silent_until;
+  };
+  std::map<std::string, PerReplica> replicas;  // by name
+  double hedge_tokens = 0;
+  size_t rotation = 0;
+  Counts counts;
+
+  std::chrono::microseconds AttemptTimeout(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu);
+    return replicas[name].latency.Timeout(options.min_attempt, options.initial_attempt);
+  }
+};
+
 namespace {
+
+using SteadyClock = std::chrono::steady_clock;
 
 // A replica that failed (down, draining, connection lost) is worth another replica's try;
 // overload (RESOURCE_EXHAUSTED) goes back to the client as 429 with Retry-After, and bad input
@@ -61,27 +122,199 @@ bool Retryable(const absl::Status& s) {
   return s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kAborted;
 }
 
+struct Attempt {
+  int replica = 0;
+  std::shared_ptr<CancelSignal> cancel;
+  SteadyClock::time_point started;
+  bool hedge = false;       // sent because the first was slow
+  bool answered = false;
+};
+
+struct ChunkState {
+  quiver::v1::Chunk chunk;
+  std::vector<int> tried;
+  std::vector<Attempt> attempts;
+  int live = 0;  // attempts not answered yet
+  absl::StatusOr<ReplicaResult> result = absl::UnknownError("not run");
+  absl::Status last_error;
+  bool done = false;
+  bool hedged = false;
+  SteadyClock::time_point hedge_at = SteadyClock::time_point::max();
+};
+
+// One Run's chunks; held by the attempts' callbacks too, so a Run that returns early (client
+// gone, deadline) leaves nothing dangling.
+struct RunState {
+  CallKind kind = CallKind::kEmbed;
+  std::chrono::system_clock::time_point deadline;
+  std::vector<std::shared_ptr<Replica>> replicas;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<ChunkState> chunks;
+  size_t remaining = 0;
+};
+
+void FinishLocked(RunState& run, ChunkState& chunk, absl::StatusOr<ReplicaResult> result,
+                  std::vector<std::shared_ptr<CancelSignal>>& to_cancel) {
+  chunk.result = std::move(result);
+  chunk.done = true;
+  for (Attempt& a : chunk.attempts) {
+    if (!a.answered) to_cancel.push_back(a.cancel);
+  }
+  if (--run.remaining == 0) run.cv.notify_all();
+}
+
+void CancelAll(std::vector<std::shared_ptr<CancelSignal>>& signals) {
+  for (auto& s : signals) s->Cancel();
+  signals.clear();
+}
+
+// Starts one more attempt for chunk `c` on the least loaded healthy replica it has not tried,
+// preferring replicas not silent on a hedged chunk. False when there is none.
+bool StartAttempt(const std::shared_ptr<Dispatcher::Shared>& shared,
+                  const std::shared_ptr<RunState>& run, size_t c, bool hedge);
+
+void OnAnswer(const std::shared_ptr<Dispatcher::Shared>& shared,
+              const std::shared_ptr<RunState>& run, size_t c, size_t a,
+              absl::StatusOr<ReplicaResult> r) {
+  std::vector<std::shared_ptr<CancelSignal>> to_cancel;
+  bool retry = false;
+  {
+    std::lock_guard<std::mutex> lock(run->mu);
+    ChunkState& chunk = run->chunks[c];
+    Attempt& attempt = chunk.attempts[a];
+    --chunk.live;
+    attempt.answered = true;
+    const std::string& name = run->replicas[attempt.replica]->name();
+    {
+      std::lock_guard<std::mutex> shared_lock(shared->mu);
+      Dispatcher::Shared::PerReplica& stats = shared->replicas[name];
+      if (r.ok()) {
+        stats.silent_until = {};
+        stats.latency.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
+            SteadyClock::now() - attempt.started));
+        if (!chunk.done) {
+          shared->hedge_tokens = std::min(shared->options.max_hedge_tokens,
+                                          shared->hedge_tokens + shared->options.hedges_per_answer);
+          if (attempt.hedge) ++shared->counts.hedges_won;
+        }
+      }
+    }
+    if (chunk.done) return;  // the other attempt answered first, or the Run gave up
+    if (r.ok() || !Retryable(r.status())) {
+      FinishLocked(*run, chunk, std::move(r), to_cancel);
+    } else {
+      chunk.last_error = r.status();
+      if (chunk.live > 0) return;  // the other attempt may still answer
+      if (std::chrono::system_clock::now() >= run->deadline) {
+        FinishLocked(*run, chunk, absl::DeadlineExceededError("request deadline passed"),
+                     to_cancel);
+      } else {
+        retry = true;
+      }
+    }
+  }
+  CancelAll(to_cancel);
+  if (retry && !StartAttempt(shared, run, c, /*hedge=*/false)) {
+    std::lock_guard<std::mutex> lock(run->mu);
+    ChunkState& chunk = run->chunks[c];
+    if (!chunk.done && chunk.live == 0) FinishLocked(*run, chunk, chunk.last_error, to_cancel);
+  }
+  CancelAll(to_cancel);
+}
+
+bool StartAttempt(const std::shared_ptr<Dispatcher::Shared>& shared,
+                  const std::shared_ptr<RunState>& run, size_t c, bool hedge) {
+  const size_t n = run->replicas.size();
+  std::vector<ReplicaLoad> loads(n), quiet(n);
+  size_t start;
+  {
+    std::lock_guard<std::mutex> lock(shared->mu);
+    start = shared->rotation++;
+    for (size_t i = 0; i < n; ++i) {
+      const Replica& r = *run->replicas[i];
+      loads[i] = {r.healthy(), r.outstanding_tokens()};
+      auto it = shared->replicas.find(r.name());
+      quiet[i] = loads[i];
+      quiet[i].healthy = loads[i].healthy && (it == shared->replicas.end() ||
+                                              SteadyClock::now() >= it->second.silent_until);
+    }
+  }
+  const auto timeout = [&](int pick) { return shared->AttemptTimeout(run->replicas[pick]->name()); };
+  int pick;
+  size_t a;
+  auto cancel = std::make_shared<CancelSignal>();
+  {
+    std::lock_guard<std::mutex> lock(run->mu);
+    ChunkState& chunk = run->chunks[c];
+    if (chunk.done) return true;
+    pick = PickReplica(quiet, chunk.tried, start);
+    if (pick < 0) pick = PickReplica(loads, chunk.tried, start);
+    if (pick < 0) return false;
+    chunk.tried.push_back(pick);
+    a = chunk.attempts.size();
+    chunk.attempts.push_back({pick, cancel, SteadyClock::now(), hedge});
+    ++chunk.live;
+  }
+  const auto wait = timeout(pick);
+  {
+    std::lock_guard<std::mutex> lock(run->mu);
+    ChunkState& chunk = run->chunks[c];
+    if (!hedge) chunk.hedge_at = chunk.attempts[a].started + wait;
+  }
+  if (hedge) {
+    std::lock_guard<std::mutex> lock(shared->mu);
+    ++shared->counts.hedges;
+  }
+  run->replicas[pick]->Call(run->kind, run->chunks[c].chunk, run->deadline, cancel,
+                            [shared, run, c, a](absl::StatusOr<ReplicaResult> r) {
+                              OnAnswer(shared, run, c, a, std::move(r));
+                            });
+  return true;
+}
+
 }  // namespace
+
+Dispatcher::Dispatcher(std::vector<std::shared_ptr<Replica>> replicas, int64_t max_chunk_tokens,
+                       HedgeOptions hedge)
+    : Dispatcher(ReplicaSource([replicas = std::move(replicas)] { return replicas; }),
+                 max_chunk_tokens, hedge) {}
+
+Dispatcher::Dispatcher(ReplicaSource source, int64_t max_chunk_tokens, HedgeOptions hedge)
+    : source_(std::move(source)), max_chunk_tokens_(max_chunk_tokens),
+      shared_(std::make_shared<Shared>()) {
+  shared_->options = hedge;
+  shared_->hedge_tokens = hedge.max_hedge_tokens;
+}
+
+Dispatcher::~Dispatcher() = default;
+
+bool Dispatcher::any_healthy() const {
+  for (const auto& r : source_()) {
+    if (r->healthy()) return true;
+  }
+  return false;
+}
+
+Dispatcher::Counts Dispatcher::counts() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->counts;
+}
 
 absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<Sequence>& sequences,
                                               const quiver::v1::OutputOptions& output,
-                                              std::chrono::system_clock::time_point deadline) {
-  const std::vector<std::shared_ptr<Replica>> replicas_ = source_();  // this request's snapshot
+                                              const CallContext& call) {
+  auto run = std::make_shared<RunState>();
+  run->kind = kind;
+  run->deadline = call.deadline;
+  run->replicas = source_();  // this request's snapshot
   std::vector<int64_t> lengths;
   for (const Sequence& s : sequences) lengths.push_back(static_cast<int64_t>(s.ids.size()));
   const auto bounds = SplitIntoChunks(lengths, max_chunk_tokens_);
 
-  struct ChunkState {
-    quiver::v1::Chunk chunk;
-    int64_t tokens = 0;
-    std::vector<int> tried;
-    absl::StatusOr<ReplicaResult> result = absl::UnknownError("not run");
-    absl::Status last_error;
-    bool done = false;
-  };
-  std::vector<ChunkState> chunks(bounds.size());
+  run->chunks.resize(bounds.size());
   for (size_t c = 0; c < bounds.size(); ++c) {
-    quiver::v1::Chunk& ch = chunks[c].chunk;
+    quiver::v1::Chunk& ch = run->chunks[c].chunk;
     *ch.mutable_output() = output;
     ch.add_cu_seqlens(0);
     bool types = false;
@@ -100,58 +333,102 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
       }
       ch.add_cu_seqlens(static_cast<uint32_t>(ch.token_ids_size()));
     }
-    chunks[c].tokens = ch.token_ids_size();
+  }
+  run->remaining = run->chunks.size();
+
+  // A request no queue could ever admit is refused now (413), not partly computed and then
+  // answered 429 on every retry.
+  int64_t capacity = 0, tokens = 0;
+  bool known = true;
+  for (const auto& r : run->replicas) {
+    if (!r->healthy()) continue;
+    const int64_t q = r->max_queued_tokens();
+    known = known && q > 0;
+    capacity += q;
+  }
+  for (const ChunkState& c : run->chunks) tokens += c.chunk.token_ids_size();
+  if (known && capacity > 0 && tokens > capacity) {
+    return absl::OutOfRangeError(
+        StrCat("the request has ", tokens, " tokens; the replicas admit at most ", capacity,
+               " at once (--max-queued-tokens", run->replicas.size() > 1 ? ", summed" : "",
+               "): send it in smaller requests"));
   }
 
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t remaining = chunks.size();
-  std::function<void(size_t)> send = [&](size_t c) {
-    std::vector<ReplicaLoad> loads;
-    for (const auto& r : replicas_) loads.push_back({r->healthy(), r->outstanding_tokens()});
-    int pick;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      pick = PickReplica(loads, chunks[c].tried, rotation_++);  // each replica at most once per chunk
-      if (pick < 0 || std::chrono::system_clock::now() >= deadline) {
-        if (pick >= 0) {
-          chunks[c].result = absl::DeadlineExceededError("request deadline passed");
-        } else if (!chunks[c].last_error.ok()) {
-          chunks[c].result = chunks[c].last_error;
-        } else {
-          chunks[c].result = absl::UnavailableError("no healthy replica");
-        }
-        chunks[c].done = true;
-        if (--remaining == 0) cv.notify_all();
-        return;
-      }
-      chunks[c].tried.push_back(pick);
+  std::vector<std::shared_ptr<CancelSignal>> to_cancel;
+  for (size_t c = 0; c < run->chunks.size(); ++c) {
+    if (absl::Status s = call.Check("dispatch"); !s.ok()) break;  // the loop below answers
+    if (!StartAttempt(shared_, run, c, /*hedge=*/false)) {
+      std::lock_guard<std::mutex> lock(run->mu);
+      ChunkState& chunk = run->chunks[c];
+      if (!chunk.done) FinishLocked(*run, chunk, absl::UnavailableError("no healthy replica"), to_cancel);
     }
-    replicas_[pick]->Call(kind, chunks[c].chunk, deadline,
-                          [&, c](absl::StatusOr<ReplicaResult> r) {
-                            if (!r.ok() && Retryable(r.status()) &&
-                                std::chrono::system_clock::now() < deadline) {
-                              {
-                                std::lock_guard<std::mutex> lock(mu);
-                                chunks[c].last_error = r.status();
-                              }
-                              send(c);  // another replica, within the deadline
-                              return;
-                            }
-                            std::lock_guard<std::mutex> lock(mu);
-                            chunks[c].result = std::move(r);
-                            chunks[c].done = true;
-                            if (--remaining == 0) cv.notify_all();
-                          });
-  };
-  for (size_t c = 0; c < chunks.size(); ++c) send(c);
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return remaining == 0; });
+  }
+
+  // Wait for the answers; meanwhile hedge slow chunks, and give up when the client leaves or the
+  // deadline passes. The client is polled every 50 ms.
+  std::unique_lock<std::mutex> lock(run->mu);
+  while (run->remaining > 0) {
+    const absl::Status stop = call.Check("compute");
+    if (!stop.ok()) {
+      for (ChunkState& chunk : run->chunks) {
+        if (!chunk.done) FinishLocked(*run, chunk, stop, to_cancel);
+      }
+      break;
+    }
+    const auto now = SteadyClock::now();
+    std::vector<size_t> due;
+    SteadyClock::time_point next = now + std::chrono::milliseconds(50);
+    for (size_t c = 0; c < run->chunks.size(); ++c) {
+      ChunkState& chunk = run->chunks[c];
+      if (chunk.done || chunk.hedged || chunk.live == 0) continue;
+      if (now >= chunk.hedge_at) {
+        chunk.hedged = true;
+        due.push_back(c);
+      } else {
+        next = std::min(next, chunk.hedge_at);
+      }
+    }
+    if (!due.empty()) {
+      // The first attempt's replica is silent: new chunks avoid it for a while (kSilentFor, or
+      // until it answers one).
+      {
+        std::lock_guard<std::mutex> shared_lock(shared_->mu);
+        for (size_t c : due) {
+          const Attempt& first = run->chunks[c].attempts.front();
+          shared_->replicas[run->replicas[first.replica]->name()].silent_until =
+              now + shared_->options.silent_for;
+        }
+      }
+      lock.unlock();
+      for (size_t c : due) {
+        bool allowed;
+        {
+          std::lock_guard<std::mutex> shared_lock(shared_->mu);
+          allowed = shared_->hedge_tokens >= 1;
+          if (allowed) shared_->hedge_tokens -= 1;
+        }
+        if (allowed && !StartAttempt(shared_, run, c, /*hedge=*/true)) {
+          std::lock_guard<std::mutex> shared_lock(shared_->mu);
+          shared_->hedge_tokens += 1;  // no other replica: nothing was spent
+        }
+      }
+      lock.lock();
+      continue;
+    }
+    const auto wall_deadline = call.deadline;
+    if (wall_deadline != std::chrono::system_clock::time_point::max()) {
+      const auto left = wall_deadline - std::chrono::system_clock::now();
+      next = std::min(next, now + std::chrono::duration_cast<SteadyClock::duration>(left));
+    }
+    run->cv.wait_until(lock, next);
   }
   ReplicaResult out;
-  for (ChunkState& c : chunks) {
-    if (!c.result.ok()) return c.result.status();
+  absl::Status failed;
+  for (ChunkState& c : run->chunks) {
+    if (!c.result.ok()) {
+      if (failed.ok()) failed = c.result.status();
+      continue;
+    }
     out.num_seqs += c.result->num_seqs;
     out.dimensions = c.result->dimensions;
     out.output_type = c.result->output_type;
@@ -159,6 +436,21 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
     out.queue_wait_us = std::max(out.queue_wait_us, c.result->queue_wait_us);
     out.compute_us = std::max(out.compute_us, c.result->compute_us);
   }
+  if (!failed.ok()) {
+    // The request fails as a whole: the other chunks still out are not worth computing.
+    for (ChunkState& c : run->chunks) {
+      for (Attempt& a : c.attempts) {
+        if (!a.answered) to_cancel.push_back(a.cancel);
+      }
+    }
+  }
+  lock.unlock();
+  {
+    std::lock_guard<std::mutex> shared_lock(shared_->mu);
+    for (auto& s : to_cancel) shared_->counts.cancelled += s->cancelled() ? 0 : 1;
+  }
+  CancelAll(to_cancel);
+  if (!failed.ok()) return failed;
   return out;
 }
 

@@ -58,6 +58,13 @@ void GrpcReplica::HealthLoop() {
     grpc::health::v1::HealthCheckResponse resp;
     const grpc::Status s = health_->Check(&ctx, {}, &resp);
     SetHealthy(s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+    if (healthy_.load() && max_queued_tokens_.load() == 0) {
+      // The worker's queue size, once (a restarted worker on the same address keeps its flags
+      // in any sane deployment; a wrong guess only changes whether a huge request gets 413 or 429).
+      if (auto info = ModelInfo(std::chrono::milliseconds(500)); info.ok()) {
+        max_queued_tokens_ = info->max_queued_tokens();
+      }
+    }
     lock.lock();
     cv_.wait_for(lock, health_interval_, [&] { return stop_; });
   }
@@ -65,6 +72,7 @@ void GrpcReplica::HealthLoop() {
 
 void GrpcReplica::Call(CallKind kind, const quiver::v1::Chunk& chunk,
                        std::chrono::system_clock::time_point deadline,
+                       std::shared_ptr<CancelSignal> cancel,
                        std::function<void(absl::StatusOr<ReplicaResult>)> done) {
   struct CallState {
     grpc::ClientContext ctx;
@@ -105,6 +113,9 @@ void GrpcReplica::Call(CallKind kind, const quiver::v1::Chunk& chunk,
     }
     done(std::move(r));
   };
+  // A cancelled call ends at once with CANCELLED; the worker sees its context cancelled and drops
+  // the chunk if it is still queued. The state lives until the call ends, so a late Cancel is safe.
+  if (cancel) cancel->OnCancel([state] { state->ctx.TryCancel(); });
   if (kind == CallKind::kEmbed) {
     *state->embed_req.mutable_chunk() = chunk;
     stub_->async()->Embed(&state->ctx, &state->embed_req, &state->embed_resp, std::move(finish));

@@ -29,8 +29,9 @@ class GrpcReplica final : public Replica {
   const std::string& name() const override { return address_; }
   bool healthy() const override { return healthy_.load(); }
   int64_t outstanding_tokens() const override { return outstanding_.load(); }
+  int64_t max_queued_tokens() const override { return max_queued_tokens_.load(); }
   void Call(CallKind kind, const quiver::v1::Chunk& chunk,
-            std::chrono::system_clock::time_point deadline,
+            std::chrono::system_clock::time_point deadline, std::shared_ptr<CancelSignal> cancel,
             std::function<void(absl::StatusOr<ReplicaResult>)> done) override;
   // One synchronous ModelInfo call (for the gateway's start-up).
   absl::StatusOr<quiver::v1::ModelInfoResponse> ModelInfo(std::chrono::milliseconds timeout);
@@ -46,6 +47,7 @@ class GrpcReplica final : public Replica {
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   std::atomic<bool> healthy_{false};
   std::atomic<int64_t> outstanding_{0};
+  std::atomic<int64_t> max_queued_tokens_{0};  // from ModelInfo, asked once it is healthy
   Gauge* healthy_gauge_;
   Counter* chunks_;
   Counter* failures_;

@@ -1,5 +1,9 @@
 #include "gateway/http_server.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <array>
@@ -234,6 +238,16 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep_alive = req.keep_alive();
     const unsigned version = req.version();
     HttpRequest in = Convert(req, std::move(req.body()));
+    // While the handler runs nothing reads the socket, so a peek sees either the next pipelined
+    // request (the client is there), nothing yet, or the end of the stream: the client closed (as
+    // nginx, a close is taken as the client giving up).
+    in.client_gone = [fd = stream_.socket().native_handle()] {
+      char byte;
+      const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return false;
+      if (n == 0) return true;
+      return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    };
     // Off the I/O thread: the handler tokenizes and waits for replicas, then answers. The body's
     // room in the budget is given back once the handler is done with it.
     asio::post(handlers_, [self = shared_from_this(), in = std::move(in), keep_alive, version,

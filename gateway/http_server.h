@@ -31,6 +31,9 @@ struct HttpRequest {
   std::string target;  // path, without the query string
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
+  // True once the client closed its connection (or it broke) while the request is handled; set by
+  // the server, callable only from the handler while it runs. Absent in requests made by hand.
+  std::function<bool()> client_gone;
 };
 
 struct HttpResponse {

@@ -5,10 +5,15 @@
 // Implementations are thread-safe; `done` may run on any thread and must not block.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "quiver/v1/inference.pb.h"
@@ -26,6 +31,35 @@ struct ReplicaResult {
 
 enum class CallKind { kEmbed, kScore };
 
+// What bounds one request's work: its deadline, and whether its client is still there to read the
+// answer (an HTTP client that closed its connection). Converts from a bare deadline.
+struct CallContext {
+  CallContext() = default;
+  CallContext(std::chrono::system_clock::time_point d) : deadline(d) {}  // NOLINT: implicit
+  std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
+  std::function<bool()> client_gone;  // optional; polled, so it must be cheap
+
+  // OK while the request should go on; else CANCELLED (the client left) or DEADLINE_EXCEEDED,
+  // naming `stage` ("tokenization", ...).
+  absl::Status Check(std::string_view stage) const;
+};
+
+// Raised once by whoever gives up on an attempt (the client left, the deadline passed, another
+// replica answered first). A replica drops the chunk if it has not computed it yet and still
+// calls `done` once (CANCELLED). Thread-safe.
+class CancelSignal {
+ public:
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  void Cancel();
+  // Runs `hook` on Cancel, or at once when already cancelled.
+  void OnCancel(std::function<void()> hook);
+
+ private:
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::vector<std::function<void()>> hooks_;
+};
+
 class Replica {
  public:
   virtual ~Replica() = default;
@@ -33,8 +67,13 @@ class Replica {
   virtual bool healthy() const = 0;
   // Tokens sent and not yet answered; the balancer sends a chunk to the replica with the fewest.
   virtual int64_t outstanding_tokens() const = 0;
+  // Tokens its queue admits at once; 0 when unknown. The dispatcher refuses at once a request
+  // larger than its healthy replicas' queues together: it could never be admitted.
+  virtual int64_t max_queued_tokens() const { return 0; }
+  // `done` runs exactly once, possibly before Call returns.
   virtual void Call(CallKind kind, const quiver::v1::Chunk& chunk,
                     std::chrono::system_clock::time_point deadline,
+                    std::shared_ptr<CancelSignal> cancel,
                     std::function<void(absl::StatusOr<ReplicaResult>)> done) = 0;
 };
 

@@ -55,6 +55,7 @@ class Scheduler {
   void Drain();
 
   int64_t queued_tokens() const;
+  const SchedulerLimits& limits() const { return limits_; }
 
  private:
   struct Entry {

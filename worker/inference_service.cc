@@ -114,6 +114,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_can_embed(!engine_->is_scorer());
   response->set_can_score(engine_->is_scorer());
   response->set_max_batch_tokens(static_cast<uint32_t>(max_batch_tokens_));
+  response->set_max_queued_tokens(static_cast<uint32_t>(
+      std::min<int64_t>(scheduler_->limits().max_queued_tokens, UINT32_MAX)));
   // The trained length, never beyond what the position table allows.
   response->set_max_seq_length(static_cast<uint32_t>(std::min<int64_t>(
       folder.pooling.max_seq_length.value_or(engine_->max_input_tokens()),

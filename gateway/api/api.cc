@@ -130,7 +130,7 @@ bool HasKey(const HttpRequest& request, const std::string& key) {
 
 struct Api::Call {
   Dialect dialect = Dialect::kTei;
-  std::chrono::system_clock::time_point deadline;
+  CallContext context;  // the deadline, and whether the client is still connected
 };
 
 Api::Api(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
@@ -156,7 +156,8 @@ void Api::AddJson(std::string path, Dialect dialect,
                  }
                  Call call;
                  call.dialect = dialect;
-                 call.deadline = std::chrono::system_clock::now() +
+                 call.context.client_gone = request.client_gone;
+                 call.context.deadline = std::chrono::system_clock::now() +
                                  std::chrono::milliseconds(static_cast<int64_t>(
                                      service_.limits().request_timeout_s * 1000));
                  return (this->*handler)(body->root(), call);
@@ -375,7 +376,7 @@ HttpResponse Api::OpenAiEmbeddings(const JsonView& body, Call& call) {
   absl::StatusOr<EmbedRequest> request = ParseOpenAiEmbed(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<Embeddings> out =
-      service_.Embed(*request, EngineType(request->format), call.deadline);
+      service_.Embed(*request, EngineType(request->format), call.context);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
   JsonWriter w;
   w.BeginObject().Key("object").String("list").Key("data").BeginArray();
@@ -394,7 +395,7 @@ HttpResponse Api::Contextualized(const JsonView& body, Call& call) {
   absl::StatusOr<ContextualizedRequest> request = ParseContextualized(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<Embeddings> out =
-      service_.EmbedContextualized(*request, EngineType(request->format), call.deadline);
+      service_.EmbedContextualized(*request, EngineType(request->format), call.context);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
   JsonWriter w;
   w.BeginObject().Key("object").String("list").Key("data").BeginArray();
@@ -420,7 +421,7 @@ HttpResponse Api::TeiEmbed(const JsonView& body, Call& call) {
   absl::StatusOr<EmbedRequest> request = ParseTeiEmbed(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<Embeddings> out =
-      service_.Embed(*request, quiver::v1::OUTPUT_F32, call.deadline);
+      service_.Embed(*request, quiver::v1::OUTPUT_F32, call.context);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
   JsonWriter w;
   w.BeginArray();
@@ -456,7 +457,7 @@ HttpResponse Api::TeiSimilarity(const JsonView& body, Call& call) {
   embed.prompt_name = request->prompt_name;
   embed.normalize = true;  // cosine similarity
   absl::StatusOr<Embeddings> out =
-      service_.Embed(embed, quiver::v1::OUTPUT_F32, call.deadline);
+      service_.Embed(embed, quiver::v1::OUTPUT_F32, call.context);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
   const std::vector<float> source = Floats(Row(out->result, 0));
   JsonWriter w;
@@ -483,7 +484,7 @@ HttpResponse Api::TeiRerank(const JsonView& body, Call& call) {
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<Scores> scores =
       service_.Score({request->query}, request->documents, request->raw_scores,
-                     request->truncation, "texts", call.deadline);
+                     request->truncation, "texts", call.context);
   if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
   JsonWriter w;
   w.BeginArray();
@@ -547,7 +548,7 @@ HttpResponse Api::Rerank(const RerankRequest& request, Call& call) {
   }
   absl::StatusOr<Scores> scores =
       service_.Score({request.query}, request.documents, request.raw_scores,
-                     request.truncation, "documents", call.deadline);
+                     request.truncation, "documents", call.context);
   if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
   return Json(RenderRerank(request, *scores, StrCat("rerank-", next_id_++),
                            service_.model().name));
@@ -560,7 +561,7 @@ HttpResponse Api::Score(const JsonView& body, Call& call) {
     return ErrorResponse(call.dialect, s);
   }
   absl::StatusOr<Scores> s = service_.Score(request->text_1, request->text_2, false,
-                                            request->truncation, "text_2", call.deadline);
+                                            request->truncation, "text_2", call.context);
   if (!s.ok()) return ErrorResponse(call.dialect, s.status());
   const std::vector<float>& all = s->scores;
   const int64_t tokens = s->tokens;
@@ -608,7 +609,7 @@ HttpResponse Api::CohereEmbed(const JsonView& body, Call& call, int version) {
   // ubinary).
   std::optional<Embeddings> f32, int8, bits;
   const auto run = [&](std::optional<Embeddings>& slot, quiver::v1::OutputType type) {
-    absl::StatusOr<Embeddings> out = service_.Embed(*request, type, call.deadline);
+    absl::StatusOr<Embeddings> out = service_.Embed(*request, type, call.context);
     if (!out.ok()) return out.status();
     slot = *std::move(out);
     return absl::OkStatus();

@@ -29,10 +29,6 @@ struct ApiLimits {
   // --auto-truncate: inputs longer than the model accepts are cut to its limit instead of
   // refused, unless a request says otherwise (TEI's "truncate": false).
   bool auto_truncate = false;
-  // Tokens one request may bring at once (0: no bound). `quiver serve` sets its replica's
-  // --max-queued-tokens: a request larger than the queue can ever admit is refused at once with
-  // 413, never partly computed and then answered 429 on every retry.
-  int64_t max_request_tokens = 0;
 };
 
 // One input: a text, or token ids the client tokenized itself.

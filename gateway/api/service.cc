@@ -118,18 +118,8 @@ absl::Status CheckRows(const ReplicaResult& result, int64_t rows) {
 
 absl::StatusOr<ReplicaResult> Service::Run(CallKind kind, const Tokenized& t,
                                            const quiver::v1::OutputOptions& output,
-                                           std::chrono::system_clock::time_point deadline) const {
-  if (limits_.max_request_tokens > 0) {
-    int64_t tokens = 0;
-    for (const Sequence& s : t.sequences) tokens += static_cast<int64_t>(s.ids.size());
-    if (tokens > limits_.max_request_tokens) {
-      return FieldError(absl::StatusCode::kOutOfRange, "",
-                        StrCat("the request has ", tokens, " tokens; this server admits at most ",
-                               limits_.max_request_tokens,
-                               " at once (--max-queued-tokens): send it in smaller requests"));
-    }
-  }
-  absl::StatusOr<ReplicaResult> result = dispatcher_->Run(kind, t.sequences, output, deadline);
+                                           const CallContext& call) const {
+  absl::StatusOr<ReplicaResult> result = dispatcher_->Run(kind, t.sequences, output, call);
   if (result.ok() && queue_seconds_ != nullptr) {
     queue_seconds_->Observe(static_cast<double>(result->queue_wait_us) / 1e6);
     inference_seconds_->Observe(static_cast<double>(result->compute_us) / 1e6);
@@ -195,7 +185,8 @@ tokenizer::EncodeOptions Service::EncodeOptionsFor(const TruncationRequest& trun
 absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
                                             const TruncationRequest& truncation,
                                             const std::string& prompt_name,
-                                            std::string_view field) const {
+                                            std::string_view field,
+                                            const CallContext& call) const {
   QUIVER_ASSIGN_OR_RETURN(const std::string prompt, Prompt(prompt_name));
   QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
   const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
@@ -206,6 +197,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
   tokenizer::Encoding enc;
   std::string text;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));  // each input's cost is bounded
     const Input& input = inputs[i];
     Sequence seq;
     if (input.is_ids) {
@@ -245,7 +237,8 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
 absl::StatusOr<Tokenized> Service::TokenizePrompts(const std::vector<std::string>& queries,
                                                    const std::vector<std::string>& documents,
                                                    const TruncationRequest& truncation,
-                                                   std::string_view field) const {
+                                                   std::string_view field,
+                                                   const CallContext& call) const {
   const auto start = std::chrono::steady_clock::now();
   QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
   const tokenizer::EncodeOptions plain = EncodeOptionsFor(kNoTruncation, 0, false);
@@ -263,6 +256,7 @@ absl::StatusOr<Tokenized> Service::TokenizePrompts(const std::vector<std::string
   Tokenized t;
   std::vector<uint32_t> ids;
   for (size_t i = 0; i < documents.size(); ++i) {
+    QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
     const std::string& q = queries.size() == 1 ? queries[0] : queries[i];
     const std::string text = FillPrompt(model_.score_prompt.middle, q, documents[i]);
     if (absl::Status s = tokenizer_->Encode(text, options, &middle); !s.ok()) {
@@ -285,7 +279,7 @@ absl::StatusOr<Tokenized> Service::TokenizePrompts(const std::vector<std::string
 
 absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
                                           quiver::v1::OutputType output_type,
-                                          std::chrono::system_clock::time_point deadline) const {
+                                          const CallContext& call) const {
   QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
   if (!model_.can_embed) {
     return FieldError(absl::StatusCode::kInvalidArgument, "model",
@@ -299,19 +293,19 @@ absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
                              model_.hidden_size));
   }
   QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(request.inputs, request.truncation,
-                                                request.prompt_name, "input"));
+                                                request.prompt_name, "input", call));
   quiver::v1::OutputOptions output;
   output.set_output_type(output_type);
   if (request.normalize) output.set_normalize(*request.normalize);
   if (request.dimensions > 0) output.set_dimensions(static_cast<uint32_t>(request.dimensions));
-  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
+  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, call));
   QUIVER_RETURN_IF_ERROR(CheckRows(result, static_cast<int64_t>(t.sequences.size())));
   return Embeddings{std::move(result), t.tokens};
 }
 
 absl::StatusOr<Embeddings> Service::EmbedContextualized(
     const ContextualizedRequest& request, quiver::v1::OutputType output_type,
-    std::chrono::system_clock::time_point deadline) const {
+    const CallContext& call) const {
   QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
   if (!model_.can_embed || model_.pooling != "mean") {
     return FieldError(absl::StatusCode::kInvalidArgument, "model",
@@ -337,6 +331,7 @@ absl::StatusOr<Embeddings> Service::EmbedContextualized(
     Sequence seq;
     const std::vector<std::string>& chunks = request.documents[d];
     for (size_t j = 0; j < chunks.size(); ++j) {
+      QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
       if (absl::Status s = tokenizer_->Encode(chunks[j], options, &enc); !s.ok()) {
         return FieldError(absl::StatusCode::kInvalidArgument, "input",
                           StrCat("input[", d, "][", j, "]: ", s.message()), Reason::kTokenizer);
@@ -370,7 +365,7 @@ absl::StatusOr<Embeddings> Service::EmbedContextualized(
     output.set_dimensions(static_cast<uint32_t>(request.dimensions));
     output.set_normalize(true);
   }
-  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
+  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, call));
   int64_t chunks = 0;
   for (const std::vector<std::string>& doc : request.documents) {
     chunks += static_cast<int64_t>(doc.size());
@@ -382,7 +377,7 @@ absl::StatusOr<Embeddings> Service::EmbedContextualized(
 absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
                                       const std::vector<std::string>& documents, bool raw,
                                       const TruncationRequest& truncation, std::string_view field,
-                                      std::chrono::system_clock::time_point deadline) const {
+                                      const CallContext& call) const {
   if (queries.size() != 1 && queries.size() != documents.size()) {
     return absl::InternalError(StrCat("Score: ", queries.size(), " queries for ",
                                       documents.size(), " documents"));
@@ -395,10 +390,10 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     inputs.reserve(queries.size() + documents.size());
     for (const std::string& q : queries) inputs.push_back({q, {}, false});
     for (const std::string& d : documents) inputs.push_back({d, {}, false});
-    QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(inputs, truncation, "", field));
+    QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(inputs, truncation, "", field, call));
     quiver::v1::OutputOptions output;
     output.set_normalize(true);
-    QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, deadline));
+    QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, call));
     QUIVER_RETURN_IF_ERROR(CheckRows(result, static_cast<int64_t>(inputs.size())));
     const size_t dims = result.data.size() / inputs.size() / sizeof(float);
     std::vector<float> rows(result.data.size() / sizeof(float));
@@ -415,7 +410,7 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
   }
   Tokenized t;
   if (!model_.score_prompt.empty()) {
-    QUIVER_ASSIGN_OR_RETURN(t, TokenizePrompts(queries, documents, truncation, field));
+    QUIVER_ASSIGN_OR_RETURN(t, TokenizePrompts(queries, documents, truncation, field, call));
   } else {
     // A cross-encoder: (query, document) as the two segments of one input.
     const auto start = std::chrono::steady_clock::now();
@@ -426,6 +421,7 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     std::vector<std::vector<uint32_t>> query_ids(queries.size());
     tokenizer::Encoding enc, doc;
     for (size_t q = 0; q < queries.size(); ++q) {
+      QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
       if (absl::Status s = tokenizer_->Encode(queries[q], plain, &enc); !s.ok()) {
         return FieldError(absl::StatusCode::kInvalidArgument, field,
                           StrCat("query ", q, ": ", s.message()), Reason::kTokenizer);
@@ -433,6 +429,7 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
       query_ids[q] = enc.ids;
     }
     for (size_t i = 0; i < documents.size(); ++i) {
+      QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
       absl::Status s = tokenizer_->Encode(documents[i], plain, &doc);
       if (s.ok()) {
         s = tokenizer_->EncodePairIds(query_ids[queries.size() == 1 ? 0 : i], doc.ids, options,
@@ -450,7 +447,7 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     }
     Observe(t, start);
   }
-  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, deadline));
+  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, call));
   QUIVER_RETURN_IF_ERROR(CheckRows(result, static_cast<int64_t>(documents.size())));
   // The first logit of each row (a reranker has one).
   const size_t row_bytes = result.data.size() / documents.size();

@@ -100,17 +100,18 @@ class Service {
   // the request field in errors).
   absl::StatusOr<Tokenized> Tokenize(const std::vector<Input>& inputs,
                                      const TruncationRequest& truncation,
-                                     const std::string& prompt_name, std::string_view field) const;
+                                     const std::string& prompt_name, std::string_view field,
+                                     const CallContext& call = {}) const;
 
   // Embeddings in the engine's `output_type` (F32 unless a packed format is asked).
   absl::StatusOr<Embeddings> Embed(const EmbedRequest& request,
                                    quiver::v1::OutputType output_type,
-                                   std::chrono::system_clock::time_point deadline) const;
+                                   const CallContext& call) const;
 
   // Late chunking: one row per chunk, documents in order.
   absl::StatusOr<Embeddings> EmbedContextualized(const ContextualizedRequest& request,
                                                  quiver::v1::OutputType output_type,
-                                                 std::chrono::system_clock::time_point deadline) const;
+                                                 const CallContext& call) const;
 
   // Each document against its query (one query for all, or one per document): a scoring model's
   // logit (sigmoid unless `raw`), or for an embedding model the cosine similarity of their
@@ -119,7 +120,7 @@ class Service {
                                const std::vector<std::string>& documents,
                                bool raw, const TruncationRequest& truncation,
                                std::string_view field,
-                               std::chrono::system_clock::time_point deadline) const;
+                               const CallContext& call) const;
 
   absl::StatusOr<std::vector<std::vector<TokenPiece>>> TokenizeForDisplay(
       const TokenizeRequest& request) const;
@@ -131,7 +132,8 @@ class Service {
   absl::StatusOr<Tokenized> TokenizePrompts(const std::vector<std::string>& queries,
                                             const std::vector<std::string>& documents,
                                             const TruncationRequest& truncation,
-                                            std::string_view field) const;
+                                            std::string_view field,
+                                            const CallContext& call) const;
   absl::StatusOr<int64_t> TruncationLimit(const TruncationRequest& truncation) const;
   // Tokenizer options for `truncation`: cut to `max_tokens` when the request (or, unset,
   // --auto-truncate) asks for it.
@@ -141,7 +143,7 @@ class Service {
   // Dispatcher::Run, with the replicas' queue and compute times observed.
   absl::StatusOr<ReplicaResult> Run(CallKind kind, const Tokenized& t,
                                     const quiver::v1::OutputOptions& output,
-                                    std::chrono::system_clock::time_point deadline) const;
+                                    const CallContext& call) const;
 
   ModelDescription model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;

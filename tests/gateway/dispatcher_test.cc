@@ -1,7 +1,10 @@
-// The gateway's pure decisions: which replica gets a chunk, and where a request is split.
+// The gateway's decisions: which replica gets a chunk, where a request is split, and what a
+// request does when a replica hangs, its client leaves or its deadline passes (fake replicas).
 #include "gateway/dispatcher.h"
 
 #include <gtest/gtest.h>
+
+#include <thread>
 
 namespace quiver::gateway {
 namespace {
@@ -29,6 +32,160 @@ TEST(SplitIntoChunksTest, ConsecutiveSequencesUpToTheBudget) {
   const std::vector<std::pair<size_t, size_t>> want = {{0, 2}, {2, 3}, {3, 4}, {4, 6}};
   EXPECT_EQ(chunks, want);  // the 500-token sequence is a chunk of its own
   EXPECT_TRUE(SplitIntoChunks(std::vector<int64_t>{}, 250).empty());
+}
+
+TEST(LatencyEstimateTest, FollowsRfc6298) {
+  using std::chrono::microseconds;
+  LatencyEstimate e;
+  EXPECT_EQ(e.Timeout(microseconds(1000), microseconds(7000)), microseconds(7000));
+  e.Observe(microseconds(100000));  // srtt 100 ms, rttvar 50 ms
+  EXPECT_EQ(e.Timeout(microseconds(1000), microseconds(7000)), microseconds(300000));
+  e.Observe(microseconds(100000));  // rttvar 37.5 ms
+  EXPECT_EQ(e.Timeout(microseconds(1000), microseconds(7000)), microseconds(250000));
+  EXPECT_EQ(e.Timeout(microseconds(900000), microseconds(7000)), microseconds(900000));  // floor
+}
+
+// A replica that answers at once, after a delay, or never (until its attempt is cancelled, when
+// it answers CANCELLED as a real one does).
+class FakeReplica final : public Replica {
+ public:
+  enum class Mode { kAnswer, kDelay, kHang };
+  FakeReplica(std::string name, Mode mode, std::chrono::milliseconds delay = {})
+      : name_(std::move(name)), mode_(mode), delay_(delay) {}
+  ~FakeReplica() override {
+    for (std::thread& t : threads_) t.join();
+  }
+  const std::string& name() const override { return name_; }
+  bool healthy() const override { return true; }
+  int64_t outstanding_tokens() const override { return 0; }
+  void Call(CallKind, const quiver::v1::Chunk& chunk, std::chrono::system_clock::time_point,
+            std::shared_ptr<CancelSignal> cancel,
+            std::function<void(absl::StatusOr<ReplicaResult>)> done) override {
+    ++calls;
+    ReplicaResult r;
+    r.num_seqs = chunk.cu_seqlens_size() - 1;
+    r.dimensions = 1;
+    r.data.assign(static_cast<size_t>(r.num_seqs) * sizeof(float), '\1');
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    auto answer = [once, done](absl::StatusOr<ReplicaResult> result) {
+      if (!once->exchange(true)) done(std::move(result));
+    };
+    cancel->OnCancel([this, answer] {
+      ++cancels;
+      answer(absl::CancelledError("cancelled"));
+    });
+    if (mode_ == Mode::kAnswer) {
+      answer(std::move(r));
+    } else if (mode_ == Mode::kDelay) {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads_.emplace_back([answer, r, delay = delay_] {
+        std::this_thread::sleep_for(delay);
+        answer(r);
+      });
+    }
+  }
+  std::atomic<int> calls{0}, cancels{0};
+
+ private:
+  std::string name_;
+  Mode mode_;
+  std::chrono::milliseconds delay_;
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+std::vector<Sequence> OneSequence() { return {Sequence{{101, 7592, 102}, {}, {}}}; }
+
+HedgeOptions FastHedges() {
+  HedgeOptions h;
+  h.min_attempt = std::chrono::milliseconds(50);
+  h.initial_attempt = std::chrono::milliseconds(100);
+  return h;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+TEST(DispatcherTest, AHungReplicaCostsAnAttemptTimeoutNotTheDeadline) {
+  auto hung = std::make_shared<FakeReplica>("hung", FakeReplica::Mode::kHang);
+  auto good = std::make_shared<FakeReplica>("good", FakeReplica::Mode::kAnswer);
+  // The hung replica first in line (ties go to the rotation's start, 0 on the first pick).
+  Dispatcher d(std::vector<std::shared_ptr<Replica>>{hung, good}, 1000, FastHedges());
+  const auto start = std::chrono::steady_clock::now();
+  auto r = d.Run(CallKind::kScore, OneSequence(), {},
+                 std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->num_seqs, 1);
+  EXPECT_LT(SecondsSince(start), 5.0);  // about the initial attempt timeout, not 30 s
+  EXPECT_EQ(hung->calls.load(), 1);
+  EXPECT_EQ(hung->cancels.load(), 1);  // the losing attempt was cancelled
+  EXPECT_EQ(d.counts().hedges, 1);
+  EXPECT_EQ(d.counts().hedges_won, 1);
+  // New requests avoid the silent replica while another is there.
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(d.Run(CallKind::kScore, OneSequence(), {},
+                      std::chrono::system_clock::now() + std::chrono::seconds(30)).ok());
+  }
+  EXPECT_EQ(hung->calls.load(), 1);
+  EXPECT_EQ(good->calls.load(), 5);
+}
+
+TEST(DispatcherTest, AClientThatLeftCancelsItsChunks) {
+  auto hung = std::make_shared<FakeReplica>("hung", FakeReplica::Mode::kHang);
+  Dispatcher d(std::vector<std::shared_ptr<Replica>>{hung}, 1000, FastHedges());
+  const auto start = std::chrono::steady_clock::now();
+  CallContext call(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  call.client_gone = [start] { return SecondsSince(start) > 0.2; };
+  auto r = d.Run(CallKind::kScore, OneSequence(), {}, call);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  EXPECT_LT(SecondsSince(start), 5.0);
+  EXPECT_EQ(hung->cancels.load(), 1);
+}
+
+TEST(DispatcherTest, TheDeadlineCancelsAndReturnsAtOnce) {
+  auto hung = std::make_shared<FakeReplica>("hung", FakeReplica::Mode::kHang);
+  Dispatcher d(std::vector<std::shared_ptr<Replica>>{hung}, 1000, FastHedges());
+  const auto start = std::chrono::steady_clock::now();
+  auto r = d.Run(CallKind::kScore, OneSequence(), {},
+                 std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_LT(SecondsSince(start), 5.0);
+  EXPECT_EQ(hung->cancels.load(), 1);
+}
+
+TEST(DispatcherTest, HedgesAreBudgeted) {
+  // Both replicas slow: the first request may hedge, the next finds the bucket empty.
+  auto a = std::make_shared<FakeReplica>("a", FakeReplica::Mode::kDelay,
+                                         std::chrono::milliseconds(400));
+  auto b = std::make_shared<FakeReplica>("b", FakeReplica::Mode::kDelay,
+                                         std::chrono::milliseconds(400));
+  HedgeOptions h = FastHedges();
+  h.max_hedge_tokens = 1;
+  h.hedges_per_answer = 0;
+  Dispatcher d(std::vector<std::shared_ptr<Replica>>{a, b}, 1000, h);
+  for (int i = 0; i < 3; ++i) {
+    auto r = d.Run(CallKind::kScore, OneSequence(), {},
+                   std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  EXPECT_EQ(d.counts().hedges, 1);
+  EXPECT_EQ(a->calls.load() + b->calls.load(), 4);
+}
+
+TEST(DispatcherTest, AReplicaThatAnswersInTimeIsNeverHedged) {
+  auto a = std::make_shared<FakeReplica>("a", FakeReplica::Mode::kAnswer);
+  auto b = std::make_shared<FakeReplica>("b", FakeReplica::Mode::kAnswer);
+  Dispatcher d(std::vector<std::shared_ptr<Replica>>{a, b}, 2, FastHedges());
+  std::vector<Sequence> many(20, Sequence{{1, 2}, {}, {}});
+  auto r = d.Run(CallKind::kScore, many, {}, std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->num_seqs, 20);
+  EXPECT_EQ(d.counts().hedges, 0);
+  EXPECT_EQ(a->calls.load() + b->calls.load(), 20);
+  EXPECT_EQ(a->cancels.load() + b->cancels.load(), 0);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ class RecordingReplica final : public Replica {
   bool healthy() const override { return true; }
   int64_t outstanding_tokens() const override { return 0; }
   void Call(CallKind kind, const quiver::v1::Chunk& chunk, std::chrono::system_clock::time_point,
-            std::function<void(absl::StatusOr<ReplicaResult>)> done) override {
+            std::shared_ptr<CancelSignal>, std::function<void(absl::StatusOr<ReplicaResult>)> done) override {
     ReplicaResult r;
     r.num_seqs = chunk.cu_seqlens_size() - 1;
     r.dimensions = kind == CallKind::kScore ? 1 : dims_;
