@@ -7,7 +7,9 @@
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "engine/models/model.h"
+#include "gateway/api/api.h"
 #include "gateway/api/requests.h"
+#include "gateway/http_server.h"
 #include "scheduler/limits.h"
 
 namespace quiver::app {
@@ -19,6 +21,7 @@ struct HttpTimeouts {
   int idle_s = 120;
   int max_connections = 10000;  // --max-connections
   size_t max_body_bytes_in_flight = 32 << 20;  // --max-body-bytes-in-flight
+  int drain_s = 30;  // --drain-timeout: how long a stopping server lets requests finish
 };
 
 struct ServeOptions {
@@ -82,5 +85,10 @@ absl::StatusOr<engine::ModelOptions> ResolveModelOptions(const std::string& mode
 int RunEmbed(const EmbedOptions& options);
 int RunTokenize(const TokenizeOptions& options);
 int RunVersion();
+
+// A stopping server: not ready, answers say Connection: close, running requests get
+// `drain_s` seconds to finish (then 503 at their next check), and the HTTP server stops.
+void DrainAndStop(gateway::HttpServer& server, gateway::api::Api& api, int drain_s,
+                  std::string_view who);
 
 }  // namespace quiver::app

@@ -73,6 +73,7 @@ int RunGateway(const GatewayOptions& options) {
                                                             : static_cast<int64_t>(info->max_batch_tokens());
   auto dispatcher = std::make_shared<gateway::Dispatcher>([&replicas] { return replicas.Snapshot(); },
                                                           chunk_tokens);
+  dispatcher->ExportMetrics(&metrics);
   gateway::api::Api api(model, *std::move(tok), dispatcher, options.api, &metrics,
                         options.access_log);
   gateway::HttpServerOptions http;
@@ -102,8 +103,7 @@ int RunGateway(const GatewayOptions& options) {
                options.host, server.port(), model.name, model.max_input_tokens,
                options.api.max_inputs, options.api.auto_truncate);
   spdlog::info("quiver gateway: {} received, stopping", WaitForStopSignal());
-  api.set_ready(false);
-  server.Stop();
+  DrainAndStop(server, api, options.timeouts.drain_s, "quiver gateway");
   spdlog::info("quiver gateway: stopped");
   return 0;
 }

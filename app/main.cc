@@ -45,6 +45,11 @@ void AddTimeoutFlags(CLI::App& cmd, quiver::app::HttpTimeouts& t) {
                  "(keep it under the process's file-descriptor limit, ulimit -n)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
+  cmd.add_option("--drain-timeout", t.drain_s,
+                 "Seconds a stopping server (SIGTERM) lets running requests finish; those still "
+                 "running then get 503 and the process exits")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
   cmd.add_option("--max-body-bytes-in-flight", t.max_body_bytes_in_flight,
                  "Request-body bytes being read, parsed or handled at once; a request whose body "
                  "does not fit waits with its body unread (one request always runs)")

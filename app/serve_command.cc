@@ -89,6 +89,7 @@ int RunServe(const ServeOptions& options) {
   auto replica = std::make_shared<LocalReplica>("local", engine->get(), &sched);
   auto dispatcher = std::make_shared<gateway::Dispatcher>(
       std::vector<std::shared_ptr<gateway::Replica>>{replica}, options.limits.max_batch_tokens);
+  dispatcher->ExportMetrics(&metrics);
   gateway::api::ApiLimits api_limits = options.api;
   gateway::api::Api api(model, *std::move(tok), dispatcher, api_limits, &metrics,
                         options.access_log);
@@ -139,9 +140,8 @@ int RunServe(const ServeOptions& options) {
                options.api.max_inputs, options.api.auto_truncate);
 
   spdlog::info("quiver serve: {} received, stopping", WaitForStopSignal());
-  api.set_ready(false);
-  server.Stop();   // no new requests; handlers in progress finish
-  sched.Drain();   // everything admitted completes
+  DrainAndStop(server, api, options.timeouts.drain_s, "quiver serve");
+  sched.Drain();   // what is still admitted completes (cancelled chunks are dropped)
   spdlog::info("quiver serve: stopped");
   return 0;
 }

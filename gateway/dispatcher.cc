@@ -44,6 +44,11 @@ absl::Status CallContext::Check(std::string_view stage) const {
   if (client_gone && client_gone()) {
     return absl::CancelledError(StrCat("the client closed its connection (during ", stage, ")"));
   }
+  if (stopping != nullptr && stopping->load()) {
+    return absl::UnavailableError(
+        StrCat("the server is shutting down and its --drain-timeout passed (during ", stage,
+               "); retry elsewhere"));
+  }
   if (std::chrono::system_clock::now() >= deadline) {
     return absl::DeadlineExceededError(StrCat("request deadline passed (during ", stage, ")"));
   }
@@ -104,6 +109,9 @@ struct Dispatcher::Shared {
   double hedge_tokens = 0;
   size_t rotation = 0;
   Counts counts;
+  Counter* hedges_metric = nullptr;
+  Counter* hedges_won_metric = nullptr;
+  Counter* cancelled_metric = nullptr;
 
   std::chrono::microseconds AttemptTimeout(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu);
@@ -164,10 +172,7 @@ void FinishLocked(RunState& run, ChunkState& chunk, absl::StatusOr<ReplicaResult
   if (--run.remaining == 0) run.cv.notify_all();
 }
 
-void CancelAll(std::vector<std::shared_ptr<CancelSignal>>& signals) {
-  for (auto& s : signals) s->Cancel();
-  signals.clear();
-}
+void CancelAll(Dispatcher::Shared& shared, std::vector<std::shared_ptr<CancelSignal>>& signals);
 
 // Starts one more attempt for chunk `c` on the least loaded healthy replica it has not tried,
 // preferring replicas not silent on a hedged chunk. False when there is none.
@@ -196,7 +201,10 @@ void OnAnswer(const std::shared_ptr<Dispatcher::Shared>& shared,
         if (!chunk.done) {
           shared->hedge_tokens = std::min(shared->options.max_hedge_tokens,
                                           shared->hedge_tokens + shared->options.hedges_per_answer);
-          if (attempt.hedge) ++shared->counts.hedges_won;
+          if (attempt.hedge) {
+            ++shared->counts.hedges_won;
+            if (shared->hedges_won_metric) shared->hedges_won_metric->Inc();
+          }
         }
       }
     }
@@ -214,13 +222,13 @@ void OnAnswer(const std::shared_ptr<Dispatcher::Shared>& shared,
       }
     }
   }
-  CancelAll(to_cancel);
+  CancelAll(*shared, to_cancel);
   if (retry && !StartAttempt(shared, run, c, /*hedge=*/false)) {
     std::lock_guard<std::mutex> lock(run->mu);
     ChunkState& chunk = run->chunks[c];
     if (!chunk.done && chunk.live == 0) FinishLocked(*run, chunk, chunk.last_error, to_cancel);
   }
-  CancelAll(to_cancel);
+  CancelAll(*shared, to_cancel);
 }
 
 bool StartAttempt(const std::shared_ptr<Dispatcher::Shared>& shared,
@@ -265,12 +273,29 @@ bool StartAttempt(const std::shared_ptr<Dispatcher::Shared>& shared,
   if (hedge) {
     std::lock_guard<std::mutex> lock(shared->mu);
     ++shared->counts.hedges;
+    if (shared->hedges_metric) shared->hedges_metric->Inc();
   }
   run->replicas[pick]->Call(run->kind, run->chunks[c].chunk, run->deadline, cancel,
                             [shared, run, c, a](absl::StatusOr<ReplicaResult> r) {
                               OnAnswer(shared, run, c, a, std::move(r));
                             });
   return true;
+}
+
+}  // namespace
+
+namespace {
+
+void CancelAll(Dispatcher::Shared& shared, std::vector<std::shared_ptr<CancelSignal>>& signals) {
+  int64_t fresh = 0;
+  for (auto& s : signals) fresh += s->cancelled() ? 0 : 1;
+  if (fresh > 0) {
+    std::lock_guard<std::mutex> lock(shared.mu);
+    shared.counts.cancelled += fresh;
+    if (shared.cancelled_metric) shared.cancelled_metric->Inc(fresh);
+  }
+  for (auto& s : signals) s->Cancel();
+  signals.clear();
 }
 
 }  // namespace
@@ -294,6 +319,18 @@ bool Dispatcher::any_healthy() const {
     if (r->healthy()) return true;
   }
   return false;
+}
+
+void Dispatcher::ExportMetrics(MetricsRegistry* metrics) {
+  if (metrics == nullptr) return;
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->hedges_metric = &metrics->GetCounter(
+      "quiver_gateway_hedges_total", "Chunks sent to a second replica after the first was slow");
+  shared_->hedges_won_metric = &metrics->GetCounter(
+      "quiver_gateway_hedges_won_total", "Hedged chunks answered first by the second replica");
+  shared_->cancelled_metric = &metrics->GetCounter(
+      "quiver_gateway_attempts_cancelled_total",
+      "Chunk attempts cancelled: the client left, the deadline passed or a hedge won");
 }
 
 Dispatcher::Counts Dispatcher::counts() const {
@@ -445,11 +482,7 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
     }
   }
   lock.unlock();
-  {
-    std::lock_guard<std::mutex> shared_lock(shared_->mu);
-    for (auto& s : to_cancel) shared_->counts.cancelled += s->cancelled() ? 0 : 1;
-  }
-  CancelAll(to_cancel);
+  CancelAll(*shared_, to_cancel);
   if (!failed.ok()) return failed;
   return out;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/metrics.h"
 #include "gateway/replica.h"
 
 namespace quiver::gateway {
@@ -98,6 +99,9 @@ class Dispatcher {
     int64_t cancelled = 0;        // attempts cancelled (client gone, deadline, a hedge won)
   };
   Counts counts() const;
+  // Publishes the counts as quiver_gateway_hedges_total, quiver_gateway_hedges_won_total and
+  // quiver_gateway_attempts_cancelled_total. Call before the first Run.
+  void ExportMetrics(MetricsRegistry* metrics);
 
   struct Shared;  // state the replicas' callbacks share with Run (they may outlive a Run)
 

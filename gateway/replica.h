@@ -38,9 +38,11 @@ struct CallContext {
   CallContext(std::chrono::system_clock::time_point d) : deadline(d) {}  // NOLINT: implicit
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
   std::function<bool()> client_gone;  // optional; polled, so it must be cheap
+  // Set when a stopping server's --drain-timeout passed: what is still running gives up (503).
+  const std::atomic<bool>* stopping = nullptr;
 
-  // OK while the request should go on; else CANCELLED (the client left) or DEADLINE_EXCEEDED,
-  // naming `stage` ("tokenization", ...).
+  // OK while the request should go on; else CANCELLED (the client left), UNAVAILABLE (the server
+  // stops) or DEADLINE_EXCEEDED, naming `stage` ("tokenization", ...).
   absl::Status Check(std::string_view stage) const;
 };
 

@@ -157,6 +157,7 @@ void Api::AddJson(std::string path, Dialect dialect,
                  Call call;
                  call.dialect = dialect;
                  call.context.client_gone = request.client_gone;
+                 call.context.stopping = &stopping_;
                  call.context.deadline = std::chrono::system_clock::now() +
                                  std::chrono::milliseconds(static_cast<int64_t>(
                                      service_.limits().request_timeout_s * 1000));

@@ -34,6 +34,8 @@ class Api {
   // a route that needs the API key when the request does not carry it; nullopt otherwise.
   std::optional<HttpResponse> CheckHeaders(const HttpRequest& request);
   void set_ready(bool ready) { ready_ = ready; }
+  // Requests still running give up (503) at their next check: a stopping server's drain ends.
+  void StopRequests() { stopping_ = true; }
   const Router& router() const { return router_; }
 
  private:
@@ -69,6 +71,7 @@ class Api {
   MetricsRegistry* metrics_;
   bool access_log_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_id_{1};
 };
 

@@ -1,0 +1,307 @@
+"""Faults against real processes on loopback (standard library only), issue 17's cases beyond the
+HTTP layer (those are in http_hostile_test.py): a client that leaves, a deadline that passes during
+compute and during tokenization, a bounded drain on SIGTERM, running out of file descriptors, a
+hung worker behind the gateway (SIGSTOP), and the gateway's 413 for a request no worker queue could
+admit. Every wait is bounded; the file runs in about two minutes on 2 cores.
+
+    python3 tests/reliability/faults_test.py QUIVER MODEL_DIR CORPUS_DIR
+"""
+
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
+import serving  # noqa: E402
+
+QUIVER, MODEL, CORPUS = sys.argv[1], sys.argv[2], sys.argv[3]
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + (f" ({detail})" if detail else ""), flush=True)
+    if not ok:
+        failures.append(name)
+
+
+def post(port, path, body, timeout=120):
+    data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+
+def metric(port, name):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    total = 0.0
+    for m in re.finditer(r"^" + re.escape(name) + r"(\{[^}]*\})? ([0-9.e+-]+)$", text, re.M):
+        total += float(m.group(2))
+    return total
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def texts():
+    with open(os.path.join(CORPUS, "docs_multi.jsonl"), encoding="utf-8") as f:
+        return [json.loads(l)["text"] for l in f]
+
+
+DOCS = texts()
+# About 100,000 tokens: tens of seconds of compute on 2 cores, in many chunks.
+BIG = {"input": [DOCS[i % len(DOCS)][:1500] for i in range(400)], "truncate_prompt_tokens": -1}
+
+
+def raw_post(port, body):
+    data = json.dumps(body).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    return s
+
+
+def stop(proc, timeout=60):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return None
+
+
+def client_gone_and_deadline():
+    proc, port, log = serving.start(QUIVER, MODEL, ["--max-inputs", "4096", "--threads", "2"],
+                                    prefix="quiver-faults-")
+    try:
+        # The client leaves a second into a long request: what is still queued is dropped.
+        s = raw_post(port, BIG)
+        time.sleep(1.0)
+        s.close()
+        start = time.time()
+        dropped = 0
+        while time.time() - start < 20 and dropped == 0:
+            dropped = metric(port, "quiver_scheduler_dropped_total")
+            time.sleep(0.2)
+        check("a request whose client left is dropped before compute", dropped > 0,
+              f"quiver_scheduler_dropped_total={dropped}")
+        t0 = time.time()
+        status, _, _ = post(port, "/v1/embeddings", {"input": "still here?"})
+        took = time.time() - t0
+        check("the server is free again at once", status == 200 and took < 10,
+              f"{status} after {took:.1f} s")
+    finally:
+        stop(proc)
+    proc, port, log = serving.start(QUIVER, MODEL, ["--max-inputs", "4096", "--threads", "2",
+                                                    "--request-timeout", "2",
+                                                    "--max-body-bytes", "67108864",
+                                                    "--max-body-bytes-in-flight", "67108864"],
+                                    prefix="quiver-faults-deadline-")
+    try:
+        t0 = time.time()
+        status, body, _ = post(port, "/v1/embeddings", BIG)
+        took = time.time() - t0
+        check("a deadline passing during compute is 504 at the deadline", status == 504 and took < 6,
+              f"{status} after {took:.1f} s: {body[:200]}")
+        # Tokenization alone longer than the timeout: 2,048 inputs of 12,000 characters (28 MB).
+        long_texts = {"input": [(DOCS[i % len(DOCS)] * 20)[:12000] for i in range(2048)],
+                      "truncate_prompt_tokens": -1}
+        t0 = time.time()
+        status, body, _ = post(port, "/v1/embeddings", long_texts)
+        took = time.time() - t0
+        check("a deadline passing during tokenization is 504, tokenization stopped",
+              status == 504 and "tokenization" in body and took < 6,
+              f"{status} after {took:.1f} s: {body[:200]}")
+    finally:
+        stop(proc)
+
+
+def drain():
+    proc, port, log = serving.start(QUIVER, MODEL, ["--max-inputs", "4096", "--threads", "2",
+                                                    "--drain-timeout", "2"],
+                                    prefix="quiver-faults-drain-")
+    # A short request in flight when SIGTERM comes: answered, with Connection: close.
+    result = {}
+
+    def short():
+        result["short"] = post(port, "/v1/embeddings", {"input": [d[:400] for d in DOCS[:32]]})
+
+    def long():
+        result["long"] = post(port, "/v1/embeddings", BIG)
+
+    threads = [threading.Thread(target=short), threading.Thread(target=long)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    t0 = time.time()
+    code = stop(proc, timeout=30)
+    took = time.time() - t0
+    for t in threads:
+        t.join(timeout=30)
+    status, _, headers = result.get("short", (None, "", {}))
+    check("a request in flight at SIGTERM is answered, Connection: close",
+          status == 200 and headers.get("Connection", "").lower() == "close",
+          f"{status} {headers.get('Connection')}")
+    status, body, _ = result.get("long", (None, "", {}))
+    check("one still running at --drain-timeout gets 503 naming it",
+          status == 503 and "drain-timeout" in body, f"{status}: {body[:200]}")
+    check("the process exits 0 within the drain timeout and a batch", code == 0 and took < 10,
+          f"exit {code} after {took:.1f} s")
+
+
+def out_of_descriptors():
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+
+    log = tempfile.NamedTemporaryFile(prefix="quiver-faults-emfile-", suffix=".log", delete=False)
+    proc = subprocess.Popen([QUIVER, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
+                             "--threads", "1"], stderr=log, stdout=subprocess.DEVNULL,
+                            preexec_fn=low_limit)
+    try:
+        port = None
+        for _ in range(600):
+            m = re.search(r" port=(\d+) ", open(log.name).read())
+            if m and "ready on" in open(log.name).read():
+                port = int(m.group(1))
+                break
+            time.sleep(0.1)
+        if port is None:
+            check("serve starts with 48 file descriptors", False, open(log.name).read()[-500:])
+            return
+        held = []
+        for _ in range(80):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            except OSError:
+                break
+        before = cpu_seconds(proc.pid)
+        time.sleep(2.0)
+        spent = cpu_seconds(proc.pid) - before
+        text = open(log.name).read()
+        check("out of descriptors: accept backs off (no spin) and says so",
+              spent < 0.5 and "accept failed" in text, f"{spent:.2f} s of CPU in 2 s")
+        for s in held:
+            s.close()
+        time.sleep(0.5)
+        status, _, _ = post(port, "/v1/embeddings", {"input": "and now?"}, timeout=10)
+        check("descriptors back: served again", status == 200, str(status))
+    finally:
+        stop(proc)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pattern, path, proc, seconds=60):
+    end = time.time() + seconds
+    while time.time() < end:
+        m = re.search(pattern, open(path).read())
+        if m:
+            return m
+        if proc.poll() is not None:
+            sys.exit(f"process exited: {open(path).read()}")
+        time.sleep(0.1)
+    sys.exit(f"timed out waiting for {pattern} in {path}")
+
+
+def hung_worker():
+    ports = [free_port() for _ in range(2)]
+    workers = []
+    for p in ports:
+        wlog = tempfile.NamedTemporaryFile(prefix="quiver-faults-worker-", delete=False).name
+        w = subprocess.Popen([QUIVER, "worker", "--model", MODEL, "--listen", f"127.0.0.1:{p}",
+                              "--metrics-port", "-1", "--threads", "1", "--max-batch-tokens", "1024",
+                              "--max-queued-tokens", "8192"],
+                             stderr=open(wlog, "w"), stdout=subprocess.DEVNULL)
+        wait_for(r"port=\d+", wlog, w)
+        workers.append(w)
+    glog = tempfile.NamedTemporaryFile(prefix="quiver-faults-gateway-", delete=False).name
+    gw = subprocess.Popen([QUIVER, "gateway", "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
+                           "--workers", ",".join(f"127.0.0.1:{p}" for p in ports),
+                           "--health-interval-ms", "500", "--max-chunk-tokens", "256",
+                           "--request-timeout", "60"],
+                          stderr=open(glog, "w"), stdout=subprocess.DEVNULL)
+    gport = int(wait_for(r" port=(\d+) ", glog, gw).group(1))
+    try:
+        queries = DOCS[:48]
+        expected = {}
+        for i in range(0, 48, 8):
+            status, body, _ = post(gport, "/v1/embeddings", {"input": [q[:300] for q in queries[i:i + 8]]})
+            assert status == 200, body
+            for q, d in zip(queries[i:i + 8], json.loads(body)["data"]):
+                expected[q] = d["embedding"]
+        # Requests in flight when a worker stops answering (SIGSTOP: no reset, no close).
+        results = []
+        lock = threading.Lock()
+
+        def client(k):
+            for n in range(6):
+                batch = [queries[(k * 5 + n * 7 + j) % 48] for j in range(4)]
+                t0 = time.time()
+                status, body, _ = post(gport, "/v1/embeddings", {"input": [q[:300] for q in batch]})
+                took = time.time() - t0
+                ok = status == 200 and all(d["embedding"] == expected[q] for d, q in
+                                           zip(json.loads(body)["data"], batch))
+                with lock:
+                    results.append((ok, took, status))
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        workers[0].send_signal(signal.SIGSTOP)
+        for t in threads:
+            t.join(timeout=120)
+        workers[0].send_signal(signal.SIGCONT)
+        slowest = max(t for _, t, _ in results) if results else None
+        bad = [(s, round(t, 1)) for ok, t, s in results if not ok]
+        check("a hung worker costs a request seconds, not the 60 s deadline",
+              len(results) == 36 and not bad and slowest < 15,
+              f"{len(results)} answers, wrong/failed {bad[:5]}, slowest {slowest}")
+        hedges = metric(gport, "quiver_gateway_hedges_total")
+        check("the gateway counted its hedges", hedges >= 1, f"hedges {hedges}")
+        # 413 at once for a request no worker queue could ever admit (2 x 8192 tokens).
+        over = {"input": [DOCS[i % len(DOCS)][:1500] for i in range(120)], "truncate_prompt_tokens": -1}
+        t0 = time.time()
+        status, body, _ = post(gport, "/v1/embeddings", over)
+        check("the gateway answers 413 for a request over its workers' queues",
+              status == 413 and "max-queued-tokens" in body and time.time() - t0 < 10,
+              f"{status}: {body[:200]}")
+    finally:
+        stop(gw)
+        for w in workers:
+            w.send_signal(signal.SIGCONT)
+            stop(w)
+
+
+def main():
+    client_gone_and_deadline()
+    drain()
+    out_of_descriptors()
+    hung_worker()
+    if failures:
+        print(f"faults: {len(failures)} failed: {failures}")
+        sys.exit(1)
+    print("faults: all cases passed")
+
+
+if __name__ == "__main__":
+    main()
