@@ -8,10 +8,10 @@
 // replica's answered chunks, as TCP sets its retransmission timeout (RFC 6298), never under
 // HedgeOptions::min_attempt — is sent to a second healthy replica as well (a hedge); the first
 // answer wins and the other attempt is cancelled. The silent replica gets no new chunks for a
-// while (HedgeOptions::silent_for) unless it answers one. Hedges are budgeted (a bucket refilled by answered chunks), so a
-// cluster that is slow everywhere is not sent twice the work. When the client leaves or the
-// deadline passes, every attempt still out is cancelled (replicas drop such chunks before
-// compute) and Run returns at once.
+// while (HedgeOptions::silent_for) unless it answers one. Hedges are budgeted (a bucket refilled by
+// answered chunks), so a cluster that is slow everywhere is not sent twice the work. When the
+// client leaves or the deadline passes, every attempt still out is cancelled (replicas drop such
+// chunks before compute) and Run returns at once.
 #pragma once
 
 #include <atomic>
@@ -94,9 +94,9 @@ class Dispatcher {
   std::vector<std::shared_ptr<Replica>> replicas() const { return source_(); }
 
   struct Counts {
-    int64_t hedges = 0;           // second attempts sent for a chunk that was slow to answer
-    int64_t hedges_won = 0;       // of those, answered first
-    int64_t cancelled = 0;        // attempts cancelled (client gone, deadline, a hedge won)
+    int64_t hedges = 0;      // second attempts sent for a chunk that was slow to answer
+    int64_t hedges_won = 0;  // of those, answered first
+    int64_t cancelled = 0;   // attempts cancelled (client gone, deadline, a hedge won)
   };
   Counts counts() const;
   // Publishes the counts as quiver_gateway_hedges_total, quiver_gateway_hedges_won_total and

@@ -51,11 +51,20 @@ TEST(JsonTest, TypedFieldErrorsNameTheField) {
 void ExpectSame(const JsonValue& value, const JsonView& view, const std::string& where) {
   ASSERT_EQ(value.type(), view.type()) << where;
   switch (value.type()) {
-    case JsonValue::Type::kNull: break;
-    case JsonValue::Type::kBool: EXPECT_EQ(value.as_bool(), view.as_bool()) << where; break;
-    case JsonValue::Type::kInt: EXPECT_EQ(value.as_int(), view.as_int()) << where; break;
-    case JsonValue::Type::kDouble: EXPECT_EQ(value.as_double(), view.as_double()) << where; break;
-    case JsonValue::Type::kString: EXPECT_EQ(value.as_string(), view.as_string()) << where; break;
+    case JsonValue::Type::kNull:
+      break;
+    case JsonValue::Type::kBool:
+      EXPECT_EQ(value.as_bool(), view.as_bool()) << where;
+      break;
+    case JsonValue::Type::kInt:
+      EXPECT_EQ(value.as_int(), view.as_int()) << where;
+      break;
+    case JsonValue::Type::kDouble:
+      EXPECT_EQ(value.as_double(), view.as_double()) << where;
+      break;
+    case JsonValue::Type::kString:
+      EXPECT_EQ(value.as_string(), view.as_string()) << where;
+      break;
     case JsonValue::Type::kArray: {
       ASSERT_EQ(value.items().size(), view.items().size()) << where;
       size_t i = 0;
@@ -101,13 +110,13 @@ TEST(JsonDocumentTest, ViewsOutliveAMoveOfTheirDocument) {
   EXPECT_EQ(input.items().size(), 2u);
   EXPECT_EQ((*input.items().begin()).as_string(), "a");
   EXPECT_FALSE(moved.root().Find("absent").has_value());
-  EXPECT_FALSE(input.Find("input").has_value());  // not an object
+  EXPECT_FALSE(input.Find("input").has_value());          // not an object
   EXPECT_TRUE((*input.items().begin()).items().empty());  // not an array
 }
 
 TEST(JsonDocumentTest, MalformedDocumentIsAnError) {
-  for (const char* bad : {"", "{", R"({"a": })", "[1, 2", R"({"a": 1} trailing)", "nul",
-                          "[1, 2,]", "\"\\x\"", "{\"a\" 1}", "[\"\xff\"]"}) {
+  for (const char* bad : {"", "{", R"({"a": })", "[1, 2", R"({"a": 1} trailing)", "nul", "[1, 2,]",
+                          "\"\\x\"", "{\"a\" 1}", "[\"\xff\"]"}) {
     absl::StatusOr<JsonDocument> doc = JsonDocument::Parse(bad);
     EXPECT_FALSE(doc.ok()) << "accepted: " << bad;
     if (!doc.ok()) {

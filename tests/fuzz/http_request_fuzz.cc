@@ -93,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n == 0) break;
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) __builtin_trap();  // the server hung
-      break;  // reset: fine
+      break;                                                          // reset: fine
     }
     answer.append(buffer, static_cast<size_t>(n));
   }

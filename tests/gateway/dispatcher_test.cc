@@ -125,7 +125,8 @@ TEST(DispatcherTest, AHungReplicaCostsAnAttemptTimeoutNotTheDeadline) {
   // New requests avoid the silent replica while another is there.
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(d.Run(CallKind::kScore, OneSequence(), {},
-                      std::chrono::system_clock::now() + std::chrono::seconds(30)).ok());
+                      std::chrono::system_clock::now() + std::chrono::seconds(30))
+                    .ok());
   }
   EXPECT_EQ(hung->calls.load(), 1);
   EXPECT_EQ(good->calls.load(), 5);
@@ -158,10 +159,10 @@ TEST(DispatcherTest, TheDeadlineCancelsAndReturnsAtOnce) {
 
 TEST(DispatcherTest, HedgesAreBudgeted) {
   // Both replicas slow: the first request may hedge, the next finds the bucket empty.
-  auto a = std::make_shared<FakeReplica>("a", FakeReplica::Mode::kDelay,
-                                         std::chrono::milliseconds(400));
-  auto b = std::make_shared<FakeReplica>("b", FakeReplica::Mode::kDelay,
-                                         std::chrono::milliseconds(400));
+  auto a =
+      std::make_shared<FakeReplica>("a", FakeReplica::Mode::kDelay, std::chrono::milliseconds(400));
+  auto b =
+      std::make_shared<FakeReplica>("b", FakeReplica::Mode::kDelay, std::chrono::milliseconds(400));
   HedgeOptions h = FastHedges();
   h.max_hedge_tokens = 1;
   h.hedges_per_answer = 0;
@@ -180,7 +181,8 @@ TEST(DispatcherTest, AReplicaThatAnswersInTimeIsNeverHedged) {
   auto b = std::make_shared<FakeReplica>("b", FakeReplica::Mode::kAnswer);
   Dispatcher d(std::vector<std::shared_ptr<Replica>>{a, b}, 2, FastHedges());
   std::vector<Sequence> many(20, Sequence{{1, 2}, {}, {}});
-  auto r = d.Run(CallKind::kScore, many, {}, std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto r = d.Run(CallKind::kScore, many, {},
+                 std::chrono::system_clock::now() + std::chrono::seconds(30));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->num_seqs, 20);
   EXPECT_EQ(d.counts().hedges, 0);
