@@ -725,9 +725,11 @@ HttpResponse Api::Tokenize(const JsonView& body, Call& call) {
 HttpResponse Api::Decode(const JsonView& body, Call& call) {
   absl::StatusOr<DecodeRequest> request = ParseDecode(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  absl::StatusOr<std::vector<std::string>> texts = service_.Decode(*request);
+  if (!texts.ok()) return ErrorResponse(call.dialect, texts.status());
   JsonWriter w;
   w.BeginArray();
-  for (const std::string& text : service_.Decode(*request)) w.String(text);
+  for (const std::string& text : *texts) w.String(text);
   w.EndArray();
   return Json(std::move(w).Take());
 }

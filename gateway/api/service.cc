@@ -494,10 +494,21 @@ absl::StatusOr<std::vector<std::vector<TokenPiece>>> Service::TokenizeForDisplay
   return out;
 }
 
-std::vector<std::string> Service::Decode(const DecodeRequest& request) const {
+absl::StatusOr<std::vector<std::string>> Service::Decode(const DecodeRequest& request) const {
   std::vector<std::string> out;
   out.reserve(request.ids.size());
-  for (const std::vector<uint32_t>& ids : request.ids) {
+  for (size_t i = 0; i < request.ids.size(); ++i) {
+    const std::vector<uint32_t>& ids = request.ids[i];
+    for (size_t j = 0; j < ids.size(); ++j) {
+      if (!tokenizer_->IdToToken(ids[j]).has_value()) {
+        const std::string where =
+            request.ids.size() == 1 ? StrCat("ids[", j, "]") : StrCat("ids[", i, "][", j, "]");
+        return FieldError(absl::StatusCode::kFailedPrecondition, "ids",
+                          StrCat("'", where, "': token id ", ids[j],
+                                 " is not in the tokenizer's vocabulary (", tokenizer_->vocab_size(),
+                                 " ids and its added tokens)"));
+      }
+    }
     out.push_back(tokenizer_->Decode(ids, request.skip_special_tokens));
   }
   return out;

@@ -124,7 +124,8 @@ class Service {
 
   absl::StatusOr<std::vector<std::vector<TokenPiece>>> TokenizeForDisplay(
       const TokenizeRequest& request) const;
-  std::vector<std::string> Decode(const DecodeRequest& request) const;
+  // FAILED_PRECONDITION (422) naming the first id the tokenizer does not know.
+  absl::StatusOr<std::vector<std::string>> Decode(const DecodeRequest& request) const;
 
  private:
   absl::StatusOr<std::string> Prompt(const std::string& prompt_name) const;

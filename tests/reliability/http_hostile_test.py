@@ -157,6 +157,16 @@ def run(port):
     # Ids past 32 bits are not wrapped into the vocabulary.
     out, _ = exchange(port, post(b"/decode", b'{"ids":[4294974888]}'), until_close=False)
     check("/decode refuses 2^32 + 7592", status_of(out) == 422, out[:300])
+    # Ids are checked against the vocabulary on every route: embedding routes in the engine (400),
+    # /decode against the tokenizer (422, where it decoded to "" before).
+    out, _ = exchange(port, post(b"/decode", b'{"ids":[101, 999999]}'), until_close=False)
+    check("/decode refuses an id outside the vocabulary", status_of(out) == 422
+          and b"999999" in out, out[:300])
+    for path, body in ((b"/embed", b'{"inputs":[[101, 30522, 102]]}'),
+                       (b"/v1/embeddings", b'{"input":[101, 999999]}')):
+        out, _ = exchange(port, post(path, body), until_close=False, wait=10.0)
+        check(f"{path.decode()} refuses an id outside the vocabulary",
+              status_of(out) == 400 and b"outside the vocabulary" in out, out[:300])
 
     # A path with a quote never breaks the metrics page, and unknown paths add no label.
     exchange(port, b'GET /a"b HTTP/1.1\r\nHost: t\r\n\r\n', until_close=False)
