@@ -87,7 +87,8 @@ int RunEmbed(const EmbedOptions& options) {
     std::fprintf(stderr, "quiver embed: %s\n", std::string(tok.status().message()).c_str());
     return 1;
   }
-  const int64_t max_tokens = (*eng)->folder().pooling.max_seq_length.value_or(
+  const int64_t max_tokens = std::min<int64_t>(
+      (*eng)->folder().pooling.max_seq_length.value_or((*eng)->max_input_tokens()),
       (*eng)->max_input_tokens());
   tokenizer::EncodeOptions encode;
   encode.truncation = tokenizer::Truncation{static_cast<size_t>(max_tokens)};

@@ -69,6 +69,10 @@ int RunGateway(const GatewayOptions& options) {
     spdlog::error("quiver gateway: {}", s.message());
     return 1;
   }
+  if (absl::Status s = gateway::api::ReadLabels(options.model_dir, model); !s.ok()) {
+    spdlog::error("quiver gateway: {}", s.message());
+    return 1;
+  }
   const int64_t chunk_tokens = options.max_chunk_tokens > 0 ? options.max_chunk_tokens
                                                             : static_cast<int64_t>(info->max_batch_tokens());
   auto dispatcher = std::make_shared<gateway::Dispatcher>([&replicas] { return replicas.Snapshot(); },

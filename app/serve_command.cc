@@ -83,6 +83,10 @@ int RunServe(const ServeOptions& options) {
     spdlog::error("cannot load model: {}", s.message());
     return 1;
   }
+  if (absl::Status s = gateway::api::ReadLabels(options.model_dir, model); !s.ok()) {
+    spdlog::error("cannot load model: {}", s.message());
+    return 1;
+  }
 
   MetricsRegistry metrics;
   scheduler::Scheduler sched(engine->get(), options.limits, &metrics);

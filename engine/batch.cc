@@ -56,11 +56,13 @@ absl::Status ValidateBatch(const RaggedBatch& batch, int64_t vocab_size, int64_t
                                                ")"));
     }
   }
-  for (size_t i = 0; i < batch.token_type_ids.size(); ++i) {
-    if (batch.token_type_ids[i] < 0 || batch.token_type_ids[i] >= std::max<int64_t>(1, type_vocab_size)) {
+  // A model without token types (DistilBERT, Qwen3: type_vocab_size 0) ignores them, as
+  // transformers does; a tokenizer's pair template may still number the second segment 1.
+  for (size_t i = 0; type_vocab_size > 0 && i < batch.token_type_ids.size(); ++i) {
+    if (batch.token_type_ids[i] < 0 || batch.token_type_ids[i] >= type_vocab_size) {
       return absl::InvalidArgumentError(StrCat("token type id ", batch.token_type_ids[i],
                                                " at position ", i, " is outside [0, ",
-                                               std::max<int64_t>(1, type_vocab_size), ")"));
+                                               type_vocab_size, ")"));
     }
   }
   if (batch.span_bounds.size() % 2 != 0) {

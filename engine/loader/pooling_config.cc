@@ -74,19 +74,41 @@ std::string_view PoolingModeName(PoolingMode mode) {
   return "?";
 }
 
-absl::StatusOr<PoolingConfig> LoadPoolingConfig(const std::string& dir, PoolingMode default_mode) {
+namespace {
+
+absl::StatusOr<JsonValue> ReadJson(const std::filesystem::path& path) {
+  QUIVER_ASSIGN_OR_RETURN(std::string text, ReadFile(path.string()));
+  absl::StatusOr<JsonValue> json = JsonValue::Parse(text);
+  if (!json.ok()) return WithContext(json.status(), path.string());
+  return json;
+}
+
+// tokenizer_config.json's model_max_length where it is a real limit (transformers writes about
+// 1e30 for a tokenizer without one); nullopt when absent.
+absl::StatusOr<std::optional<int64_t>> TokenizerMaxLength(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / "tokenizer_config.json";
+  if (!std::filesystem::exists(path)) return std::optional<int64_t>();
+  QUIVER_ASSIGN_OR_RETURN(JsonValue json, ReadJson(path));
+  const JsonValue* v = json.Find("model_max_length");
+  if (v == nullptr || !v->is_int() || v->as_int() <= 0 || v->as_int() > (int64_t{1} << 30)) {
+    return std::optional<int64_t>();
+  }
+  return std::optional<int64_t>(v->as_int());
+}
+
+}  // namespace
+
+namespace {
+
+// modules.json and what it points to; the family default when absent.
+absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& dir,
+                                                             PoolingMode default_mode) {
   namespace fs = std::filesystem;
   PoolingConfig pooling;
   pooling.mode = default_mode;
   fs::path modules_path = fs::path(dir) / "modules.json";
   if (!fs::exists(modules_path)) return pooling;
-
-  auto read_json = [](const fs::path& path) -> absl::StatusOr<JsonValue> {
-    QUIVER_ASSIGN_OR_RETURN(std::string text, ReadFile(path.string()));
-    absl::StatusOr<JsonValue> json = JsonValue::Parse(text);
-    if (!json.ok()) return WithContext(json.status(), path.string());
-    return json;
-  };
+  const auto read_json = ReadJson;
   QUIVER_ASSIGN_OR_RETURN(JsonValue modules, read_json(modules_path));
   if (!modules.is_array()) {
     return absl::InvalidArgumentError(StrCat(modules_path.string(), ": expected a list"));
@@ -114,6 +136,19 @@ absl::StatusOr<PoolingConfig> LoadPoolingConfig(const std::string& dir, PoolingM
     absl::StatusOr<int64_t> max_len = JsonInt(json, "max_seq_length", -1);
     if (!max_len.ok()) return WithContext(max_len.status(), bert_config.string());
     if (*max_len > 0) pooling.max_seq_length = *max_len;
+  }
+  return pooling;
+}
+
+}  // namespace
+
+absl::StatusOr<PoolingConfig> LoadPoolingConfig(const std::string& dir, PoolingMode default_mode) {
+  QUIVER_ASSIGN_OR_RETURN(PoolingConfig pooling, LoadSentenceTransformersConfig(dir, default_mode));
+  // Where sentence-transformers takes the length: max_seq_length, else the tokenizer's
+  // model_max_length (its Transformer module then takes the smaller of that and the position
+  // table, as every consumer here does with the engine's limit).
+  if (!pooling.max_seq_length) {
+    QUIVER_ASSIGN_OR_RETURN(pooling.max_seq_length, TokenizerMaxLength(dir));
   }
   return pooling;
 }

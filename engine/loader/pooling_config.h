@@ -18,7 +18,9 @@ std::string_view PoolingModeName(PoolingMode mode);
 struct PoolingConfig {
   PoolingMode mode = PoolingMode::kMean;
   bool normalize = false;
-  std::optional<int64_t> max_seq_length;  // sentence_bert_config.json
+  // sentence_bert_config.json's max_seq_length, else tokenizer_config.json's model_max_length
+  // (where sentence-transformers takes it); consumers cap it at the engine's position limit.
+  std::optional<int64_t> max_seq_length;
   bool from_sentence_transformers = false;
 };
 

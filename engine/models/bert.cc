@@ -1,4 +1,5 @@
-// BERT family (BERT, MiniLM, BGE, E5; RoBERTa / XLM-R with their position offset): embeddings +
+// BERT family (BERT, MiniLM, BGE, E5; RoBERTa / XLM-R / CamemBERT with their position offset;
+// DistilBERT, the same post-LN layers under other names and without token types): embeddings +
 // post-LN encoder layers, and the sequence-classification heads of cross-encoders.
 #include <string>
 
@@ -15,7 +16,26 @@
 namespace quiver::engine {
 namespace {
 
-enum class Head { kNone, kBertClassifier, kRobertaClassifier };
+enum class Head { kNone, kBertClassifier, kRobertaClassifier, kDistilBertClassifier };
+
+enum class Family { kBert, kRoberta, kDistilBert };
+
+// Where each family keeps its weights (relative to the base model's prefix).
+struct WeightNames {
+  const char* layer;  // "encoder.layer." + i + "."
+  const char *q, *k, *v, *o, *ln1, *up, *down, *ln2;
+};
+
+constexpr WeightNames kBertNames = {
+    "encoder.layer.",           "attention.self.query", "attention.self.key",
+    "attention.self.value",     "attention.output.dense", "attention.output.LayerNorm",
+    "intermediate.dense",       "output.dense",         "output.LayerNorm"};
+// transformers' DistilBertModel: transformer.layer.i.{attention.{q,k,v,out}_lin, sa_layer_norm,
+// ffn.lin1, ffn.lin2, output_layer_norm}.
+constexpr WeightNames kDistilBertNames = {
+    "transformer.layer.", "attention.q_lin", "attention.k_lin", "attention.v_lin",
+    "attention.out_lin",  "sa_layer_norm",   "ffn.lin1",        "ffn.lin2",
+    "output_layer_norm"};
 
 struct BertConfig {
   int64_t vocab_size = 0;
@@ -29,11 +49,56 @@ struct BertConfig {
   int64_t position_offset = 0;  // 0 for BERT, pad_token_id + 1 for RoBERTa / XLM-R
   int64_t num_labels = 0;       // classification heads only
   double layer_norm_eps = 1e-12;
-  std::string hidden_act;  // "gelu" (erf) or "gelu_new" / "gelu_pytorch_tanh" (tanh)
+  std::string hidden_act;  // "gelu" (erf), "gelu_new" / "gelu_pytorch_tanh" (tanh), "relu"
+  Family family = Family::kBert;
 };
+
+absl::Status CheckLabels(const JsonValue& json, BertConfig& c) {
+  int64_t labels = 2;
+  if (const JsonValue* id2label = json.Find("id2label"); id2label && id2label->is_object()) {
+    labels = static_cast<int64_t>(id2label->members().size());
+  }
+  QUIVER_ASSIGN_OR_RETURN(c.num_labels, JsonInt(json, "num_labels", labels));
+  return RequirePositive("num_labels", c.num_labels);
+}
+
+// transformers' DistilBertConfig: dim, n_layers, n_heads, hidden_dim, activation; LayerNorm eps
+// fixed at 1e-12; no token types; positions learned or sinusoidal (either way stored in
+// embeddings.position_embeddings.weight).
+absl::StatusOr<BertConfig> ParseDistilBertConfig(const JsonValue& json, Head head) {
+  BertConfig c;
+  c.family = Family::kDistilBert;
+  QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "dim"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "n_layers"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "n_heads"));
+  QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "hidden_dim"));
+  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings, JsonInt(json, "max_position_embeddings", 512));
+  QUIVER_ASSIGN_OR_RETURN(c.pad_token_id, JsonInt(json, "pad_token_id", 0));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden_act, JsonString(json, "activation", "gelu"));
+  c.type_vocab_size = 0;
+  c.layer_norm_eps = 1e-12;
+  if (c.hidden_act != "gelu" && c.hidden_act != "relu") {
+    return absl::InvalidArgumentError(
+        StrCat("field 'activation': unsupported activation '", c.hidden_act, "' (gelu, relu)"));
+  }
+  if (head != Head::kNone) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("vocab_size", c.vocab_size));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("dim", c.hidden));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("n_layers", c.num_layers));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("n_heads", c.num_heads));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("hidden_dim", c.intermediate));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("max_position_embeddings", c.max_position_embeddings));
+  if (c.hidden % c.num_heads != 0) {
+    return absl::InvalidArgumentError(
+        StrCat("dim ", c.hidden, " is not a multiple of n_heads ", c.num_heads));
+  }
+  return c;
+}
 
 absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, Head head) {
   BertConfig c;
+  c.family = roberta ? Family::kRoberta : Family::kBert;
   QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
   QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
   QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
@@ -57,14 +122,7 @@ absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, 
                                              "' (gelu, gelu_new, gelu_pytorch_tanh)"));
   }
   c.position_offset = roberta ? c.pad_token_id + 1 : 0;
-  if (head != Head::kNone) {
-    int64_t labels = 2;
-    if (const JsonValue* id2label = json.Find("id2label"); id2label && id2label->is_object()) {
-      labels = static_cast<int64_t>(id2label->members().size());
-    }
-    QUIVER_ASSIGN_OR_RETURN(c.num_labels, JsonInt(json, "num_labels", labels));
-    QUIVER_RETURN_IF_ERROR(RequirePositive("num_labels", c.num_labels));
-  }
+  if (head != Head::kNone) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
   QUIVER_RETURN_IF_ERROR(RequirePositive("vocab_size", c.vocab_size));
   QUIVER_RETURN_IF_ERROR(RequirePositive("hidden_size", c.hidden));
   QUIVER_RETURN_IF_ERROR(RequirePositive("num_hidden_layers", c.num_layers));
@@ -82,6 +140,7 @@ class BertModel final : public Model {
  public:
   BertModel(const BertConfig& c, Head head, WeightLoader& w) : c_(c) {
     const int64_t h = c_.hidden, inter = c_.intermediate;
+    const WeightNames& n = c_.family == Family::kDistilBert ? kDistilBertNames : kBertNames;
     word_ = w.Get("embeddings.word_embeddings.weight", {c_.vocab_size, h});
     position_ = w.Get("embeddings.position_embeddings.weight", {c_.max_position_embeddings, h});
     if (c_.type_vocab_size > 0) {
@@ -90,18 +149,16 @@ class BertModel final : public Model {
     emb_ln_g_ = w.Get("embeddings.LayerNorm.weight", {h});
     emb_ln_b_ = w.Get("embeddings.LayerNorm.bias", {h});
     for (int64_t i = 0; i < c_.num_layers; ++i) {
-      const std::string p = StrCat("encoder.layer.", i, ".");
+      const std::string p = StrCat(n.layer, i, ".");
       Layer l;
-      l.qkv = w.FusedLinear(
-          {p + "attention.self.query", p + "attention.self.key", p + "attention.self.value"},
-          {h, h, h}, h, /*bias=*/true);
-      l.o = w.Linear(p + "attention.output.dense", h, h, true);
-      l.ln1_g = w.Get(p + "attention.output.LayerNorm.weight", {h});
-      l.ln1_b = w.Get(p + "attention.output.LayerNorm.bias", {h});
-      l.intermediate = w.Linear(p + "intermediate.dense", inter, h, true);
-      l.out = w.Linear(p + "output.dense", h, inter, true);
-      l.ln2_g = w.Get(p + "output.LayerNorm.weight", {h});
-      l.ln2_b = w.Get(p + "output.LayerNorm.bias", {h});
+      l.qkv = w.FusedLinear({p + n.q, p + n.k, p + n.v}, {h, h, h}, h, /*bias=*/true);
+      l.o = w.Linear(p + n.o, h, h, true);
+      l.ln1_g = w.Get(p + n.ln1 + ".weight", {h});
+      l.ln1_b = w.Get(p + n.ln1 + ".bias", {h});
+      l.intermediate = w.Linear(p + n.up, inter, h, true);
+      l.out = w.Linear(p + n.down, h, inter, true);
+      l.ln2_g = w.Get(p + n.ln2 + ".weight", {h});
+      l.ln2_b = w.Get(p + n.ln2 + ".bias", {h});
       layers_.push_back(std::move(l));
     }
     using Scope = WeightLoader::Scope;
@@ -111,8 +168,12 @@ class BertModel final : public Model {
     } else if (head == Head::kRobertaClassifier) {
       head_dense_ = w.Linear("classifier.dense", h, h, true, Scope::kHead);
       head_out_ = w.Linear("classifier.out_proj", c_.num_labels, h, true, Scope::kHead);
+    } else if (head == Head::kDistilBertClassifier) {
+      head_dense_ = w.Linear("pre_classifier", h, h, true, Scope::kHead);
+      head_out_ = w.Linear("classifier", c_.num_labels, h, true, Scope::kHead);
+      head_activation_ = ops::HeadActivation::kRelu;
     }
-    info_.family = "bert";
+    info_.family = "bert";  // the attention choice table: bidirectional multi-head attention
     info_.hidden_size = h;
     info_.num_heads = info_.num_kv_heads = c_.num_heads;
     info_.head_dim = h / c_.num_heads;
@@ -164,14 +225,17 @@ class BertModel final : public Model {
         type_,     emb_ln_g_,
         emb_ln_b_, eps};
     ops::Embedding(exec, ctx.token_ids, ctx.positions, ctx.token_type_ids, tables, x, x_copy);
-    const ops::Epilogue gelu =
-        c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf : ops::Epilogue::kGeluTanh;
+    const bool relu = c_.hidden_act == "relu";
+    const ops::Epilogue up_epilogue = relu                      ? ops::Epilogue::kNone
+                                      : c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf
+                                                                : ops::Epilogue::kGeluTanh;
     for (const Layer& l : layers_) {
       ops::Linear(exec, x_act, l.qkv, qkv);
       ops::Attention(exec, ctx.attention, ctx.plan, qkv.Columns(0, h), qkv.Columns(h, 2 * h),
                      qkv.Columns(2 * h, 3 * h), attended);
       ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch, x_copy);
-      ops::Linear(exec, x_act, l.intermediate, inter, gelu);
+      ops::Linear(exec, x_act, l.intermediate, inter, up_epilogue);
+      if (relu) ops::Relu(exec, inter);
       ops::LinearAddLayerNorm(exec, inter, l.out, x, l.ln2_g, l.ln2_b, eps, scratch, x_copy);
     }
     return x;
@@ -189,7 +253,7 @@ class BertModel final : public Model {
       ops::Convert(ctx.exec, cls, cls_act);
     }
     const Tensor dense = ctx.ws.Get(kDense, act, {num_seqs, c_.hidden});
-    ops::ClassifierHead(ctx.exec, cls_act, head_dense_, head_out_, dense, scores);
+    ops::ClassifierHead(ctx.exec, cls_act, head_dense_, head_out_, dense, scores, head_activation_);
   }
 
  private:
@@ -212,7 +276,16 @@ class BertModel final : public Model {
   Tensor word_, position_, type_, emb_ln_g_, emb_ln_b_;
   std::vector<Layer> layers_;
   ops::LinearWeights head_dense_, head_out_;
+  ops::HeadActivation head_activation_ = ops::HeadActivation::kTanh;
 };
+
+template <Head kHead>
+absl::StatusOr<std::unique_ptr<Model>> MakeDistilBert(const ModelArgs& args) {
+  QUIVER_ASSIGN_OR_RETURN(BertConfig config, ParseDistilBertConfig(args.config, kHead));
+  auto model = std::make_unique<BertModel>(config, kHead, args.weights);
+  if (!args.weights.status().ok()) return args.weights.status();
+  return model;
+}
 
 template <bool kRoberta, Head kHead>
 absl::StatusOr<std::unique_ptr<Model>> MakeBert(const ModelArgs& args) {
@@ -233,6 +306,13 @@ void RegisterBertModels(ModelRegistry& registry) {
       {"RobertaForSequenceClassification", "roberta.", MakeBert<true, Head::kRobertaClassifier>});
   registry.Add({"XLMRobertaForSequenceClassification", "roberta.",
                 MakeBert<true, Head::kRobertaClassifier>});
+  // CamemBERT is RoBERTa under its own name (position offset padding_idx + 1 included).
+  registry.Add({"CamembertModel", "roberta.", MakeBert<true, Head::kNone>});
+  registry.Add({"CamembertForSequenceClassification", "roberta.",
+                MakeBert<true, Head::kRobertaClassifier>});
+  registry.Add({"DistilBertModel", "distilbert.", MakeDistilBert<Head::kNone>});
+  registry.Add({"DistilBertForSequenceClassification", "distilbert.",
+                MakeDistilBert<Head::kDistilBertClassifier>});
 }
 
 }  // namespace quiver::engine

@@ -70,6 +70,24 @@ void Tanh(const ExecContext& ctx, const Tensor& x) {
   }
 }
 
+void Relu(const ExecContext& ctx, const Tensor& x) {
+  const DType act = internal::ActDType("Relu", "x", ctx, x);
+  internal::CheckContiguous("Relu", "x", ctx, x, act, {-1, -1});
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu::Relu(x.f32(), x.numel());
+      return;
+    case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch(
+          "Relu", cuda::BiasActivation(x.data<void>(), x.dim(1), nullptr, cuda::Activation::kRelu,
+                                       x.dim(0), x.dim(1), act, internal::StreamOf("Relu", ctx)));
+      return;
+#endif
+      internal::NoKernel("Relu", ctx);
+  }
+}
+
 void Convert(const ExecContext& ctx, const Tensor& in, const Tensor& out) {
   const DType in_dtype = internal::ActDType("Convert", "in", ctx, in);
   internal::Check("Convert", "in", ctx, in, in_dtype, {-1, -1});

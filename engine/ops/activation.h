@@ -4,6 +4,7 @@
 //            fused gate/up projection [num_tokens, 2 · inter] of a gated MLP
 //   Gelu     in place, erf form or tanh approximation (also fused into Linear's epilogue)
 //   Tanh     in place
+//   Relu     in place (DistilBERT's classifier, its FFN when activation is "relu")
 //   Convert  out [rows, n] = in [rows, n] in out's element type (CUDA: f32 <-> bf16, rounding to
 //            nearest even; the CPU has f32 only, where it is a copy); in may have any row stride
 #pragma once
@@ -18,6 +19,7 @@ void SiluMul(const ExecContext& ctx, const Tensor& gate_up, const Tensor& out);
 enum class GeluForm { kErf, kTanh };
 void Gelu(const ExecContext& ctx, const Tensor& x, GeluForm form);
 void Tanh(const ExecContext& ctx, const Tensor& x);
+void Relu(const ExecContext& ctx, const Tensor& x);
 void Convert(const ExecContext& ctx, const Tensor& in, const Tensor& out);
 
 }  // namespace quiver::engine::ops

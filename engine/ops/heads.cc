@@ -11,9 +11,14 @@
 namespace quiver::engine::ops {
 
 void ClassifierHead(const ExecContext& ctx, const Tensor& pooled, const LinearWeights& dense,
-                    const LinearWeights& out_proj, const Tensor& scratch, const Tensor& scores) {
+                    const LinearWeights& out_proj, const Tensor& scratch, const Tensor& scores,
+                    HeadActivation activation) {
   Linear(ctx, pooled, dense, scratch);
-  Tanh(ctx, scratch);
+  if (activation == HeadActivation::kRelu) {
+    Relu(ctx, scratch);
+  } else {
+    Tanh(ctx, scratch);
+  }
   Linear(ctx, scratch, out_proj, scores);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -212,6 +213,7 @@ void Api::AddRoutes() {
   AddJson("/rerank", Dialect::kTei, &Api::TeiRerank);
   AddJson("/tokenize", Dialect::kTei, &Api::Tokenize);
   AddJson("/decode", Dialect::kTei, &Api::Decode);
+  AddJson("/predict", Dialect::kTei, &Api::Predict);
   AddJson("/v1/rerank", Dialect::kOpenAi, &Api::VllmRerank);
   AddJson("/v2/rerank", Dialect::kCohere, &Api::CohereRerank);
   AddJson("/v1/embed", Dialect::kCohere, &Api::CohereEmbedV1);
@@ -306,14 +308,19 @@ HttpResponse Api::Info() const {
   if (m.can_score) {
     // TEI: a sequence classifier with one label is a reranker, with more a classifier.
     w.Key(m.num_labels > 1 ? "classifier" : "reranker").BeginObject();
+    // The names config.json's id2label gives (LABEL_i where it gives none).
+    const auto label = [&m](int64_t i) {
+      return i < static_cast<int64_t>(m.labels.size()) ? m.labels[static_cast<size_t>(i)]
+                                                       : StrCat("LABEL_", i);
+    };
     w.Key("id2label").BeginObject();
     for (int64_t i = 0; i < std::max<int64_t>(1, m.num_labels); ++i) {
-      w.Key(StrCat(i)).String(StrCat("LABEL_", i));
+      w.Key(StrCat(i)).String(label(i));
     }
     w.EndObject();
     w.Key("label2id").BeginObject();
     for (int64_t i = 0; i < std::max<int64_t>(1, m.num_labels); ++i) {
-      w.Key(StrCat("LABEL_", i)).Int(i);
+      w.Key(label(i)).Int(i);
     }
     w.EndObject().EndObject();
   } else {
@@ -719,6 +726,44 @@ HttpResponse Api::Tokenize(const JsonView& body, Call& call) {
     w.EndArray();
   }
   w.EndArray();
+  return Json(std::move(w).Take());
+}
+
+// TEI's answer: for each input its labels with scores, highest first (softmax over the labels,
+// sigmoid for one, unless raw_scores); one list for one input, a list of lists for a batch.
+HttpResponse Api::Predict(const JsonView& body, Call& call) {
+  absl::StatusOr<PredictRequest> request = ParsePredict(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  absl::StatusOr<std::vector<std::vector<float>>> logits =
+      service_.Classify(*request, call.context);
+  if (!logits.ok()) return ErrorResponse(call.dialect, logits.status());
+  const std::vector<std::string>& names = service_.model().labels;
+  JsonWriter w;
+  if (request->batch) w.BeginArray();
+  for (const std::vector<float>& row : *logits) {
+    std::vector<float> scores = row;
+    if (!request->raw_scores) {
+      if (scores.size() == 1) {
+        scores[0] = 1.0f / (1.0f + std::exp(-scores[0]));
+      } else {
+        const float top = *std::max_element(scores.begin(), scores.end());
+        double sum = 0;
+        for (float& v : scores) sum += (v = std::exp(v - top));
+        for (float& v : scores) v = static_cast<float>(v / sum);
+      }
+    }
+    std::vector<size_t> order(scores.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+    w.BeginArray();
+    for (size_t i : order) {
+      w.BeginObject().Key("score").Float(scores[i]);
+      w.Key("label").String(i < names.size() ? names[i] : StrCat("LABEL_", i)).EndObject();
+    }
+    w.EndArray();
+  }
+  if (request->batch) w.EndArray();
   return Json(std::move(w).Take());
 }
 

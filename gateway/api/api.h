@@ -60,6 +60,7 @@ class Api {
   HttpResponse Score(const JsonView& body, Call& call);
   HttpResponse Tokenize(const JsonView& body, Call& call);
   HttpResponse Decode(const JsonView& body, Call& call);
+  HttpResponse Predict(const JsonView& body, Call& call);
   HttpResponse Info() const;
   HttpResponse Unauthorized(Dialect dialect) const;  // 401 with WWW-Authenticate
   // quiver_http_requests_total{endpoint (the route's pattern, never the raw path), status}.

@@ -560,6 +560,66 @@ absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonView& body, const ApiLim
   return r;
 }
 
+absl::StatusOr<PredictRequest> ParsePredict(const JsonView& body, const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  PredictRequest r;
+  const std::optional<JsonView> inputs = Field(body, "inputs");
+  if (!inputs) return Missing("inputs");
+  // One sequence: a text, or a list of one or two texts.
+  const auto sequence = [](const JsonView& v, const std::string& field)
+      -> absl::StatusOr<PredictInput> {
+    if (v.is_string()) return PredictInput{std::string(v.as_string()), std::nullopt};
+    const JsonView::Items items = v.items();
+    if (!v.is_array() || items.empty() || items.size() > 2) {
+      return WrongType(field, "a text, or a list of one text or of two (a pair)", v);
+    }
+    PredictInput in;
+    size_t k = 0;
+    for (const JsonView item : items) {
+      if (!item.is_string()) return WrongType(StrCat(field, "[", k, "]"), "a string", item);
+      if (k++ == 0) {
+        in.text = std::string(item.as_string());
+      } else {
+        in.pair = std::string(item.as_string());
+      }
+    }
+    return in;
+  };
+  const bool all_strings = [&] {
+    if (!inputs->is_array()) return false;
+    for (const JsonView item : inputs->items()) {
+      if (!item.is_string()) return false;
+    }
+    return true;
+  }();
+  if (inputs->is_string() || (all_strings && inputs->items().size() == 2)) {
+    QUIVER_ASSIGN_OR_RETURN(PredictInput in, sequence(*inputs, "inputs"));
+    r.inputs.push_back(std::move(in));
+  } else if (inputs->is_array()) {
+    const JsonView::Items items = inputs->items();
+    QUIVER_RETURN_IF_ERROR(CheckCount(items.size(), "inputs", "input", limits));
+    r.batch = true;
+    size_t i = 0;
+    for (const JsonView item : items) {
+      QUIVER_ASSIGN_OR_RETURN(PredictInput in, sequence(item, StrCat("inputs[", i++, "]")));
+      r.inputs.push_back(std::move(in));
+    }
+  } else {
+    return WrongType("inputs", "a text, a pair of texts, or a list of them", *inputs);
+  }
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    if (r.inputs[i].text.empty() || (r.inputs[i].pair && r.inputs[i].pair->empty())) {
+      return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
+                        r.batch ? StrCat("'inputs[", i, "]' has an empty text")
+                                : std::string("'inputs' has an empty text"),
+                        Reason::kEmpty);
+    }
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.raw_scores, Bool(body, "raw_scores", false));
+  QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(body));
+  return r;
+}
+
 absl::StatusOr<DecodeRequest> ParseDecode(const JsonView& body, const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   DecodeRequest r;

@@ -110,6 +110,19 @@ struct TokenizeRequest {
   std::string prompt_name;
 };
 
+// TEI's /predict: texts or (text, text) pairs for a sequence-classification model. `batch` says
+// whether the answer is a list of lists (the request sent a list of inputs) or one list.
+struct PredictInput {
+  std::string text;
+  std::optional<std::string> pair;
+};
+struct PredictRequest {
+  std::vector<PredictInput> inputs;
+  bool batch = false;
+  bool raw_scores = false;  // logits instead of softmax (sigmoid for one label)
+  TruncationRequest truncation;
+};
+
 struct DecodeRequest {
   std::vector<std::vector<uint32_t>> ids;
   bool skip_special_tokens = true;
@@ -131,5 +144,8 @@ absl::StatusOr<ScoreRequest> ParseScore(const JsonView& body, const ApiLimits& l
 absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonView& body, const ApiLimits& limits);
 absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonView& body, const ApiLimits& limits);
 absl::StatusOr<DecodeRequest> ParseDecode(const JsonView& body, const ApiLimits& limits);
+// TEI's inputs: "text", ["text", "text"] (one pair, as TEI reads two strings), or a list whose
+// items are each a text, a [text] or a [text, text].
+absl::StatusOr<PredictRequest> ParsePredict(const JsonView& body, const ApiLimits& limits);
 
 }  // namespace quiver::gateway::api

@@ -71,6 +71,31 @@ absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model) 
   return absl::OkStatus();
 }
 
+absl::Status ReadLabels(const std::string& model_dir, ModelDescription& model) {
+  model.labels.clear();
+  for (int64_t i = 0; i < model.num_labels; ++i) model.labels.push_back(StrCat("LABEL_", i));
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  if (model.num_labels == 0 || !std::filesystem::exists(path)) return absl::OkStatus();
+  QUIVER_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  QUIVER_ASSIGN_OR_RETURN(JsonValue json, JsonValue::Parse(text));
+  const JsonValue* id2label = json.Find("id2label");
+  if (id2label == nullptr || !id2label->is_object()) return absl::OkStatus();
+  for (const auto& [key, value] : id2label->members()) {
+    int64_t id = -1;
+    if (!key.empty() && key.size() < 10 &&
+        key.find_first_not_of("0123456789") == std::string::npos) {
+      id = std::stoll(key);
+    }
+    if (id < 0 || id >= model.num_labels || !value.is_string()) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ": id2label[\"", key, "\"] must name a label id below ", model.num_labels,
+                 " with a string"));
+    }
+    model.labels[static_cast<size_t>(id)] = value.as_string();
+  }
+  return absl::OkStatus();
+}
+
 ScorePrompt Qwen3RerankerPrompt() {
   return {"<|im_start|>system\nJudge whether the Document meets the requirements based on the "
           "Query and the Instruct provided. Note that the answer can only be \"yes\" or "
@@ -283,9 +308,13 @@ absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
   QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
   if (!model_.can_embed) {
     return FieldError(absl::StatusCode::kInvalidArgument, "model",
-                      StrCat("model '", model_.name,
-                             "' is a scoring model: it answers /rerank and /v1/score, not "
-                             "embeddings"));
+                      model_.num_labels > 1
+                          ? StrCat("model '", model_.name, "' is a classifier with ",
+                                   model_.num_labels, " labels: it answers /predict, not "
+                                   "embeddings")
+                          : StrCat("model '", model_.name,
+                                   "' is a scoring model: it answers /rerank, /v1/score and "
+                                   "/predict, not embeddings"));
   }
   if (request.dimensions > model_.hidden_size) {
     return FieldError(absl::StatusCode::kInvalidArgument, "dimensions",
@@ -382,6 +411,12 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     return absl::InternalError(StrCat("Score: ", queries.size(), " queries for ",
                                       documents.size(), " documents"));
   }
+  if (model_.can_score && model_.num_labels > 1) {
+    return FieldError(absl::StatusCode::kInvalidArgument, std::string(field),
+                      StrCat("model '", model_.name, "' is a classifier with ", model_.num_labels,
+                             " labels: it answers /predict; reranking needs a one-label "
+                             "cross-encoder or an embedding model"));
+  }
   Scores out;
   if (!model_.can_score) {
     // An embedding model: cosine similarity of the normalized embeddings, the queries' rows
@@ -460,6 +495,59 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     out.scores.push_back(raw ? v : Sigmoid(v));
   }
   out.tokens = t.tokens;
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> Service::Classify(const PredictRequest& request,
+                                                                  const CallContext& call) const {
+  if (!model_.can_score || !model_.score_prompt.empty()) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
+                      StrCat("model '", model_.name, "' is ",
+                             model_.can_score ? "a prompt-based reranker"
+                                              : "an embedding model",
+                             ": /predict needs a sequence-classification model"));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(request.truncation));
+  const tokenizer::EncodeOptions single = EncodeOptionsFor(request.truncation, limit, true);
+  const tokenizer::EncodeOptions plain = EncodeOptionsFor(kNoTruncation, 0, false);
+  Tokenized t;
+  tokenizer::Encoding enc, first, second;
+  for (size_t i = 0; i < request.inputs.size(); ++i) {
+    QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
+    const PredictInput& in = request.inputs[i];
+    absl::Status s;
+    if (!in.pair) {
+      s = tokenizer_->Encode(in.text, single, &enc);
+    } else {
+      s = tokenizer_->Encode(in.text, plain, &first);
+      if (s.ok()) s = tokenizer_->Encode(*in.pair, plain, &second);
+      if (s.ok()) s = tokenizer_->EncodePairIds(first.ids, second.ids, single, &enc);
+    }
+    if (!s.ok()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
+                        StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
+    }
+    if (static_cast<int64_t>(enc.ids.size()) > limit) {
+      return TooLong("inputs", StrCat("input ", i), enc.ids.size(), limit);
+    }
+    t.tokens += static_cast<int64_t>(enc.ids.size());
+    t.sequences.push_back({enc.ids, enc.type_ids, {}});
+  }
+  Observe(t, start);
+  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, call));
+  const int64_t n = static_cast<int64_t>(request.inputs.size());
+  QUIVER_RETURN_IF_ERROR(CheckRows(result, n));
+  const size_t labels = static_cast<size_t>(std::max<int64_t>(1, model_.num_labels));
+  if (result.data.size() != static_cast<size_t>(n) * labels * sizeof(float)) {
+    return absl::InternalError(StrCat("the replicas answered ", result.data.size(),
+                                      " bytes for ", n, " inputs of ", labels, " labels"));
+  }
+  std::vector<std::vector<float>> out(static_cast<size_t>(n), std::vector<float>(labels));
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::memcpy(out[i].data(), result.data.data() + i * labels * sizeof(float),
+                labels * sizeof(float));
+  }
   return out;
 }
 

@@ -38,6 +38,8 @@ struct ModelDescription {
   bool can_embed = true;
   bool can_score = false;
   int64_t num_labels = 0;  // scoring models: logits per input
+  // Their names in id order (config.json's id2label; LABEL_i where it has none).
+  std::vector<std::string> labels;
   // Empty: a scoring model encodes (query, document) as two segments (a cross-encoder).
   ScorePrompt score_prompt;
   // sentence-transformers' prompts (config_sentence_transformers.json), by name, and the one
@@ -52,6 +54,10 @@ struct ModelDescription {
 // The prompts of a sentence-transformers folder (config_sentence_transformers.json's "prompts"
 // and "default_prompt_name"); none when the file is absent.
 absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model);
+
+// `model.labels` from config.json's id2label (LABEL_i for ids it does not name), for
+// model.num_labels labels.
+absl::Status ReadLabels(const std::string& model_dir, ModelDescription& model);
 
 // The Qwen3 reranker's prompt (its model card's format, with its default instruction).
 ScorePrompt Qwen3RerankerPrompt();
@@ -121,6 +127,11 @@ class Service {
                                bool raw, const TruncationRequest& truncation,
                                std::string_view field,
                                const CallContext& call) const;
+
+  // A sequence-classification model's logits for each input (texts or pairs), in input order:
+  // num_labels per input. INVALID_ARGUMENT naming the model kind for other models.
+  absl::StatusOr<std::vector<std::vector<float>>> Classify(const PredictRequest& request,
+                                                           const CallContext& call) const;
 
   absl::StatusOr<std::vector<std::vector<TokenPiece>>> TokenizeForDisplay(
       const TokenizeRequest& request) const;

@@ -105,6 +105,10 @@ TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
   }
   auto engine = Engine::Load(dir.string(), options);
   ASSERT_TRUE(engine.ok()) << engine.status();
+  if (const JsonValue* max_len = meta.Find("max_seq_length")) {
+    // The length sentence-transformers cut the references at, found where it finds it.
+    EXPECT_EQ((*engine)->folder().pooling.max_seq_length.value_or(-1), max_len->as_int());
+  }
   const std::vector<JsonValue> rows = ReadJsonLines(dir / "reference.jsonl");
   ASSERT_GE(rows.size(), 10u);
   RaggedBatch batch;
@@ -143,7 +147,8 @@ TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
 INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                          ::testing::Values("bert_mean", "bert_cross_encoder",
                                            "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
-                                           "qwen3_reranker"));
+                                           "qwen3_reranker", "distilbert_mean",
+                                           "distilbert_classifier", "xlmr_cls", "camembert_cls"));
 
 }  // namespace
 }  // namespace quiver::engine

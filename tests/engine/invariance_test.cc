@@ -119,7 +119,8 @@ TEST_P(InvarianceTest, BucketPaddingChangesNoRealOutput) {
 INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest,
                          ::testing::Values("bert_mean", "bert_cross_encoder",
                                            "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
-                                           "qwen3_reranker"));
+                                           "qwen3_reranker", "distilbert_mean",
+                                           "distilbert_classifier", "xlmr_cls", "camembert_cls"));
 
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   auto engine = Engine::Load(TinyDir("bert_mean"), {});

@@ -143,7 +143,12 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"bert_cross_encoder", "BertForSequenceClassification", PoolingMode::kCls, false},
         TinyCase{"qwen3_causal_lasttoken", "Qwen3Model", PoolingMode::kLastToken, true},
         TinyCase{"qwen3_bidirectional_mean", "Qwen3Model", PoolingMode::kMean, false},
-        TinyCase{"qwen3_reranker", "Qwen3ForCausalLM", PoolingMode::kLastToken, false}),
+        TinyCase{"qwen3_reranker", "Qwen3ForCausalLM", PoolingMode::kLastToken, false},
+        TinyCase{"distilbert_mean", "DistilBertModel", PoolingMode::kMean, false},
+        TinyCase{"distilbert_classifier", "DistilBertForSequenceClassification",
+                 PoolingMode::kCls, false},
+        TinyCase{"xlmr_cls", "XLMRobertaModel", PoolingMode::kCls, false},
+        TinyCase{"camembert_cls", "CamembertModel", PoolingMode::kCls, false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
@@ -264,6 +269,31 @@ TEST_F(MalformedFolderTest, WrongShapeNamesTensorAndBothShapes) {
   EXPECT_NE(error.find("encoder.layer.0.intermediate.dense.weight"), std::string::npos) << error;
   EXPECT_NE(error.find("[52, 36]"), std::string::npos) << error;
   EXPECT_NE(error.find("[64, 36]"), std::string::npos) << error;
+}
+
+// DistilBERT's own field names in its errors.
+TEST(DistilBertFolderTest, UnsupportedActivationAndWrongShapeAreNamed) {
+  const fs::path dir = fs::temp_directory_path() /
+                       ("quiver-distilbert-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(kFixtures / "tiny" / "distilbert_classifier", dir, fs::copy_options::recursive);
+  const std::string config = *ReadFile((dir / "config.json").string());
+  const auto load_error = [&](const std::string& from, const std::string& to) {
+    std::string edited = config;
+    const size_t at = edited.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) edited.replace(at, from.size(), to);
+    std::ofstream(dir / "config.json", std::ios::binary | std::ios::trunc) << edited;
+    absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir.string());
+    return folder.ok() ? std::string() : std::string(folder.status().message());
+  };
+  std::string error = load_error("\"activation\": \"relu\"", "\"activation\": \"swish\"");
+  EXPECT_NE(error.find("'activation'"), std::string::npos) << error;
+  EXPECT_NE(error.find("swish"), std::string::npos) << error;
+  error = load_error("\"hidden_dim\": 40", "\"hidden_dim\": 44");
+  EXPECT_NE(error.find("transformer.layer.0.ffn.lin1.weight"), std::string::npos) << error;
+  EXPECT_NE(error.find("[40, 24]"), std::string::npos) << error;
+  fs::remove_all(dir);
 }
 
 TEST_F(MalformedFolderTest, UnsupportedPoolingModeIsNamed) {

@@ -656,9 +656,10 @@ void RecordGraphPaths(Report& report, const std::string& tag, const GraphPaths& 
 // Stage: models.
 
 // STAGE_MODELS
-constexpr const char* kTinyFixtures[] = {"bert_mean", "bert_cross_encoder",
-                                         "qwen3_bidirectional_mean", "qwen3_causal_lasttoken",
-                                         "qwen3_reranker"};
+constexpr const char* kTinyFixtures[] = {
+    "bert_mean",       "bert_cross_encoder",    "qwen3_bidirectional_mean",
+    "qwen3_causal_lasttoken", "qwen3_reranker", "distilbert_mean",
+    "distilbert_classifier",  "xlmr_cls",       "camembert_cls"};
 
 // GPU (lazy graphs) and CPU answers for one fixture against Hugging Face's and each other. The
 // worst agreement with Hugging Face goes into `worst_vs_reference` (cosine).

@@ -349,6 +349,117 @@ def make_cross_encoder(out_dir: Path, wp: Tokenizer):
                   "reference": "transformers.BertForSequenceClassification logits (f32 compute)"}
 
 
+def st_embedding_rows(st, texts, type_ids=True):
+    emb = st.encode(texts, batch_size=1, convert_to_numpy=True)
+    rows = []
+    for text, e in zip(texts, emb):
+        enc = st.tokenizer(text, truncation=True, max_length=st.max_seq_length,
+                           return_token_type_ids=type_ids)
+        row = {"text": text, "ids": enc["input_ids"], "output": e}
+        if type_ids:
+            row["type_ids"] = enc["token_type_ids"]
+        rows.append(row)
+    return rows
+
+
+def make_distilbert_mean(out_dir: Path, wp: Tokenizer):
+    """DistilBertModel (transformer.layer.i.* names, no token types) + mean pooling, by
+    sentence-transformers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        fast = save_tokenizer(wp, tmp, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                              sep_token="[SEP]", mask_token="[MASK]")
+        cfg = transformers.DistilBertConfig(vocab_size=wp.get_vocab_size(), dim=32, n_layers=2,
+                                            n_heads=4, hidden_dim=48, max_position_embeddings=160,
+                                            activation="gelu")
+        torch.manual_seed(14)
+        model = transformers.DistilBertModel(cfg)
+        randomize(model, 14)
+        model.save_pretrained(str(tmp))
+        fast.save_pretrained(str(tmp))
+        transformer = st_models.Transformer(str(tmp), max_seq_length=160)
+        pooling = st_models.Pooling(32, pooling_mode="mean")
+        SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(out_dir))
+    st = SentenceTransformer(str(out_dir), device="cpu").eval()
+    rows = st_embedding_rows(st, tiny_texts(seed=108, count=12), type_ids=False)
+    return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
+                  "reference": "sentence_transformers.SentenceTransformer.encode (DistilBertModel)"}
+
+
+def make_distilbert_classifier(out_dir: Path, wp: Tokenizer):
+    """DistilBertForSequenceClassification, three labels, relu FFN: pre_classifier, ReLU,
+    classifier on the first token; the raw logits."""
+    fast = save_tokenizer(wp, out_dir, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                          sep_token="[SEP]", mask_token="[MASK]")
+    cfg = transformers.DistilBertConfig(vocab_size=wp.get_vocab_size(), dim=24, n_layers=2,
+                                        n_heads=3, hidden_dim=40, max_position_embeddings=160,
+                                        activation="relu", num_labels=3,
+                                        id2label={0: "negative", 1: "neutral", 2: "positive"},
+                                        label2id={"negative": 0, "neutral": 1, "positive": 2})
+    torch.manual_seed(15)
+    model = transformers.DistilBertForSequenceClassification(cfg)
+    randomize(model, 15)
+    model.save_pretrained(str(out_dir))
+    fast.save_pretrained(str(out_dir))
+    ref = reload_f32(transformers.DistilBertForSequenceClassification, out_dir)
+    rows = []
+    for text in tiny_texts(seed=109, count=12):
+        enc = fast(text, truncation=True, max_length=160)
+        with torch.no_grad():
+            logits = ref(input_ids=torch.tensor([enc["input_ids"]]),
+                         attention_mask=torch.tensor([enc["attention_mask"]])).logits[0]
+        rows.append({"text": text, "ids": enc["input_ids"], "output": logits.numpy()})
+    return rows, {"kind": "score", "dtype": "F32", "labels": ["negative", "neutral", "positive"],
+                  "reference": "transformers.DistilBertForSequenceClassification logits"}
+
+
+def roberta_style(out_dir: Path, config_cls, model_cls, seed: int, texts_seed: int):
+    """A RoBERTa-family encoder (position ids from padding_idx + 1) + CLS pooling, saved by
+    sentence-transformers without max_seq_length: the tokenizer's model_max_length (40) cuts, as
+    sentence-transformers 6 does."""
+    uni = Tokenizer.from_file(str(ROOT / "tests" / "fixtures" / "tokenizers" / "xlmr_style_unigram" /
+                                  "tokenizer.json"))
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        fast = save_tokenizer(uni, tmp, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                              pad_token="<pad>", cls_token="<s>", sep_token="</s>",
+                              mask_token="<mask>", model_max_length=40)
+        cfg = config_cls(vocab_size=uni.get_vocab_size(), hidden_size=16, num_hidden_layers=2,
+                         num_attention_heads=2, intermediate_size=28, max_position_embeddings=162,
+                         type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                         layer_norm_eps=1e-5)
+        torch.manual_seed(seed)
+        model = model_cls(cfg, add_pooling_layer=False)
+        randomize(model, seed)
+        model.save_pretrained(str(tmp))
+        fast.save_pretrained(str(tmp))
+        transformer = st_models.Transformer(str(tmp))  # no max_seq_length: the tokenizer's
+        pooling = st_models.Pooling(16, pooling_mode="cls")
+        SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(out_dir))
+    sbert = json.loads((out_dir / "sentence_bert_config.json").read_text())
+    if sbert.get("max_seq_length") is not None:
+        # Older sentence-transformers write it; the fixture must exercise the fallback.
+        sbert.pop("max_seq_length")
+        (out_dir / "sentence_bert_config.json").write_text(json.dumps(sbert, indent=2) + "\n")
+    st = SentenceTransformer(str(out_dir), device="cpu").eval()
+    if st.max_seq_length != 40:
+        sys.exit(f"{out_dir}: sentence-transformers took max_seq_length {st.max_seq_length}, not 40")
+    rows = st_embedding_rows(st, tiny_texts(seed=texts_seed, count=12), type_ids=False)
+    return rows, {"kind": "embedding", "pooling": "cls", "normalize": False, "dtype": "F32",
+                  "max_seq_length": 40,
+                  "reference": f"sentence_transformers.SentenceTransformer.encode ({model_cls.__name__})"}
+
+
+def make_xlmr_cls(out_dir: Path):
+    return roberta_style(out_dir, transformers.XLMRobertaConfig, transformers.XLMRobertaModel,
+                         seed=16, texts_seed=110)
+
+
+def make_camembert_cls(out_dir: Path):
+    return roberta_style(out_dir, transformers.CamembertConfig, transformers.CamembertModel,
+                         seed=17, texts_seed=111)
+
+
 def qwen3_config(vocab: int, tie: bool, **kw):
     return transformers.Qwen3Config(vocab_size=vocab, hidden_size=48, num_hidden_layers=2,
                                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
@@ -450,6 +561,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(ROOT / "models" / "all-MiniLM-L6-v2"))
     parser.add_argument("--out", default=str(ROOT / "tests" / "fixtures"))
+    parser.add_argument("--only", default="",
+                        help="comma-separated tiny checkpoints to (re)make, leaving the rest and "
+                             "the MiniLM fixtures as they are")
     args = parser.parse_args()
 
     torch.use_deterministic_algorithms(True)
@@ -457,10 +571,12 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    make_minilm(Path(args.model), out / "minilm")
+    only = [n for n in args.only.split(",") if n]
+    if not only:
+        make_minilm(Path(args.model), out / "minilm")
 
     tiny = out / "tiny"
-    if tiny.exists():
+    if tiny.exists() and not only:
         shutil.rmtree(tiny)
     wp = train_wordpiece(vocab_size=1000)
     bpe_eos = train_bytelevel_bpe(vocab_size=1200, append_eos=True)
@@ -471,9 +587,17 @@ def main():
         "qwen3_causal_lasttoken": lambda d: make_qwen3_causal(d, bpe_eos),
         "qwen3_bidirectional_mean": lambda d: make_qwen3_bidirectional(d, bpe_plain),
         "qwen3_reranker": lambda d: make_qwen3_reranker(d, bpe_plain),
+        "distilbert_mean": lambda d: make_distilbert_mean(d, wp),
+        "distilbert_classifier": lambda d: make_distilbert_classifier(d, wp),
+        "xlmr_cls": make_xlmr_cls,
+        "camembert_cls": make_camembert_cls,
     }
     for name, build in builders.items():
+        if only and name not in only:
+            continue
         d = tiny / name
+        if d.exists():
+            shutil.rmtree(d)
         d.mkdir(parents=True)
         rows, meta = build(d)
         write_jsonl(d / "reference.jsonl", rows)

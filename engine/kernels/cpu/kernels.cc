@@ -218,6 +218,9 @@ void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter) {
 }
 
 void Tanh(float* x, int64_t n) { vec::Tanh(x, n); }
+void Relu(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
 void GeluErf(float* x, int64_t n) { vec::GeluErf(x, n); }
 void GeluTanh(float* x, int64_t n) { vec::GeluTanh(x, n); }
 

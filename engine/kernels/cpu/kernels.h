@@ -60,6 +60,7 @@ void HeadRmsNorm(float* x, const float* gamma, int64_t num_tokens, int64_t heads
 // out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j] for a fused [rows, 2 * inter] input.
 void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter);
 void Tanh(float* x, int64_t n);
+void Relu(float* x, int64_t n);
 void GeluErf(float* x, int64_t n);
 void GeluTanh(float* x, int64_t n);
 void Add(float* x, const float* y, int64_t n);  // x += y

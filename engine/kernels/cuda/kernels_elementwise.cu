@@ -88,6 +88,10 @@ __device__ __forceinline__ void ActivateChunk(Activation activation, float (&v)[
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) v[i] = tanhf(v[i]);
       return;
+    case Activation::kRelu:
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) v[i] = fmaxf(v[i], 0.0f);
+      return;
   }
 }
 
@@ -142,7 +146,8 @@ cudaError_t LaunchCopyRows(const void* in, int64_t in_stride, void* out, int64_t
 
 bool ValidActivation(Activation activation) {
   return activation == Activation::kIdentity || activation == Activation::kGeluErf ||
-         activation == Activation::kGeluTanh || activation == Activation::kTanh;
+         activation == Activation::kGeluTanh || activation == Activation::kTanh ||
+         activation == Activation::kRelu;
 }
 
 }  // namespace
