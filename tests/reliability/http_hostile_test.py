@@ -7,6 +7,7 @@ speaks raw bytes on its own connection and bounds its wait; the whole file runs 
 
 import os
 import re
+import resource
 import socket
 import sys
 import time
@@ -66,6 +67,11 @@ def check(name, ok, detail=""):
 
 def main():
     quiver, model = sys.argv[1], sys.argv[2]
+    # Room for 2,000 connections on both ends (the servers inherit the limit).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 8192 if hard == resource.RLIM_INFINITY else min(hard, 8192)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     proc, port, log = serving.start(quiver, model, ["--api-key", KEY, "--idle-timeout", "1",
                                                     "--header-timeout", "1"],
                                     prefix="quiver-hostile-")
@@ -87,6 +93,7 @@ def main():
                                                      "--max-inputs", "10000000"],
                                      prefix="quiver-hostile-bodies-")
     try:
+        held_before(port)
         run_bodies(proc, port)
     finally:
         proc.terminate()
@@ -95,6 +102,48 @@ def main():
     if failures:
         print(open(log).read()[-3000:])
         sys.exit(f"{len(failures)} case(s) failed: {failures}")
+
+
+def held_before(port):
+    """The neighbours that held when issue 17 was filed, kept so that they keep holding."""
+    # Pipelining: three requests in one write, three answers in order.
+    three = b"".join(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n" for _ in range(2)) + \
+        b"GET /ready HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    out, closed = exchange(port, three, wait=5.0)
+    check("three pipelined requests get three answers in order",
+          out.count(b"HTTP/1.1 200") == 3 and out.rfind(b'"ready"') > out.rfind(b'"status"') and closed,
+          out[:300])
+    # Path traversal: nothing is served from the file system.
+    for path in (b"/../../etc/passwd", b"/%2e%2e/%2e%2e/etc/passwd", b"/static/..%2f..%2fetc/passwd"):
+        out, _ = exchange(port, b"GET " + path + b" HTTP/1.1\r\nHost: t\r\n\r\n", until_close=False)
+        check(f"path traversal {path.decode()} is 404 or 400, no file", status_of(out) in (400, 404)
+              and b"root:" not in out, out[:200])
+    # Deep JSON nesting: refused at once (simdjson's depth limit), the server fine after.
+    deep = b"[" * 200000 + b"]" * 200000
+    start = time.time()
+    out, _ = exchange(port, post(b"/embed", b'{"inputs":' + deep + b"}"), wait=10.0, until_close=False)
+    check("200,000 levels of JSON nesting are 400 at once", status_of(out) == 400
+          and time.time() - start < 5, out[:200])
+    # 2,000 idle keep-alive connections (fewer where the descriptor limit is lower): held open,
+    # and a new client is still served at once.
+    idle = []
+    count = max(100, min(2000, (resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 200) // 2))
+    name = f"with {count} idle keep-alive connections open, a new client is served"
+    try:
+        for _ in range(count):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+            idle.append(s)
+        for s in idle:
+            s.recv(4096)
+        start = time.time()
+        out, _ = exchange(port, post(b"/embed", BODY), until_close=False, wait=10.0)
+        check(name, status_of(out) == 200 and time.time() - start < 5, out[:200])
+    except OSError as e:
+        check(name, False, f"after {len(idle)} connections: {e!r}")
+    finally:
+        for s in idle:
+            s.close()
 
 
 def run(port):
