@@ -1,6 +1,7 @@
 #include "engine/model_folder.h"
 
 #include <filesystem>
+#include <string_view>
 #include <utility>
 
 #include "common/file.h"
@@ -39,6 +40,28 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
   folder.architecture = architectures->items()[0].as_string();
   folder.entry = Models().Find(folder.architecture);
   if (folder.entry == nullptr) {
+    // Architectures whose only implementation is their authors' remote code (auto_map in
+    // config.json, trust_remote_code in transformers): no reference can be run offline to check
+    // a port against, so they are refused by name rather than guessed at.
+    static constexpr std::pair<std::string_view, std::string_view> kRemoteCode[] = {
+        {"NomicBertModel", "nomic-embed-text (NomicBERT)"},
+        {"NewModel", "Alibaba GTE v1.5 (\"NewModel\")"},
+        {"NewForSequenceClassification", "Alibaba GTE v1.5 rerankers (\"NewModel\")"},
+        {"JinaBertModel", "jina-embeddings-v2 (JinaBERT)"},
+        {"JinaBertForSequenceClassification", "jina-reranker-v1 (JinaBERT)"},
+    };
+    for (const auto& [name, what] : kRemoteCode) {
+      if (folder.architecture == name) {
+        return WithContext(
+            absl::InvalidArgumentError(
+                StrCat("architecture '", folder.architecture, "' (", what,
+                       ") exists only as remote code (config.json's auto_map, trust_remote_code): "
+                       "quiver cannot check a port against it offline, so it does not serve it; "
+                       "supported: ",
+                       Models().Names())),
+            config_path);
+      }
+    }
     return WithContext(
         absl::InvalidArgumentError(StrCat("unknown architecture '", folder.architecture,
                                           "'; supported: ", Models().Names())),

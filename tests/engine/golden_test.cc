@@ -148,7 +148,8 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                          ::testing::Values("bert_mean", "bert_cross_encoder",
                                            "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
                                            "qwen3_reranker", "distilbert_mean",
-                                           "distilbert_classifier", "xlmr_cls", "camembert_cls"));
+                                           "distilbert_classifier", "xlmr_cls", "camembert_cls",
+                                           "xlmr_cross_encoder"));
 
 }  // namespace
 }  // namespace quiver::engine

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/file.h"
+#include "common/strings.h"
 #include "common/json.h"
 
 namespace quiver::engine {
@@ -148,7 +149,9 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"distilbert_classifier", "DistilBertForSequenceClassification",
                  PoolingMode::kCls, false},
         TinyCase{"xlmr_cls", "XLMRobertaModel", PoolingMode::kCls, false},
-        TinyCase{"camembert_cls", "CamembertModel", PoolingMode::kCls, false}),
+        TinyCase{"camembert_cls", "CamembertModel", PoolingMode::kCls, false},
+        TinyCase{"xlmr_cross_encoder", "XLMRobertaForSequenceClassification", PoolingMode::kCls,
+                 false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
@@ -234,6 +237,20 @@ TEST_F(MalformedFolderTest, UnknownArchitectureIsNamed) {
   std::string error = LoadError();
   EXPECT_NE(error.find("unknown architecture 'MambaForEmbedding'"), std::string::npos) << error;
   EXPECT_NE(error.find("BertModel"), std::string::npos) << error;  // lists what is supported
+}
+
+TEST_F(MalformedFolderTest, RemoteCodeArchitecturesAreRefusedByName) {
+  const std::string original = Read("config.json");
+  for (const char* name : {"NomicBertModel", "NewModel", "JinaBertModel"}) {
+    std::string config = original;
+    const size_t at = config.find("\"BertModel\"");
+    ASSERT_NE(at, std::string::npos);
+    config.replace(at, 11, StrCat("\"", name, "\""));
+    Write("config.json", config);
+    const std::string error = LoadError();
+    EXPECT_NE(error.find(StrCat("architecture '", name, "'")), std::string::npos) << error;
+    EXPECT_NE(error.find("remote code"), std::string::npos) << error;
+  }
 }
 
 TEST_F(MalformedFolderTest, WrongTypeNamesTheField) {

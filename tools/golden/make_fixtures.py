@@ -460,6 +460,40 @@ def make_camembert_cls(out_dir: Path):
                          seed=17, texts_seed=111)
 
 
+def make_xlmr_cross_encoder(out_dir: Path):
+    """XLMRobertaForSequenceClassification with one label (bge-reranker-v2-m3 style): position ids
+    from padding_idx + 1, classifier.dense + tanh + out_proj on <s>; the raw logit of each
+    (query, document) pair."""
+    uni = Tokenizer.from_file(str(ROOT / "tests" / "fixtures" / "tokenizers" / "xlmr_style_unigram" /
+                                  "tokenizer.json"))
+    fast = save_tokenizer(uni, out_dir, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                          pad_token="<pad>", cls_token="<s>", sep_token="</s>", mask_token="<mask>")
+    cfg = transformers.XLMRobertaConfig(vocab_size=uni.get_vocab_size(), hidden_size=16,
+                                        num_hidden_layers=2, num_attention_heads=2,
+                                        intermediate_size=28, max_position_embeddings=162,
+                                        type_vocab_size=1, pad_token_id=1, bos_token_id=0,
+                                        eos_token_id=2, layer_norm_eps=1e-5, num_labels=1)
+    torch.manual_seed(18)
+    model = transformers.XLMRobertaForSequenceClassification(cfg)
+    randomize(model, 18)
+    model.save_pretrained(str(out_dir))
+    fast.save_pretrained(str(out_dir))
+    ref = reload_f32(transformers.XLMRobertaForSequenceClassification, out_dir)
+    queries = tiny_texts(seed=112, count=6)
+    docs = tiny_texts(seed=113, count=12)
+    rows = []
+    for i, doc in enumerate(docs):
+        query = queries[i % len(queries)][:80]
+        enc = fast(query, doc, truncation="longest_first", max_length=160)
+        with torch.no_grad():
+            logit = ref(input_ids=torch.tensor([enc["input_ids"]]),
+                        attention_mask=torch.tensor([enc["attention_mask"]])).logits[0]
+        rows.append({"text": query, "text_pair": doc, "ids": enc["input_ids"],
+                     "output": logit.numpy()})
+    return rows, {"kind": "score", "dtype": "F32",
+                  "reference": "transformers.XLMRobertaForSequenceClassification logits"}
+
+
 def qwen3_config(vocab: int, tie: bool, **kw):
     return transformers.Qwen3Config(vocab_size=vocab, hidden_size=48, num_hidden_layers=2,
                                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
@@ -591,6 +625,7 @@ def main():
         "distilbert_classifier": lambda d: make_distilbert_classifier(d, wp),
         "xlmr_cls": make_xlmr_cls,
         "camembert_cls": make_camembert_cls,
+        "xlmr_cross_encoder": make_xlmr_cross_encoder,
     }
     for name, build in builders.items():
         if only and name not in only:
