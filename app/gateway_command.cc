@@ -61,6 +61,7 @@ int RunGateway(const GatewayOptions& options) {
   switch (info->pooling()) {
     case quiver::v1::POOLING_MEAN: model.pooling = "mean"; break;
     case quiver::v1::POOLING_LAST_TOKEN: model.pooling = "last_token"; break;
+    case quiver::v1::POOLING_MAX: model.pooling = "max"; break;
     default: model.pooling = "cls"; break;
   }
   model.max_batch_tokens = info->max_batch_tokens();

@@ -37,6 +37,8 @@ ops::PoolMode ToOpPooling(PoolingMode mode) {
       return ops::PoolMode::kMean;
     case PoolingMode::kLastToken:
       return ops::PoolMode::kLastToken;
+    case PoolingMode::kMax:
+      return ops::PoolMode::kMax;
   }
   return ops::PoolMode::kCls;
 }

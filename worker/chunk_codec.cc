@@ -46,6 +46,7 @@ quiver::v1::Pooling EncodePoolingMode(engine::PoolingMode mode) {
     case engine::PoolingMode::kCls: return quiver::v1::POOLING_CLS;
     case engine::PoolingMode::kMean: return quiver::v1::POOLING_MEAN;
     case engine::PoolingMode::kLastToken: return quiver::v1::POOLING_LAST_TOKEN;
+    case engine::PoolingMode::kMax: return quiver::v1::POOLING_MAX;
   }
   return quiver::v1::POOLING_MODEL_DEFAULT;
 }

@@ -22,13 +22,13 @@ absl::StatusOr<PoolingMode> ParsePoolingModule(const JsonValue& pool, const std:
       {"cls", "pooling_mode_cls_token", PoolingMode::kCls},
       {"mean", "pooling_mode_mean_tokens", PoolingMode::kMean},
       {"lasttoken", "pooling_mode_lasttoken", PoolingMode::kLastToken},
-      {"max", "pooling_mode_max_tokens", std::nullopt},
+      {"max", "pooling_mode_max_tokens", PoolingMode::kMax},
       {"mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens", std::nullopt},
       {"weightedmean", "pooling_mode_weightedmean_tokens", std::nullopt},
   };
   auto unsupported = [&](std::string_view what) {
     return absl::InvalidArgumentError(
-        StrCat(path, ": pooling mode '", what, "' is not supported (cls, mean, lasttoken)"));
+        StrCat(path, ": pooling mode '", what, "' is not supported (cls, mean, lasttoken, max)"));
   };
   if (const JsonValue* name = pool.Find("pooling_mode"); name != nullptr) {
     if (!name->is_string()) {
@@ -70,6 +70,8 @@ std::string_view PoolingModeName(PoolingMode mode) {
       return "mean";
     case PoolingMode::kLastToken:
       return "lasttoken";
+    case PoolingMode::kMax:
+      return "max";
   }
   return "?";
 }

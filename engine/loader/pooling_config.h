@@ -11,7 +11,7 @@
 
 namespace quiver::engine {
 
-enum class PoolingMode { kCls, kMean, kLastToken };
+enum class PoolingMode { kCls, kMean, kLastToken, kMax };
 std::string_view PoolingModeName(PoolingMode mode);
 
 // sentence-transformers' view of the model, or the family's default when the folder has none.

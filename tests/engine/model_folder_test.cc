@@ -151,7 +151,8 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"xlmr_cls", "XLMRobertaModel", PoolingMode::kCls, false},
         TinyCase{"camembert_cls", "CamembertModel", PoolingMode::kCls, false},
         TinyCase{"xlmr_cross_encoder", "XLMRobertaForSequenceClassification", PoolingMode::kCls,
-                 false}),
+                 false},
+        TinyCase{"bert_max", "BertModel", PoolingMode::kMax, true}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
@@ -314,8 +315,8 @@ TEST(DistilBertFolderTest, UnsupportedActivationAndWrongShapeAreNamed) {
 }
 
 TEST_F(MalformedFolderTest, UnsupportedPoolingModeIsNamed) {
-  Write("1_Pooling/config.json", R"({"embedding_dimension": 36, "pooling_mode": "max"})");
-  EXPECT_NE(LoadError().find("pooling mode 'max' is not supported"), std::string::npos);
+  Write("1_Pooling/config.json", R"({"embedding_dimension": 36, "pooling_mode": "weightedmean"})");
+  EXPECT_NE(LoadError().find("pooling mode 'weightedmean' is not supported"), std::string::npos);
 }
 
 }  // namespace

@@ -362,6 +362,31 @@ def st_embedding_rows(st, texts, type_ids=True):
     return rows
 
 
+def make_bert_max(out_dir: Path, wp: Tokenizer):
+    """BertModel + max pooling + Normalize (sentence-transformers' max over tokens)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        fast = save_tokenizer(wp, tmp, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                              sep_token="[SEP]", mask_token="[MASK]")
+        cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=28,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=44, max_position_embeddings=160,
+                                      type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
+        torch.manual_seed(19)
+        model = transformers.BertModel(cfg, add_pooling_layer=False)
+        randomize(model, 19)
+        model.save_pretrained(str(tmp))
+        fast.save_pretrained(str(tmp))
+        transformer = st_models.Transformer(str(tmp), max_seq_length=160)
+        pooling = st_models.Pooling(28, pooling_mode="max")
+        SentenceTransformer(modules=[transformer, pooling, st_models.Normalize()],
+                            device="cpu").save(str(out_dir))
+    st = SentenceTransformer(str(out_dir), device="cpu").eval()
+    rows = st_embedding_rows(st, tiny_texts(seed=114, count=12))
+    return rows, {"kind": "embedding", "pooling": "max", "normalize": True, "dtype": "F32",
+                  "reference": "sentence_transformers.SentenceTransformer.encode (max pooling)"}
+
+
 def make_distilbert_mean(out_dir: Path, wp: Tokenizer):
     """DistilBertModel (transformer.layer.i.* names, no token types) + mean pooling, by
     sentence-transformers."""
@@ -626,6 +651,7 @@ def main():
         "xlmr_cls": make_xlmr_cls,
         "camembert_cls": make_camembert_cls,
         "xlmr_cross_encoder": make_xlmr_cross_encoder,
+        "bert_max": lambda d: make_bert_max(d, wp),
     }
     for name, build in builders.items():
         if only and name not in only:
