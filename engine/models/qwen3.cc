@@ -1,7 +1,10 @@
 // Qwen3 family: pre-norm decoder layers (RMSNorm, per-head q/k norm, rotary, GQA, gated SiLU
 // MLP). Causal with last-token pooling (Qwen3-Embedding), bidirectional with mean pooling
 // (pplx-embed style), and the reranker score: logit("yes") - logit("no") at the last token from
-// two rows of the LM head, never the whole vocabulary.
+// two rows of the LM head, never the whole vocabulary. The same layers without the q/k norm serve
+// Qwen2 (gte-Qwen2 style: q/k/v biased, o not) and LLaMA / Mistral (e5-mistral, SFR style:
+// attention_bias for all four or none).
+#include <algorithm>
 #include <string>
 
 #include "common/status.h"
@@ -33,9 +36,16 @@ struct Qwen3Config {
   bool attention_bias = false;
   bool tie_word_embeddings = false;
   bool bidirectional = false;  // config "use_bidirectional_attention" or "is_causal": false
+  // Which family's layers: Qwen3 has the per-head q/k RMSNorm; Qwen2 biases q/k/v only.
+  bool head_norm = true;
+  bool qkv_bias = false, o_bias = false;
+  int64_t sliding_window = 0;  // Mistral: > 0 caps the longest input (no window is applied)
 };
 
-absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json) {
+enum class DecoderFamily { kQwen3, kQwen2, kLlama, kMistral };
+
+absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json,
+                                             DecoderFamily family = DecoderFamily::kQwen3) {
   Qwen3Config c;
   QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
   QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
@@ -55,6 +65,45 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json) {
   }
   QUIVER_ASSIGN_OR_RETURN(c.rope_theta, JsonDouble(json, "rope_theta", rope_theta));
   QUIVER_ASSIGN_OR_RETURN(c.attention_bias, JsonBool(json, "attention_bias", false));
+  // Scaled rotary (YaRN, llama3, dynamic NTK) would silently change every position: refused.
+  if (const JsonValue* scaling = json.Find("rope_scaling"); scaling && !scaling->is_null()) {
+    return absl::InvalidArgumentError(
+        "field 'rope_scaling': scaled rotary embeddings are not supported");
+  }
+  if (const JsonValue* rope = json.Find("rope_parameters"); rope && rope->is_object()) {
+    QUIVER_ASSIGN_OR_RETURN(std::string type, JsonString(*rope, "rope_type", "default"));
+    if (type != "default") {
+      return absl::InvalidArgumentError(
+          StrCat("field 'rope_parameters.rope_type': only 'default' rotary is supported, got '",
+                 type, "'"));
+    }
+  }
+  c.head_norm = family == DecoderFamily::kQwen3;
+  c.qkv_bias = c.o_bias = c.attention_bias;
+  if (family == DecoderFamily::kQwen2) {
+    c.qkv_bias = true;  // transformers' Qwen2Attention: q/k/v biased, o_proj not
+    c.o_bias = false;
+    QUIVER_ASSIGN_OR_RETURN(bool sliding, JsonBool(json, "use_sliding_window", false));
+    if (sliding) {
+      return absl::InvalidArgumentError(
+          "field 'use_sliding_window': sliding-window attention is not supported");
+    }
+  }
+  if (family == DecoderFamily::kLlama || family == DecoderFamily::kMistral) {
+    QUIVER_ASSIGN_OR_RETURN(bool mlp_bias, JsonBool(json, "mlp_bias", false));
+    if (mlp_bias)
+      return absl::InvalidArgumentError("field 'mlp_bias': MLP biases are not supported");
+    QUIVER_ASSIGN_OR_RETURN(std::string act, JsonString(json, "hidden_act", "silu"));
+    if (act != "silu") {
+      return absl::InvalidArgumentError(
+          StrCat("field 'hidden_act': only 'silu' is supported, got '", act, "'"));
+    }
+  }
+  if (family == DecoderFamily::kMistral) {
+    if (const JsonValue* window = json.Find("sliding_window"); window && window->is_int()) {
+      c.sliding_window = window->as_int();
+    }
+  }
   QUIVER_ASSIGN_OR_RETURN(c.tie_word_embeddings, JsonBool(json, "tie_word_embeddings", false));
   QUIVER_ASSIGN_OR_RETURN(bool bidirectional, JsonBool(json, "use_bidirectional_attention", false));
   QUIVER_ASSIGN_OR_RETURN(bool is_causal, JsonBool(json, "is_causal", true));
@@ -81,7 +130,6 @@ class Qwen3Model final : public Model {
   Qwen3Model(const Qwen3Config& c, bool reranker, WeightLoader& w, const ModelOptions& options)
       : c_(c), q_dim_(c.num_heads * c.head_dim), kv_dim_(c.num_kv_heads * c.head_dim) {
     const int64_t h = c_.hidden, inter = c_.intermediate;
-    const bool bias = c_.attention_bias;
     embed_ = w.Get("embed_tokens.weight", {c_.vocab_size, h});
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = StrCat("layers.", i, ".");
@@ -89,10 +137,12 @@ class Qwen3Model final : public Model {
       l.in_norm = w.Get(p + "input_layernorm.weight", {h});
       l.qkv =
           w.FusedLinear({p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
-                        {q_dim_, kv_dim_, kv_dim_}, h, bias);
-      l.o = w.Linear(p + "self_attn.o_proj", h, q_dim_, bias);
-      l.q_norm = w.Get(p + "self_attn.q_norm.weight", {c_.head_dim});
-      l.k_norm = w.Get(p + "self_attn.k_norm.weight", {c_.head_dim});
+                        {q_dim_, kv_dim_, kv_dim_}, h, c_.qkv_bias);
+      l.o = w.Linear(p + "self_attn.o_proj", h, q_dim_, c_.o_bias);
+      if (c_.head_norm) {
+        l.q_norm = w.Get(p + "self_attn.q_norm.weight", {c_.head_dim});
+        l.k_norm = w.Get(p + "self_attn.k_norm.weight", {c_.head_dim});
+      }
       l.post_norm = w.Get(p + "post_attention_layernorm.weight", {h});
       l.gate_up = w.FusedLinear({p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter, inter}, h, false);
       l.down = w.Linear(p + "mlp.down_proj", h, inter, false);
@@ -114,7 +164,9 @@ class Qwen3Model final : public Model {
     info_.causal = !c_.bidirectional;
     info_.vocab_size = c_.vocab_size;
     info_.type_vocab_size = 1;
-    info_.max_input_tokens = c_.max_position_embeddings;
+    info_.max_input_tokens = c_.sliding_window > 0
+                                 ? std::min(c_.max_position_embeddings, c_.sliding_window)
+                                 : c_.max_position_embeddings;
     info_.num_labels = reranker ? 1 : 0;
     info_.yes_no_reranker = reranker;
     info_.default_pooling = c_.bidirectional ? PoolingMode::kMean : PoolingMode::kLastToken;
@@ -132,6 +184,7 @@ class Qwen3Model final : public Model {
         {"attention_bias", c_.attention_bias ? "true" : "false"},
         {"tie_word_embeddings", c_.tie_word_embeddings ? "true" : "false"},
         {"bidirectional", c_.bidirectional ? "true" : "false"},
+        {"head_norm", c_.head_norm ? "true" : "false"},
     };
   }
 
@@ -166,8 +219,10 @@ class Qwen3Model final : public Model {
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& l = layers_[i];
       ops::Linear(exec, y, l.qkv, qkv);
-      ops::HeadRmsNorm(exec, q, c_.num_heads, l.q_norm, eps);  // before rotary, as Qwen3 does
-      ops::HeadRmsNorm(exec, k, c_.num_kv_heads, l.k_norm, eps);
+      if (c_.head_norm) {
+        ops::HeadRmsNorm(exec, q, c_.num_heads, l.q_norm, eps);  // before rotary, as Qwen3 does
+        ops::HeadRmsNorm(exec, k, c_.num_kv_heads, l.k_norm, eps);
+      }
       ops::Rotary(exec, q, ctx.positions, c_.num_heads, c_.head_dim, c_.rope_theta,
                   ops::RotaryLayout::kNeox);
       ops::Rotary(exec, k, ctx.positions, c_.num_kv_heads, c_.head_dim, c_.rope_theta,
@@ -206,6 +261,14 @@ class Qwen3Model final : public Model {
   int64_t yes_id_ = 0, no_id_ = 0;
 };
 
+template <DecoderFamily kFamily>
+absl::StatusOr<std::unique_ptr<Model>> MakeDecoder(const ModelArgs& args) {
+  QUIVER_ASSIGN_OR_RETURN(Qwen3Config config, ParseQwen3Config(args.config, kFamily));
+  auto model = std::make_unique<Qwen3Model>(config, false, args.weights, args.options);
+  if (!args.weights.status().ok()) return args.weights.status();
+  return model;
+}
+
 template <bool kReranker>
 absl::StatusOr<std::unique_ptr<Model>> MakeQwen3(const ModelArgs& args) {
   QUIVER_ASSIGN_OR_RETURN(Qwen3Config config, ParseQwen3Config(args.config));
@@ -233,6 +296,9 @@ absl::StatusOr<std::unique_ptr<Model>> MakeQwen3(const ModelArgs& args) {
 void RegisterQwen3Models(ModelRegistry& registry) {
   registry.Add({"Qwen3Model", "model.", MakeQwen3<false>});
   registry.Add({"Qwen3ForCausalLM", "model.", MakeQwen3<true>});
+  registry.Add({"Qwen2Model", "model.", MakeDecoder<DecoderFamily::kQwen2>});
+  registry.Add({"LlamaModel", "model.", MakeDecoder<DecoderFamily::kLlama>});
+  registry.Add({"MistralModel", "model.", MakeDecoder<DecoderFamily::kMistral>});
 }
 
 }  // namespace quiver::engine

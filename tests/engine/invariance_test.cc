@@ -121,7 +121,9 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest,
                                            "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
                                            "qwen3_reranker", "distilbert_mean",
                                            "distilbert_classifier", "xlmr_cls", "camembert_cls",
-                                           "xlmr_cross_encoder", "bert_max"));
+                                           "xlmr_cross_encoder", "bert_max",
+                                           "qwen2_lasttoken", "mistral_lasttoken",
+                                           "llama_lasttoken"));
 
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   auto engine = Engine::Load(TinyDir("bert_mean"), {});

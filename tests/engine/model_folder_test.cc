@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <string>
 
 #include "common/file.h"
@@ -152,7 +153,10 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"camembert_cls", "CamembertModel", PoolingMode::kCls, false},
         TinyCase{"xlmr_cross_encoder", "XLMRobertaForSequenceClassification", PoolingMode::kCls,
                  false},
-        TinyCase{"bert_max", "BertModel", PoolingMode::kMax, true}),
+        TinyCase{"bert_max", "BertModel", PoolingMode::kMax, true},
+        TinyCase{"qwen2_lasttoken", "Qwen2Model", PoolingMode::kLastToken, true},
+        TinyCase{"mistral_lasttoken", "MistralModel", PoolingMode::kLastToken, true},
+        TinyCase{"llama_lasttoken", "LlamaModel", PoolingMode::kLastToken, true}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
@@ -311,6 +315,34 @@ TEST(DistilBertFolderTest, UnsupportedActivationAndWrongShapeAreNamed) {
   error = load_error("\"hidden_dim\": 40", "\"hidden_dim\": 44");
   EXPECT_NE(error.find("transformer.layer.0.ffn.lin1.weight"), std::string::npos) << error;
   EXPECT_NE(error.find("[40, 24]"), std::string::npos) << error;
+  fs::remove_all(dir);
+}
+
+// LLaMA-family fields the decoder does not implement fail at load, named.
+TEST(DecoderFolderTest, ScaledRotaryAndSlidingWindowAreNamed) {
+  const fs::path dir = fs::temp_directory_path() / ("quiver-decoder-" + std::to_string(::getpid()));
+  for (const auto& [fixture, field, value] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"llama_lasttoken", "rope_scaling", R"({"rope_type": "llama3", "factor": 8.0})"},
+           {"llama_lasttoken", "mlp_bias", "true"},
+           {"qwen2_lasttoken", "use_sliding_window", "true"}}) {
+    fs::remove_all(dir);
+    fs::copy(kFixtures / "tiny" / fixture, dir, fs::copy_options::recursive);
+    std::string config = *ReadFile((dir / "config.json").string());
+    const std::string key = "\"" + field + "\"";
+    const size_t at = config.find(key);
+    if (at != std::string::npos) {
+      const size_t end = config.find_first_of(",}", config.find(':', at));
+      config.replace(at, end - at, key + ": " + value);
+    } else {
+      config.insert(config.find('{') + 1, key + ": " + value + ",");
+    }
+    std::ofstream(dir / "config.json", std::ios::binary | std::ios::trunc) << config;
+    absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir.string());
+    ASSERT_FALSE(folder.ok()) << fixture << " with " << field;
+    EXPECT_NE(std::string(folder.status().message()).find("'" + field), std::string::npos)
+        << folder.status();
+  }
   fs::remove_all(dir);
 }
 

@@ -659,7 +659,8 @@ void RecordGraphPaths(Report& report, const std::string& tag, const GraphPaths& 
 constexpr const char* kTinyFixtures[] = {
     "bert_mean",       "bert_cross_encoder",    "qwen3_bidirectional_mean",
     "qwen3_causal_lasttoken", "qwen3_reranker", "distilbert_mean",
-    "distilbert_classifier",  "xlmr_cls",       "camembert_cls", "xlmr_cross_encoder", "bert_max"};
+    "distilbert_classifier",  "xlmr_cls",       "camembert_cls", "xlmr_cross_encoder", "bert_max",
+    "qwen2_lasttoken", "mistral_lasttoken", "llama_lasttoken"};
 
 // GPU (lazy graphs) and CPU answers for one fixture against Hugging Face's and each other. The
 // worst agreement with Hugging Face goes into `worst_vs_reference` (cosine).

@@ -548,6 +548,48 @@ def make_qwen3_causal(out_dir: Path, bpe: Tokenizer):
                   "reference": "transformers.Qwen3Model last_hidden_state[-1], L2-normalized"}
 
 
+def decoder_lasttoken(out_dir: Path, bpe: Tokenizer, config_cls, model_cls, seed: int,
+                      texts_seed: int, **kw):
+    """A causal decoder embedding (gte-Qwen2 / e5-mistral style): last-token pooling, normalized,
+    f32; the reference is transformers' last hidden state of the last token."""
+    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    cfg = config_cls(vocab_size=bpe.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, intermediate_size=56,
+                     max_position_embeddings=512, rms_norm_eps=1e-6, rope_theta=10000.0,
+                     tie_word_embeddings=False, hidden_act="silu", **kw)
+    torch.manual_seed(seed)
+    model = model_cls(cfg)
+    randomize(model, seed)
+    model.save_pretrained(str(out_dir))
+    fast.save_pretrained(str(out_dir))
+    write_st_modules(out_dir, 32, "lasttoken", normalize=True, max_seq_length=512)
+    ref = reload_f32(model_cls, out_dir)
+    rows = []
+    for text in tiny_texts(seed=texts_seed, count=12):
+        ids = fast(text)["input_ids"]
+        with torch.no_grad():
+            h = ref(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
+        rows.append({"text": text, "ids": ids,
+                     "output": torch.nn.functional.normalize(h, dim=0).numpy()})
+    return rows, {"kind": "embedding", "pooling": "lasttoken", "normalize": True, "dtype": "F32",
+                  "reference": f"transformers.{model_cls.__name__} last_hidden_state[-1], L2-normalized"}
+
+
+def make_qwen2_lasttoken(out_dir: Path, bpe: Tokenizer):
+    return decoder_lasttoken(out_dir, bpe, transformers.Qwen2Config, transformers.Qwen2Model,
+                             seed=20, texts_seed=115)
+
+
+def make_mistral_lasttoken(out_dir: Path, bpe: Tokenizer):
+    return decoder_lasttoken(out_dir, bpe, transformers.MistralConfig, transformers.MistralModel,
+                             seed=21, texts_seed=116, sliding_window=None, head_dim=8)
+
+
+def make_llama_lasttoken(out_dir: Path, bpe: Tokenizer):
+    return decoder_lasttoken(out_dir, bpe, transformers.LlamaConfig, transformers.LlamaModel,
+                             seed=22, texts_seed=117, attention_bias=True)
+
+
 def make_qwen3_bidirectional(out_dir: Path, bpe: Tokenizer):
     """pplx-embed style: Qwen3 with bidirectional attention and mean pooling; f32, sharded."""
     fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
@@ -652,6 +694,9 @@ def main():
         "camembert_cls": make_camembert_cls,
         "xlmr_cross_encoder": make_xlmr_cross_encoder,
         "bert_max": lambda d: make_bert_max(d, wp),
+        "qwen2_lasttoken": lambda d: make_qwen2_lasttoken(d, bpe_eos),
+        "mistral_lasttoken": lambda d: make_mistral_lasttoken(d, bpe_eos),
+        "llama_lasttoken": lambda d: make_llama_lasttoken(d, bpe_eos),
     }
     for name, build in builders.items():
         if only and name not in only:
