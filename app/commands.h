@@ -14,7 +14,8 @@
 
 namespace quiver::app {
 
-// The HTTP server's read timeouts (--header-timeout, --body-timeout, --idle-timeout), seconds.
+// The HTTP server's flags shared by serve and gateway: read timeouts in seconds (--header-timeout,
+// --body-timeout, --idle-timeout), connection and body limits, the drain.
 struct HttpTimeouts {
   int header_s = 30;
   int body_s = 120;
@@ -85,6 +86,11 @@ absl::StatusOr<engine::ModelOptions> ResolveModelOptions(const std::string& mode
 int RunEmbed(const EmbedOptions& options);
 int RunTokenize(const TokenizeOptions& options);
 int RunVersion();
+
+// The HTTP server's options for serve and gateway alike; the API checks keys from the headers.
+gateway::HttpServerOptions HttpOptions(const std::string& host, int port, int handler_threads,
+                                       size_t max_body_bytes, const HttpTimeouts& t,
+                                       gateway::api::Api& api);
 
 // A stopping server: not ready, answers say Connection: close, running requests get
 // `drain_s` seconds to finish (then 503 at their next check), and the HTTP server stops.

@@ -81,18 +81,9 @@ int RunGateway(const GatewayOptions& options) {
   dispatcher->ExportMetrics(&metrics);
   gateway::api::Api api(model, *std::move(tok), dispatcher, options.api, &metrics,
                         options.access_log);
-  gateway::HttpServerOptions http;
-  http.host = options.host;
-  http.port = options.port;
-  http.handler_threads = options.handler_threads;
-  http.max_body_bytes = options.max_body_bytes;
-  http.check_headers = [&api](const gateway::HttpRequest& r) { return api.CheckHeaders(r); };
-  http.header_timeout_s = options.timeouts.header_s;
-  http.body_timeout_s = options.timeouts.body_s;
-  http.idle_timeout_s = options.timeouts.idle_s;
-  http.max_connections = options.timeouts.max_connections;
-  http.max_body_bytes_in_flight = options.timeouts.max_body_bytes_in_flight;
-  gateway::HttpServer server(http, [&api](const gateway::HttpRequest& r) { return api.Handle(r); });
+  gateway::HttpServer server(HttpOptions(options.host, options.port, options.handler_threads,
+                                         options.max_body_bytes, options.timeouts, api),
+                             [&api](const gateway::HttpRequest& r) { return api.Handle(r); });
   if (absl::Status s = server.Start(); !s.ok()) {
     spdlog::error("quiver gateway: {}", s.message());
     return 1;

@@ -248,12 +248,11 @@ bool StartAttempt(const std::shared_ptr<Dispatcher::Shared>& shared,
                                               SteadyClock::now() >= it->second.silent_until);
     }
   }
-  const auto timeout = [&](int pick) { return shared->AttemptTimeout(run->replicas[pick]->name()); };
   int pick;
   size_t a;
   auto cancel = std::make_shared<CancelSignal>();
   {
-    std::lock_guard<std::mutex> lock(run->mu);
+    std::lock_guard<std::mutex> lock(run->mu);  // then shared->mu, the order OnAnswer takes
     ChunkState& chunk = run->chunks[c];
     if (chunk.done) return true;
     pick = PickReplica(quiet, chunk.tried, start);
@@ -261,14 +260,10 @@ bool StartAttempt(const std::shared_ptr<Dispatcher::Shared>& shared,
     if (pick < 0) return false;
     chunk.tried.push_back(pick);
     a = chunk.attempts.size();
-    chunk.attempts.push_back({pick, cancel, SteadyClock::now(), hedge});
+    const auto now = SteadyClock::now();
+    chunk.attempts.push_back({pick, cancel, now, hedge});
     ++chunk.live;
-  }
-  const auto wait = timeout(pick);
-  {
-    std::lock_guard<std::mutex> lock(run->mu);
-    ChunkState& chunk = run->chunks[c];
-    if (!hedge) chunk.hedge_at = chunk.attempts[a].started + wait;
+    if (!hedge) chunk.hedge_at = now + shared->AttemptTimeout(run->replicas[pick]->name());
   }
   if (hedge) {
     std::lock_guard<std::mutex> lock(shared->mu);

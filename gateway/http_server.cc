@@ -81,11 +81,6 @@ class BodyBudget {
     admitted(std::make_shared<Grant>(*this, bytes));
   }
 
-  size_t waiting() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return waiting_.size();
-  }
-
  private:
   struct Waiter {
     size_t bytes;
@@ -108,7 +103,7 @@ class BodyBudget {
     for (Waiter& w : ready) w.admitted(std::make_shared<Grant>(*this, w.bytes));
   }
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   const size_t limit_;
   size_t used_ = 0;
   std::deque<Waiter> waiting_;

@@ -110,8 +110,7 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
   pooling.mode = default_mode;
   fs::path modules_path = fs::path(dir) / "modules.json";
   if (!fs::exists(modules_path)) return pooling;
-  const auto read_json = ReadJson;
-  QUIVER_ASSIGN_OR_RETURN(JsonValue modules, read_json(modules_path));
+  QUIVER_ASSIGN_OR_RETURN(JsonValue modules, ReadJson(modules_path));
   if (!modules.is_array()) {
     return absl::InvalidArgumentError(StrCat(modules_path.string(), ": expected a list"));
   }
@@ -125,7 +124,7 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
     } else if (kind.ends_with(".Pooling")) {
       QUIVER_ASSIGN_OR_RETURN(std::string sub, JsonString(module, "path", ""));
       fs::path pool_path = fs::path(dir) / sub / "config.json";
-      QUIVER_ASSIGN_OR_RETURN(JsonValue pool, read_json(pool_path));
+      QUIVER_ASSIGN_OR_RETURN(JsonValue pool, ReadJson(pool_path));
       QUIVER_ASSIGN_OR_RETURN(pooling.mode, ParsePoolingModule(pool, pool_path.string()));
     } else if (!kind.ends_with(".Transformer")) {
       return absl::InvalidArgumentError(
@@ -134,7 +133,7 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
   }
   fs::path bert_config = fs::path(dir) / "sentence_bert_config.json";
   if (fs::exists(bert_config)) {
-    QUIVER_ASSIGN_OR_RETURN(JsonValue json, read_json(bert_config));
+    QUIVER_ASSIGN_OR_RETURN(JsonValue json, ReadJson(bert_config));
     absl::StatusOr<int64_t> max_len = JsonInt(json, "max_seq_length", -1);
     if (!max_len.ok()) return WithContext(max_len.status(), bert_config.string());
     if (*max_len > 0) pooling.max_seq_length = *max_len;

@@ -62,6 +62,29 @@ absl::Status CheckLabels(const JsonValue& json, BertConfig& c) {
   return RequirePositive("num_labels", c.num_labels);
 }
 
+// The config.json names of the sizes, for errors: BERT's and DistilBERT's schemas differ.
+struct SizeFields {
+  const char *vocab, *hidden, *layers, *heads, *intermediate;
+};
+constexpr SizeFields kBertFields = {"vocab_size", "hidden_size", "num_hidden_layers",
+                                    "num_attention_heads", "intermediate_size"};
+constexpr SizeFields kDistilBertFields = {"vocab_size", "dim", "n_layers", "n_heads",
+                                          "hidden_dim"};
+
+absl::Status CheckSizes(const BertConfig& c, const SizeFields& f) {
+  QUIVER_RETURN_IF_ERROR(RequirePositive(f.vocab, c.vocab_size));
+  QUIVER_RETURN_IF_ERROR(RequirePositive(f.hidden, c.hidden));
+  QUIVER_RETURN_IF_ERROR(RequirePositive(f.layers, c.num_layers));
+  QUIVER_RETURN_IF_ERROR(RequirePositive(f.heads, c.num_heads));
+  QUIVER_RETURN_IF_ERROR(RequirePositive(f.intermediate, c.intermediate));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("max_position_embeddings", c.max_position_embeddings));
+  if (c.hidden % c.num_heads != 0) {
+    return absl::InvalidArgumentError(StrCat(f.hidden, " ", c.hidden, " is not a multiple of ",
+                                             f.heads, " ", c.num_heads));
+  }
+  return absl::OkStatus();
+}
+
 // transformers' DistilBertConfig: dim, n_layers, n_heads, hidden_dim, activation; LayerNorm eps
 // fixed at 1e-12; no token types; positions learned or sinusoidal (either way stored in
 // embeddings.position_embeddings.weight).
@@ -83,16 +106,7 @@ absl::StatusOr<BertConfig> ParseDistilBertConfig(const JsonValue& json, Head hea
         StrCat("field 'activation': unsupported activation '", c.hidden_act, "' (gelu, relu)"));
   }
   if (head != Head::kNone) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("vocab_size", c.vocab_size));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("dim", c.hidden));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("n_layers", c.num_layers));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("n_heads", c.num_heads));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("hidden_dim", c.intermediate));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("max_position_embeddings", c.max_position_embeddings));
-  if (c.hidden % c.num_heads != 0) {
-    return absl::InvalidArgumentError(
-        StrCat("dim ", c.hidden, " is not a multiple of n_heads ", c.num_heads));
-  }
+  QUIVER_RETURN_IF_ERROR(CheckSizes(c, kDistilBertFields));
   return c;
 }
 
@@ -123,16 +137,7 @@ absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, 
   }
   c.position_offset = roberta ? c.pad_token_id + 1 : 0;
   if (head != Head::kNone) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("vocab_size", c.vocab_size));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("hidden_size", c.hidden));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("num_hidden_layers", c.num_layers));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("num_attention_heads", c.num_heads));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("intermediate_size", c.intermediate));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("max_position_embeddings", c.max_position_embeddings));
-  if (c.hidden % c.num_heads != 0) {
-    return absl::InvalidArgumentError(StrCat(
-        "hidden_size ", c.hidden, " is not a multiple of num_attention_heads ", c.num_heads));
-  }
+  QUIVER_RETURN_IF_ERROR(CheckSizes(c, kBertFields));
   return c;
 }
 

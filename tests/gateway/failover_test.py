@@ -12,7 +12,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,22 +24,8 @@ QUIVER, SOURCE = sys.argv[1], sys.argv[2]
 MODEL = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pattern, log, proc, seconds=60):
-    end = time.time() + seconds
-    while time.time() < end:
-        m = re.search(pattern, open(log).read())
-        if m:
-            return m
-        if proc.poll() is not None:
-            sys.exit(f"process exited: {open(log).read()}")
-        time.sleep(0.1)
-    sys.exit(f"timed out waiting for {pattern}")
+sys.path.insert(0, os.path.dirname(__file__))
+from serving import free_port, wait_for  # noqa: E402
 
 
 def start_worker(port):

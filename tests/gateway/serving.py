@@ -5,11 +5,33 @@ returned once /ready answers 200.
 """
 
 import re
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+
+def free_port():
+    """A loopback port free now (for processes that take --listen host:port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pattern, log_path, proc, seconds=60):
+    """The first match of `pattern` in the log file, waiting up to `seconds`; exits the test if
+    the process dies or the time passes."""
+    end = time.time() + seconds
+    while time.time() < end:
+        m = re.search(pattern, open(log_path).read())
+        if m:
+            return m
+        if proc.poll() is not None:
+            sys.exit(f"process exited: {open(log_path).read()}")
+        time.sleep(0.1)
+    sys.exit(f"timed out waiting for {pattern} in {log_path}")
 
 
 def start(quiver, model_dir, extra=(), prefix="quiver-serve-"):

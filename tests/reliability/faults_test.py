@@ -23,6 +23,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
 import serving  # noqa: E402
+from serving import free_port, wait_for  # noqa: E402
 
 QUIVER, MODEL, CORPUS = sys.argv[1], sys.argv[2], sys.argv[3]
 failures = []
@@ -202,24 +203,6 @@ def out_of_descriptors():
         check("descriptors back: served again", status == 200, str(status))
     finally:
         stop(proc)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pattern, path, proc, seconds=60):
-    end = time.time() + seconds
-    while time.time() < end:
-        m = re.search(pattern, open(path).read())
-        if m:
-            return m
-        if proc.poll() is not None:
-            sys.exit(f"process exited: {open(path).read()}")
-        time.sleep(0.1)
-    sys.exit(f"timed out waiting for {pattern} in {path}")
 
 
 def hung_worker():

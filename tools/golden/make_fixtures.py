@@ -287,26 +287,38 @@ def write_st_modules(out_dir: Path, dim: int, pooling: str, normalize: bool, max
         json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}, indent=2) + "\n")
 
 
-def make_bert_mean(out_dir: Path, wp: Tokenizer):
-    """BertModel + mean pooling, f32, built and run by sentence-transformers."""
+WORDPIECE_SPECIALS = dict(unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                          sep_token="[SEP]", mask_token="[MASK]")
+
+
+def save_sentence_transformer(out_dir: Path, model, tok: Tokenizer, specials: dict, dim: int,
+                              pooling: str, max_seq_length=None, normalize=False):
+    """`model` and `tok` as a folder saved by sentence-transformers itself (Transformer, Pooling,
+    Normalize when asked); max_seq_length None leaves the length to the tokenizer. Returns the
+    folder loaded back, in eval mode."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        fast = save_tokenizer(wp, tmp, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                              sep_token="[SEP]", mask_token="[MASK]")
-        cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=36,
-                                      num_hidden_layers=2, num_attention_heads=3,
-                                      intermediate_size=52, max_position_embeddings=128,
-                                      type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
-        torch.manual_seed(11)
-        model = transformers.BertModel(cfg, add_pooling_layer=True)
-        randomize(model, 11)
+        fast = save_tokenizer(tok, tmp, **specials)
         model.save_pretrained(str(tmp))
         fast.save_pretrained(str(tmp))
-        transformer = st_models.Transformer(str(tmp), max_seq_length=128)
-        pooling = st_models.Pooling(36, pooling_mode="mean")
-        st = SentenceTransformer(modules=[transformer, pooling], device="cpu")
-        st.save(str(out_dir))
-    st = SentenceTransformer(str(out_dir), device="cpu").eval()
+        kw = {} if max_seq_length is None else {"max_seq_length": max_seq_length}
+        modules = [st_models.Transformer(str(tmp), **kw), st_models.Pooling(dim, pooling_mode=pooling)]
+        if normalize:
+            modules.append(st_models.Normalize())
+        SentenceTransformer(modules=modules, device="cpu").save(str(out_dir))
+    return SentenceTransformer(str(out_dir), device="cpu").eval()
+
+
+def make_bert_mean(out_dir: Path, wp: Tokenizer):
+    """BertModel + mean pooling, f32, built and run by sentence-transformers."""
+    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=36,
+                                  num_hidden_layers=2, num_attention_heads=3,
+                                  intermediate_size=52, max_position_embeddings=128,
+                                  type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
+    torch.manual_seed(11)
+    model = transformers.BertModel(cfg, add_pooling_layer=True)
+    randomize(model, 11)
+    st = save_sentence_transformer(out_dir, model, wp, WORDPIECE_SPECIALS, 36, "mean", 128)
     texts = tiny_texts(seed=101, count=12)
     emb = st.encode(texts, batch_size=1, convert_to_numpy=True)
     rows = []
@@ -320,8 +332,7 @@ def make_bert_mean(out_dir: Path, wp: Tokenizer):
 
 def make_cross_encoder(out_dir: Path, wp: Tokenizer):
     """BertForSequenceClassification with one label, stored in f16; score = the raw logit."""
-    fast = save_tokenizer(wp, out_dir, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                          sep_token="[SEP]", mask_token="[MASK]")
+    fast = save_tokenizer(wp, out_dir, **WORDPIECE_SPECIALS)
     cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=40,
                                   num_hidden_layers=2, num_attention_heads=5,
                                   intermediate_size=68, max_position_embeddings=160,
@@ -364,24 +375,15 @@ def st_embedding_rows(st, texts, type_ids=True):
 
 def make_bert_max(out_dir: Path, wp: Tokenizer):
     """BertModel + max pooling + Normalize (sentence-transformers' max over tokens)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        fast = save_tokenizer(wp, tmp, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                              sep_token="[SEP]", mask_token="[MASK]")
-        cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=28,
-                                      num_hidden_layers=2, num_attention_heads=4,
-                                      intermediate_size=44, max_position_embeddings=160,
-                                      type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
-        torch.manual_seed(19)
-        model = transformers.BertModel(cfg, add_pooling_layer=False)
-        randomize(model, 19)
-        model.save_pretrained(str(tmp))
-        fast.save_pretrained(str(tmp))
-        transformer = st_models.Transformer(str(tmp), max_seq_length=160)
-        pooling = st_models.Pooling(28, pooling_mode="max")
-        SentenceTransformer(modules=[transformer, pooling, st_models.Normalize()],
-                            device="cpu").save(str(out_dir))
-    st = SentenceTransformer(str(out_dir), device="cpu").eval()
+    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=28,
+                                  num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=44, max_position_embeddings=160,
+                                  type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12)
+    torch.manual_seed(19)
+    model = transformers.BertModel(cfg, add_pooling_layer=False)
+    randomize(model, 19)
+    st = save_sentence_transformer(out_dir, model, wp, WORDPIECE_SPECIALS, 28, "max", 160,
+                                   normalize=True)
     rows = st_embedding_rows(st, tiny_texts(seed=114, count=12))
     return rows, {"kind": "embedding", "pooling": "max", "normalize": True, "dtype": "F32",
                   "reference": "sentence_transformers.SentenceTransformer.encode (max pooling)"}
@@ -390,22 +392,13 @@ def make_bert_max(out_dir: Path, wp: Tokenizer):
 def make_distilbert_mean(out_dir: Path, wp: Tokenizer):
     """DistilBertModel (transformer.layer.i.* names, no token types) + mean pooling, by
     sentence-transformers."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        fast = save_tokenizer(wp, tmp, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                              sep_token="[SEP]", mask_token="[MASK]")
-        cfg = transformers.DistilBertConfig(vocab_size=wp.get_vocab_size(), dim=32, n_layers=2,
-                                            n_heads=4, hidden_dim=48, max_position_embeddings=160,
-                                            activation="gelu")
-        torch.manual_seed(14)
-        model = transformers.DistilBertModel(cfg)
-        randomize(model, 14)
-        model.save_pretrained(str(tmp))
-        fast.save_pretrained(str(tmp))
-        transformer = st_models.Transformer(str(tmp), max_seq_length=160)
-        pooling = st_models.Pooling(32, pooling_mode="mean")
-        SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(out_dir))
-    st = SentenceTransformer(str(out_dir), device="cpu").eval()
+    cfg = transformers.DistilBertConfig(vocab_size=wp.get_vocab_size(), dim=32, n_layers=2,
+                                        n_heads=4, hidden_dim=48, max_position_embeddings=160,
+                                        activation="gelu")
+    torch.manual_seed(14)
+    model = transformers.DistilBertModel(cfg)
+    randomize(model, 14)
+    st = save_sentence_transformer(out_dir, model, wp, WORDPIECE_SPECIALS, 32, "mean", 160)
     rows = st_embedding_rows(st, tiny_texts(seed=108, count=12), type_ids=False)
     return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
                   "reference": "sentence_transformers.SentenceTransformer.encode (DistilBertModel)"}
@@ -414,8 +407,7 @@ def make_distilbert_mean(out_dir: Path, wp: Tokenizer):
 def make_distilbert_classifier(out_dir: Path, wp: Tokenizer):
     """DistilBertForSequenceClassification, three labels, relu FFN: pre_classifier, ReLU,
     classifier on the first token; the raw logits."""
-    fast = save_tokenizer(wp, out_dir, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                          sep_token="[SEP]", mask_token="[MASK]")
+    fast = save_tokenizer(wp, out_dir, **WORDPIECE_SPECIALS)
     cfg = transformers.DistilBertConfig(vocab_size=wp.get_vocab_size(), dim=24, n_layers=2,
                                         n_heads=3, hidden_dim=40, max_position_embeddings=160,
                                         activation="relu", num_labels=3,
@@ -438,29 +430,26 @@ def make_distilbert_classifier(out_dir: Path, wp: Tokenizer):
                   "reference": "transformers.DistilBertForSequenceClassification logits"}
 
 
+UNIGRAM_SPECIALS = dict(bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>",
+                        cls_token="<s>", sep_token="</s>", mask_token="<mask>")
+
+
 def roberta_style(out_dir: Path, config_cls, model_cls, seed: int, texts_seed: int):
     """A RoBERTa-family encoder (position ids from padding_idx + 1) + CLS pooling, saved by
     sentence-transformers without max_seq_length: the tokenizer's model_max_length (40) cuts, as
     sentence-transformers 6 does."""
     uni = Tokenizer.from_file(str(ROOT / "tests" / "fixtures" / "tokenizers" / "xlmr_style_unigram" /
                                   "tokenizer.json"))
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        fast = save_tokenizer(uni, tmp, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                              pad_token="<pad>", cls_token="<s>", sep_token="</s>",
-                              mask_token="<mask>", model_max_length=40)
-        cfg = config_cls(vocab_size=uni.get_vocab_size(), hidden_size=16, num_hidden_layers=2,
-                         num_attention_heads=2, intermediate_size=28, max_position_embeddings=162,
-                         type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-                         layer_norm_eps=1e-5)
-        torch.manual_seed(seed)
-        model = model_cls(cfg, add_pooling_layer=False)
-        randomize(model, seed)
-        model.save_pretrained(str(tmp))
-        fast.save_pretrained(str(tmp))
-        transformer = st_models.Transformer(str(tmp))  # no max_seq_length: the tokenizer's
-        pooling = st_models.Pooling(16, pooling_mode="cls")
-        SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(out_dir))
+    cfg = config_cls(vocab_size=uni.get_vocab_size(), hidden_size=16, num_hidden_layers=2,
+                     num_attention_heads=2, intermediate_size=28, max_position_embeddings=162,
+                     type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                     layer_norm_eps=1e-5)
+    torch.manual_seed(seed)
+    model = model_cls(cfg, add_pooling_layer=False)
+    randomize(model, seed)
+    # No max_seq_length: the tokenizer's model_max_length.
+    save_sentence_transformer(out_dir, model, uni, dict(UNIGRAM_SPECIALS, model_max_length=40),
+                              16, "cls")
     sbert = json.loads((out_dir / "sentence_bert_config.json").read_text())
     if sbert.get("max_seq_length") is not None:
         # Older sentence-transformers write it; the fixture must exercise the fallback.
@@ -491,8 +480,7 @@ def make_xlmr_cross_encoder(out_dir: Path):
     (query, document) pair."""
     uni = Tokenizer.from_file(str(ROOT / "tests" / "fixtures" / "tokenizers" / "xlmr_style_unigram" /
                                   "tokenizer.json"))
-    fast = save_tokenizer(uni, out_dir, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                          pad_token="<pad>", cls_token="<s>", sep_token="</s>", mask_token="<mask>")
+    fast = save_tokenizer(uni, out_dir, **UNIGRAM_SPECIALS)
     cfg = transformers.XLMRobertaConfig(vocab_size=uni.get_vocab_size(), hidden_size=16,
                                         num_hidden_layers=2, num_attention_heads=2,
                                         intermediate_size=28, max_position_embeddings=162,

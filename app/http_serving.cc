@@ -8,6 +8,23 @@
 
 namespace quiver::app {
 
+gateway::HttpServerOptions HttpOptions(const std::string& host, int port, int handler_threads,
+                                       size_t max_body_bytes, const HttpTimeouts& t,
+                                       gateway::api::Api& api) {
+  gateway::HttpServerOptions http;
+  http.host = host;
+  http.port = port;
+  http.handler_threads = handler_threads;
+  http.max_body_bytes = max_body_bytes;
+  http.check_headers = [&api](const gateway::HttpRequest& r) { return api.CheckHeaders(r); };
+  http.header_timeout_s = t.header_s;
+  http.body_timeout_s = t.body_s;
+  http.idle_timeout_s = t.idle_s;
+  http.max_connections = t.max_connections;
+  http.max_body_bytes_in_flight = t.max_body_bytes_in_flight;
+  return http;
+}
+
 void DrainAndStop(gateway::HttpServer& server, gateway::api::Api& api, int drain_s,
                   std::string_view who) {
   api.set_ready(false);  // load balancers stop sending
