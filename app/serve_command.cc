@@ -70,7 +70,7 @@ int RunServe(const ServeOptions& options) {
     }
     model.max_input_tokens = options.max_input_tokens;
   }
-  model.hidden_size = (*engine)->hidden_size();
+  model.hidden_size = (*engine)->output_size();  // the embedding width, after any Dense
   model.normalize = folder.pooling.normalize;
   model.can_embed = !(*engine)->is_scorer();
   model.can_score = (*engine)->is_scorer();

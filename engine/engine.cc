@@ -170,6 +170,35 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
             ? options.make_runtime(*e->model_, exec, *e->model_ws_, *e->engine_ws_)
             : std::make_unique<CpuRuntime>(*e->model_, exec, *e->model_ws_, *e->engine_ws_);
   }
+  if (e->pool_ == nullptr && !f.pooling.dense.empty()) {  // CUDA: the host's Dense GEMMs
+    const int threads = options.num_threads > 0
+                            ? options.num_threads
+                            : static_cast<int>(std::thread::hardware_concurrency());
+    e->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
+  }
+  {
+    absl::StatusOr<DenseModules> dense =
+        DenseModules::Load(f.pooling.dense, e->hidden_size(), WeightLoader::Mode::kPrepare);
+    if (!dense.ok()) return dense.status();
+    e->dense_ = *std::move(dense);
+  }
+  if (e->model_->info().attention_masks) {
+    // A sliding window or a position bias: every backend this engine may pick must run it.
+    std::vector<const AttentionBackend*> candidates;
+    if (e->forced_attention_ != nullptr) {
+      candidates.push_back(e->forced_attention_.get());
+    } else {
+      for (const auto& [name, backend] : e->table_attention_) candidates.push_back(backend.get());
+    }
+    for (const AttentionBackend* backend : candidates) {
+      if (!backend->SupportsMasks()) {
+        return absl::InvalidArgumentError(StrCat(
+            "attention backend '", backend->name(), "' runs no sliding window or position bias, "
+            "which ", f.architecture, " needs (backends that do: reference and flash on the CPU, "
+            "cuda_varlen and cuda_reference on CUDA)"));
+      }
+    }
+  }
   e->stats_.device = options.device.ToString();
   e->UpdateStats();
   e->compute_thread_ = std::thread([engine = e.get()] { engine->ComputeLoop(); });
@@ -286,9 +315,9 @@ Engine::~Engine() {
 absl::Status Engine::Validate(const RaggedBatch& batch) const {
   absl::Status valid =
       ValidateBatch(batch, info().vocab_size, info().type_vocab_size, max_input_tokens());
-  if (valid.ok() && batch.output.dimensions > hidden_size() && !is_scorer()) {
+  if (valid.ok() && batch.output.dimensions > output_size() && !is_scorer()) {
     valid = absl::InvalidArgumentError(StrCat("dimensions ", batch.output.dimensions,
-                                              " is larger than the model's ", hidden_size()));
+                                              " is larger than the model's ", output_size()));
   }
   if (valid.ok() && options_.device.device == Device::kCuda) {
     if (batch.num_tokens() > cuda_max_tokens_) {
@@ -487,8 +516,19 @@ absl::StatusOr<EngineOutput> Engine::Finish(const Running& r) {
     std::memcpy(out.data.data(), *rows, out.data.size());
     return out;
   }
-  // Format, on the host.
-  const int64_t h = r.width;
+  // Dense modules, then format, on the host.
+  const float* pooled = *rows;
+  int64_t h = r.width;
+  std::vector<float> dense_a, dense_b;
+  if (!dense_.empty()) {
+    try {
+      pooled = dense_.Apply(ExecContext{Device::kCpu, pool_.get()}, pooled, r.rows, dense_a,
+                            dense_b);
+    } catch (const std::exception& e) {
+      return absl::InternalError(StrCat("the Dense modules failed: ", e.what()));
+    }
+    h = dense_.out_features(h);
+  }
   const int64_t dims = input.output.dimensions > 0 ? input.output.dimensions : h;
   if (dims > h) {
     return absl::InvalidArgumentError(
@@ -501,7 +541,7 @@ absl::StatusOr<EngineOutput> Engine::Finish(const Running& r) {
   out.data.resize(static_cast<size_t>(r.rows * row_bytes));
   try {
     ops::FormatOutput(ExecContext{Device::kCpu, pool_.get()},
-                      Tensor(*rows, DType::kF32, Device::kCpu, {r.rows, h}), dims,
+                      Tensor(pooled, DType::kF32, Device::kCpu, {r.rows, h}), dims,
                       input.output.normalize.value_or(folder_->pooling.normalize), encoding,
                       Tensor(out.data.data(), DType::kU8, Device::kCpu, {r.rows, row_bytes}));
   } catch (const std::exception& e) {

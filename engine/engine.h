@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "engine/dense_modules.h"
 #include "engine/attention/backend.h"
 #include "engine/base/exec_context.h"
 #include "engine/base/thread_pool.h"
@@ -134,6 +135,8 @@ class Engine {
   const ModelInfo& info() const { return model_->info(); }
   bool is_scorer() const { return info().num_labels > 0; }
   int64_t hidden_size() const { return info().hidden_size; }
+  // The width of an embedding: the last Dense module's out_features, else hidden_size.
+  int64_t output_size() const { return dense_.out_features(hidden_size()); }
   int64_t max_input_tokens() const { return info().max_input_tokens; }
   double flops_per_token(int64_t seq_len) const { return model_->FlopsPerToken(seq_len); }
   const EngineOptions& options() const { return options_; }
@@ -175,6 +178,7 @@ class Engine {
   std::unique_ptr<AttentionBackend> forced_attention_;
   // The backends ChooseAttentionBackend's table names, by name.
   std::map<std::string_view, std::unique_ptr<AttentionBackend>> table_attention_;
+  DenseModules dense_;  // sentence-transformers Dense modules after pooling, on the host
   // Owned by the compute thread: the batch's plan, the model's scratch and the runtime's own.
   BatchPlan plan_;
   std::unique_ptr<Workspace> model_ws_, engine_ws_;

@@ -1,5 +1,7 @@
 #include "engine/model_folder.h"
 
+#include "engine/dense_modules.h"
+
 #include <filesystem>
 #include <string_view>
 #include <utility>
@@ -87,6 +89,16 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
   folder.info = (*model)->info();
   folder.weight_names = check.names();
   QUIVER_ASSIGN_OR_RETURN(folder.pooling, LoadPoolingConfig(dir, folder.info.default_pooling));
+  if (!folder.pooling.dense.empty()) {  // their weights' names and shapes, checked here
+    if (folder.info.num_labels > 0) {
+      return absl::InvalidArgumentError(
+          StrCat(dir, ": a Dense module on a scoring model (", folder.architecture,
+                 ") is not supported"));
+    }
+    absl::StatusOr<DenseModules> dense = DenseModules::Load(
+        folder.pooling.dense, folder.info.hidden_size, WeightLoader::Mode::kCheck);
+    if (!dense.ok()) return dense.status();
+  }
   return folder;
 }
 

@@ -108,7 +108,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_name(model_name_);
   response->set_architecture(folder.architecture);
   response->set_max_input_tokens(static_cast<uint32_t>(engine_->max_input_tokens()));
-  response->set_hidden_size(static_cast<uint32_t>(engine_->hidden_size()));
+  response->set_hidden_size(static_cast<uint32_t>(engine_->output_size()));  // after Dense
   response->set_pooling(EncodePoolingMode(folder.pooling.mode));
   response->set_normalize(folder.pooling.normalize);
   response->set_can_embed(!engine_->is_scorer());

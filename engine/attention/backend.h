@@ -27,6 +27,9 @@ class AttentionBackend {
   // bucket's token count) size the grids alone. A backend that plans per batch on the host says
   // false, and the CUDA runtime runs it eagerly.
   virtual bool Capturable() const { return false; }
+  // Whether Run honours the plan's sliding window and relative position bias
+  // (AttentionPlan::window, position_bias); ops::Attention refuses a plan with either otherwise.
+  virtual bool SupportsMasks() const { return false; }
   // out[t, h * head_dim + d] for each token t of each sequence of `plan`: softmax(q kᵀ · scale)
   // v within the sequence (causal: keys up to t). q has any row stride (heads packed), k and v
   // one shared row stride; out is contiguous, num_heads * head_dim per row. All in `device()`

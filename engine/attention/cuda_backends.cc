@@ -53,6 +53,9 @@ cuda::RaggedAttentionArgs ArgsFor(const AttentionPlan& plan, const Tensor& q, co
   a.head_dim = static_cast<int>(plan.head_dim);
   a.causal = plan.causal;
   a.scale = plan.scale;
+  a.window = plan.window;
+  a.position_bias = plan.position_bias;
+  a.bias_max_distance = plan.bias_max_distance;
   return a;
 }
 
@@ -61,8 +64,12 @@ class CudaKernelAttention final : public AttentionBackend {
  public:
   using Kernel = cudaError_t (*)(const cuda::RaggedAttentionArgs&, cudaStream_t);
   CudaKernelAttention(std::string_view name, Kernel kernel, int64_t max_head_dim,
-                      bool (*supports)(int) = nullptr)
-      : name_(name), kernel_(kernel), max_head_dim_(max_head_dim), supports_(supports) {}
+                      bool (*supports)(int) = nullptr, bool masks = true)
+      : name_(name),
+        kernel_(kernel),
+        max_head_dim_(max_head_dim),
+        supports_(supports),
+        masks_(masks) {}
   std::string_view name() const override { return name_; }
   Device device() const override { return Device::kCuda; }
   DType dtype() const override { return DType::kBF16; }
@@ -72,6 +79,7 @@ class CudaKernelAttention final : public AttentionBackend {
   }
   // The grids depend on (num_seqs, max_seqlen) only (kernels/cuda/attention.h).
   bool Capturable() const override { return true; }
+  bool SupportsMasks() const override { return masks_; }
   void Run(const ExecContext& ctx, const AttentionPlan& plan, const Tensor& q, const Tensor& k,
            const Tensor& v, const Tensor& out) const override {
     Check(name_, cuda::CudaStatus(kernel_(ArgsFor(plan, q, k, v, out), StreamOf(name_, ctx)),
@@ -83,6 +91,7 @@ class CudaKernelAttention final : public AttentionBackend {
   Kernel kernel_;
   int64_t max_head_dim_;
   bool (*supports_)(int);
+  bool masks_;
 };
 
 // FlashInfer: a prefill instance per (head_dim, heads), grown when a batch is larger than any

@@ -12,10 +12,12 @@ namespace {
 // A CPU kernel of kernels/cpu/attention.h as a backend: the pool comes from the context.
 class CpuAttention final : public AttentionBackend {
  public:
-  CpuAttention(std::string_view name, cpu::AttentionKernel kernel) : name_(name), kernel_(kernel) {}
+  CpuAttention(std::string_view name, cpu::AttentionKernel kernel, bool masks)
+      : name_(name), kernel_(kernel), masks_(masks) {}
   std::string_view name() const override { return name_; }
   Device device() const override { return Device::kCpu; }
   DType dtype() const override { return DType::kF32; }
+  bool SupportsMasks() const override { return masks_; }
   void Run(const ExecContext& ctx, const AttentionPlan& plan, const Tensor& q, const Tensor& k,
            const Tensor& v, const Tensor& out) const override {
     kernel_(plan, q.f32(), q.row_stride(), k.f32(), v.f32(), k.row_stride(), out.f32(), *ctx.pool);
@@ -24,6 +26,7 @@ class CpuAttention final : public AttentionBackend {
  private:
   std::string_view name_;
   cpu::AttentionKernel kernel_;
+  bool masks_;
 };
 
 struct Entry {
@@ -32,16 +35,17 @@ struct Entry {
   std::unique_ptr<AttentionBackend> (*make)();
 };
 
-template <cpu::AttentionKernel kKernel>
+// Reference and flash run sliding windows and position biases; packed and tiled do not.
+template <cpu::AttentionKernel kKernel, bool kMasks = false>
 std::unique_ptr<AttentionBackend> MakeCpu(std::string_view name) {
-  return std::make_unique<CpuAttention>(name, kKernel);
+  return std::make_unique<CpuAttention>(name, kKernel, kMasks);
 }
 
 constexpr Entry kBackends[] = {
-    {Device::kCpu, "reference", [] { return MakeCpu<cpu::ReferenceAttention>("reference"); }},
+    {Device::kCpu, "reference", [] { return MakeCpu<cpu::ReferenceAttention, true>("reference"); }},
     {Device::kCpu, "packed", [] { return MakeCpu<cpu::PackedAttention>("packed"); }},
     {Device::kCpu, "tiled", [] { return MakeCpu<cpu::TiledAttention>("tiled"); }},
-    {Device::kCpu, "flash", [] { return MakeCpu<cpu::FlashAttention>("flash"); }},
+    {Device::kCpu, "flash", [] { return MakeCpu<cpu::FlashAttention, true>("flash"); }},
 #ifdef QUIVER_WITH_CUDA
     {Device::kCuda, "cuda_varlen", MakeCudaVarlenAttention},
     {Device::kCuda, "cuda_reference", MakeCudaReferenceAttention},

@@ -34,6 +34,38 @@ struct AttentionPlan {
   int64_t head_dim = 0;
   bool causal = false;
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+  // Optional, per layer (a model copies the batch's plan and sets them; backends that run them
+  // say so, AttentionBackend::SupportsMasks):
+  // Sliding window: query i sees keys j with |i - j| <= window (causal: i - window <= j <= i);
+  // -1 for none.
+  int64_t window = -1;
+  // Relative position bias (MPNet, T5): f32 [num_heads, 2 * bias_max_distance + 1] in the
+  // backend's device memory, added to the scaled score of query i and key j at
+  // [h, clamp(j - i, -bias_max_distance, bias_max_distance) + bias_max_distance]; null for none.
+  const float* position_bias = nullptr;
+  int64_t bias_max_distance = 0;
+
+  bool has_masks() const { return window >= 0 || position_bias != nullptr; }
 };
+
+// The keys [lo, hi) that query `i` of a sequence of `len` tokens sees under `plan`.
+struct KeyRange {
+  int64_t lo, hi;
+};
+inline KeyRange VisibleKeys(const AttentionPlan& plan, int64_t i, int64_t len) {
+  int64_t lo = 0, hi = plan.causal ? i + 1 : len;
+  if (plan.window >= 0) {
+    lo = i - plan.window > 0 ? i - plan.window : 0;
+    if (!plan.causal) hi = i + plan.window + 1 < len ? i + plan.window + 1 : len;
+  }
+  return {lo, hi};
+}
+
+// The bias of query i and key j (plan.position_bias must be set).
+inline float PositionBias(const AttentionPlan& plan, int64_t head, int64_t i, int64_t j) {
+  const int64_t m = plan.bias_max_distance;
+  const int64_t d = j - i < -m ? -m : (j - i > m ? m : j - i);
+  return plan.position_bias[head * (2 * m + 1) + d + m];
+}
 
 }  // namespace quiver::engine

@@ -102,6 +102,61 @@ absl::StatusOr<std::optional<int64_t>> TokenizerMaxLength(const std::filesystem:
 
 namespace {
 
+// A Dense module's config.json (sentence-transformers' Dense.get_config_dict).
+absl::StatusOr<DenseModule> ParseDenseModule(const std::filesystem::path& dir) {
+  const std::string path = (dir / "config.json").string();
+  QUIVER_ASSIGN_OR_RETURN(JsonValue json, ReadJson(path));
+  DenseModule d;
+  absl::Status status = [&]() -> absl::Status {
+    QUIVER_ASSIGN_OR_RETURN(d.in_features, JsonInt(json, "in_features"));
+    QUIVER_ASSIGN_OR_RETURN(d.out_features, JsonInt(json, "out_features"));
+    QUIVER_RETURN_IF_ERROR(RequirePositive("in_features", d.in_features));
+    QUIVER_RETURN_IF_ERROR(RequirePositive("out_features", d.out_features));
+    QUIVER_ASSIGN_OR_RETURN(d.bias, JsonBool(json, "bias", true));
+    QUIVER_ASSIGN_OR_RETURN(d.activation_name,
+                            JsonString(json, "activation_function",
+                                       "torch.nn.modules.activation.Tanh"));
+    const std::string& a = d.activation_name;
+    if (a == "torch.nn.modules.linear.Identity") {
+      d.activation = DenseActivation::kIdentity;
+    } else if (a == "torch.nn.modules.activation.Tanh") {
+      d.activation = DenseActivation::kTanh;
+    } else if (a == "torch.nn.modules.activation.ReLU") {
+      d.activation = DenseActivation::kRelu;
+    } else if (a == "torch.nn.modules.activation.GELU") {
+      d.activation = DenseActivation::kGelu;
+    } else if (a == "torch.nn.modules.activation.Sigmoid") {
+      d.activation = DenseActivation::kSigmoid;
+    } else {
+      return absl::InvalidArgumentError(
+          StrCat("field 'activation_function': unsupported activation '", a,
+                 "' (Identity, Tanh, ReLU, GELU, Sigmoid of torch.nn)"));
+    }
+    QUIVER_ASSIGN_OR_RETURN(bool residual, JsonBool(json, "use_residual", false));
+    if (residual) {
+      return absl::InvalidArgumentError("field 'use_residual': residual Dense is not supported");
+    }
+    QUIVER_ASSIGN_OR_RETURN(std::string input,
+                            JsonString(json, "module_input_name", "sentence_embedding"));
+    QUIVER_ASSIGN_OR_RETURN(std::string output, JsonString(json, "module_output_name", input));
+    if (input != "sentence_embedding" || output != "sentence_embedding") {
+      return absl::InvalidArgumentError(
+          StrCat("fields 'module_input_name' / 'module_output_name': only the sentence embedding "
+                 "is supported, got '", input, "' -> '", output, "'"));
+    }
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) return WithContext(status, path);
+  const std::filesystem::path weights = dir / "model.safetensors";
+  if (!std::filesystem::exists(weights)) {
+    return absl::InvalidArgumentError(
+        StrCat(dir.string(), ": no model.safetensors (a Dense module saved as pytorch_model.bin "
+                             "cannot be read: save it again with safe_serialization)"));
+  }
+  d.weights_path = weights.string();
+  return d;
+}
+
 // modules.json and what it points to; the family default when absent.
 absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& dir,
                                                              PoolingMode default_mode) {
@@ -126,6 +181,14 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
       fs::path pool_path = fs::path(dir) / sub / "config.json";
       QUIVER_ASSIGN_OR_RETURN(JsonValue pool, ReadJson(pool_path));
       QUIVER_ASSIGN_OR_RETURN(pooling.mode, ParsePoolingModule(pool, pool_path.string()));
+    } else if (kind.ends_with(".Dense")) {
+      QUIVER_ASSIGN_OR_RETURN(std::string sub, JsonString(module, "path", ""));
+      QUIVER_ASSIGN_OR_RETURN(DenseModule dense, ParseDenseModule(fs::path(dir) / sub));
+      if (pooling.normalize) {
+        return absl::InvalidArgumentError(StrCat(
+            modules_path.string(), ": a Dense module after Normalize is not supported"));
+      }
+      pooling.dense.push_back(std::move(dense));
     } else if (!kind.ends_with(".Transformer")) {
       return absl::InvalidArgumentError(
           StrCat(modules_path.string(), ": unsupported module type '", kind, "'"));

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -13,6 +14,18 @@ namespace quiver::engine {
 
 enum class PoolingMode { kCls, kMean, kLastToken, kMax };
 std::string_view PoolingModeName(PoolingMode mode);
+
+// A sentence-transformers Dense module: out = activation(W · pooled + b), after pooling and
+// before Normalize. Weights: `weights_path` (its folder's model.safetensors), "linear.weight"
+// [out_features, in_features] and, with bias, "linear.bias".
+enum class DenseActivation { kIdentity, kTanh, kRelu, kGelu, kSigmoid };
+struct DenseModule {
+  std::string weights_path;
+  int64_t in_features = 0, out_features = 0;
+  bool bias = true;
+  DenseActivation activation = DenseActivation::kTanh;  // sentence-transformers' default
+  std::string activation_name;                          // as the config names it
+};
 
 // sentence-transformers' view of the model, or the family's default when the folder has none.
 struct PoolingConfig {
@@ -22,6 +35,7 @@ struct PoolingConfig {
   // (where sentence-transformers takes it); consumers cap it at the engine's position limit.
   std::optional<int64_t> max_seq_length;
   bool from_sentence_transformers = false;
+  std::vector<DenseModule> dense;  // in modules.json's order
 };
 
 // Reads modules.json, <pooling dir>/config.json and sentence_bert_config.json under `dir` when

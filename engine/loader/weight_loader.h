@@ -59,6 +59,33 @@ class WeightLoader {
   ops::LinearWeights FusedLinear(const std::vector<std::string>& names,
                                  const std::vector<int64_t>& outs, int64_t in, bool bias);
 
+  // A table computed at load from a weight of `shape` (a relative position bias expanded per
+  // distance): `make` maps the weight's f32 values to the table's, of `table_shape`; the result
+  // is f32 on the device (empty in kCheck mode).
+  template <typename Make>
+  Tensor Derived(const std::string& name, std::initializer_list<int64_t> shape,
+                 std::initializer_list<int64_t> table_shape, Make make,
+                 Scope scope = Scope::kBase) {
+    const TensorInfo* info = Find(name, shape, scope);
+    if (info == nullptr || mode_ == Mode::kCheck) return {};
+    std::vector<float> scratch;
+    const std::vector<float> table = make(F32(*info, scratch));
+    int64_t numel = 1;
+    for (int64_t d : table_shape) numel *= d;
+    if (static_cast<int64_t>(table.size()) != numel) return {};
+    return Own(table.data(), table_shape);
+  }
+
+  // A tensor of `value`s on the device that no checkpoint holds (the zero beta of a LayerNorm
+  // without bias); empty in kCheck mode.
+  Tensor Constant(std::initializer_list<int64_t> shape, float value) {
+    if (mode_ == Mode::kCheck) return {};
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    const std::vector<float> values(static_cast<size_t>(numel), value);
+    return Own(values.data(), shape);
+  }
+
   // OK, or the first declaration that failed (naming the tensor and both shapes).
   const absl::Status& status() const { return status_; }
   // The declared weights found so far, as the checkpoint names them, in declaration order.

@@ -1,11 +1,13 @@
 // BERT family (BERT, MiniLM, BGE, E5; RoBERTa / XLM-R / CamemBERT with their position offset;
-// DistilBERT, the same post-LN layers under other names and without token types): embeddings +
+// DistilBERT, the same post-LN layers under other names and without token types; MPNet, the same
+// layers under its names with a relative position bias shared by every layer): embeddings +
 // post-LN encoder layers, and the sequence-classification heads of cross-encoders.
 #include <string>
 
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/models/registry.h"
+#include "engine/models/relative_position.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/embedding.h"
@@ -18,7 +20,7 @@ namespace {
 
 enum class Head { kNone, kBertClassifier, kRobertaClassifier, kDistilBertClassifier };
 
-enum class Family { kBert, kRoberta, kDistilBert };
+enum class Family { kBert, kRoberta, kDistilBert, kMpnet };
 
 // Where each family keeps its weights (relative to the base model's prefix).
 struct WeightNames {
@@ -36,6 +38,18 @@ constexpr WeightNames kDistilBertNames = {
     "transformer.layer.", "attention.q_lin", "attention.k_lin", "attention.v_lin",
     "attention.out_lin",  "sa_layer_norm",   "ffn.lin1",        "ffn.lin2",
     "output_layer_norm"};
+// transformers' MPNetModel: encoder.layer.i.{attention.attn.{q,k,v,o}, attention.LayerNorm,
+// intermediate.dense, output.dense, output.LayerNorm}.
+constexpr WeightNames kMpnetNames = {
+    "encoder.layer.",     "attention.attn.q",   "attention.attn.k", "attention.attn.v",
+    "attention.attn.o",   "attention.LayerNorm", "intermediate.dense", "output.dense",
+    "output.LayerNorm"};
+
+// MPNet's relative position buckets: transformers computes them with 32 buckets and a maximum
+// distance of 128 whatever the config says (MPNetEncoder.compute_position_bias), so the bias
+// table must have 32 rows.
+constexpr int64_t kMpnetBuckets = 32;
+constexpr int64_t kMpnetMaxDistance = 128;
 
 struct BertConfig {
   int64_t vocab_size = 0;
@@ -110,6 +124,45 @@ absl::StatusOr<BertConfig> ParseDistilBertConfig(const JsonValue& json, Head hea
   return c;
 }
 
+// transformers' MPNetConfig: BERT's size fields, no token types, positions counted from its fixed
+// padding index 1 (so offset 2, as RoBERTa's), and the relative position bias.
+absl::StatusOr<BertConfig> ParseMpnetConfig(const JsonValue& json, Head head) {
+  BertConfig c;
+  c.family = Family::kMpnet;
+  QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "num_attention_heads"));
+  QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "intermediate_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings, JsonInt(json, "max_position_embeddings", 512));
+  QUIVER_ASSIGN_OR_RETURN(c.layer_norm_eps, JsonDouble(json, "layer_norm_eps", 1e-12));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden_act, JsonString(json, "hidden_act", "gelu"));
+  QUIVER_ASSIGN_OR_RETURN(int64_t buckets,
+                          JsonInt(json, "relative_attention_num_buckets", kMpnetBuckets));
+  if (buckets != kMpnetBuckets) {
+    return absl::InvalidArgumentError(
+        StrCat("field 'relative_attention_num_buckets': transformers' MPNet computes ",
+               kMpnetBuckets, " buckets whatever the config says; a table of ", buckets,
+               " rows is not supported"));
+  }
+  if (c.hidden_act != "gelu" && c.hidden_act != "gelu_new" && c.hidden_act != "gelu_pytorch_tanh") {
+    return absl::InvalidArgumentError(StrCat("field 'hidden_act': unsupported activation '",
+                                             c.hidden_act,
+                                             "' (gelu, gelu_new, gelu_pytorch_tanh)"));
+  }
+  c.type_vocab_size = 0;
+  c.pad_token_id = 1;
+  c.position_offset = 2;
+  if (head != Head::kNone) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
+  QUIVER_RETURN_IF_ERROR(CheckSizes(c, kBertFields));
+  if (c.max_position_embeddings <= c.position_offset) {
+    return absl::InvalidArgumentError(
+        StrCat("field 'max_position_embeddings': ", c.max_position_embeddings,
+               " leaves no position after MPNet's offset of ", c.position_offset));
+  }
+  return c;
+}
+
 absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, Head head) {
   BertConfig c;
   c.family = roberta ? Family::kRoberta : Family::kBert;
@@ -145,7 +198,9 @@ class BertModel final : public Model {
  public:
   BertModel(const BertConfig& c, Head head, WeightLoader& w) : c_(c) {
     const int64_t h = c_.hidden, inter = c_.intermediate;
-    const WeightNames& n = c_.family == Family::kDistilBert ? kDistilBertNames : kBertNames;
+    const WeightNames& n = c_.family == Family::kDistilBert ? kDistilBertNames
+                           : c_.family == Family::kMpnet    ? kMpnetNames
+                                                            : kBertNames;
     word_ = w.Get("embeddings.word_embeddings.weight", {c_.vocab_size, h});
     position_ = w.Get("embeddings.position_embeddings.weight", {c_.max_position_embeddings, h});
     if (c_.type_vocab_size > 0) {
@@ -153,6 +208,14 @@ class BertModel final : public Model {
     }
     emb_ln_g_ = w.Get("embeddings.LayerNorm.weight", {h});
     emb_ln_b_ = w.Get("embeddings.LayerNorm.bias", {h});
+    if (c_.family == Family::kMpnet) {
+      const int64_t heads = c_.num_heads;
+      position_bias_ = w.Derived(
+          "encoder.relative_attention_bias.weight", {kMpnetBuckets, heads},
+          {heads, 2 * kMpnetMaxDistance + 1}, [heads](const float* weight) {
+            return RelativePositionBiasTable(weight, kMpnetBuckets, heads, kMpnetMaxDistance);
+          });
+    }
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = StrCat(n.layer, i, ".");
       Layer l;
@@ -188,6 +251,7 @@ class BertModel final : public Model {
     info_.max_input_tokens = c_.max_position_embeddings - c_.position_offset;
     info_.num_labels = head == Head::kNone ? 0 : c_.num_labels;
     info_.default_pooling = PoolingMode::kCls;
+    info_.attention_masks = c_.family == Family::kMpnet;
     info_.settings = {
         {"hidden_size", StrCat(h)},
         {"num_hidden_layers", StrCat(c_.num_layers)},
@@ -230,13 +294,18 @@ class BertModel final : public Model {
         type_,     emb_ln_g_,
         emb_ln_b_, eps};
     ops::Embedding(exec, ctx.token_ids, ctx.positions, ctx.token_type_ids, tables, x, x_copy);
+    AttentionPlan plan = ctx.plan;
+    if (c_.family == Family::kMpnet) {
+      plan.position_bias = position_bias_.f32();
+      plan.bias_max_distance = kMpnetMaxDistance;
+    }
     const bool relu = c_.hidden_act == "relu";
     const ops::Epilogue up_epilogue = relu                      ? ops::Epilogue::kNone
                                       : c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf
                                                                 : ops::Epilogue::kGeluTanh;
     for (const Layer& l : layers_) {
       ops::Linear(exec, x_act, l.qkv, qkv);
-      ops::Attention(exec, ctx.attention, ctx.plan, qkv.Columns(0, h), qkv.Columns(h, 2 * h),
+      ops::Attention(exec, ctx.attention, plan, qkv.Columns(0, h), qkv.Columns(h, 2 * h),
                      qkv.Columns(2 * h, 3 * h), attended);
       ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch, x_copy);
       ops::Linear(exec, x_act, l.intermediate, inter, up_epilogue);
@@ -279,6 +348,7 @@ class BertModel final : public Model {
   };
   BertConfig c_;
   Tensor word_, position_, type_, emb_ln_g_, emb_ln_b_;
+  Tensor position_bias_;  // MPNet: [heads, 2 · 128 + 1] per distance (relative_position.h)
   std::vector<Layer> layers_;
   ops::LinearWeights head_dense_, head_out_;
   ops::HeadActivation head_activation_ = ops::HeadActivation::kTanh;
@@ -287,6 +357,14 @@ class BertModel final : public Model {
 template <Head kHead>
 absl::StatusOr<std::unique_ptr<Model>> MakeDistilBert(const ModelArgs& args) {
   QUIVER_ASSIGN_OR_RETURN(BertConfig config, ParseDistilBertConfig(args.config, kHead));
+  auto model = std::make_unique<BertModel>(config, kHead, args.weights);
+  if (!args.weights.status().ok()) return args.weights.status();
+  return model;
+}
+
+template <Head kHead>
+absl::StatusOr<std::unique_ptr<Model>> MakeMpnet(const ModelArgs& args) {
+  QUIVER_ASSIGN_OR_RETURN(BertConfig config, ParseMpnetConfig(args.config, kHead));
   auto model = std::make_unique<BertModel>(config, kHead, args.weights);
   if (!args.weights.status().ok()) return args.weights.status();
   return model;
@@ -318,6 +396,10 @@ void RegisterBertModels(ModelRegistry& registry) {
   registry.Add({"DistilBertModel", "distilbert.", MakeDistilBert<Head::kNone>});
   registry.Add({"DistilBertForSequenceClassification", "distilbert.",
                 MakeDistilBert<Head::kDistilBertClassifier>});
+  registry.Add({"MPNetModel", "mpnet.", MakeMpnet<Head::kNone>});
+  // MPNetClassificationHead is RoBERTa's: classifier.dense, tanh, classifier.out_proj.
+  registry.Add(
+      {"MPNetForSequenceClassification", "mpnet.", MakeMpnet<Head::kRobertaClassifier>});
 }
 
 }  // namespace quiver::engine

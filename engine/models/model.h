@@ -44,6 +44,9 @@ struct ModelInfo {
   // Scores as logit("yes") - logit("no") at the last token (Qwen3-Reranker style): needs
   // ModelOptions' token ids, and the gateway wraps pairs in the reranker's prompt.
   bool yes_no_reranker = false;
+  // Whether the attention takes a sliding window or a position bias (AttentionPlan::has_masks):
+  // only backends that SupportsMasks run it.
+  bool attention_masks = false;
   // Pooling when the folder has no sentence-transformers Pooling module.
   PoolingMode default_pooling = PoolingMode::kCls;
   // The config values the model read, by config.json's names, for the start-up log and tests.

@@ -7,12 +7,16 @@ namespace quiver::engine {
 // One line per model file (engine/models/<arch>.cc).
 void RegisterBertModels(ModelRegistry& registry);
 void RegisterQwen3Models(ModelRegistry& registry);
+void RegisterModernBertModels(ModelRegistry& registry);
+void RegisterT5Models(ModelRegistry& registry);
 
 const ModelRegistry& Models() {
   static const ModelRegistry* registry = [] {
     auto* r = new ModelRegistry();
     RegisterBertModels(*r);
     RegisterQwen3Models(*r);
+    RegisterModernBertModels(*r);
+    RegisterT5Models(*r);
     return r;
   }();
   return *registry;

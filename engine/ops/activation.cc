@@ -32,6 +32,31 @@ void SiluMul(const ExecContext& ctx, const Tensor& gate_up, const Tensor& out) {
   }
 }
 
+void GeluMul(const ExecContext& ctx, const Tensor& gate_up, const Tensor& out, GeluForm form) {
+  const DType act = internal::ActDType("GeluMul", "gate_up", ctx, gate_up);
+  internal::CheckContiguous("GeluMul", "gate_up", ctx, gate_up, act, {-1, -1});
+  const int64_t rows = gate_up.dim(0), inter = gate_up.dim(1) / 2;
+  if (gate_up.dim(1) % 2 != 0) internal::Fail("GeluMul", "gate_up's width must be even");
+  internal::CheckContiguous("GeluMul", "out", ctx, out, act, {rows, inter});
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu::GeluMul(gate_up.f32(), out.f32(), rows, inter, form == GeluForm::kTanh);
+      return;
+    case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch(
+          "GeluMul",
+          cuda::GatedActivation(gate_up.data<void>(), 2 * inter, out.data<void>(), inter, rows,
+                                inter,
+                                form == GeluForm::kErf ? cuda::Activation::kGeluErf
+                                                       : cuda::Activation::kGeluTanh,
+                                act, internal::StreamOf("GeluMul", ctx)));
+      return;
+#endif
+      internal::NoKernel("GeluMul", ctx);
+  }
+}
+
 void Gelu(const ExecContext& ctx, const Tensor& x, GeluForm form) {
   const DType act = internal::ActDType("Gelu", "x", ctx, x);
   internal::CheckContiguous("Gelu", "x", ctx, x, act, {-1, -1});

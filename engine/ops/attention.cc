@@ -16,6 +16,11 @@ void Attention(const ExecContext& ctx, const AttentionBackend& backend, const At
     internal::Fail("Attention", StrCat(plan.num_heads, " query heads cannot share ",
                                        plan.num_kv_heads, " kv heads"));
   }
+  if (plan.has_masks() && !backend.SupportsMasks()) {
+    internal::Fail("Attention", StrCat("backend '", backend.name(),
+                                       "' runs no sliding window or position bias, which this "
+                                       "model's attention needs"));
+  }
   const int64_t num_tokens = plan.num_seqs > 0 ? plan.cu_seqlens[plan.num_seqs] : 0;
   const int64_t q_width = plan.num_heads * plan.head_dim;
   const int64_t kv_width = plan.num_kv_heads * plan.head_dim;

@@ -102,6 +102,43 @@ void AddLayerNorm(const ExecContext& ctx, const Tensor& io, const Tensor& add, c
   }
 }
 
+void AddPreLayerNorm(const ExecContext& ctx, const Tensor& residual, const Tensor& y,
+                     const Tensor& gamma, const Tensor& beta, float eps) {
+  CheckContiguous("AddPreLayerNorm", "residual", ctx, residual, DType::kF32, {-1, -1});
+  const int64_t rows = residual.dim(0), n = residual.dim(1);
+  const DType act = ActDType("AddPreLayerNorm", "y", ctx, y);
+  CheckContiguous("AddPreLayerNorm", "y", ctx, y, act, {rows, n});
+  Check("AddPreLayerNorm", "gamma", ctx, gamma, DType::kF32, {n});
+  Check("AddPreLayerNorm", "beta", ctx, beta, DType::kF32, {n});
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu::AddPreLayerNorm(*ctx.pool, residual.f32(), y.f32(), gamma.f32(), beta.f32(), rows, n,
+                           eps);
+      return;
+    case Device::kCuda: {
+#ifdef QUIVER_WITH_CUDA
+      cuda::AddNormArgs a;
+      a.residual = residual.f32();
+      a.add = y.data<void>();
+      a.add_stride = n;
+      a.norm = cuda::NormKind::kLayerNorm;
+      a.gamma = gamma.f32();
+      a.beta = beta.f32();
+      a.eps = eps;
+      a.normed = y.data<void>();
+      a.normed_stride = n;
+      a.num_tokens = rows;
+      a.hidden = n;
+      a.act = act;
+      internal::CheckLaunch("AddPreLayerNorm",
+                            cuda::AddNorm(a, internal::StreamOf("AddPreLayerNorm", ctx)));
+      return;
+#endif
+      internal::NoKernel("AddPreLayerNorm", ctx);
+    }
+  }
+}
+
 void RmsNorm(const ExecContext& ctx, const Tensor& x, const Tensor& gamma, float eps,
              const Tensor& out) {
   const DType act = ActDType("RmsNorm", "x", ctx, x);

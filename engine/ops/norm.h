@@ -2,6 +2,8 @@
 //
 //   LayerNorm    out [rows, n] = (x - mean) / sqrt(var + eps) · gamma + beta (out may be x)
 //   AddLayerNorm io [rows, n] = LayerNorm(io + add)
+//   AddPreLayerNorm  residual += y, then y = LayerNorm(residual): AddRmsNorm with a LayerNorm
+//                (pre-LN encoders: ModernBERT)
 //   RmsNorm      out [rows, n] = x / sqrt(mean(x²) + eps) · gamma (out may be x)
 //   AddRmsNorm   residual += y, then y = RmsNorm(residual): a pre-norm block's residual add and
 //                the next block's norm in one pass
@@ -18,6 +20,8 @@ void LayerNorm(const ExecContext& ctx, const Tensor& x, const Tensor& gamma, con
                float eps, const Tensor& out);
 void AddLayerNorm(const ExecContext& ctx, const Tensor& io, const Tensor& add, const Tensor& gamma,
                   const Tensor& beta, float eps);
+void AddPreLayerNorm(const ExecContext& ctx, const Tensor& residual, const Tensor& y,
+                     const Tensor& gamma, const Tensor& beta, float eps);
 void RmsNorm(const ExecContext& ctx, const Tensor& x, const Tensor& gamma, float eps,
              const Tensor& out);
 void AddRmsNorm(const ExecContext& ctx, const Tensor& residual, const Tensor& y,

@@ -3,6 +3,7 @@
 // and bidirectional, grouped-query heads, several sequences in one ragged batch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -18,6 +19,9 @@ struct Case {
   std::vector<int32_t> lengths;
   int64_t heads, kv_heads, head_dim;
   bool causal;
+  int64_t window = -1;
+  const std::vector<float>* bias = nullptr;  // [heads, 2 * bias_distance + 1]
+  int64_t bias_distance = 0;
 };
 
 std::vector<float> RunBackend(std::string_view name, const Case& c, const std::vector<float>& qkv,
@@ -33,6 +37,9 @@ std::vector<float> RunBackend(std::string_view name, const Case& c, const std::v
   plan.head_dim = c.head_dim;
   plan.causal = c.causal;
   plan.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  plan.window = c.window;
+  plan.position_bias = c.bias != nullptr ? c.bias->data() : nullptr;
+  plan.bias_max_distance = c.bias_distance;
   const int64_t q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
   std::vector<float> out(static_cast<size_t>(cu.back() * q_width), -1.0f);
   auto backend = MakeAttentionBackend(Device::kCpu, name);
@@ -75,6 +82,119 @@ TEST(AttentionBackendsTest, AgreeWithTheReferenceLoop) {
       EXPECT_LE(worst, 1e-5) << name << " causal=" << c.causal << " heads=" << c.heads << "/"
                              << c.kv_heads << " worst " << worst;
     }
+  }
+}
+
+// The plain definition in double, one (query, head) at a time: the keys the window leaves, each
+// score scaled plus the bias of its clamped distance, softmax, the weighted sum of values.
+std::vector<float> BruteForce(const Case& c, const std::vector<float>& qkv, int64_t stride) {
+  const int64_t q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+  const int64_t d = c.head_dim, m = c.bias_distance;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  int64_t tokens = 0;
+  for (int32_t len : c.lengths) tokens += len;
+  std::vector<float> out(static_cast<size_t>(tokens * q_width));
+  int64_t begin = 0;
+  for (int32_t len : c.lengths) {
+    for (int64_t h = 0; h < c.heads; ++h) {
+      const int64_t kvh = h / (c.heads / c.kv_heads);
+      for (int64_t i = 0; i < len; ++i) {
+        std::vector<double> p(static_cast<size_t>(len), 0.0);
+        double best = -1e300;
+        std::vector<bool> seen(static_cast<size_t>(len), false);
+        for (int64_t j = 0; j < len; ++j) {
+          if (c.causal && j > i) continue;
+          if (c.window >= 0 && std::abs(i - j) > c.window) continue;
+          double s = 0;
+          for (int64_t x = 0; x < d; ++x) {
+            s += static_cast<double>(qkv[(begin + i) * stride + h * d + x]) *
+                 qkv[(begin + j) * stride + q_width + kvh * d + x];
+          }
+          s *= scale;
+          if (c.bias != nullptr) {
+            const int64_t dist = std::clamp<int64_t>(j - i, -m, m);
+            s += (*c.bias)[h * (2 * m + 1) + dist + m];
+          }
+          p[j] = s;
+          seen[j] = true;
+          best = std::max(best, s);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          p[j] = seen[j] ? std::exp(p[j] - best) : 0.0;
+          sum += p[j];
+        }
+        for (int64_t x = 0; x < d; ++x) {
+          double o = 0;
+          for (int64_t j = 0; j < len; ++j) {
+            o += p[j] * qkv[(begin + j) * stride + q_width + kv_width + kvh * d + x];
+          }
+          out[(begin + i) * q_width + h * d + x] = static_cast<float>(o / sum);
+        }
+      }
+    }
+    begin += len;
+  }
+  return out;
+}
+
+// Sliding windows (narrower than a key block, wider, crossing block edges) and relative position
+// biases (clamped near and far), causal and not: reference and flash against the definition,
+// and flash bit for bit the same for a sequence alone and inside the batch.
+TEST(AttentionBackendsTest, WindowsAndPositionBiasesAgreeWithTheDefinition) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> bias_near(4 * 17), bias_far(4 * 257);
+  for (float& x : bias_near) x = dist(rng);
+  for (float& x : bias_far) x = dist(rng);
+  const std::vector<int32_t> lengths = {1, 9, 130, 700, 1100};
+  const std::vector<Case> cases = {
+      {lengths, 4, 4, 32, false, 3},
+      {lengths, 4, 4, 32, false, 64},
+      {lengths, 4, 2, 32, true, 200},
+      {lengths, 4, 4, 32, false, 600},
+      {lengths, 4, 4, 32, false, -1, &bias_near, 8},
+      {lengths, 4, 4, 32, false, -1, &bias_far, 128},
+      {lengths, 4, 4, 32, true, 100, &bias_far, 128},
+  };
+  ThreadPool pool(2);
+  for (const Case& c : cases) {
+    int64_t tokens = 0;
+    for (int32_t len : c.lengths) tokens += len;
+    const int64_t stride = (c.heads + 2 * c.kv_heads) * c.head_dim;
+    std::vector<float> qkv(static_cast<size_t>(tokens * stride));
+    for (float& x : qkv) x = dist(rng);
+    const std::vector<float> want = BruteForce(c, qkv, stride);
+    for (const char* name : {"reference", "flash"}) {
+      const std::vector<float> got = RunBackend(name, c, qkv, stride, pool);
+      float worst = 0, scale = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::abs(want[i] - got[i]));
+        scale = std::max(scale, std::abs(want[i]));
+      }
+      EXPECT_LE(worst / scale, 1e-5) << name << " window=" << c.window << " causal=" << c.causal
+                                     << " bias=" << c.bias_distance;
+    }
+    // The 700-token sequence alone: the same bits as inside the batch.
+    const std::vector<float> batch = RunBackend("flash", c, qkv, stride, pool);
+    Case alone = c;
+    alone.lengths = {700};
+    const int64_t offset = 1 + 9 + 130;
+    const std::vector<float> single(qkv.begin() + offset * stride,
+                                    qkv.begin() + (offset + 700) * stride);
+    const std::vector<float> got = RunBackend("flash", alone, single, stride, pool);
+    const int64_t width = c.heads * c.head_dim;
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), batch.begin() + offset * width))
+        << "window=" << c.window << " bias=" << c.bias_distance;
+  }
+}
+
+TEST(AttentionBackendsTest, PackedAndTiledRefuseMasks) {
+  for (const char* name : {"packed", "tiled"}) {
+    EXPECT_FALSE((*MakeAttentionBackend(Device::kCpu, name))->SupportsMasks()) << name;
+  }
+  for (const char* name : {"reference", "flash"}) {
+    EXPECT_TRUE((*MakeAttentionBackend(Device::kCpu, name))->SupportsMasks()) << name;
   }
 }
 

@@ -151,7 +151,10 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                                            "distilbert_classifier", "xlmr_cls", "camembert_cls",
                                            "xlmr_cross_encoder", "bert_max",
                                            "qwen2_lasttoken", "mistral_lasttoken",
-                                           "llama_lasttoken"));
+                                           "llama_lasttoken", "mpnet_mean",
+                                           "mpnet_cross_encoder", "modernbert_cls",
+                                           "modernbert_cross_encoder", "bert_dense",
+                                           "t5_mean", "t5_gated"));
 
 }  // namespace
 }  // namespace quiver::engine

@@ -156,7 +156,16 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"bert_max", "BertModel", PoolingMode::kMax, true},
         TinyCase{"qwen2_lasttoken", "Qwen2Model", PoolingMode::kLastToken, true},
         TinyCase{"mistral_lasttoken", "MistralModel", PoolingMode::kLastToken, true},
-        TinyCase{"llama_lasttoken", "LlamaModel", PoolingMode::kLastToken, true}),
+        TinyCase{"llama_lasttoken", "LlamaModel", PoolingMode::kLastToken, true},
+        TinyCase{"mpnet_mean", "MPNetModel", PoolingMode::kMean, true},
+        TinyCase{"mpnet_cross_encoder", "MPNetForSequenceClassification", PoolingMode::kCls,
+                 false},
+        TinyCase{"modernbert_cls", "ModernBertModel", PoolingMode::kCls, true},
+        TinyCase{"modernbert_cross_encoder", "ModernBertForSequenceClassification",
+                 PoolingMode::kCls, false},
+        TinyCase{"bert_dense", "BertModel", PoolingMode::kCls, true},
+        TinyCase{"t5_mean", "T5EncoderModel", PoolingMode::kMean, true},
+        TinyCase{"t5_gated", "T5EncoderModel", PoolingMode::kMean, false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
@@ -343,6 +352,79 @@ TEST(DecoderFolderTest, ScaledRotaryAndSlidingWindowAreNamed) {
     EXPECT_NE(std::string(folder.status().message()).find("'" + field), std::string::npos)
         << folder.status();
   }
+  fs::remove_all(dir);
+}
+
+// ModernBERT and MPNet fields the model files do not implement, and a weight of the wrong shape,
+// fail at load naming the field or the tensor.
+TEST(EncoderFolderTest, UnsupportedFieldsAndShapesAreNamed) {
+  const fs::path dir = fs::temp_directory_path() / ("quiver-encoder-" + std::to_string(::getpid()));
+  for (const auto& [fixture, field, value, named] :
+       std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
+           {"modernbert_cls", "hidden_activation", R"("swish")", "'hidden_activation'"},
+           {"modernbert_cls", "layer_types", R"(["full_attention", "chunked"])", "'layer_types'"},
+           {"modernbert_cls", "rope_parameters",
+            R"({"full_attention": {"rope_type": "yarn", "rope_theta": 1e4}})",
+            "'rope_parameters.full_attention.rope_type'"},
+           {"modernbert_cls", "intermediate_size", "44", "layers.0.mlp.Wi.weight"},
+           {"modernbert_cross_encoder", "classifier_pooling", R"("max")", "'classifier_pooling'"},
+           {"mpnet_mean", "relative_attention_num_buckets", "64",
+            "'relative_attention_num_buckets'"},
+           {"mpnet_mean", "hidden_act", R"("swish")", "'hidden_act'"}}) {
+    fs::remove_all(dir);
+    fs::copy(kFixtures / "tiny" / fixture, dir, fs::copy_options::recursive);
+    absl::StatusOr<JsonValue> config = JsonValue::Parse(*ReadFile((dir / "config.json").string()));
+    ASSERT_TRUE(config.ok());
+    // Rewrite the one field textually: config.json is the golden script's, one field per key.
+    std::string text = *ReadFile((dir / "config.json").string());
+    const std::string key = "\"" + field + "\"";
+    const size_t at = text.find(key);
+    if (at != std::string::npos) {
+      // The value runs to the next top-level key: find it by re-parsing candidates.
+      size_t end = text.find(",\n  \"", at);
+      if (end == std::string::npos) end = text.rfind('}');
+      text.replace(at, end - at, key + ": " + value);
+    } else {
+      text.insert(text.find('{') + 1, key + ": " + value + ",");
+    }
+    ASSERT_TRUE(JsonValue::Parse(text).ok()) << text;
+    std::ofstream(dir / "config.json", std::ios::binary | std::ios::trunc) << text;
+    absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir.string());
+    ASSERT_FALSE(folder.ok()) << fixture << " with " << field;
+    EXPECT_NE(std::string(folder.status().message()).find(named), std::string::npos)
+        << folder.status();
+  }
+  fs::remove_all(dir);
+}
+
+// A Dense module's unsupported activation, a chain that does not fit, or weights sentence-
+// transformers saved as a pickle fail at load, named.
+TEST(DenseFolderTest, BadDenseModulesAreNamed) {
+  const fs::path dir = fs::temp_directory_path() / ("quiver-dense-" + std::to_string(::getpid()));
+  const auto load_error = [&](const std::string& from, const std::string& to) {
+    fs::remove_all(dir);
+    fs::copy(kFixtures / "tiny" / "bert_dense", dir, fs::copy_options::recursive);
+    std::string config = *ReadFile((dir / "2_Dense" / "config.json").string());
+    const size_t at = config.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) config.replace(at, from.size(), to);
+    std::ofstream(dir / "2_Dense" / "config.json", std::ios::binary | std::ios::trunc) << config;
+    absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir.string());
+    return folder.ok() ? std::string() : std::string(folder.status().message());
+  };
+  std::string error = load_error("torch.nn.modules.activation.Tanh", "torch.nn.modules.activation.SiLU");
+  EXPECT_NE(error.find("'activation_function'"), std::string::npos) << error;
+  error = load_error("\"in_features\": 24", "\"in_features\": 25");
+  EXPECT_NE(error.find("in_features 25"), std::string::npos) << error;
+  error = load_error("\"out_features\": 20", "\"out_features\": 21");
+  EXPECT_NE(error.find("linear.weight"), std::string::npos) << error;
+  fs::remove_all(dir);
+  fs::copy(kFixtures / "tiny" / "bert_dense", dir, fs::copy_options::recursive);
+  fs::rename(dir / "2_Dense" / "model.safetensors", dir / "2_Dense" / "pytorch_model.bin");
+  absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir.string());
+  ASSERT_FALSE(folder.ok());
+  EXPECT_NE(folder.status().message().find("pytorch_model.bin"), std::string::npos)
+      << folder.status();
   fs::remove_all(dir);
 }
 

@@ -292,7 +292,7 @@ WORDPIECE_SPECIALS = dict(unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]
 
 
 def save_sentence_transformer(out_dir: Path, model, tok: Tokenizer, specials: dict, dim: int,
-                              pooling: str, max_seq_length=None, normalize=False):
+                              pooling: str, max_seq_length=None, normalize=False, dense=()):
     """`model` and `tok` as a folder saved by sentence-transformers itself (Transformer, Pooling,
     Normalize when asked); max_seq_length None leaves the length to the tokenizer. Returns the
     folder loaded back, in eval mode."""
@@ -303,6 +303,7 @@ def save_sentence_transformer(out_dir: Path, model, tok: Tokenizer, specials: di
         fast.save_pretrained(str(tmp))
         kw = {} if max_seq_length is None else {"max_seq_length": max_seq_length}
         modules = [st_models.Transformer(str(tmp), **kw), st_models.Pooling(dim, pooling_mode=pooling)]
+        modules += list(dense)
         if normalize:
             modules.append(st_models.Normalize())
         SentenceTransformer(modules=modules, device="cpu").save(str(out_dir))
@@ -478,33 +479,208 @@ def make_xlmr_cross_encoder(out_dir: Path):
     """XLMRobertaForSequenceClassification with one label (bge-reranker-v2-m3 style): position ids
     from padding_idx + 1, classifier.dense + tanh + out_proj on <s>; the raw logit of each
     (query, document) pair."""
-    uni = Tokenizer.from_file(str(ROOT / "tests" / "fixtures" / "tokenizers" / "xlmr_style_unigram" /
-                                  "tokenizer.json"))
-    fast = save_tokenizer(uni, out_dir, **UNIGRAM_SPECIALS)
-    cfg = transformers.XLMRobertaConfig(vocab_size=uni.get_vocab_size(), hidden_size=16,
+    cfg = transformers.XLMRobertaConfig(vocab_size=UNIGRAM_VOCAB, hidden_size=16,
                                         num_hidden_layers=2, num_attention_heads=2,
                                         intermediate_size=28, max_position_embeddings=162,
                                         type_vocab_size=1, pad_token_id=1, bos_token_id=0,
                                         eos_token_id=2, layer_norm_eps=1e-5, num_labels=1)
-    torch.manual_seed(18)
-    model = transformers.XLMRobertaForSequenceClassification(cfg)
-    randomize(model, 18)
+    return pair_classifier(out_dir, cfg, transformers.XLMRobertaForSequenceClassification, seed=18,
+                           texts_seeds=(112, 113))
+
+
+def unigram_tokenizer() -> Tokenizer:
+    return Tokenizer.from_file(str(ROOT / "tests" / "fixtures" / "tokenizers" /
+                                   "xlmr_style_unigram" / "tokenizer.json"))
+
+
+UNIGRAM_VOCAB = None  # set in main() from the unigram tokenizer
+
+
+def pair_classifier(out_dir: Path, cfg, model_cls, seed: int, texts_seeds, max_length=160):
+    """A one-label cross-encoder on the XLM-R-style unigram tokenizer (<pad> is id 1, as the
+    position ids of RoBERTa and MPNet assume): the raw logit of each (query, document) pair."""
+    fast = save_tokenizer(unigram_tokenizer(), out_dir, **UNIGRAM_SPECIALS)
+    torch.manual_seed(seed)
+    model = model_cls(cfg)
+    randomize(model, seed)
     model.save_pretrained(str(out_dir))
     fast.save_pretrained(str(out_dir))
-    ref = reload_f32(transformers.XLMRobertaForSequenceClassification, out_dir)
-    queries = tiny_texts(seed=112, count=6)
-    docs = tiny_texts(seed=113, count=12)
+    ref = reload_f32(model_cls, out_dir)
+    queries = tiny_texts(seed=texts_seeds[0], count=6)
+    docs = tiny_texts(seed=texts_seeds[1], count=12)
     rows = []
     for i, doc in enumerate(docs):
         query = queries[i % len(queries)][:80]
-        enc = fast(query, doc, truncation="longest_first", max_length=160)
+        enc = fast(query, doc, truncation="longest_first", max_length=max_length)
         with torch.no_grad():
             logit = ref(input_ids=torch.tensor([enc["input_ids"]]),
                         attention_mask=torch.tensor([enc["attention_mask"]])).logits[0]
         rows.append({"text": query, "text_pair": doc, "ids": enc["input_ids"],
                      "output": logit.numpy()})
     return rows, {"kind": "score", "dtype": "F32",
-                  "reference": "transformers.XLMRobertaForSequenceClassification logits"}
+                  "reference": f"transformers.{model_cls.__name__} logits"}
+
+
+def long_texts(seed: int, count: int, chars: int):
+    """Document openings long enough to pass 128 tokens (where relative position buckets stop
+    changing)."""
+    rows = [r for r in corpus_texts(per_lang_queries=0, per_lang_docs=5, seed=seed)
+            if len(r["text"]) >= chars]
+    return [r["text"][:chars] for r in rows[:count]]
+
+
+def make_mpnet_mean(out_dir: Path):
+    """all-mpnet-base-v2 style: MPNetModel (relative position bias shared by the layers, position
+    ids from padding_idx + 1) + mean pooling + Normalize, by sentence-transformers; two texts
+    longer than the bias's 128-token reach."""
+    cfg = transformers.MPNetConfig(vocab_size=UNIGRAM_VOCAB, hidden_size=16, num_hidden_layers=2,
+                                   num_attention_heads=2, intermediate_size=28,
+                                   max_position_embeddings=258, pad_token_id=1, bos_token_id=0,
+                                   eos_token_id=2, layer_norm_eps=1e-5)
+    torch.manual_seed(19)
+    model = transformers.MPNetModel(cfg, add_pooling_layer=False)
+    randomize(model, 19)
+    st = save_sentence_transformer(out_dir, model, unigram_tokenizer(), UNIGRAM_SPECIALS, 16, "mean",
+                                   256, normalize=True)
+    texts = tiny_texts(seed=114, count=10) + long_texts(seed=115, count=2, chars=900)
+    rows = st_embedding_rows(st, texts, type_ids=False)
+    if max(len(r["ids"]) for r in rows) <= 130:
+        sys.exit(f"{out_dir}: no text passes 130 tokens")
+    return rows, {"kind": "embedding", "pooling": "mean", "normalize": True, "dtype": "F32",
+                  "max_seq_length": 256,
+                  "reference": "sentence_transformers.SentenceTransformer.encode (MPNetModel)"}
+
+
+def make_mpnet_cross_encoder(out_dir: Path):
+    """MPNetForSequenceClassification with one label: RoBERTa's head (dense, tanh, out_proj) on
+    <s> over the relative-biased encoder."""
+    cfg = transformers.MPNetConfig(vocab_size=UNIGRAM_VOCAB, hidden_size=16, num_hidden_layers=2,
+                                   num_attention_heads=2, intermediate_size=28,
+                                   max_position_embeddings=258, pad_token_id=1, bos_token_id=0,
+                                   eos_token_id=2, layer_norm_eps=1e-5, num_labels=1)
+    return pair_classifier(out_dir, cfg, transformers.MPNetForSequenceClassification, seed=20,
+                           texts_seeds=(116, 117), max_length=256)
+
+
+def modernbert_config(**kw):
+    """A tiny ModernBERT: 4 layers (global, local, local, global with global_attn_every_n_layers 3),
+    a local window of 16 (8 each side) so that the fixture's texts cross it, distinct global and
+    local rotary thetas, LayerNorms without bias as the released models."""
+    return transformers.ModernBertConfig(
+        vocab_size=UNIGRAM_VOCAB, hidden_size=24, intermediate_size=40, num_hidden_layers=4,
+        num_attention_heads=3, max_position_embeddings=512, local_attention=16,
+        global_attn_every_n_layers=3, global_rope_theta=160000.0, local_rope_theta=10000.0,
+        norm_eps=1e-5, norm_bias=False, attention_bias=False, mlp_bias=False,
+        pad_token_id=1, bos_token_id=0, eos_token_id=2, cls_token_id=0, sep_token_id=2, **kw)
+
+
+def make_modernbert_cls(out_dir: Path):
+    """gte-modernbert style: ModernBertModel + CLS pooling + Normalize, by sentence-transformers
+    (sdpa attention, whose sliding-window mask transformers builds itself)."""
+    cfg = modernbert_config()
+    torch.manual_seed(21)
+    model = transformers.ModernBertModel(cfg)
+    randomize(model, 21)
+    st = save_sentence_transformer(out_dir, model, unigram_tokenizer(), UNIGRAM_SPECIALS, 24, "cls",
+                                   256, normalize=True)
+    texts = tiny_texts(seed=118, count=10) + long_texts(seed=119, count=2, chars=900)
+    rows = st_embedding_rows(st, texts, type_ids=False)
+    return rows, {"kind": "embedding", "pooling": "cls", "normalize": True, "dtype": "F32",
+                  "max_seq_length": 256,
+                  "reference": "sentence_transformers.SentenceTransformer.encode (ModernBertModel)"}
+
+
+def make_modernbert_cross_encoder(out_dir: Path):
+    """gte-reranker-modernbert style: ModernBertForSequenceClassification, one label, mean
+    classifier pooling (head.dense, gelu, head.norm, classifier)."""
+    cfg = modernbert_config(num_labels=1, classifier_pooling="mean", classifier_activation="gelu")
+    return pair_classifier(out_dir, cfg, transformers.ModernBertForSequenceClassification, seed=22,
+                           texts_seeds=(120, 121), max_length=256)
+
+
+def seeded_dense(seed: int, in_features: int, out_features: int, bias: bool, activation):
+    """A sentence-transformers Dense module with seeded weights of a clear spread."""
+    dense = st_models.Dense(in_features, out_features, bias=bias, activation_function=activation)
+    randomize(dense, seed)
+    return dense
+
+
+def make_bert_dense(out_dir: Path, wp: Tokenizer):
+    """LaBSE style: BertModel + CLS pooling + Dense (bias, tanh) + Normalize."""
+    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=24,
+                                  num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                                  max_position_embeddings=160, type_vocab_size=2)
+    torch.manual_seed(23)
+    model = transformers.BertModel(cfg, add_pooling_layer=False)
+    randomize(model, 23)
+    dense = seeded_dense(24, 24, 20, True, torch.nn.Tanh())
+    st = save_sentence_transformer(out_dir, model, wp, WORDPIECE_SPECIALS, 24, "cls", 160,
+                                   normalize=True, dense=[dense])
+    rows = st_embedding_rows(st, tiny_texts(seed=122, count=12))
+    return rows, {"kind": "embedding", "pooling": "cls", "normalize": True, "dtype": "F32",
+                  "dimensions": 20,
+                  "reference": "sentence_transformers.SentenceTransformer.encode (BertModel + Dense)"}
+
+
+def make_t5_mean(out_dir: Path):
+    """sentence-t5 style: T5EncoderModel (relative attention buckets from the first block, unscaled
+    scores, RMS norms, ReLU FFN) + mean pooling + Dense (no bias, identity) + Normalize."""
+    cfg = transformers.T5Config(vocab_size=UNIGRAM_VOCAB, d_model=16, d_kv=8, d_ff=28,
+                                num_layers=2, num_heads=2, relative_attention_num_buckets=32,
+                                relative_attention_max_distance=128, feed_forward_proj="relu",
+                                is_encoder_decoder=False, use_cache=False, pad_token_id=1,
+                                eos_token_id=2, decoder_start_token_id=1)
+    torch.manual_seed(25)
+    model = transformers.T5EncoderModel(cfg)
+    randomize(model, 25)
+    dense = seeded_dense(26, 16, 16, False, torch.nn.Identity())
+    st = save_sentence_transformer(out_dir, model, unigram_tokenizer(), UNIGRAM_SPECIALS, 16, "mean",
+                                   256, normalize=True, dense=[dense])
+    texts = tiny_texts(seed=123, count=10) + long_texts(seed=124, count=2, chars=900)
+    rows = st_embedding_rows(st, texts, type_ids=False)
+    return rows, {"kind": "embedding", "pooling": "mean", "normalize": True, "dtype": "F32",
+                  "max_seq_length": 256,
+                  "reference": "sentence_transformers.SentenceTransformer.encode (T5EncoderModel + Dense)"}
+
+
+def make_t5_gated(out_dir: Path):
+    """GTR / T5 v1.1 style: T5EncoderModel with the gated-gelu FFN (gelu_new on wi_0, times wi_1),
+    d_kv apart from d_model / heads, mean pooling, no Dense."""
+    cfg = transformers.T5Config(vocab_size=UNIGRAM_VOCAB, d_model=16, d_kv=6, d_ff=24,
+                                num_layers=2, num_heads=4, relative_attention_num_buckets=16,
+                                relative_attention_max_distance=64, feed_forward_proj="gated-gelu",
+                                is_encoder_decoder=False, use_cache=False, pad_token_id=1,
+                                eos_token_id=2, decoder_start_token_id=1)
+    torch.manual_seed(27)
+    model = transformers.T5EncoderModel(cfg)
+    randomize(model, 27)
+    st = save_sentence_transformer(out_dir, model, unigram_tokenizer(), UNIGRAM_SPECIALS, 16, "mean",
+                                   256)
+    texts = tiny_texts(seed=125, count=10) + long_texts(seed=126, count=2, chars=900)
+    rows = st_embedding_rows(st, texts, type_ids=False)
+    return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
+                  "max_seq_length": 256,
+                  "reference": "sentence_transformers.SentenceTransformer.encode (T5EncoderModel, gated-gelu)"}
+
+
+def write_relative_buckets(path: Path):
+    """transformers' relative position buckets (T5's and MPNet's) for distances -300..300, for the
+    engine's port (tests/engine/relative_position_test.cc)."""
+    from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
+    from transformers.models.t5.modeling_t5 import T5Attention
+    d = torch.arange(-300, 301)
+    cases = []
+    for buckets, distance in ((32, 128), (32, 64), (64, 256), (16, 32)):
+        t5 = T5Attention._relative_position_bucket(d, bidirectional=True, num_buckets=buckets,
+                                                   max_distance=distance)
+        mp = MPNetEncoder.relative_position_bucket(d, num_buckets=buckets, max_distance=distance)
+        if not torch.equal(t5, mp):
+            sys.exit(f"T5 and MPNet buckets differ at ({buckets}, {distance})")
+        cases.append({"num_buckets": buckets, "max_distance": distance, "first_distance": -300,
+                      "buckets": [int(x) for x in t5]})
+    path.write_text(json.dumps({"reference": "transformers T5Attention._relative_position_bucket "
+                                             "(bidirectional) == MPNetEncoder.relative_position_bucket",
+                                "cases": cases}) + "\n")
 
 
 def qwen3_config(vocab: int, tie: bool, **kw):
@@ -670,6 +846,9 @@ def main():
     wp = train_wordpiece(vocab_size=1000)
     bpe_eos = train_bytelevel_bpe(vocab_size=1200, append_eos=True)
     bpe_plain = train_bytelevel_bpe(vocab_size=1200, append_eos=False)
+    global UNIGRAM_VOCAB
+    UNIGRAM_VOCAB = unigram_tokenizer().get_vocab_size()
+    write_relative_buckets(out / "relative_position_buckets.json")
     builders = {
         "bert_mean": lambda d: make_bert_mean(d, wp),
         "bert_cross_encoder": lambda d: make_cross_encoder(d, wp),
@@ -685,6 +864,13 @@ def main():
         "qwen2_lasttoken": lambda d: make_qwen2_lasttoken(d, bpe_eos),
         "mistral_lasttoken": lambda d: make_mistral_lasttoken(d, bpe_eos),
         "llama_lasttoken": lambda d: make_llama_lasttoken(d, bpe_eos),
+        "mpnet_mean": make_mpnet_mean,
+        "mpnet_cross_encoder": make_mpnet_cross_encoder,
+        "modernbert_cls": make_modernbert_cls,
+        "modernbert_cross_encoder": make_modernbert_cross_encoder,
+        "bert_dense": lambda d: make_bert_dense(d, wp),
+        "t5_mean": make_t5_mean,
+        "t5_gated": make_t5_gated,
     }
     for name, build in builders.items():
         if only and name not in only:

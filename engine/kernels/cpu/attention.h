@@ -2,7 +2,9 @@
 // Each writes out[t, h * head_dim + d] for every token t of every sequence: softmax(q kᵀ · scale)
 // v within the sequence (causal: over keys up to t), with q of row stride q_stride floats (heads
 // packed), k and v of row stride kv_stride, out of num_heads * head_dim per row. Grouped-query
-// heads: query head h reads kv head h / (num_heads / num_kv_heads).
+// heads: query head h reads kv head h / (num_heads / num_kv_heads). Reference and flash also
+// honour the plan's sliding window and relative position bias (base/attention_plan.h); packed
+// and tiled do not (their backends say so).
 //
 //   reference  whole score rows per query, the plain loop the others are tested against
 //   packed     the same order of operations, K transposed per (sequence, head) for the vector

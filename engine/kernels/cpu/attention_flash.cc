@@ -21,6 +21,79 @@ namespace quiver::engine::cpu {
 namespace {
 constexpr int64_t kQueryBlock = 128;
 constexpr int64_t kKeyBlock = 512;
+
+// A run of queries [run_begin, run_end) of one (sequence, head) under a sliding window or a
+// position bias: the same recurrence, each query's scores limited to its visible keys
+// (VisibleKeys: one interval per row), the bias added to the scaled scores. Key blocks stay at
+// multiples of kKeyBlock from the sequence start, whatever the run, so that a query's blocks and
+// their order never depend on the batch (a block a query sees nothing of adds exactly nothing);
+// blocks outside the run's window are skipped. The output rows start at zero and every block
+// accumulates.
+void MaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* kb,
+               const float* vb, int64_t kv_stride, float* out, int64_t begin, int64_t len,
+               int64_t run_begin, int64_t run_end, int64_t h) {
+  const int64_t d = plan.head_dim;
+  const int64_t out_stride = OutStride(plan);
+  thread_local std::vector<float> scores, running_max, running_sum;
+  thread_local PackedWeights k_packed, v_packed;
+  scores.resize(static_cast<size_t>(kQueryBlock * kKeyBlock));
+  running_max.assign(static_cast<size_t>(run_end - run_begin),
+                     -std::numeric_limits<float>::infinity());
+  running_sum.assign(static_cast<size_t>(run_end - run_begin), 0.0f);
+  for (int64_t r = run_begin; r < run_end; ++r) {
+    float* o = out + (begin + r) * out_stride + h * d;
+    std::fill(o, o + d, 0.0f);
+  }
+  const int64_t key_lo = VisibleKeys(plan, run_begin, len).lo;
+  const int64_t key_hi = VisibleKeys(plan, run_end - 1, len).hi;
+  for (int64_t k0 = key_lo / kKeyBlock * kKeyBlock; k0 < key_hi; k0 += kKeyBlock) {
+    const int64_t keys = std::min(kKeyBlock, len - k0);
+    k_packed.Pack(kb + k0 * kv_stride, keys, d, kv_stride);
+    v_packed.PackTransposed(vb + k0 * kv_stride, keys, d, kv_stride);
+    for (int64_t q0 = run_begin; q0 < run_end; q0 += kQueryBlock) {
+      const int64_t rows = std::min(kQueryBlock, run_end - q0);
+      if (VisibleKeys(plan, q0, len).lo >= k0 + keys) continue;  // the block is before them all
+      if (VisibleKeys(plan, q0 + rows - 1, len).hi <= k0) continue;  // after them all
+      const float* qb = q + (begin + q0) * q_stride + h * d;
+      float* ob = out + (begin + q0) * out_stride + h * d;
+      float* sc = scores.data();
+      PackedGemm(qb, q_stride, k_packed, nullptr, sc, keys, rows, 0, keys);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = sc + r * keys;
+        const size_t state = static_cast<size_t>(q0 - run_begin + r);
+        const KeyRange visible = VisibleKeys(plan, q0 + r, len);
+        const int64_t lo = std::clamp<int64_t>(visible.lo - k0, 0, keys);
+        const int64_t hi = std::clamp<int64_t>(visible.hi - k0, lo, keys);
+        if (lo == hi) {
+          std::fill(row, row + keys, 0.0f);
+          continue;
+        }
+        for (int64_t j = lo; j < hi; ++j) {
+          row[j] *= plan.scale;
+          if (plan.position_bias != nullptr) row[j] += PositionBias(plan, h, q0 + r, k0 + j);
+        }
+        const float new_max = std::max(running_max[state], vec::Max(row + lo, hi - lo));
+        const float correction = std::exp(running_max[state] - new_max);
+        const float sum = vec::SoftmaxExpSum(row + lo, hi - lo, 1.0f, new_max);
+        std::fill(row, row + lo, 0.0f);
+        std::fill(row + hi, row + keys, 0.0f);
+        running_sum[state] = running_sum[state] * correction + sum;
+        running_max[state] = new_max;
+        if (correction != 1.0f) {
+          float* o = ob + r * out_stride;
+          for (int64_t c = 0; c < d; ++c) o[c] *= correction;
+        }
+      }
+      PackedGemm(sc, keys, v_packed, nullptr, ob, out_stride, rows, 0, d, /*accumulate=*/true);
+    }
+  }
+  for (int64_t r = 0; r < run_end - run_begin; ++r) {
+    const float inv = 1.0f / running_sum[static_cast<size_t>(r)];
+    float* o = out + (begin + run_begin + r) * out_stride + h * d;
+    for (int64_t c = 0; c < d; ++c) o[c] *= inv;
+  }
+}
+
 }  // namespace
 
 void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
@@ -55,6 +128,10 @@ void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride,
     const int64_t kvh = KvHead(plan, h);
     const float* kb = k + begin * kv_stride + kvh * d;
     const float* vb = v + begin * kv_stride + kvh * d;
+    if (plan.has_masks()) {
+      MaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run.begin, run.end, h);
+      return;
+    }
     thread_local std::vector<float> scores, running_max, running_sum;
     thread_local PackedWeights k_packed, v_packed;
     scores.resize(static_cast<size_t>(kQueryBlock * kKeyBlock));

@@ -18,20 +18,22 @@ void ReferenceAttention(const AttentionPlan& plan, const float* q, int64_t q_str
     scores.resize(static_cast<size_t>(len));
     for (int64_t i = 0; i < len; ++i) {
       const float* qi = q + (begin + i) * q_stride + h * d;
-      const int64_t visible = plan.causal ? i + 1 : len;
+      const KeyRange keys = VisibleKeys(plan, i, len);
       float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < visible; ++j) {
-        scores[j] = Dot(qi, k + (begin + j) * kv_stride + kvh * d, d) * plan.scale;
-        max_score = std::max(max_score, scores[j]);
+      for (int64_t j = keys.lo; j < keys.hi; ++j) {
+        float s = Dot(qi, k + (begin + j) * kv_stride + kvh * d, d) * plan.scale;
+        if (plan.position_bias != nullptr) s += PositionBias(plan, h, i, j);
+        scores[j] = s;
+        max_score = std::max(max_score, s);
       }
       float sum = 0.0f;
-      for (int64_t j = 0; j < visible; ++j) {
+      for (int64_t j = keys.lo; j < keys.hi; ++j) {
         scores[j] = std::exp(scores[j] - max_score);
         sum += scores[j];
       }
       float* o = out + (begin + i) * out_stride + h * d;
       std::fill(o, o + d, 0.0f);
-      for (int64_t j = 0; j < visible; ++j) {
+      for (int64_t j = keys.lo; j < keys.hi; ++j) {
         const float p = scores[j] / sum;
         const float* vj = v + (begin + j) * kv_stride + kvh * d;
         for (int64_t c = 0; c < d; ++c) o[c] += p * vj[c];

@@ -177,6 +177,21 @@ void AddLayerNorm(ThreadPool& pool, float* io, const float* add, const float* ga
   });
 }
 
+void AddPreLayerNorm(ThreadPool& pool, float* residual, float* y, const float* gamma,
+                     const float* beta, int64_t rows, int64_t n, float eps) {
+  ForRowShares(pool, rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* x = residual + r * n;
+      float* o = y + r * n;
+      for (int64_t j = 0; j < n; ++j) {
+        x[j] += o[j];
+        o[j] = x[j];
+      }
+      NormalizeRow(o, gamma, beta, n, eps);
+    }
+  });
+}
+
 void RmsNorm(const float* x, const float* gamma, float* out, int64_t rows, int64_t n, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * n;
@@ -214,6 +229,21 @@ void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter) {
     const float* u = g + inter;
     float* o = out + r * inter;
     for (int64_t j = 0; j < inter; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+  }
+}
+
+void GeluMul(const float* gate_up, float* out, int64_t rows, int64_t inter, bool tanh_form) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + r * inter;
+    std::copy(g, g + inter, o);
+    if (tanh_form) {
+      vec::GeluTanh(o, inter);
+    } else {
+      vec::GeluErf(o, inter);
+    }
+    for (int64_t j = 0; j < inter; ++j) o[j] *= u[j];
   }
 }
 

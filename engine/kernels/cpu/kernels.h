@@ -45,6 +45,11 @@ void LayerNorm(ThreadPool& pool, const float* x, const float* gamma, const float
 void AddLayerNorm(ThreadPool& pool, float* io, const float* add, const float* gamma,
                   const float* beta, int64_t rows, int64_t n, float eps);
 
+// residual[rows, n] += y; y = LayerNorm(residual): a pre-norm block's residual add and the next
+// LayerNorm in one pass (ModernBERT), over the pool.
+void AddPreLayerNorm(ThreadPool& pool, float* residual, float* y, const float* gamma,
+                     const float* beta, int64_t rows, int64_t n, float eps);
+
 // out[rows, n] = x / sqrt(mean(x^2) + eps) * gamma (out may alias x), summing in f64, on the
 // calling thread.
 void RmsNorm(const float* x, const float* gamma, float* out, int64_t rows, int64_t n, float eps);
@@ -59,6 +64,8 @@ void HeadRmsNorm(float* x, const float* gamma, int64_t num_tokens, int64_t heads
 
 // out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j] for a fused [rows, 2 * inter] input.
 void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter);
+// out[r, j] = gelu(gate_up[r, j]) * gate_up[r, inter + j] (erf form, or the tanh approximation).
+void GeluMul(const float* gate_up, float* out, int64_t rows, int64_t inter, bool tanh_form);
 void Tanh(float* x, int64_t n);
 void Relu(float* x, int64_t n);
 void GeluErf(float* x, int64_t n);

@@ -45,6 +45,11 @@ struct RaggedAttentionArgs {
   // the grid is then num_tiles x heads instead of num_seqs x ceil(max_seqlen / 64) x heads.
   const int32_t* tiles = nullptr;
   int64_t num_tiles = 0;
+  // Optional (the varlen and reference kernels; base/attention_plan.h): a sliding window (-1:
+  // none) and a relative position bias, device f32 [num_heads, 2 * bias_max_distance + 1].
+  int64_t window = -1;
+  const float* position_bias = nullptr;
+  int64_t bias_max_distance = 0;
 };
 
 // quiver's own varlen flash attention (FA2 style: mma.sync m16n8k16 bf16, online softmax in

@@ -7,6 +7,8 @@
 // Scores live in dynamic shared memory of min(max_seqlen, kMaxCachedScores) floats. A row with
 // more keys than that is processed in chunks of that size and its scores are computed twice (once
 // for the max, once for p), so max_seqlen only sizes the buffer and never affects correctness.
+// A sliding window narrows each row's keys, a relative position bias is added to each score
+// (base/attention_plan.h).
 // Independent of the flash kernel on purpose: natural-log expf, no tiling, no mma, no swizzles.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -43,6 +45,9 @@ struct ReferenceParams {
   int score_capacity;  // floats of dynamic shared memory, ≥ 1
   bool causal;
   float scale;
+  int window;                  // sliding window, -1 for none
+  const float* position_bias;  // or null: [num_heads, 2 · bias_max_distance + 1]
+  int bias_max_distance;
 };
 
 __device__ __forceinline__ float LoadAsFloat(const float* ptr) { return *ptr; }
@@ -101,7 +106,12 @@ __global__ void __launch_bounds__(kThreads) ReferenceAttentionKernel(const Refer
   const int seq_begin = cu_seqlens[seq];
   const int seqlen = cu_seqlens[seq + 1] - seq_begin;  // > token - seq_begin by the search
   const int query = token - seq_begin;
-  const int num_keys = params.causal ? query + 1 : seqlen;  // ≥ 1
+  // Keys [key_lo, key_lo + num_keys): causal up to the query, within the window around it.
+  const int key_lo = params.window >= 0 ? max(0, query - params.window) : 0;
+  const int key_hi = params.causal         ? query + 1
+                     : params.window >= 0 ? min(seqlen, query + params.window + 1)
+                                           : seqlen;
+  const int num_keys = key_hi - key_lo;  // ≥ 1: the query sees itself
   const int kv_head = head / params.heads_per_kv_head;
   const int head_dim = params.head_dim;
 
@@ -109,10 +119,10 @@ __global__ void __launch_bounds__(kThreads) ReferenceAttentionKernel(const Refer
                      static_cast<int64_t>(token) * params.q_stride +
                      static_cast<int64_t>(head) * head_dim;
   const TIn* k_seq = static_cast<const TIn*>(params.k) +
-                     static_cast<int64_t>(seq_begin) * params.kv_stride +
+                     static_cast<int64_t>(seq_begin + key_lo) * params.kv_stride +
                      static_cast<int64_t>(kv_head) * head_dim;
   const TIn* v_seq = static_cast<const TIn*>(params.v) +
-                     static_cast<int64_t>(seq_begin) * params.kv_stride +
+                     static_cast<int64_t>(seq_begin + key_lo) * params.kv_stride +
                      static_cast<int64_t>(kv_head) * head_dim;
 
   for (int d = tid; d < head_dim; d += kThreads) q_row[d] = LoadAsFloat(q_ptr + d);
@@ -123,7 +133,13 @@ __global__ void __launch_bounds__(kThreads) ReferenceAttentionKernel(const Refer
     const TIn* k_row = k_seq + static_cast<int64_t>(key) * params.kv_stride;
     float dot = 0.0f;
     for (int d = 0; d < head_dim; ++d) dot += q_row[d] * LoadAsFloat(k_row + d);
-    return dot * params.scale;
+    float s = dot * params.scale;
+    if (params.position_bias != nullptr) {  // key_lo + key - query, clamped
+      const int m = params.bias_max_distance;
+      const int d = min(max(key_lo + key - query, -m), m);
+      s += params.position_bias[head * (2 * m + 1) + d + m];
+    }
+    return s;
   };
 
   const int capacity = params.score_capacity;
@@ -229,6 +245,13 @@ cudaError_t ReferenceAttention(const RaggedAttentionArgs& args, cudaStream_t str
           : (args.max_seqlen < kMaxCachedScores ? args.max_seqlen : kMaxCachedScores));
   params.causal = args.causal;
   params.scale = args.scale;
+  if (args.window > INT_MAX / 2 || args.bias_max_distance < 0 ||
+      args.bias_max_distance > INT_MAX / 4) {
+    return cudaErrorInvalidValue;
+  }
+  params.window = static_cast<int>(args.window < 0 ? -1 : args.window);
+  params.position_bias = args.position_bias;
+  params.bias_max_distance = static_cast<int>(args.bias_max_distance);
 
   if (args.dtype == DType::kF32) {
     return LaunchReferenceForOut<float>(params, args.out_dtype, args.num_tokens, args.num_heads,

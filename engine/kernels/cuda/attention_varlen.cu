@@ -5,6 +5,8 @@
 //   S = Q·Kᵀ        mma.sync m16n8k16 bf16 → f32, Q fragments held in registers, K via ldmatrix
 //   online softmax  f32, in log2 units (scores · scale · log2 e, exp2f), per-row max and sum
 //   O += P·V        P re-packed from the S accumulators as bf16 A fragments, V via ldmatrix.trans
+// With a sliding window the key blocks outside the tile's window are skipped and the rest masked
+// per element; a relative position bias is added per element (both base/attention_plan.h).
 // K and V tiles come through cp.async into single-buffered, XOR-swizzled shared memory; the V load
 // of block n overlaps S = Q·Kᵀ of block n and the K load of block n + 1 overlaps softmax and P·V.
 //
@@ -56,6 +58,9 @@ struct VarlenParams {
   int heads_per_kv_head;      // num_heads / num_kv_heads
   bool causal;
   float scale_log2;  // scale · log2(e): scores in log2 units for exp2f
+  int window;                  // sliding window (base/attention_plan.h), -1 for none
+  const float* position_bias;  // or null: device [num_heads, 2 · bias_max_distance + 1]
+  int bias_max_distance;
 };
 
 // ---- PTX wrappers ---------------------------------------------------------------------------
@@ -208,11 +213,25 @@ __global__ void __launch_bounds__(kNumThreads)
 
   // Causal (q and k of one sequence, no cache): query i sees keys 0..i, so the tile needs keys
   // below m_start + kBlockM only.
-  const int n_end = params.causal ? min(seqlen, m_start + kBlockM) : seqlen;
-  const int num_n_blocks = (n_end + kBlockN - 1) / kBlockN;  // ≥ 1: n_end ≥ 1
+  // A sliding window narrows the keys further: the tile's first query sees from
+  // m_start - window, its last up to m_start + kBlockM - 1 + window.
+  const bool windowed = params.window >= 0;
+  const int n_end = params.causal ? min(seqlen, m_start + kBlockM)
+                    : windowed    ? min(seqlen, m_start + kBlockM + params.window)
+                                  : seqlen;
+  const int n_first = windowed ? max(0, m_start - params.window) / kBlockN : 0;
+  const int num_n_blocks = (n_end + kBlockN - 1) / kBlockN;  // > n_first: n_end > m_start
+  const bool masked = windowed || params.position_bias != nullptr;
+  const float* bias_row = params.position_bias != nullptr
+                              ? params.position_bias + head * (2 * params.bias_max_distance + 1) +
+                                    params.bias_max_distance
+                              : nullptr;
 
   LoadTileAsync<kHeadDim, kBlockM>(smem_q, q_tile, params.q_stride, seqlen - m_start);
-  LoadTileAsync<kHeadDim, kBlockN>(smem_k, k_seq, params.kv_stride, seqlen);
+  LoadTileAsync<kHeadDim, kBlockN>(smem_k,
+                                   k_seq + static_cast<int64_t>(n_first) * kBlockN *
+                                               params.kv_stride,
+                                   params.kv_stride, seqlen - n_first * kBlockN);
   CpAsyncCommit();
   CpAsyncWaitAll();
   __syncthreads();
@@ -240,7 +259,7 @@ __global__ void __launch_bounds__(kNumThreads)
   float row_sum[2] = {0.0f, 0.0f};
   const int query_row0 = m_start + warp * kRowsPerWarp + group;  // within the sequence
 
-  for (int n_block = 0; n_block < num_n_blocks; ++n_block) {
+  for (int n_block = n_first; n_block < num_n_blocks; ++n_block) {
     const int n_start = n_block * kBlockN;
     // smem_v is free: every warp passed the barrier after the previous block's P·V.
     LoadTileAsync<kHeadDim, kBlockN>(smem_v,
@@ -289,8 +308,8 @@ __global__ void __launch_bounds__(kNumThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[nt][i] *= params.scale_log2;
     }
-    const bool needs_mask =
-        n_start + kBlockN > seqlen || (params.causal && n_start + kBlockN - 1 > m_start);
+    const bool needs_mask = masked || n_start + kBlockN > seqlen ||
+                            (params.causal && n_start + kBlockN - 1 > m_start);
     if (needs_mask) {
 #pragma unroll
       for (int nt = 0; nt < kSTiles; ++nt) {
@@ -298,7 +317,15 @@ __global__ void __launch_bounds__(kNumThreads)
         for (int i = 0; i < 4; ++i) {
           const int key = n_start + nt * 8 + thread_in_group * 2 + (i & 1);
           const int query = query_row0 + (i >= 2 ? 8 : 0);
-          if (key >= seqlen || (params.causal && key > query)) s[nt][i] = kNegInf;
+          if (bias_row != nullptr) {
+            const int d = min(max(key - query, -params.bias_max_distance),
+                              params.bias_max_distance);
+            s[nt][i] += bias_row[d] * 1.4426950408889634f;  // log2 units
+          }
+          if (key >= seqlen || (params.causal && key > query) ||
+              (windowed && abs(key - query) > params.window)) {
+            s[nt][i] = kNegInf;
+          }
         }
       }
     }
@@ -463,6 +490,13 @@ cudaError_t VarlenFlashAttention(const RaggedAttentionArgs& args, cudaStream_t s
   params.heads_per_kv_head = args.num_heads / args.num_kv_heads;
   params.causal = args.causal;
   params.scale_log2 = args.scale * 1.4426950408889634f;  // log2(e)
+  if (args.window > INT_MAX / 2 || args.bias_max_distance < 0 ||
+      args.bias_max_distance > INT_MAX / 4) {
+    return cudaErrorInvalidValue;
+  }
+  params.window = static_cast<int>(args.window < 0 ? -1 : args.window);
+  params.position_bias = args.position_bias;
+  params.bias_max_distance = static_cast<int>(args.bias_max_distance);
 
   switch (args.head_dim) {
     case 32:

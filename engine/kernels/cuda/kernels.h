@@ -101,6 +101,11 @@ cudaError_t SiluMul(const void* gate_up, int64_t gu_stride, void* out, int64_t o
 // In place on act x [rows, n] (row stride x_stride): (x + bias, bias f32 [n] optional) then the
 // activation. kGelu* use the exact erf form / the tanh approximation; kTanh is tanh, kRelu max(x, 0).
 enum class Activation { kIdentity, kGeluErf, kGeluTanh, kTanh, kRelu };
+// out act [T, inter] = activation(gate_up[:, :inter]) · gate_up[:, inter:] (GeGLU with kGeluErf
+// or kGeluTanh), row strides gu_stride and out_stride.
+cudaError_t GatedActivation(const void* gate_up, int64_t gu_stride, void* out, int64_t out_stride,
+                            int64_t num_tokens, int64_t inter, Activation activation, DType act,
+                            cudaStream_t stream);
 cudaError_t BiasActivation(void* x, int64_t x_stride, const float* bias, Activation activation,
                            int64_t rows, int64_t n, DType act, cudaStream_t stream);
 

@@ -144,6 +144,24 @@ cudaError_t LaunchCopyRows(const void* in, int64_t in_stride, void* out, int64_t
   return cudaGetLastError();
 }
 
+// out[r, j] = activation(g) · u with g = gate_up[r, j], u = gate_up[r, inter + j] (GeGLU with
+// kGeluErf / kGeluTanh), as the CPU's GeluMul.
+template <typename TAct>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    GatedActivationKernel(const TAct* gate_up, int64_t gu_stride, TAct* out, int64_t out_stride,
+                          int64_t rows, int64_t inter, Activation activation, bool vector) {
+  ForEachChunk(rows, inter, [&](int64_t r, int64_t j, int count) {
+    const TAct* gate = gate_up + r * gu_stride;
+    float g[kChunk], u[kChunk];
+    LoadChunk(gate + j, count, vector, g);
+    LoadChunk(gate + inter + j, count, vector, u);
+    ActivateChunk(activation, g);
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) g[i] *= u[i];
+    StoreChunk(out + r * out_stride + j, count, vector, g);
+  });
+}
+
 bool ValidActivation(Activation activation) {
   return activation == Activation::kIdentity || activation == Activation::kGeluErf ||
          activation == Activation::kGeluTanh || activation == Activation::kTanh ||
@@ -166,6 +184,24 @@ cudaError_t SiluMul(const void* gate_up, int64_t gu_stride, void* out, int64_t o
     SiluMulKernel<TAct><<<blocks, kElementwiseThreads, 0, stream>>>(
         static_cast<const TAct*>(gate_up), gu_stride, static_cast<TAct*>(out), out_stride,
         num_tokens, inter, vector);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t GatedActivation(const void* gate_up, int64_t gu_stride, void* out, int64_t out_stride,
+                            int64_t num_tokens, int64_t inter, Activation activation, DType act,
+                            cudaStream_t stream) {
+  if (!ValidActivation(activation)) return cudaErrorInvalidValue;
+  return DispatchAct(act, [&](auto act_tag) {
+    using TAct = typename decltype(act_tag)::type;
+    if (num_tokens <= 0 || inter <= 0) return cudaSuccess;
+    const bool vector = RowsAligned16(gate_up, gu_stride, sizeof(TAct)) &&
+                        RowsAligned16(out, out_stride, sizeof(TAct)) &&
+                        (inter * static_cast<int64_t>(sizeof(TAct))) % 16 == 0;
+    const unsigned blocks = ElementwiseBlocks(num_tokens * CeilDiv(inter, kChunk));
+    GatedActivationKernel<TAct><<<blocks, kElementwiseThreads, 0, stream>>>(
+        static_cast<const TAct*>(gate_up), gu_stride, static_cast<TAct*>(out), out_stride,
+        num_tokens, inter, activation, vector);
     return cudaGetLastError();
   });
 }

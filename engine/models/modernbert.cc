@@ -1,0 +1,312 @@
+// ModernBERT (transformers' ModernBertModel, ModernBertForSequenceClassification): pre-LN
+// encoder layers with fused Wqkv, rotary positions (one theta for the global layers, another for
+// the local ones), attention that alternates global and a bidirectional sliding window (every
+// `global_attn_every_n_layers`-th layer global, the rest seeing keys within local_attention / 2),
+// a GeGLU MLP, LayerNorms without bias and no linear biases unless the config asks; a final norm.
+// The classifier pools (CLS or mean, classifier_pooling), then dense, activation, LayerNorm and
+// the classifier.
+#include <string>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "engine/models/registry.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/pooling.h"
+#include "engine/ops/rotary.h"
+
+namespace quiver::engine {
+namespace {
+
+struct ModernBertConfig {
+  int64_t vocab_size = 0, hidden = 0, intermediate = 0, num_layers = 0, num_heads = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t window = 64;  // local_attention / 2: a local layer's query sees keys this far away
+  double norm_eps = 1e-5;
+  bool norm_bias = false, attention_bias = false, mlp_bias = false, classifier_bias = false;
+  double global_theta = 160000.0, local_theta = 10000.0;
+  std::vector<bool> global;  // per layer: full attention (true) or the sliding window
+  ops::GeluForm activation = ops::GeluForm::kErf;
+  ops::GeluForm classifier_activation = ops::GeluForm::kErf;
+  bool classifier_mean = false;  // classifier_pooling "mean" (else "cls")
+  int64_t num_labels = 0;
+};
+
+absl::StatusOr<ops::GeluForm> ParseGelu(const JsonValue& json, const char* field) {
+  QUIVER_ASSIGN_OR_RETURN(std::string act, JsonString(json, field, "gelu"));
+  if (act == "gelu") return ops::GeluForm::kErf;
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh") return ops::GeluForm::kTanh;
+  return absl::InvalidArgumentError(StrCat("field '", field, "': unsupported activation '", act,
+                                           "' (gelu, gelu_new, gelu_pytorch_tanh)"));
+}
+
+// One rotary setting of rope_parameters (transformers 5: {"full_attention": {...},
+// "sliding_attention": {...}}), or the older global_rope_theta / local_rope_theta.
+absl::StatusOr<double> ParseTheta(const JsonValue& json, const char* layer_type,
+                                  const char* old_field, double fallback) {
+  QUIVER_ASSIGN_OR_RETURN(double theta, JsonDouble(json, old_field, fallback));
+  const JsonValue* rope = json.Find("rope_parameters");
+  if (rope == nullptr || !rope->is_object()) return theta;
+  const JsonValue* params = rope->Find(layer_type);
+  if (params == nullptr || !params->is_object()) return theta;
+  QUIVER_ASSIGN_OR_RETURN(std::string type, JsonString(*params, "rope_type", "default"));
+  if (type != "default") {
+    return absl::InvalidArgumentError(
+        StrCat("field 'rope_parameters.", layer_type,
+               ".rope_type': only 'default' rotary is supported, got '", type, "'"));
+  }
+  return JsonDouble(*params, "rope_theta", theta);
+}
+
+absl::StatusOr<ModernBertConfig> ParseConfig(const JsonValue& json, bool classifier) {
+  ModernBertConfig c;
+  QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "intermediate_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "num_attention_heads"));
+  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings, JsonInt(json, "max_position_embeddings", 8192));
+  QUIVER_ASSIGN_OR_RETURN(c.norm_eps, JsonDouble(json, "norm_eps", 1e-5));
+  QUIVER_ASSIGN_OR_RETURN(c.norm_bias, JsonBool(json, "norm_bias", false));
+  QUIVER_ASSIGN_OR_RETURN(c.attention_bias, JsonBool(json, "attention_bias", false));
+  QUIVER_ASSIGN_OR_RETURN(c.mlp_bias, JsonBool(json, "mlp_bias", false));
+  QUIVER_ASSIGN_OR_RETURN(c.activation, ParseGelu(json, "hidden_activation"));
+  QUIVER_ASSIGN_OR_RETURN(int64_t local_attention, JsonInt(json, "local_attention", 128));
+  for (const auto& [field, value] :
+       {std::pair{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden},
+        {"intermediate_size", c.intermediate}, {"num_hidden_layers", c.num_layers},
+        {"num_attention_heads", c.num_heads}, {"max_position_embeddings", c.max_position_embeddings},
+        {"local_attention", local_attention}}) {
+    QUIVER_RETURN_IF_ERROR(RequirePositive(field, value));
+  }
+  if (c.hidden % c.num_heads != 0 || (c.hidden / c.num_heads) % 2 != 0) {
+    return absl::InvalidArgumentError(
+        StrCat("hidden_size ", c.hidden, " must split into num_attention_heads ", c.num_heads,
+               " heads of an even size (rotary)"));
+  }
+  c.window = local_attention / 2;
+  if (json.Find("rope_scaling") != nullptr && !json.Find("rope_scaling")->is_null()) {
+    return absl::InvalidArgumentError(
+        "field 'rope_scaling': scaled rotary is not supported (it moves every position)");
+  }
+  QUIVER_ASSIGN_OR_RETURN(c.global_theta,
+                          ParseTheta(json, "full_attention", "global_rope_theta", 160000.0));
+  QUIVER_ASSIGN_OR_RETURN(c.local_theta,
+                          ParseTheta(json, "sliding_attention", "local_rope_theta", 10000.0));
+  // layer_types (transformers 5), else every global_attn_every_n_layers-th layer from 0.
+  if (const JsonValue* types = json.Find("layer_types"); types && types->is_array()) {
+    if (static_cast<int64_t>(types->items().size()) != c.num_layers) {
+      return absl::InvalidArgumentError(StrCat("field 'layer_types': ", types->items().size(),
+                                               " entries for ", c.num_layers, " layers"));
+    }
+    for (const JsonValue& t : types->items()) {
+      const std::string type = t.is_string() ? t.as_string() : "";
+      if (type != "full_attention" && type != "sliding_attention") {
+        return absl::InvalidArgumentError(StrCat(
+            "field 'layer_types': '", type, "' is not full_attention or sliding_attention"));
+      }
+      c.global.push_back(type == "full_attention");
+    }
+  } else {
+    QUIVER_ASSIGN_OR_RETURN(int64_t every, JsonInt(json, "global_attn_every_n_layers", 3));
+    QUIVER_RETURN_IF_ERROR(RequirePositive("global_attn_every_n_layers", every));
+    for (int64_t i = 0; i < c.num_layers; ++i) c.global.push_back(i % every == 0);
+  }
+  if (classifier) {
+    QUIVER_ASSIGN_OR_RETURN(std::string pooling, JsonString(json, "classifier_pooling", "cls"));
+    if (pooling != "cls" && pooling != "mean") {
+      return absl::InvalidArgumentError(
+          StrCat("field 'classifier_pooling': '", pooling, "' is not cls or mean"));
+    }
+    c.classifier_mean = pooling == "mean";
+    QUIVER_ASSIGN_OR_RETURN(c.classifier_bias, JsonBool(json, "classifier_bias", false));
+    QUIVER_ASSIGN_OR_RETURN(c.classifier_activation, ParseGelu(json, "classifier_activation"));
+    int64_t labels = 2;
+    if (const JsonValue* id2label = json.Find("id2label"); id2label && id2label->is_object()) {
+      labels = static_cast<int64_t>(id2label->members().size());
+    }
+    QUIVER_ASSIGN_OR_RETURN(c.num_labels, JsonInt(json, "num_labels", labels));
+    QUIVER_RETURN_IF_ERROR(RequirePositive("num_labels", c.num_labels));
+  }
+  return c;
+}
+
+class ModernBertModel final : public Model {
+ public:
+  ModernBertModel(const ModernBertConfig& c, bool classifier, WeightLoader& w) : c_(c) {
+    const int64_t h = c_.hidden, inter = c_.intermediate;
+    // A LayerNorm's weight and, with norm_bias, its bias (else zeros).
+    auto norm = [&](const std::string& name, WeightLoader::Scope scope) {
+      Norm n;
+      n.gamma = w.Get(name + ".weight", {h}, scope);
+      n.beta = c_.norm_bias ? w.Get(name + ".bias", {h}, scope) : zeros_;
+      return n;
+    };
+    using Scope = WeightLoader::Scope;
+    if (!c_.norm_bias) zeros_ = w.Constant({h}, 0.0f);
+    tok_ = w.Get("embeddings.tok_embeddings.weight", {c_.vocab_size, h});
+    emb_norm_ = norm("embeddings.norm", Scope::kBase);
+    for (int64_t i = 0; i < c_.num_layers; ++i) {
+      const std::string p = StrCat("layers.", i, ".");
+      Layer l;
+      if (i > 0) l.attn_norm = norm(p + "attn_norm", Scope::kBase);  // layer 0: identity
+      l.qkv = w.Linear(p + "attn.Wqkv", 3 * h, h, c_.attention_bias);
+      l.o = w.Linear(p + "attn.Wo", h, h, c_.attention_bias);
+      l.mlp_norm = norm(p + "mlp_norm", Scope::kBase);
+      l.wi = w.Linear(p + "mlp.Wi", 2 * inter, h, c_.mlp_bias);
+      l.wo = w.Linear(p + "mlp.Wo", h, inter, c_.mlp_bias);
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = norm("final_norm", Scope::kBase);
+    if (classifier) {
+      head_dense_ = w.Linear("head.dense", h, h, c_.classifier_bias, Scope::kHead);
+      head_norm_ = norm("head.norm", Scope::kHead);
+      classifier_ = w.Linear("classifier", c_.num_labels, h, true, Scope::kHead);
+    }
+    info_.family = "modernbert";
+    info_.hidden_size = h;
+    info_.num_heads = info_.num_kv_heads = c_.num_heads;
+    info_.head_dim = h / c_.num_heads;
+    info_.causal = false;
+    info_.vocab_size = c_.vocab_size;
+    info_.type_vocab_size = 0;
+    info_.max_input_tokens = c_.max_position_embeddings;
+    info_.num_labels = classifier ? c_.num_labels : 0;
+    info_.default_pooling = PoolingMode::kCls;
+    info_.attention_masks = true;  // the local layers' sliding window
+    std::string types;
+    for (bool g : c_.global) types += g ? 'G' : 'L';
+    info_.settings = {
+        {"hidden_size", StrCat(h)},
+        {"num_hidden_layers", StrCat(c_.num_layers)},
+        {"num_attention_heads", StrCat(c_.num_heads)},
+        {"intermediate_size", StrCat(inter)},
+        {"vocab_size", StrCat(c_.vocab_size)},
+        {"max_position_embeddings", StrCat(c_.max_position_embeddings)},
+        {"local_attention", StrCat(2 * c_.window)},
+        {"layer_types", types},
+        {"global_rope_theta", fmt::format("{}", c_.global_theta)},
+        {"local_rope_theta", fmt::format("{}", c_.local_theta)},
+        {"norm_eps", fmt::format("{}", c_.norm_eps)},
+        {"norm_bias", c_.norm_bias ? "true" : "false"},
+    };
+    if (classifier) {
+      info_.settings.push_back({"num_labels", StrCat(c_.num_labels)});
+      info_.settings.push_back({"classifier_pooling", c_.classifier_mean ? "mean" : "cls"});
+    }
+  }
+
+  double FlopsPerToken(int64_t seq_len) const override {
+    const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
+    double flops = 0;
+    for (bool g : c_.global) {
+      const double keys = g ? static_cast<double>(seq_len)
+                            : std::min<double>(static_cast<double>(seq_len), 2.0 * c_.window + 1);
+      flops += 2.0 * (4 * h * h + 3 * h * inter) + 4.0 * keys * h;
+    }
+    return flops;
+  }
+
+  // x is the residual stream (f32 on every device); y each block's normed input, then its output
+  // (the device's activation type).
+  Tensor Forward(const ForwardContext& ctx) const override {
+    const ExecContext& exec = ctx.exec;
+    const int64_t num_tokens = ctx.num_tokens();
+    const int64_t h = c_.hidden, head_dim = h / c_.num_heads;
+    const float eps = static_cast<float>(c_.norm_eps);
+    const DType dtype = exec.act_dtype();
+    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, h});
+    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, h});
+    const Tensor qkv = ctx.ws.Get(kQkv, dtype, {num_tokens, 3 * h});
+    const Tensor attended = ctx.ws.Get(kAttended, dtype, {num_tokens, h});
+    const Tensor gate_up = ctx.ws.Get(kGateUp, dtype, {num_tokens, 2 * c_.intermediate});
+    const Tensor act = ctx.ws.Get(kAct, dtype, {num_tokens, c_.intermediate});
+    const Tensor q = qkv.Columns(0, h), k = qkv.Columns(h, 2 * h), v = qkv.Columns(2 * h, 3 * h);
+    ops::Embedding(exec, ctx.token_ids, {}, {},
+                   ops::EmbeddingTables{tok_, {}, {}, emb_norm_.gamma, emb_norm_.beta, eps}, x);
+    ops::Convert(exec, x, y);  // layer 0 has no attention norm
+    AttentionPlan local = ctx.plan;
+    local.window = c_.window;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      const bool global = c_.global[i];
+      const double theta = global ? c_.global_theta : c_.local_theta;
+      ops::Linear(exec, y, l.qkv, qkv);
+      ops::Rotary(exec, q, ctx.positions, c_.num_heads, head_dim, theta, ops::RotaryLayout::kNeox);
+      ops::Rotary(exec, k, ctx.positions, c_.num_heads, head_dim, theta, ops::RotaryLayout::kNeox);
+      ops::Attention(exec, ctx.attention, global ? ctx.plan : local, q, k, v, attended);
+      ops::Linear(exec, attended, l.o, y);
+      ops::AddPreLayerNorm(exec, x, y, l.mlp_norm.gamma, l.mlp_norm.beta, eps);
+      ops::Linear(exec, y, l.wi, gate_up);
+      ops::GeluMul(exec, gate_up, act, c_.activation);
+      ops::Linear(exec, act, l.wo, y);
+      // The residual add, then the next layer's attention norm (the final norm after the last).
+      const Norm& next = i + 1 < layers_.size() ? layers_[i + 1].attn_norm : final_norm_;
+      ops::AddPreLayerNorm(exec, x, y, next.gamma, next.beta, eps);
+    }
+    return y;
+  }
+
+  // Pooled rows (CLS or mean) through head.dense, the activation, head.norm and the classifier;
+  // the GEMMs read the device's activation type.
+  void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const override {
+    const ExecContext& exec = ctx.exec;
+    const int64_t num_seqs = ctx.seq_bounds.dim(0);
+    const DType dtype = exec.act_dtype();
+    const float eps = static_cast<float>(c_.norm_eps);
+    const Tensor pooled = ctx.ws.F32(kPooled, {num_seqs, c_.hidden});
+    ops::Pool(exec, hidden, ctx.seq_bounds, c_.classifier_mean ? ops::PoolMode::kMean
+                                                               : ops::PoolMode::kCls,
+              pooled, ctx.device_seq_bounds);
+    const Tensor pooled_act = ctx.ws.Get(kPooledAct, dtype, {num_seqs, c_.hidden});
+    ops::Convert(exec, pooled, pooled_act);
+    const Tensor dense = ctx.ws.Get(kDense, dtype, {num_seqs, c_.hidden});
+    ops::Linear(exec, pooled_act, head_dense_, dense);
+    ops::Gelu(exec, dense, c_.classifier_activation);
+    ops::LayerNorm(exec, dense, head_norm_.gamma, head_norm_.beta, eps, dense);
+    if (dtype == DType::kF32) {
+      ops::Linear(exec, dense, classifier_, scores);
+      return;
+    }
+    const Tensor logits = ctx.ws.Get(kLogits, dtype, {num_seqs, c_.num_labels});
+    ops::Linear(exec, dense, classifier_, logits);
+    ops::Convert(exec, logits, scores);
+  }
+
+ private:
+  enum Slot { kResidual, kNormed, kQkv, kAttended, kGateUp, kAct, kPooled, kPooledAct, kDense,
+              kLogits };
+  struct Norm {
+    Tensor gamma, beta;
+  };
+  struct Layer {
+    Norm attn_norm, mlp_norm;
+    ops::LinearWeights qkv, o, wi, wo;
+  };
+  ModernBertConfig c_;
+  Tensor zeros_;
+  Tensor tok_;
+  Norm emb_norm_, final_norm_, head_norm_;
+  std::vector<Layer> layers_;
+  ops::LinearWeights head_dense_, classifier_;
+};
+
+template <bool kClassifier>
+absl::StatusOr<std::unique_ptr<Model>> MakeModernBert(const ModelArgs& args) {
+  QUIVER_ASSIGN_OR_RETURN(ModernBertConfig config, ParseConfig(args.config, kClassifier));
+  auto model = std::make_unique<ModernBertModel>(config, kClassifier, args.weights);
+  if (!args.weights.status().ok()) return args.weights.status();
+  return model;
+}
+
+}  // namespace
+
+void RegisterModernBertModels(ModelRegistry& registry) {
+  registry.Add({"ModernBertModel", "model.", MakeModernBert<false>});
+  registry.Add({"ModernBertForSequenceClassification", "model.", MakeModernBert<true>});
+}
+
+}  // namespace quiver::engine
