@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/strings.h"
 #include "engine/base/allocator.h"
 #include "engine/base/tensor.h"
 #include "engine/loader/safetensors.h"
@@ -72,7 +73,13 @@ class WeightLoader {
     const std::vector<float> table = make(F32(*info, scratch));
     int64_t numel = 1;
     for (int64_t d : table_shape) numel *= d;
-    if (static_cast<int64_t>(table.size()) != numel) return {};
+    if (static_cast<int64_t>(table.size()) != numel) {
+      if (status_.ok()) {
+        status_ = absl::InternalError(StrCat("the table made from '", name, "' has ",
+                                             table.size(), " values, not ", numel));
+      }
+      return {};
+    }
     return Own(table.data(), table_shape);
   }
 

@@ -94,8 +94,11 @@ absl::StatusOr<ModernBertConfig> ParseConfig(const JsonValue& json, bool classif
   }
   QUIVER_ASSIGN_OR_RETURN(c.global_theta,
                           ParseTheta(json, "full_attention", "global_rope_theta", 160000.0));
-  QUIVER_ASSIGN_OR_RETURN(c.local_theta,
-                          ParseTheta(json, "sliding_attention", "local_rope_theta", 10000.0));
+  // transformers 4 read a null local_rope_theta as "the global one".
+  const JsonValue* local = json.Find("local_rope_theta");
+  const double local_fallback = local != nullptr && local->is_null() ? c.global_theta : 10000.0;
+  QUIVER_ASSIGN_OR_RETURN(c.local_theta, ParseTheta(json, "sliding_attention",
+                                                    "local_rope_theta", local_fallback));
   // layer_types (transformers 5), else every global_attn_every_n_layers-th layer from 0.
   if (const JsonValue* types = json.Find("layer_types"); types && types->is_array()) {
     if (static_cast<int64_t>(types->items().size()) != c.num_layers) {

@@ -53,6 +53,13 @@ absl::StatusOr<T5Config> ParseT5Config(const JsonValue& json) {
   if (c.num_buckets < 4) {
     return absl::InvalidArgumentError("field 'relative_attention_num_buckets': at least 4");
   }
+  // The buckets stop changing at max_distance only when it is past the exact range (a quarter of
+  // the buckets); the bias table relies on it.
+  if (c.max_distance <= c.num_buckets / 4) {
+    return absl::InvalidArgumentError(
+        StrCat("field 'relative_attention_max_distance': ", c.max_distance,
+               " must exceed relative_attention_num_buckets / 4 (", c.num_buckets / 4, ")"));
+  }
   if (c.feed_forward_proj == "relu") {
     c.gated = false;
   } else if (c.feed_forward_proj == "gated-gelu" || c.feed_forward_proj == "gated-gelu_new") {

@@ -370,7 +370,11 @@ TEST(EncoderFolderTest, UnsupportedFieldsAndShapesAreNamed) {
            {"modernbert_cross_encoder", "classifier_pooling", R"("max")", "'classifier_pooling'"},
            {"mpnet_mean", "relative_attention_num_buckets", "64",
             "'relative_attention_num_buckets'"},
-           {"mpnet_mean", "hidden_act", R"("swish")", "'hidden_act'"}}) {
+           {"mpnet_mean", "hidden_act", R"("swish")", "'hidden_act'"},
+           {"t5_mean", "relative_attention_max_distance", "8",
+            "'relative_attention_max_distance'"},
+           {"t5_mean", "feed_forward_proj", R"("gated-silu")", "'feed_forward_proj'"},
+           {"t5_gated", "d_ff", "20", "encoder.block.0.layer.1.DenseReluDense.wi_0.weight"}}) {
     fs::remove_all(dir);
     fs::copy(kFixtures / "tiny" / fixture, dir, fs::copy_options::recursive);
     absl::StatusOr<JsonValue> config = JsonValue::Parse(*ReadFile((dir / "config.json").string()));
