@@ -148,6 +148,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
     if (!backend.ok()) return backend.status();
     e->table_attention_.emplace(name, *std::move(backend));
   }
+  QUIVER_RETURN_IF_ERROR(e->FitAttention(f.info));
   QUIVER_ASSIGN_OR_RETURN(Allocator * allocator, AllocatorFor(device));
   e->model_ws_ = std::make_unique<Workspace>(*allocator);
   e->engine_ws_ = std::make_unique<Workspace>(*allocator);
@@ -181,23 +182,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
         DenseModules::Load(f.pooling.dense, e->hidden_size(), WeightLoader::Mode::kPrepare);
     if (!dense.ok()) return dense.status();
     e->dense_ = *std::move(dense);
-  }
-  if (e->model_->info().attention_masks) {
-    // A sliding window or a position bias: every backend this engine may pick must run it.
-    std::vector<const AttentionBackend*> candidates;
-    if (e->forced_attention_ != nullptr) {
-      candidates.push_back(e->forced_attention_.get());
-    } else {
-      for (const auto& [name, backend] : e->table_attention_) candidates.push_back(backend.get());
-    }
-    for (const AttentionBackend* backend : candidates) {
-      if (!backend->SupportsMasks()) {
-        return absl::InvalidArgumentError(StrCat(
-            "attention backend '", backend->name(), "' runs no sliding window or position bias, "
-            "which ", f.architecture, " needs (backends that do: reference and flash on the CPU, "
-            "cuda_varlen and cuda_reference on CUDA)"));
-      }
-    }
   }
   e->stats_.device = options.device.ToString();
   e->UpdateStats();
@@ -359,7 +343,12 @@ EngineStats Engine::stats() const {
 
 std::string Engine::DeviceSummary() const {
   const EngineStats s = stats();
-  if (options_.device.device == Device::kCpu) return "device=cpu";
+  const std::string fallback =
+      fallback_attention_ != nullptr
+          ? StrCat(" attention=", fallback_attention_->name(), " (the table's backends do not run ",
+                   "this model's attention)")
+          : std::string();
+  if (options_.device.device == Device::kCpu) return "device=cpu" + fallback;
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(
       "device={} device_memory={:.0f} MiB (weights {:.0f} MiB; buffers sized for "
@@ -368,7 +357,7 @@ std::string Engine::DeviceSummary() const {
       s.device, static_cast<double>(s.device_memory_bytes) / kMiB,
       static_cast<double>(s.weight_bytes) / kMiB, options_.max_batch_tokens,
       options_.max_batch_seqs, options_.cuda_graphs == GraphMode::kOff ? "off" : "lazy",
-      options_.max_graphs, options_.graph_max_tokens, runtime_->slots());
+      options_.max_graphs, options_.graph_max_tokens, runtime_->slots()) + fallback;
 }
 
 void Engine::UpdateStats() {
@@ -381,10 +370,46 @@ void Engine::UpdateStats() {
       options_.device.device == Device::kCuda ? load_device_bytes_ + r.graphs.memory_bytes : 0;
 }
 
+bool Engine::Runs(const AttentionBackend& backend, const ModelInfo& info) {
+  return backend.Supports(info.head_dim) && (!info.attention_masks || backend.SupportsMasks());
+}
+
+absl::Status Engine::FitAttention(const ModelInfo& info) {
+  const Device device = options_.device.device;
+  const std::string needs = StrCat("head_dim ", info.head_dim,
+                                   info.attention_masks ? " with a sliding window or a position bias"
+                                                        : "");
+  if (forced_attention_ != nullptr) {
+    if (!Runs(*forced_attention_, info)) {
+      return absl::InvalidArgumentError(StrCat("attention backend '", forced_attention_->name(),
+                                               "' does not run ", needs, " (",
+                                               folder_->architecture, ")"));
+    }
+    return absl::OkStatus();
+  }
+  bool all = true;
+  for (const auto& [name, backend] : table_attention_) all = all && Runs(*backend, info);
+  if (all) return absl::OkStatus();
+  // A table backend cannot run this model: the first backend of the device that can takes its
+  // batches (CUDA: cuda_reference for a head_dim the varlen kernel has no instance of).
+  for (std::string_view name : AttentionBackendNames(device)) {
+    absl::StatusOr<std::unique_ptr<AttentionBackend>> backend = MakeAttentionBackend(device, name);
+    if (backend.ok() && Runs(**backend, info)) {
+      fallback_attention_ = *std::move(backend);
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(
+      StrCat("no attention backend on ", DeviceName(device), " runs ", needs, " (",
+             folder_->architecture, ")"));
+}
+
 const AttentionBackend& Engine::AttentionFor(int64_t max_seqlen) const {
   if (forced_attention_ != nullptr) return *forced_attention_;
-  return *table_attention_.at(
+  const AttentionBackend& chosen = *table_attention_.at(
       ChooseAttentionBackend(options_.device.device, info().family, max_seqlen));
+  if (fallback_attention_ != nullptr && !Runs(chosen, info())) return *fallback_attention_;
+  return chosen;
 }
 
 void Engine::ComputeLoop() {

@@ -167,6 +167,10 @@ class Engine {
   Running Start(Pending item);
   absl::StatusOr<EngineOutput> Finish(const Running& running);
   void Deliver(Pending& item, absl::StatusOr<EngineOutput> out);
+  // Whether `backend` runs `info`'s attention (head_dim, window and bias).
+  static bool Runs(const AttentionBackend& backend, const ModelInfo& info);
+  // Checks the forced backend, or finds a fallback for table backends that cannot run the model.
+  absl::Status FitAttention(const ModelInfo& info);
   const AttentionBackend& AttentionFor(int64_t max_seqlen) const;
   void UpdateStats();
 
@@ -179,6 +183,8 @@ class Engine {
   // The backends ChooseAttentionBackend's table names, by name.
   std::map<std::string_view, std::unique_ptr<AttentionBackend>> table_attention_;
   DenseModules dense_;  // sentence-transformers Dense modules after pooling, on the host
+  // Where a table backend cannot run the model (its head_dim, its masks): the one that does.
+  std::unique_ptr<AttentionBackend> fallback_attention_;
   // Owned by the compute thread: the batch's plan, the model's scratch and the runtime's own.
   BatchPlan plan_;
   std::unique_ptr<Workspace> model_ws_, engine_ws_;

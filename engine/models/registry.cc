@@ -9,6 +9,7 @@ void RegisterBertModels(ModelRegistry& registry);
 void RegisterQwen3Models(ModelRegistry& registry);
 void RegisterModernBertModels(ModelRegistry& registry);
 void RegisterT5Models(ModelRegistry& registry);
+void RegisterGemma3Models(ModelRegistry& registry);
 
 const ModelRegistry& Models() {
   static const ModelRegistry* registry = [] {
@@ -17,6 +18,7 @@ const ModelRegistry& Models() {
     RegisterQwen3Models(*r);
     RegisterModernBertModels(*r);
     RegisterT5Models(*r);
+    RegisterGemma3Models(*r);
     return r;
   }();
   return *registry;

@@ -154,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                                            "llama_lasttoken", "mpnet_mean",
                                            "mpnet_cross_encoder", "modernbert_cls",
                                            "modernbert_cross_encoder", "bert_dense",
-                                           "t5_mean", "t5_gated"));
+                                           "t5_mean", "t5_gated", "gemma3_mean"));
 
 }  // namespace
 }  // namespace quiver::engine

@@ -165,7 +165,8 @@ INSTANTIATE_TEST_SUITE_P(
                  PoolingMode::kCls, false},
         TinyCase{"bert_dense", "BertModel", PoolingMode::kCls, true},
         TinyCase{"t5_mean", "T5EncoderModel", PoolingMode::kMean, true},
-        TinyCase{"t5_gated", "T5EncoderModel", PoolingMode::kMean, false}),
+        TinyCase{"t5_gated", "T5EncoderModel", PoolingMode::kMean, false},
+        TinyCase{"gemma3_mean", "Gemma3TextModel", PoolingMode::kMean, true}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
@@ -374,7 +375,10 @@ TEST(EncoderFolderTest, UnsupportedFieldsAndShapesAreNamed) {
            {"t5_mean", "relative_attention_max_distance", "8",
             "'relative_attention_max_distance'"},
            {"t5_mean", "feed_forward_proj", R"("gated-silu")", "'feed_forward_proj'"},
-           {"t5_gated", "d_ff", "20", "encoder.block.0.layer.1.DenseReluDense.wi_0.weight"}}) {
+           {"t5_gated", "d_ff", "20", "encoder.block.0.layer.1.DenseReluDense.wi_0.weight"},
+           {"gemma3_mean", "hidden_activation", R"("silu")", "'hidden_activation'"},
+           {"gemma3_mean", "attn_logit_softcapping", "50.0", "'attn_logit_softcapping'"},
+           {"gemma3_mean", "head_dim", "6", "layers.0.self_attn.q_proj.weight"}}) {
     fs::remove_all(dir);
     fs::copy(kFixtures / "tiny" / fixture, dir, fs::copy_options::recursive);
     absl::StatusOr<JsonValue> config = JsonValue::Parse(*ReadFile((dir / "config.json").string()));

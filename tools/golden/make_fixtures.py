@@ -663,6 +663,33 @@ def make_t5_gated(out_dir: Path):
                   "reference": "sentence_transformers.SentenceTransformer.encode (T5EncoderModel, gated-gelu)"}
 
 
+def make_gemma3_mean(out_dir: Path, bpe: Tokenizer):
+    """EmbeddingGemma style: Gemma3TextModel with bidirectional attention (sliding window 6 on the
+    local layers, every third layer global), grouped-query heads, query_pre_attn_scalar apart from
+    head_dim, then mean pooling, two Dense modules (16 -> 32 -> 16, no bias, Identity) and
+    Normalize, by sentence-transformers."""
+    cfg = transformers.Gemma3TextConfig(
+        vocab_size=bpe.get_vocab_size(), hidden_size=16, intermediate_size=40, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
+        sliding_window=6, sliding_window_pattern=3, query_pre_attn_scalar=12,
+        rope_theta=1e6, rope_local_base_freq=1e4, rms_norm_eps=1e-6,
+        use_bidirectional_attention=True, pad_token_id=0, bos_token_id=None, eos_token_id=None,
+        hidden_activation="gelu_pytorch_tanh")
+    torch.manual_seed(28)
+    model = transformers.Gemma3TextModel(cfg)
+    randomize(model, 28)
+    dense = [seeded_dense(29, 16, 32, False, torch.nn.Identity()),
+             seeded_dense(30, 32, 16, False, torch.nn.Identity())]
+    st = save_sentence_transformer(out_dir, model, bpe,
+                                   dict(eos_token="<|endoftext|>", pad_token="<|endoftext|>"),
+                                   16, "mean", 256, normalize=True, dense=dense)
+    texts = tiny_texts(seed=127, count=12)
+    rows = st_embedding_rows(st, texts, type_ids=False)
+    return rows, {"kind": "embedding", "pooling": "mean", "normalize": True, "dtype": "F32",
+                  "max_seq_length": 256,
+                  "reference": "sentence_transformers.SentenceTransformer.encode (Gemma3TextModel + 2 Dense)"}
+
+
 def write_relative_buckets(path: Path):
     """transformers' relative position buckets (T5's and MPNet's) for distances -300..300, for the
     engine's port (tests/engine/relative_position_test.cc)."""
@@ -871,6 +898,7 @@ def main():
         "bert_dense": lambda d: make_bert_dense(d, wp),
         "t5_mean": make_t5_mean,
         "t5_gated": make_t5_gated,
+        "gemma3_mean": lambda d: make_gemma3_mean(d, bpe_eos),
     }
     for name, build in builders.items():
         if only and name not in only:

@@ -1,0 +1,286 @@
+// Gemma 3's text model (transformers' Gemma3TextModel: EmbeddingGemma and the Gemma 3 text
+// encoders): embeddings scaled by sqrt(hidden_size), grouped-query attention with per-head q/k
+// RMS norms, rotary with one theta for the global layers and another for the local ones, scores
+// scaled by query_pre_attn_scalar^-1/2, a sliding window on the local layers (every
+// layer_types "sliding_attention" layer; bidirectional where use_bidirectional_attention says
+// so, as EmbeddingGemma does, LocalWindow), sandwich norms (input,
+// post-attention, pre- and post-feedforward), a GeGLU MLP (gelu_pytorch_tanh on the gate), a final
+// norm. Gemma's RMS norms scale by (1 + weight): the loader adds the one once.
+#include <cmath>
+#include <string>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "engine/models/registry.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/embedding.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/norm.h"
+#include "engine/ops/rotary.h"
+
+namespace quiver::engine {
+namespace {
+
+struct Gemma3Config {
+  int64_t vocab_size = 0, hidden = 0, intermediate = 0, num_layers = 0, num_heads = 0;
+  int64_t num_kv_heads = 0, head_dim = 0, max_position_embeddings = 0;
+  int64_t sliding_window = 0;
+  double rms_norm_eps = 1e-6, query_pre_attn_scalar = 256;
+  double global_theta = 1e6, local_theta = 1e4;
+  bool bidirectional = false, attention_bias = false;
+  std::vector<bool> global;  // per layer: full attention, else the sliding window
+};
+
+absl::StatusOr<double> RopeTheta(const JsonValue& json, const char* layer_type,
+                                 const char* old_field, double fallback) {
+  QUIVER_ASSIGN_OR_RETURN(double theta, JsonDouble(json, old_field, fallback));
+  const JsonValue* rope = json.Find("rope_parameters");
+  if (rope == nullptr || !rope->is_object()) return theta;
+  const JsonValue* params = rope->Find(layer_type);
+  if (params == nullptr || !params->is_object()) return theta;
+  QUIVER_ASSIGN_OR_RETURN(std::string type, JsonString(*params, "rope_type", "default"));
+  if (type != "default") {
+    return absl::InvalidArgumentError(
+        StrCat("field 'rope_parameters.", layer_type,
+               ".rope_type': only 'default' rotary is supported, got '", type, "'"));
+  }
+  return JsonDouble(*params, "rope_theta", theta);
+}
+
+absl::StatusOr<Gemma3Config> ParseGemma3Config(const JsonValue& json) {
+  Gemma3Config c;
+  QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "intermediate_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "num_attention_heads"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_kv_heads, JsonInt(json, "num_key_value_heads", c.num_heads));
+  QUIVER_ASSIGN_OR_RETURN(c.head_dim, JsonInt(json, "head_dim", 256));
+  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                          JsonInt(json, "max_position_embeddings", 131072));
+  QUIVER_ASSIGN_OR_RETURN(c.sliding_window, JsonInt(json, "sliding_window", 4096));
+  QUIVER_ASSIGN_OR_RETURN(c.rms_norm_eps, JsonDouble(json, "rms_norm_eps", 1e-6));
+  QUIVER_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, JsonDouble(json, "query_pre_attn_scalar", 256));
+  QUIVER_ASSIGN_OR_RETURN(c.bidirectional, JsonBool(json, "use_bidirectional_attention", false));
+  QUIVER_ASSIGN_OR_RETURN(c.attention_bias, JsonBool(json, "attention_bias", false));
+  QUIVER_ASSIGN_OR_RETURN(std::string act, JsonString(json, "hidden_activation", "gelu_pytorch_tanh"));
+  for (const auto& [field, value] :
+       {std::pair{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden},
+        {"intermediate_size", c.intermediate}, {"num_hidden_layers", c.num_layers},
+        {"num_attention_heads", c.num_heads}, {"num_key_value_heads", c.num_kv_heads},
+        {"head_dim", c.head_dim}, {"max_position_embeddings", c.max_position_embeddings},
+        {"sliding_window", c.sliding_window}}) {
+    QUIVER_RETURN_IF_ERROR(RequirePositive(field, value));
+  }
+  if (c.num_heads % c.num_kv_heads != 0 || c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        StrCat("num_attention_heads ", c.num_heads, " must be a multiple of num_key_value_heads ",
+               c.num_kv_heads, " and head_dim ", c.head_dim, " even"));
+  }
+  if (!(c.query_pre_attn_scalar > 0)) {
+    return absl::InvalidArgumentError("field 'query_pre_attn_scalar' must be positive");
+  }
+  if (act != "gelu_pytorch_tanh" && act != "gelu_new") {
+    return absl::InvalidArgumentError(StrCat("field 'hidden_activation': unsupported activation '",
+                                             act, "' (gelu_pytorch_tanh)"));
+  }
+  for (const char* field : {"attn_logit_softcapping", "rope_scaling"}) {
+    if (const JsonValue* v = json.Find(field); v != nullptr && !v->is_null()) {
+      return absl::InvalidArgumentError(
+          StrCat("field '", field, "': not supported (", field == std::string("rope_scaling")
+                                                             ? "scaled rotary moves every position"
+                                                             : "no softcapped attention kernel",
+                 ")"));
+    }
+  }
+  QUIVER_ASSIGN_OR_RETURN(c.global_theta, RopeTheta(json, "full_attention", "rope_theta", 1e6));
+  QUIVER_ASSIGN_OR_RETURN(c.local_theta,
+                          RopeTheta(json, "sliding_attention", "rope_local_base_freq", 1e4));
+  if (const JsonValue* types = json.Find("layer_types"); types && types->is_array()) {
+    if (static_cast<int64_t>(types->items().size()) < c.num_layers) {
+      return absl::InvalidArgumentError(StrCat("field 'layer_types': ", types->items().size(),
+                                               " entries for ", c.num_layers, " layers"));
+    }
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const JsonValue& t = types->items()[static_cast<size_t>(i)];
+      const std::string type = t.is_string() ? t.as_string() : "";
+      if (type != "full_attention" && type != "sliding_attention") {
+        return absl::InvalidArgumentError(StrCat(
+            "field 'layer_types': '", type, "' is not full_attention or sliding_attention"));
+      }
+      c.global.push_back(type == "full_attention");
+    }
+  } else {
+    QUIVER_ASSIGN_OR_RETURN(int64_t pattern, JsonInt(json, "sliding_window_pattern", 6));
+    QUIVER_RETURN_IF_ERROR(RequirePositive("sliding_window_pattern", pattern));
+    for (int64_t i = 0; i < c.num_layers; ++i) c.global.push_back((i + 1) % pattern == 0);
+  }
+  return c;
+}
+
+class Gemma3Model final : public Model {
+ public:
+  Gemma3Model(const Gemma3Config& c, WeightLoader& w) : c_(c) {
+    const int64_t h = c_.hidden, inter = c_.intermediate;
+    q_dim_ = c_.num_heads * c_.head_dim;
+    kv_dim_ = c_.num_kv_heads * c_.head_dim;
+    // Gemma's RMS norm: x / rms(x) · (1 + weight), the one added here.
+    auto norm = [&](const std::string& name, int64_t n) {
+      return w.Derived(name, {n}, {n}, [n](const float* weight) {
+        std::vector<float> out(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = 1.0f + weight[i];
+        return out;
+      });
+    };
+    // The embedding's scale, as transformers applies it: the f32 sqrt(hidden_size) times each row.
+    const float scale = static_cast<float>(std::sqrt(static_cast<double>(h)));
+    const int64_t vocab = c_.vocab_size;
+    embed_ = w.Derived("embed_tokens.weight", {vocab, h}, {vocab, h},
+                       [vocab, h, scale](const float* weight) {
+                         std::vector<float> out(static_cast<size_t>(vocab * h));
+                         for (size_t i = 0; i < out.size(); ++i) out[i] = weight[i] * scale;
+                         return out;
+                       });
+    for (int64_t i = 0; i < c_.num_layers; ++i) {
+      const std::string p = StrCat("layers.", i, ".");
+      Layer l;
+      l.input_norm = norm(p + "input_layernorm.weight", h);
+      l.qkv = w.FusedLinear({p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
+                            {q_dim_, kv_dim_, kv_dim_}, h, c_.attention_bias);
+      l.q_norm = norm(p + "self_attn.q_norm.weight", c_.head_dim);
+      l.k_norm = norm(p + "self_attn.k_norm.weight", c_.head_dim);
+      l.o = w.Linear(p + "self_attn.o_proj", h, q_dim_, c_.attention_bias);
+      l.post_attn_norm = norm(p + "post_attention_layernorm.weight", h);
+      l.pre_ff_norm = norm(p + "pre_feedforward_layernorm.weight", h);
+      l.gate_up = w.FusedLinear({p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter, inter}, h, false);
+      l.down = w.Linear(p + "mlp.down_proj", h, inter, false);
+      l.post_ff_norm = norm(p + "post_feedforward_layernorm.weight", h);
+      layers_.push_back(std::move(l));
+    }
+    final_norm_ = norm("norm.weight", h);
+    info_.family = "gemma3";
+    info_.hidden_size = h;
+    info_.num_heads = c_.num_heads;
+    info_.num_kv_heads = c_.num_kv_heads;
+    info_.head_dim = c_.head_dim;
+    info_.causal = !c_.bidirectional;
+    info_.vocab_size = c_.vocab_size;
+    info_.type_vocab_size = 0;
+    info_.max_input_tokens = c_.max_position_embeddings;
+    info_.default_pooling = c_.bidirectional ? PoolingMode::kMean : PoolingMode::kLastToken;
+    info_.attention_masks = true;  // the local layers' window
+    std::string types;
+    for (bool g : c_.global) types += g ? 'G' : 'L';
+    info_.settings = {
+        {"hidden_size", StrCat(h)},
+        {"num_hidden_layers", StrCat(c_.num_layers)},
+        {"num_attention_heads", StrCat(c_.num_heads)},
+        {"num_key_value_heads", StrCat(c_.num_kv_heads)},
+        {"head_dim", StrCat(c_.head_dim)},
+        {"intermediate_size", StrCat(inter)},
+        {"vocab_size", StrCat(c_.vocab_size)},
+        {"sliding_window", StrCat(c_.sliding_window)},
+        {"layer_types", types},
+        {"use_bidirectional_attention", c_.bidirectional ? "true" : "false"},
+        {"query_pre_attn_scalar", fmt::format("{}", c_.query_pre_attn_scalar)},
+        {"rope_theta", fmt::format("{}", c_.global_theta)},
+        {"rope_local_base_freq", fmt::format("{}", c_.local_theta)},
+        {"rms_norm_eps", fmt::format("{}", c_.rms_norm_eps)},
+    };
+  }
+
+  // How far a local layer's query sees. transformers reads a bidirectional config's
+  // sliding_window W as W / 2 + 1 exclusive (Gemma3TextConfig.__post_init__), i.e. keys within
+  // W / 2 each side; a causal one as keys less than W behind.
+  int64_t LocalWindow() const {
+    return c_.bidirectional ? c_.sliding_window / 2 : c_.sliding_window - 1;
+  }
+
+  double FlopsPerToken(int64_t seq_len) const override {
+    const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
+    const double q = static_cast<double>(q_dim_), kv = static_cast<double>(kv_dim_);
+    double flops = 0;
+    for (bool g : c_.global) {
+      double keys = static_cast<double>(seq_len);
+      if (!g) keys = std::min(keys, (c_.bidirectional ? 2.0 : 1.0) * LocalWindow() + 1);
+      if (!c_.bidirectional) keys = (keys + 1) / 2;
+      flops += 2.0 * (h * (q + 2 * kv) + q * h + 3 * h * inter) + 4.0 * keys * q;
+    }
+    return flops;
+  }
+
+  // x is the residual stream (f32 on every device); y each block's normed input, then its output.
+  Tensor Forward(const ForwardContext& ctx) const override {
+    const ExecContext& exec = ctx.exec;
+    const int64_t num_tokens = ctx.num_tokens();
+    const int64_t h = c_.hidden;
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+    const DType dtype = exec.act_dtype();
+    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, h});
+    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, h});
+    const Tensor qkv = ctx.ws.Get(kQkv, dtype, {num_tokens, q_dim_ + 2 * kv_dim_});
+    const Tensor attended = ctx.ws.Get(kAttended, dtype, {num_tokens, q_dim_});
+    const Tensor gate_up = ctx.ws.Get(kGateUp, dtype, {num_tokens, 2 * c_.intermediate});
+    const Tensor act = ctx.ws.Get(kAct, dtype, {num_tokens, c_.intermediate});
+    const Tensor q = qkv.Columns(0, q_dim_);
+    const Tensor k = qkv.Columns(q_dim_, q_dim_ + kv_dim_);
+    const Tensor v = qkv.Columns(q_dim_ + kv_dim_, q_dim_ + 2 * kv_dim_);
+    AttentionPlan global = ctx.plan;
+    global.scale = static_cast<float>(1.0 / std::sqrt(c_.query_pre_attn_scalar));
+    AttentionPlan local = global;
+    local.window = LocalWindow();
+    ops::Embedding(exec, ctx.token_ids, {}, {}, ops::EmbeddingTables{embed_}, x);
+    ops::RmsNorm(exec, x, layers_.front().input_norm, eps, y);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const Layer& l = layers_[i];
+      const bool is_global = c_.global[i];
+      const double theta = is_global ? c_.global_theta : c_.local_theta;
+      ops::Linear(exec, y, l.qkv, qkv);
+      ops::HeadRmsNorm(exec, q, c_.num_heads, l.q_norm, eps);
+      ops::HeadRmsNorm(exec, k, c_.num_kv_heads, l.k_norm, eps);
+      ops::Rotary(exec, q, ctx.positions, c_.num_heads, c_.head_dim, theta,
+                  ops::RotaryLayout::kNeox);
+      ops::Rotary(exec, k, ctx.positions, c_.num_kv_heads, c_.head_dim, theta,
+                  ops::RotaryLayout::kNeox);
+      ops::Attention(exec, ctx.attention, is_global ? global : local, q, k, v, attended);
+      ops::Linear(exec, attended, l.o, y);
+      ops::RmsNorm(exec, y, l.post_attn_norm, eps, y);
+      ops::AddRmsNorm(exec, x, y, l.pre_ff_norm, eps);  // x += y, y = pre-feedforward norm of x
+      ops::Linear(exec, y, l.gate_up, gate_up);
+      ops::GeluMul(exec, gate_up, act, ops::GeluForm::kTanh);
+      ops::Linear(exec, act, l.down, y);
+      ops::RmsNorm(exec, y, l.post_ff_norm, eps, y);
+      // The residual add, then the next layer's input norm (the final norm after the last).
+      ops::AddRmsNorm(exec, x, y, i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_,
+                      eps);
+    }
+    return y;
+  }
+
+ private:
+  enum Slot { kResidual, kNormed, kQkv, kAttended, kGateUp, kAct };
+  struct Layer {
+    ops::LinearWeights qkv, o, gate_up, down;
+    Tensor input_norm, q_norm, k_norm, post_attn_norm, pre_ff_norm, post_ff_norm;
+  };
+  Gemma3Config c_;
+  int64_t q_dim_ = 0, kv_dim_ = 0;
+  Tensor embed_, final_norm_;
+  std::vector<Layer> layers_;
+};
+
+absl::StatusOr<std::unique_ptr<Model>> MakeGemma3(const ModelArgs& args) {
+  QUIVER_ASSIGN_OR_RETURN(Gemma3Config config, ParseGemma3Config(args.config));
+  auto model = std::make_unique<Gemma3Model>(config, args.weights);
+  if (!args.weights.status().ok()) return args.weights.status();
+  return model;
+}
+
+}  // namespace
+
+void RegisterGemma3Models(ModelRegistry& registry) {
+  registry.Add({"Gemma3TextModel", "model.", MakeGemma3});
+}
+
+}  // namespace quiver::engine
