@@ -62,6 +62,8 @@ int RunGateway(const GatewayOptions& options) {
     case quiver::v1::POOLING_MEAN: model.pooling = "mean"; break;
     case quiver::v1::POOLING_LAST_TOKEN: model.pooling = "last_token"; break;
     case quiver::v1::POOLING_MAX: model.pooling = "max"; break;
+    case quiver::v1::POOLING_MEAN_SQRT_LEN: model.pooling = "mean_sqrt_len_tokens"; break;
+    case quiver::v1::POOLING_WEIGHTED_MEAN: model.pooling = "weightedmean"; break;
     default: model.pooling = "cls"; break;
   }
   model.max_batch_tokens = info->max_batch_tokens();

@@ -76,7 +76,11 @@ int RunServe(const ServeOptions& options) {
   model.can_score = (*engine)->is_scorer();
   model.num_labels = (*engine)->info().num_labels;
   if ((*engine)->info().yes_no_reranker) model.score_prompt = gateway::api::Qwen3RerankerPrompt();
-  model.pooling = engine::PoolingModeName(folder.pooling.mode);
+  // TEI's /info spelling (the gateway reports the same): last_token, the others as
+  // sentence-transformers names them.
+  model.pooling = folder.pooling.mode == engine::PoolingMode::kLastToken
+                      ? "last_token"
+                      : std::string(engine::PoolingModeName(folder.pooling.mode));
   model.max_batch_tokens = options.limits.max_batch_tokens;
   model.max_concurrent_requests = options.handler_threads;
   if (absl::Status s = gateway::api::ReadPrompts(options.model_dir, model); !s.ok()) {

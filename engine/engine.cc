@@ -39,6 +39,10 @@ ops::PoolMode ToOpPooling(PoolingMode mode) {
       return ops::PoolMode::kLastToken;
     case PoolingMode::kMax:
       return ops::PoolMode::kMax;
+    case PoolingMode::kMeanSqrtLen:
+      return ops::PoolMode::kMeanSqrtLen;
+    case PoolingMode::kWeightedMean:
+      return ops::PoolMode::kWeightedMean;
   }
   return ops::PoolMode::kCls;
 }

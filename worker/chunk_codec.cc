@@ -47,6 +47,8 @@ quiver::v1::Pooling EncodePoolingMode(engine::PoolingMode mode) {
     case engine::PoolingMode::kMean: return quiver::v1::POOLING_MEAN;
     case engine::PoolingMode::kLastToken: return quiver::v1::POOLING_LAST_TOKEN;
     case engine::PoolingMode::kMax: return quiver::v1::POOLING_MAX;
+    case engine::PoolingMode::kMeanSqrtLen: return quiver::v1::POOLING_MEAN_SQRT_LEN;
+    case engine::PoolingMode::kWeightedMean: return quiver::v1::POOLING_WEIGHTED_MEAN;
   }
   return quiver::v1::POOLING_MODEL_DEFAULT;
 }

@@ -23,13 +23,23 @@ absl::StatusOr<PoolingMode> ParsePoolingModule(const JsonValue& pool, const std:
       {"mean", "pooling_mode_mean_tokens", PoolingMode::kMean},
       {"lasttoken", "pooling_mode_lasttoken", PoolingMode::kLastToken},
       {"max", "pooling_mode_max_tokens", PoolingMode::kMax},
-      {"mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens", std::nullopt},
-      {"weightedmean", "pooling_mode_weightedmean_tokens", std::nullopt},
+      {"mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens", PoolingMode::kMeanSqrtLen},
+      {"weightedmean", "pooling_mode_weightedmean_tokens", PoolingMode::kWeightedMean},
   };
   auto unsupported = [&](std::string_view what) {
     return absl::InvalidArgumentError(
-        StrCat(path, ": pooling mode '", what, "' is not supported (cls, mean, lasttoken, max)"));
+        StrCat(path, ": pooling mode '", what,
+               "' is not supported (cls, mean, lasttoken, max, mean_sqrt_len_tokens, "
+               "weightedmean)"));
   };
+  // sentence-transformers leaves a prompt's tokens out of the pooling when include_prompt is
+  // false; the engine pools every token, so such a folder would answer differently: refused.
+  absl::StatusOr<bool> include_prompt = JsonBool(pool, "include_prompt", true);
+  if (!include_prompt.ok()) return WithContext(include_prompt.status(), path);
+  if (!*include_prompt) {
+    return absl::InvalidArgumentError(
+        StrCat(path, ": field 'include_prompt': false is not supported (prompt tokens are pooled)"));
+  }
   if (const JsonValue* name = pool.Find("pooling_mode"); name != nullptr) {
     if (!name->is_string()) {
       return absl::InvalidArgumentError(StrCat(path,
@@ -72,6 +82,10 @@ std::string_view PoolingModeName(PoolingMode mode) {
       return "lasttoken";
     case PoolingMode::kMax:
       return "max";
+    case PoolingMode::kMeanSqrtLen:
+      return "mean_sqrt_len_tokens";
+    case PoolingMode::kWeightedMean:
+      return "weightedmean";
   }
   return "?";
 }

@@ -12,7 +12,7 @@
 
 namespace quiver::engine {
 
-enum class PoolingMode { kCls, kMean, kLastToken, kMax };
+enum class PoolingMode { kCls, kMean, kLastToken, kMax, kMeanSqrtLen, kWeightedMean };
 std::string_view PoolingModeName(PoolingMode mode);
 
 // A sentence-transformers Dense module: out = activation(W · pooled + b), after pooling and

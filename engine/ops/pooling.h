@@ -16,7 +16,7 @@
 
 namespace quiver::engine::ops {
 
-using ::quiver::engine::PoolMode;  // base/op_types.h: kCls, kMean, kLastToken, kMax
+using ::quiver::engine::PoolMode;  // base/op_types.h: kCls, kMean, kLastToken, kMax, ...
 
 void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, PoolMode mode,
           const Tensor& out, const Tensor& device_bounds = {});

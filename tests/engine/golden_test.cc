@@ -154,7 +154,8 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                                            "llama_lasttoken", "mpnet_mean",
                                            "mpnet_cross_encoder", "modernbert_cls",
                                            "modernbert_cross_encoder", "bert_dense",
-                                           "t5_mean", "t5_gated", "gemma3_mean"));
+                                           "t5_mean", "t5_gated", "gemma3_mean",
+                                           "bert_weightedmean", "bert_mean_sqrt_len"));
 
 }  // namespace
 }  // namespace quiver::engine

@@ -132,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest,
                                            "llama_lasttoken", "mpnet_mean",
                                            "mpnet_cross_encoder", "modernbert_cls",
                                            "modernbert_cross_encoder", "bert_dense",
-                                           "t5_mean", "t5_gated", "gemma3_mean"));
+                                           "t5_mean", "t5_gated", "gemma3_mean",
+                                           "bert_weightedmean", "bert_mean_sqrt_len"));
 
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   auto engine = Engine::Load(TinyDir("bert_mean"), {});

@@ -166,7 +166,9 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"bert_dense", "BertModel", PoolingMode::kCls, true},
         TinyCase{"t5_mean", "T5EncoderModel", PoolingMode::kMean, true},
         TinyCase{"t5_gated", "T5EncoderModel", PoolingMode::kMean, false},
-        TinyCase{"gemma3_mean", "Gemma3TextModel", PoolingMode::kMean, true}),
+        TinyCase{"gemma3_mean", "Gemma3TextModel", PoolingMode::kMean, true},
+        TinyCase{"bert_weightedmean", "BertModel", PoolingMode::kWeightedMean, false},
+        TinyCase{"bert_mean_sqrt_len", "BertModel", PoolingMode::kMeanSqrtLen, false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
@@ -436,9 +438,15 @@ TEST(DenseFolderTest, BadDenseModulesAreNamed) {
   fs::remove_all(dir);
 }
 
+TEST_F(MalformedFolderTest, IncludePromptFalseIsNamed) {
+  Write("1_Pooling/config.json",
+        R"({"embedding_dimension": 36, "pooling_mode": "mean", "include_prompt": false})");
+  EXPECT_NE(LoadError().find("'include_prompt'"), std::string::npos) << LoadError();
+}
+
 TEST_F(MalformedFolderTest, UnsupportedPoolingModeIsNamed) {
-  Write("1_Pooling/config.json", R"({"embedding_dimension": 36, "pooling_mode": "weightedmean"})");
-  EXPECT_NE(LoadError().find("pooling mode 'weightedmean' is not supported"), std::string::npos);
+  Write("1_Pooling/config.json", R"({"embedding_dimension": 36, "pooling_mode": "weighted"})");
+  EXPECT_NE(LoadError().find("pooling mode 'weighted' is not supported"), std::string::npos);
 }
 
 }  // namespace

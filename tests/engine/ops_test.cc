@@ -522,7 +522,8 @@ TEST_P(OpTest, PoolingClsMeanLastMaxAndSpans) {
   const int64_t rows = static_cast<int64_t>(bounds.size() / 2);
   const Tensor bounds_t(bounds.data(), DType::kI32, Device::kCpu, {rows, 2});
   for (ops::PoolMode mode : {ops::PoolMode::kCls, ops::PoolMode::kMean, ops::PoolMode::kLastToken,
-                             ops::PoolMode::kMax}) {
+                             ops::PoolMode::kMax, ops::PoolMode::kMeanSqrtLen,
+                             ops::PoolMode::kWeightedMean}) {
     const Tensor out = Output({rows, n});
     ops::Pool(ctx_, Act(hidden, {tokens, n}), bounds_t, mode, out, I32(bounds, {rows, 2}));
     Doubles want(static_cast<size_t>(rows * n));
@@ -532,8 +533,11 @@ TEST_P(OpTest, PoolingClsMeanLastMaxAndSpans) {
         double v = mode == ops::PoolMode::kMax ? -1e300 : 0.0;
         for (int32_t t = begin; t < end; ++t) {
           const double x = hidden[t * n + j];
-          if (mode == ops::PoolMode::kMean) v += x / (end - begin);
+          const double len = end - begin;
+          if (mode == ops::PoolMode::kMean) v += x / len;
           if (mode == ops::PoolMode::kMax) v = std::max(v, x);
+          if (mode == ops::PoolMode::kMeanSqrtLen) v += x / std::sqrt(len);
+          if (mode == ops::PoolMode::kWeightedMean) v += x * (t - begin + 1) / (len * (len + 1) / 2);
         }
         if (mode == ops::PoolMode::kCls) v = hidden[begin * n + j];
         if (mode == ops::PoolMode::kLastToken) v = hidden[(end - 1) * n + j];

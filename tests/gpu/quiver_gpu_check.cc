@@ -757,6 +757,10 @@ const char* PoolName(PoolMode mode) {
       return "last";
     case PoolMode::kMax:
       return "max";
+    case PoolMode::kMeanSqrtLen:
+      return "mean_sqrt_len";
+    case PoolMode::kWeightedMean:
+      return "weighted_mean";
   }
   return "?";
 }
@@ -799,6 +803,16 @@ absl::StatusOr<double> CheckPool(Gpu& gpu, DType act, int64_t hidden, PoolMode m
           v = at(begin);
           for (int64_t t = begin + 1; t < end; ++t) v = std::max(v, at(t));
           break;
+        case PoolMode::kMeanSqrtLen:
+          for (int64_t t = begin; t < end; ++t) v += at(t);
+          v /= std::sqrt(static_cast<double>(end - begin));
+          break;
+        case PoolMode::kWeightedMean: {
+          const double len = static_cast<double>(end - begin);
+          for (int64_t t = begin; t < end; ++t) v += at(t) * static_cast<double>(t - begin + 1);
+          v /= len * (len + 1) / 2;
+          break;
+        }
       }
       ref.push_back(v);
     }
@@ -1122,7 +1136,8 @@ void RunKernels(Report& report, Gpu& gpu, const Options& options) {
       report.Expect(absl::StrCat("bias_activation_gelu_erf_no_bias", suffix),
                     CheckBiasActivation(gpu, act, h, cu::Activation::kGeluErf, false, ++seed), tol);
       for (const PoolMode mode :
-           {PoolMode::kCls, PoolMode::kMean, PoolMode::kLastToken, PoolMode::kMax}) {
+           {PoolMode::kCls, PoolMode::kMean, PoolMode::kLastToken, PoolMode::kMax,
+            PoolMode::kMeanSqrtLen, PoolMode::kWeightedMean}) {
         report.Expect(absl::StrCat("pool_", PoolName(mode), suffix),
                       CheckPool(gpu, act, h, mode, ++seed), tol);
       }

@@ -390,6 +390,21 @@ def make_bert_max(out_dir: Path, wp: Tokenizer):
                   "reference": "sentence_transformers.SentenceTransformer.encode (max pooling)"}
 
 
+def make_bert_pooling(out_dir: Path, wp: Tokenizer, mode: str, seed: int, texts_seed: int):
+    """BertModel + sentence-transformers' `mode` pooling (weightedmean: position weights from the
+    first token; mean_sqrt_len_tokens: the sum over sqrt(length))."""
+    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=20,
+                                  num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                                  max_position_embeddings=160, type_vocab_size=2)
+    torch.manual_seed(seed)
+    model = transformers.BertModel(cfg, add_pooling_layer=False)
+    randomize(model, seed)
+    st = save_sentence_transformer(out_dir, model, wp, WORDPIECE_SPECIALS, 20, mode, 160)
+    rows = st_embedding_rows(st, tiny_texts(seed=texts_seed, count=12))
+    return rows, {"kind": "embedding", "pooling": mode, "normalize": False, "dtype": "F32",
+                  "reference": f"sentence_transformers.SentenceTransformer.encode ({mode} pooling)"}
+
+
 def make_distilbert_mean(out_dir: Path, wp: Tokenizer):
     """DistilBertModel (transformer.layer.i.* names, no token types) + mean pooling, by
     sentence-transformers."""
@@ -899,6 +914,8 @@ def main():
         "t5_mean": make_t5_mean,
         "t5_gated": make_t5_gated,
         "gemma3_mean": lambda d: make_gemma3_mean(d, bpe_eos),
+        "bert_weightedmean": lambda d: make_bert_pooling(d, wp, "weightedmean", 31, 128),
+        "bert_mean_sqrt_len": lambda d: make_bert_pooling(d, wp, "mean_sqrt_len_tokens", 32, 129),
     }
     for name, build in builders.items():
         if only and name not in only:

@@ -305,13 +305,27 @@ void Pool(const float* hidden, const int32_t* bounds, int64_t rows, int64_t n, P
         std::copy(src, src + n, dst);
         break;
       }
-      case PoolMode::kMean: {
+      case PoolMode::kMean:
+      case PoolMode::kMeanSqrtLen: {
         std::fill(dst, dst + n, 0.0f);
         for (int64_t t = begin; t < end; ++t) {
           const float* src = hidden + t * n;
           for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
         }
-        const float inv = 1.0f / static_cast<float>(end - begin);
+        const float count = static_cast<float>(end - begin);
+        const float inv = 1.0f / (mode == PoolMode::kMean ? count : std::sqrt(count));
+        for (int64_t j = 0; j < n; ++j) dst[j] *= inv;
+        break;
+      }
+      case PoolMode::kWeightedMean: {
+        std::fill(dst, dst + n, 0.0f);
+        for (int64_t t = begin; t < end; ++t) {
+          const float* src = hidden + t * n;
+          const float w = static_cast<float>(t - begin + 1);
+          for (int64_t j = 0; j < n; ++j) dst[j] += w * src[j];
+        }
+        const double len = static_cast<double>(end - begin);
+        const float inv = static_cast<float>(1.0 / (len * (len + 1) / 2));
         for (int64_t j = 0; j < n; ++j) dst[j] *= inv;
         break;
       }

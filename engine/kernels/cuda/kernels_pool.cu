@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kPoolMaxThreads)
     } else if (mode == PoolMode::kCls || mode == PoolMode::kLastToken) {
       const int64_t t = mode == PoolMode::kCls ? begin : end - 1;
       LoadChunk(hidden + t * hidden_stride + j, count, vector, acc);
-    } else if (mode == PoolMode::kMean) {
+    } else if (mode == PoolMode::kMean || mode == PoolMode::kMeanSqrtLen) {
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) acc[i] = 0.0f;
       for (int64_t t = begin; t < end; ++t) {
@@ -58,8 +58,22 @@ __global__ void __launch_bounds__(kPoolMaxThreads)
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) acc[i] += v[i];
       }
-      // The CPU multiplies by the f32 reciprocal of the count (not a division per element).
-      const float inv = 1.0f / static_cast<float>(end - begin);
+      // The CPU multiplies by the f32 reciprocal of the count, or of its square root.
+      const float length = static_cast<float>(end - begin);
+      const float inv = 1.0f / (mode == PoolMode::kMean ? length : sqrtf(length));
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) acc[i] *= inv;
+    } else if (mode == PoolMode::kWeightedMean) {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) acc[i] = 0.0f;
+      for (int64_t t = begin; t < end; ++t) {
+        LoadChunk(hidden + t * hidden_stride + j, count, vector, v);
+        const float w = static_cast<float>(t - begin + 1);
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) acc[i] += w * v[i];
+      }
+      const double len = static_cast<double>(end - begin);
+      const float inv = static_cast<float>(1.0 / (len * (len + 1) / 2));
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) acc[i] *= inv;
     } else {  // kMax: std::max(acc, v) as the CPU, i.e. acc < v ? v : acc
@@ -104,7 +118,8 @@ __global__ void __launch_bounds__(kLogitThreads)
 
 bool ValidPoolMode(PoolMode mode) {
   return mode == PoolMode::kCls || mode == PoolMode::kMean || mode == PoolMode::kLastToken ||
-         mode == PoolMode::kMax;
+         mode == PoolMode::kMax || mode == PoolMode::kMeanSqrtLen ||
+         mode == PoolMode::kWeightedMean;
 }
 
 }  // namespace
