@@ -155,7 +155,8 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                                            "mpnet_cross_encoder", "modernbert_cls",
                                            "modernbert_cross_encoder", "bert_dense",
                                            "t5_mean", "t5_gated", "gemma3_mean",
-                                           "bert_weightedmean", "bert_mean_sqrt_len"));
+                                           "bert_weightedmean", "bert_mean_sqrt_len",
+                                           "qwen2_bidirectional_mean"));
 
 }  // namespace
 }  // namespace quiver::engine

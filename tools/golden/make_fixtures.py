@@ -831,6 +831,49 @@ def make_qwen3_bidirectional(out_dir: Path, bpe: Tokenizer):
                   "reference": "transformers.Qwen3Model with an all-visible mask, mean of last_hidden_state"}
 
 
+def make_qwen2_bidirectional(out_dir: Path, bpe: Tokenizer):
+    """gte-Qwen2 style with the config's `is_causal: false`: Qwen2Model (q/k/v biases) with
+    bidirectional attention and mean pooling; the reference is transformers' Qwen2Model under an
+    all-visible mask."""
+    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    cfg = transformers.Qwen2Config(vocab_size=bpe.get_vocab_size(), hidden_size=32,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=56,
+                                   max_position_embeddings=512, rms_norm_eps=1e-6,
+                                   rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu",
+                                   is_causal=False)
+    torch.manual_seed(33)
+    model = transformers.Qwen2Model(cfg)
+    randomize(model, 33)
+    model.save_pretrained(str(out_dir))
+    fast.save_pretrained(str(out_dir))
+    saved = json.loads((out_dir / "config.json").read_text())
+    if saved.get("is_causal") is not False:
+        sys.exit(f"{out_dir}: config.json lost is_causal: false")
+    write_st_modules(out_dir, 32, "mean", normalize=False, max_seq_length=512)
+    ref = reload_f32(transformers.Qwen2Model, out_dir)
+
+    def forward(ids):
+        n = len(ids)
+        full = torch.zeros((1, 1, n, n), dtype=torch.float32)
+        return ref(input_ids=torch.tensor([ids]),
+                   attention_mask={"full_attention": full}).last_hidden_state[0]
+
+    rows = []
+    for text in tiny_texts(seed=130, count=12):
+        ids = fast(text)["input_ids"]
+        with torch.no_grad():
+            h = forward(ids)
+            if len(ids) > 2:  # the first token must see the last one, or the mask was ignored
+                changed = list(ids)
+                changed[-1] = (changed[-1] + 1) % cfg.vocab_size
+                if torch.allclose(forward(changed)[0], h[0]):
+                    sys.exit("bidirectional reference: attention mask was not applied")
+        rows.append({"text": text, "ids": ids, "output": h.mean(dim=0).numpy()})
+    return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
+                  "reference": "transformers.Qwen2Model with an all-visible mask, mean of last_hidden_state"}
+
+
 def make_qwen3_reranker(out_dir: Path, bpe: Tokenizer):
     """Qwen3-Reranker style: Qwen3ForCausalLM, tied LM head, bf16; score = logit(yes) - logit(no)."""
     fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
@@ -916,6 +959,7 @@ def main():
         "gemma3_mean": lambda d: make_gemma3_mean(d, bpe_eos),
         "bert_weightedmean": lambda d: make_bert_pooling(d, wp, "weightedmean", 31, 128),
         "bert_mean_sqrt_len": lambda d: make_bert_pooling(d, wp, "mean_sqrt_len_tokens", 32, 129),
+        "qwen2_bidirectional_mean": lambda d: make_qwen2_bidirectional(d, bpe_eos),
     }
     for name, build in builders.items():
         if only and name not in only:
