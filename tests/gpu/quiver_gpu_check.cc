@@ -1393,6 +1393,120 @@ void CheckAttentionCase(Report& report, Gpu& gpu, int head_dim, int num_heads, i
   }
 }
 
+// Sliding windows and relative position biases (MPNet, T5, ModernBERT, Gemma 3): the reference
+// kernel against the definition computed here in double from the same bf16 inputs, and the
+// varlen kernel against the reference kernel. head_dim 64, 4 query heads over 2 kv heads.
+absl::StatusOr<double> CheckMaskedAttentionCase(Gpu& gpu, bool causal, int64_t window,
+                                                int64_t bias_distance, uint64_t seed,
+                                                double& varlen_error) {
+  constexpr int kHeads = 4, kKvHeads = 2, kDim = 64;
+  const std::vector<int64_t> lengths = {1, 17, 130, 300};
+  const std::vector<int32_t> cu_seqlens = CuSeqlens(lengths);
+  const int64_t num_seqs = static_cast<int64_t>(lengths.size()), num_tokens = cu_seqlens.back();
+  const int64_t row = int64_t{kHeads + 2 * kKvHeads} * kDim, out_row = int64_t{kHeads} * kDim;
+  const cudaStream_t s = gpu.s();
+  const std::vector<uint16_t> qkv = RandomBf16(static_cast<size_t>(num_tokens * row), seed, 2.0f);
+  std::vector<float> bias;
+  if (bias_distance > 0) {
+    const std::vector<uint16_t> bits = RandomBf16(kHeads * (2 * bias_distance + 1), seed + 1, 2.0f);
+    for (uint16_t b : bits) bias.push_back(Bf16ToFloat(b));
+  }
+  QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_qkv, ToDevice(qkv, s));
+  QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_cu, ToDevice(cu_seqlens, s));
+  QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_bias,
+                          ToDevice(bias.empty() ? std::vector<float>{0.0f} : bias, s));
+  QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_ref,
+                          PoisonedBuffer(static_cast<size_t>(num_tokens * out_row) * 4, s));
+  QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_out,
+                          PoisonedBuffer(static_cast<size_t>(num_tokens * out_row) * 2, s));
+  const int64_t max_seqlen = *std::max_element(lengths.begin(), lengths.end());
+  auto args_for = [&](void* out, DType out_dtype) {
+    cu::RaggedAttentionArgs args =
+        FusedArgs(d_qkv.data(), kHeads, kKvHeads, kDim, out, out_dtype, d_cu.as<int32_t>(),
+                  num_seqs, num_tokens, max_seqlen, causal);
+    args.window = window;
+    args.position_bias = bias_distance > 0 ? d_bias.as<float>() : nullptr;
+    args.bias_max_distance = bias_distance;
+    return args;
+  };
+  QUIVER_RETURN_IF_ERROR(
+      Launch(cu::ReferenceAttention(args_for(d_ref.data(), DType::kF32), s), "ReferenceAttention"));
+  QUIVER_RETURN_IF_ERROR(Launch(cu::VarlenFlashAttention(args_for(d_out.data(), DType::kBF16), s),
+                                "VarlenFlashAttention"));
+  QUIVER_ASSIGN_OR_RETURN(std::vector<uint8_t> ref_bytes, ToHost(d_ref, s));
+  QUIVER_ASSIGN_OR_RETURN(std::vector<uint8_t> out_bytes, ToHost(d_out, s));
+  const std::vector<float> ref = ReadRows(ref_bytes, DType::kF32, 1, num_tokens * out_row, 0);
+  const std::vector<float> out = ReadRows(out_bytes, DType::kBF16, 1, num_tokens * out_row, 0);
+  varlen_error = AttentionError(out, ref);
+  // The definition, in double.
+  auto at = [&](int64_t token, int64_t column) {
+    return static_cast<double>(Bf16ToFloat(qkv[static_cast<size_t>(token * row + column)]));
+  };
+  std::vector<float> want(static_cast<size_t>(num_tokens * out_row));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
+  for (int64_t sq = 0; sq < num_seqs; ++sq) {
+    const int64_t begin = cu_seqlens[sq], len = lengths[static_cast<size_t>(sq)];
+    for (int64_t h = 0; h < kHeads; ++h) {
+      const int64_t kvh = h / (kHeads / kKvHeads);
+      for (int64_t i = 0; i < len; ++i) {
+        std::vector<double> p(static_cast<size_t>(len), 0.0);
+        std::vector<bool> seen(static_cast<size_t>(len), false);
+        double best = -1e300, sum = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          if ((causal && j > i) || (window >= 0 && std::abs(i - j) > window)) continue;
+          double dot = 0;
+          for (int64_t d = 0; d < kDim; ++d) {
+            dot += at(begin + i, h * kDim + d) * at(begin + j, (kHeads + kvh) * kDim + d);
+          }
+          dot *= scale;
+          if (bias_distance > 0) {
+            const int64_t dist = std::clamp<int64_t>(j - i, -bias_distance, bias_distance);
+            dot += bias[static_cast<size_t>(h * (2 * bias_distance + 1) + dist + bias_distance)];
+          }
+          p[static_cast<size_t>(j)] = dot;
+          seen[static_cast<size_t>(j)] = true;
+          best = std::max(best, dot);
+        }
+        for (int64_t j = 0; j < len; ++j) {
+          p[static_cast<size_t>(j)] = seen[static_cast<size_t>(j)]
+                                          ? std::exp(p[static_cast<size_t>(j)] - best)
+                                          : 0.0;
+          sum += p[static_cast<size_t>(j)];
+        }
+        for (int64_t d = 0; d < kDim; ++d) {
+          double o = 0;
+          for (int64_t j = 0; j < len; ++j) {
+            o += p[static_cast<size_t>(j)] * at(begin + j, (kHeads + kKvHeads + kvh) * kDim + d);
+          }
+          want[static_cast<size_t>((begin + i) * out_row + h * kDim + d)] =
+              static_cast<float>(o / sum);
+        }
+      }
+    }
+  }
+  return AttentionError(ref, want);
+}
+
+void CheckMaskedAttention(Report& report, Gpu& gpu) {
+  struct Case {
+    const char* name;
+    bool causal;
+    int64_t window, bias_distance;
+  };
+  const Case cases[] = {{"window40_bidir", false, 40, 0},
+                        {"window40_causal", true, 40, 0},
+                        {"bias128_bidir", false, -1, 128},
+                        {"bias8_window100_bidir", false, 100, 8}};
+  uint64_t seed = 7000;
+  for (const Case& c : cases) {
+    double varlen = kInf;
+    const absl::StatusOr<double> ref =
+        CheckMaskedAttentionCase(gpu, c.causal, c.window, c.bias_distance, ++seed, varlen);
+    report.Expect(absl::StrCat("attention_masked_reference_", c.name), ref, 1e-5);
+    if (ref.ok()) report.Expect(absl::StrCat("attention_masked_varlen_", c.name), varlen, 2e-2);
+  }
+}
+
 struct AttentionTiming {
   Backend backend;
   int head_dim;
@@ -1417,6 +1531,7 @@ void RunAttention(Report& report, Gpu& gpu, const Options& options) {
       }
     }
   }
+  CheckMaskedAttention(report, gpu);
   if (options.checkpoint) options.checkpoint();  // the correctness half, should timing be cut off
   // A backend is timed at a head_dim only where it is built, ran and passed there.
   bool timed[3][3];
