@@ -55,6 +55,7 @@ int RunGateway(const GatewayOptions& options) {
   model.can_embed = info->can_embed();
   model.can_score = info->can_score();
   model.num_labels = info->labels_size();
+  model.sparse_width = info->sparse_width();
   if (info->can_score() && info->architecture() == "Qwen3ForCausalLM") {
     model.score_prompt = gateway::api::Qwen3RerankerPrompt();
   }
@@ -66,6 +67,7 @@ int RunGateway(const GatewayOptions& options) {
     case quiver::v1::POOLING_WEIGHTED_MEAN: model.pooling = "weightedmean"; break;
     default: model.pooling = "cls"; break;
   }
+  if (model.sparse_width > 0) model.pooling = "splade";  // TEI's /info for a SPLADE model
   model.max_batch_tokens = info->max_batch_tokens();
   model.max_concurrent_requests = options.handler_threads;
   if (absl::Status s = gateway::api::ReadPrompts(options.model_dir, model); !s.ok()) {

@@ -72,15 +72,18 @@ int RunServe(const ServeOptions& options) {
   }
   model.hidden_size = (*engine)->output_size();  // the embedding width, after any Dense
   model.normalize = folder.pooling.normalize;
+  const bool sparse = (*engine)->info().sparse;  // SPLADE: /embed_sparse only
   model.can_embed = !(*engine)->is_scorer();
-  model.can_score = (*engine)->is_scorer();
-  model.num_labels = (*engine)->info().num_labels;
+  model.can_score = (*engine)->is_scorer() && !sparse;
+  model.num_labels = sparse ? 0 : (*engine)->info().num_labels;
+  model.sparse_width = sparse ? (*engine)->info().num_labels : 0;
   if ((*engine)->info().yes_no_reranker) model.score_prompt = gateway::api::Qwen3RerankerPrompt();
   // TEI's /info spelling (the gateway reports the same): last_token, the others as
   // sentence-transformers names them.
   model.pooling = folder.pooling.mode == engine::PoolingMode::kLastToken
                       ? "last_token"
                       : std::string(engine::PoolingModeName(folder.pooling.mode));
+  if (sparse) model.pooling = "splade";  // TEI's /info for a SPLADE model
   model.max_batch_tokens = options.limits.max_batch_tokens;
   model.max_concurrent_requests = options.handler_threads;
   if (absl::Status s = gateway::api::ReadPrompts(options.model_dir, model); !s.ok()) {

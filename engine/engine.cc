@@ -1,6 +1,8 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -543,6 +545,14 @@ absl::StatusOr<EngineOutput> Engine::Finish(const Running& r) {
     out.output_type = OutputType::kF32;
     out.data.resize(static_cast<size_t>(r.rows * r.width) * sizeof(float));
     std::memcpy(out.data.data(), *rows, out.data.size());
+    if (info().sparse) {  // SPLADE: log(1 + ReLU(max logit)), the max of log(1 + ReLU(logit))
+      float* v = reinterpret_cast<float*>(out.data.data());
+      const bool twice = folder_->pooling.splade_double_log;
+      for (int64_t i = 0; i < r.rows * r.width; ++i) {
+        v[i] = std::log1p(std::max(v[i], 0.0f));
+        if (twice) v[i] = std::log1p(v[i]);
+      }
+    }
     return out;
   }
   // Dense modules, then format, on the host.

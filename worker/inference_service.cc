@@ -111,8 +111,10 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_hidden_size(static_cast<uint32_t>(engine_->output_size()));  // after Dense
   response->set_pooling(EncodePoolingMode(folder.pooling.mode));
   response->set_normalize(folder.pooling.normalize);
+  const bool sparse = engine_->info().sparse;
   response->set_can_embed(!engine_->is_scorer());
-  response->set_can_score(engine_->is_scorer());
+  response->set_can_score(engine_->is_scorer() && !sparse);
+  if (sparse) response->set_sparse_width(static_cast<uint32_t>(engine_->info().num_labels));
   response->set_max_batch_tokens(static_cast<uint32_t>(max_batch_tokens_));
   response->set_max_queued_tokens(static_cast<uint32_t>(
       std::min<int64_t>(scheduler_->limits().max_queued_tokens, UINT32_MAX)));
@@ -120,7 +122,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_max_seq_length(static_cast<uint32_t>(std::min<int64_t>(
       folder.pooling.max_seq_length.value_or(engine_->max_input_tokens()),
       engine_->max_input_tokens())));
-  for (int64_t i = 0; i < engine_->info().num_labels; ++i) {
+  for (int64_t i = 0; !sparse && i < engine_->info().num_labels; ++i) {
     response->add_labels(StrCat("LABEL_", i));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

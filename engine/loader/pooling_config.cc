@@ -195,6 +195,25 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
       fs::path pool_path = fs::path(dir) / sub / "config.json";
       QUIVER_ASSIGN_OR_RETURN(JsonValue pool, ReadJson(pool_path));
       QUIVER_ASSIGN_OR_RETURN(pooling.mode, ParsePoolingModule(pool, pool_path.string()));
+    } else if (kind.ends_with(".SpladePooling")) {
+      QUIVER_ASSIGN_OR_RETURN(std::string sub, JsonString(module, "path", ""));
+      const fs::path splade_path = fs::path(dir) / sub / "config.json";
+      QUIVER_ASSIGN_OR_RETURN(JsonValue splade, ReadJson(splade_path));
+      QUIVER_ASSIGN_OR_RETURN(std::string strategy,
+                              JsonString(splade, "pooling_strategy", "max"));
+      QUIVER_ASSIGN_OR_RETURN(std::string activation,
+                              JsonString(splade, "activation_function", "relu"));
+      if (strategy != "max") {
+        return absl::InvalidArgumentError(StrCat(splade_path.string(),
+                                                 ": field 'pooling_strategy': only 'max' is "
+                                                 "supported, got '", strategy, "'"));
+      }
+      if (activation != "relu" && activation != "log1p_relu") {
+        return absl::InvalidArgumentError(StrCat(splade_path.string(),
+                                                 ": field 'activation_function': '", activation,
+                                                 "' is not relu or log1p_relu"));
+      }
+      pooling.splade_double_log = activation == "log1p_relu";
     } else if (kind.ends_with(".Dense")) {
       QUIVER_ASSIGN_OR_RETURN(std::string sub, JsonString(module, "path", ""));
       QUIVER_ASSIGN_OR_RETURN(DenseModule dense, ParseDenseModule(fs::path(dir) / sub));
@@ -203,7 +222,7 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
             modules_path.string(), ": a Dense module after Normalize is not supported"));
       }
       pooling.dense.push_back(std::move(dense));
-    } else if (!kind.ends_with(".Transformer")) {
+    } else if (!kind.ends_with(".Transformer") && !kind.ends_with(".MLMTransformer")) {
       return absl::InvalidArgumentError(
           StrCat(modules_path.string(), ": unsupported module type '", kind, "'"));
     }

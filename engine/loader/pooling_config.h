@@ -36,6 +36,9 @@ struct PoolingConfig {
   std::optional<int64_t> max_seq_length;
   bool from_sentence_transformers = false;
   std::vector<DenseModule> dense;  // in modules.json's order
+  // sentence-transformers' SpladePooling "log1p_relu" activation: log(1 + log(1 + ReLU(x)))
+  // instead of log(1 + ReLU(x)) (Opensearch's SPLADE models).
+  bool splade_double_log = false;
 };
 
 // Reads modules.json, <pooling dir>/config.json and sentence_bert_config.json under `dir` when

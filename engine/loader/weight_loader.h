@@ -93,6 +93,13 @@ class WeightLoader {
     return Own(values.data(), shape);
   }
 
+  // Whether the checkpoint holds `name` (with the module prefix as decided, for kBase).
+  bool Has(const std::string& name, Scope scope = Scope::kBase) const {
+    if (scope == Scope::kHead || prefixed_ == 0) return store_.Find(name) != nullptr;
+    if (prefixed_ == 1) return store_.Find(prefix_ + name) != nullptr;
+    return store_.Find(name) != nullptr || store_.Find(prefix_ + name) != nullptr;
+  }
+
   // OK, or the first declaration that failed (naming the tensor and both shapes).
   const absl::Status& status() const { return status_; }
   // The declared weights found so far, as the checkpoint names them, in declaration order.

@@ -2,6 +2,8 @@
 // DistilBERT, the same post-LN layers under other names and without token types; MPNet, the same
 // layers under its names with a relative position bias shared by every layer): embeddings +
 // post-LN encoder layers, and the sequence-classification heads of cross-encoders.
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "common/status.h"
@@ -13,12 +15,13 @@
 #include "engine/ops/embedding.h"
 #include "engine/ops/heads.h"
 #include "engine/ops/linear.h"
+#include "engine/ops/norm.h"
 #include "engine/ops/pooling.h"
 
 namespace quiver::engine {
 namespace {
 
-enum class Head { kNone, kBertClassifier, kRobertaClassifier, kDistilBertClassifier };
+enum class Head { kNone, kBertClassifier, kRobertaClassifier, kDistilBertClassifier, kSplade };
 
 enum class Family { kBert, kRoberta, kDistilBert, kMpnet };
 
@@ -189,10 +192,13 @@ absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, 
                                              "' (gelu, gelu_new, gelu_pytorch_tanh)"));
   }
   c.position_offset = roberta ? c.pad_token_id + 1 : 0;
-  if (head != Head::kNone) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
+  if (head != Head::kNone && head != Head::kSplade) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
   QUIVER_RETURN_IF_ERROR(CheckSizes(c, kBertFields));
   return c;
 }
+
+// SPLADE's chunk of tokens through the masked-LM head at once: [chunk, vocab] logits.
+constexpr int64_t kSpladeChunk = 256;
 
 class BertModel final : public Model {
  public:
@@ -240,6 +246,17 @@ class BertModel final : public Model {
       head_dense_ = w.Linear("pre_classifier", h, h, true, Scope::kHead);
       head_out_ = w.Linear("classifier", c_.num_labels, h, true, Scope::kHead);
       head_activation_ = ops::HeadActivation::kRelu;
+    } else if (head == Head::kSplade) {
+      // BertForMaskedLM: transform (dense, activation, LayerNorm), then the decoder, tied to the
+      // word embeddings unless the checkpoint has its own, with its bias.
+      mlm_dense_ = w.Linear("cls.predictions.transform.dense", h, h, true, Scope::kHead);
+      mlm_ln_g_ = w.Get("cls.predictions.transform.LayerNorm.weight", {h}, Scope::kHead);
+      mlm_ln_b_ = w.Get("cls.predictions.transform.LayerNorm.bias", {h}, Scope::kHead);
+      mlm_decoder_ = w.Has("cls.predictions.decoder.weight", Scope::kHead)
+                         ? w.Linear("cls.predictions.decoder", c_.vocab_size, h, false, Scope::kHead)
+                         : w.Linear("embeddings.word_embeddings", c_.vocab_size, h, false);
+      mlm_bias_ = w.Get("cls.predictions.bias", {c_.vocab_size}, Scope::kHead);
+      mlm_decoder_.bias = mlm_bias_;
     }
     info_.family = "bert";  // the attention choice table: bidirectional multi-head attention
     info_.hidden_size = h;
@@ -249,7 +266,8 @@ class BertModel final : public Model {
     info_.vocab_size = c_.vocab_size;
     info_.type_vocab_size = c_.type_vocab_size;
     info_.max_input_tokens = c_.max_position_embeddings - c_.position_offset;
-    info_.num_labels = head == Head::kNone ? 0 : c_.num_labels;
+    info_.num_labels = head == Head::kNone ? 0 : head == Head::kSplade ? c_.vocab_size : c_.num_labels;
+    info_.sparse = head == Head::kSplade;
     info_.default_pooling = PoolingMode::kCls;
     info_.attention_masks = c_.family == Family::kMpnet;
     info_.settings = {
@@ -264,7 +282,9 @@ class BertModel final : public Model {
         {"layer_norm_eps", fmt::format("{}", c_.layer_norm_eps)},
         {"hidden_act", c_.hidden_act},
     };
-    if (head != Head::kNone) info_.settings.push_back({"num_labels", StrCat(c_.num_labels)});
+    if (head != Head::kNone && head != Head::kSplade) {
+      info_.settings.push_back({"num_labels", StrCat(c_.num_labels)});
+    }
   }
 
   double FlopsPerToken(int64_t seq_len) const override {
@@ -315,8 +335,14 @@ class BertModel final : public Model {
     return x;
   }
 
-  // The CLS rows through the classifier (whose GEMMs read bf16 on CUDA).
+  // The CLS rows through the classifier (whose GEMMs read bf16 on CUDA); SPLADE: each sequence's
+  // tokens, kSpladeChunk at a time, through the masked-LM head, the running max of each term's
+  // logit per sequence (the engine applies log(1 + ReLU), which keeps the max).
   void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const override {
+    if (info_.sparse) {
+      SpladeScore(ctx, hidden, scores);
+      return;
+    }
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
     const DType act = ctx.exec.act_dtype();
     const Tensor cls = ctx.ws.F32(kCls, {num_seqs, c_.hidden});
@@ -328,6 +354,34 @@ class BertModel final : public Model {
     }
     const Tensor dense = ctx.ws.Get(kDense, act, {num_seqs, c_.hidden});
     ops::ClassifierHead(ctx.exec, cls_act, head_dense_, head_out_, dense, scores, head_activation_);
+  }
+
+  void SpladeScore(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const {
+    const ExecContext& exec = ctx.exec;
+    const DType act = exec.act_dtype();
+    const int64_t h = c_.hidden;
+    const float eps = static_cast<float>(c_.layer_norm_eps);
+    const ops::Epilogue gelu = c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf
+                                                       : ops::Epilogue::kGeluTanh;
+    const int32_t* bounds = ctx.seq_bounds.i32();
+    for (int64_t s = 0; s < ctx.seq_bounds.dim(0); ++s) {
+      const int64_t begin = bounds[2 * s], end = bounds[2 * s + 1];
+      for (int64_t t0 = begin; t0 < end; t0 += kSpladeChunk) {
+        const int64_t n = std::min(kSpladeChunk, end - t0);
+        Tensor in = hidden.Rows(t0, t0 + n);
+        if (act != DType::kF32) {
+          const Tensor converted = ctx.ws.Get(kCls, act, {n, h});
+          ops::Convert(exec, in, converted);
+          in = converted;
+        }
+        const Tensor transformed = ctx.ws.Get(kDense, act, {n, h});
+        ops::Linear(exec, in, mlm_dense_, transformed, gelu);
+        ops::LayerNorm(exec, transformed, mlm_ln_g_, mlm_ln_b_, eps, transformed);
+        const Tensor logits = ctx.ws.Get(kClsAct, act, {n, c_.vocab_size});
+        ops::Linear(exec, transformed, mlm_decoder_, logits);
+        ops::MaxRows(exec, logits, scores.Rows(s, s + 1), /*accumulate=*/t0 > begin);
+      }
+    }
   }
 
  private:
@@ -351,6 +405,8 @@ class BertModel final : public Model {
   Tensor position_bias_;  // MPNet: [heads, 2 · 128 + 1] per distance (relative_position.h)
   std::vector<Layer> layers_;
   ops::LinearWeights head_dense_, head_out_;
+  ops::LinearWeights mlm_dense_, mlm_decoder_;  // SPLADE's masked-LM head
+  Tensor mlm_ln_g_, mlm_ln_b_, mlm_bias_;
   ops::HeadActivation head_activation_ = ops::HeadActivation::kTanh;
 };
 
@@ -383,6 +439,9 @@ absl::StatusOr<std::unique_ptr<Model>> MakeBert(const ModelArgs& args) {
 void RegisterBertModels(ModelRegistry& registry) {
   registry.Add({"BertModel", "bert.", MakeBert<false, Head::kNone>});
   registry.Add({"BertForSequenceClassification", "bert.", MakeBert<false, Head::kBertClassifier>});
+  // A masked-LM checkpoint is served as SPLADE (TEI's splade pooling; sentence-transformers'
+  // SparseEncoder folders say so with MLMTransformer + SpladePooling).
+  registry.Add({"BertForMaskedLM", "bert.", MakeBert<false, Head::kSplade>});
   registry.Add({"RobertaModel", "roberta.", MakeBert<true, Head::kNone>});
   registry.Add({"XLMRobertaModel", "roberta.", MakeBert<true, Head::kNone>});
   registry.Add(

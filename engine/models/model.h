@@ -44,6 +44,9 @@ struct ModelInfo {
   // Scores as logit("yes") - logit("no") at the last token (Qwen3-Reranker style): needs
   // ModelOptions' token ids, and the gateway wraps pairs in the reranker's prompt.
   bool yes_no_reranker = false;
+  // SPLADE (a masked-LM head): num_labels is the vocabulary, and each sequence's score for a term
+  // is the max over its tokens of that term's logit; the engine answers log(1 + ReLU(score)).
+  bool sparse = false;
   // Whether the attention takes a sliding window or a position bias (AttentionPlan::has_masks):
   // only backends that SupportsMasks run it.
   bool attention_masks = false;

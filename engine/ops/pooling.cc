@@ -44,4 +44,24 @@ void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Po
   }
 }
 
+void MaxRows(const ExecContext& ctx, const Tensor& x, const Tensor& out, bool accumulate) {
+  const DType act = internal::ActDType("MaxRows", "x", ctx, x);
+  internal::CheckContiguous("MaxRows", "x", ctx, x, act, {-1, -1});
+  const int64_t rows = x.dim(0), m = x.dim(1);
+  if (rows <= 0) internal::Fail("MaxRows", "x has no rows");
+  internal::CheckContiguous("MaxRows", "out", ctx, out, DType::kF32, {1, m});
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu::MaxRows(x.f32(), rows, m, out.f32(), accumulate);
+      return;
+    case Device::kCuda:
+#ifdef QUIVER_WITH_CUDA
+      internal::CheckLaunch("MaxRows", cuda::MaxRows(x.data<void>(), rows, m, act, out.f32(),
+                                                     accumulate, internal::StreamOf("MaxRows", ctx)));
+      return;
+#endif
+      internal::NoKernel("MaxRows", ctx);
+  }
+}
+
 }  // namespace quiver::engine::ops

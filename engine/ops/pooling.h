@@ -8,6 +8,8 @@
 //                  kernel reads them there; the host copy is what is checked)
 //
 // On CUDA hidden may be bf16 (sums are f32 either way).
+//   MaxRows  out f32 [1, m] = the elementwise max over the rows of x [n, m] (act), and over out
+//            itself when `accumulate`: a running max over chunks of a sequence (SPLADE)
 #pragma once
 
 #include "engine/base/exec_context.h"
@@ -20,5 +22,7 @@ using ::quiver::engine::PoolMode;  // base/op_types.h: kCls, kMean, kLastToken, 
 
 void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, PoolMode mode,
           const Tensor& out, const Tensor& device_bounds = {});
+
+void MaxRows(const ExecContext& ctx, const Tensor& x, const Tensor& out, bool accumulate);
 
 }  // namespace quiver::engine::ops

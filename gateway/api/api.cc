@@ -214,6 +214,7 @@ void Api::AddRoutes() {
   AddJson("/tokenize", Dialect::kTei, &Api::Tokenize);
   AddJson("/decode", Dialect::kTei, &Api::Decode);
   AddJson("/predict", Dialect::kTei, &Api::Predict);
+  AddJson("/embed_sparse", Dialect::kTei, &Api::EmbedSparse);
   AddJson("/v1/rerank", Dialect::kOpenAi, &Api::VllmRerank);
   AddJson("/v2/rerank", Dialect::kCohere, &Api::CohereRerank);
   AddJson("/v1/embed", Dialect::kCohere, &Api::CohereEmbedV1);
@@ -443,6 +444,7 @@ HttpResponse Api::TeiEmbed(const JsonView& body, Call& call) {
 // that body shape goes to /similarity.
 HttpResponse Api::TeiRoot(const JsonView& body, Call& call) {
   if (service_.model().can_score) return TeiRerank(body, call);
+  if (service_.model().sparse_width > 0) return EmbedSparse(body, call);
   if (const std::optional<JsonView> inputs = body.Find("inputs"); inputs && inputs->is_object()) {
     return TeiSimilarity(body, call);
   }
@@ -731,6 +733,32 @@ HttpResponse Api::Tokenize(const JsonView& body, Call& call) {
 
 // TEI's answer: for each input its labels with scores, highest first (softmax over the labels,
 // sigmoid for one, unless raw_scores); one list for one input, a list of lists for a batch.
+// TEI's /embed_sparse: per input, its nonzero terms as {"index", "value"} in index order.
+HttpResponse Api::EmbedSparse(const JsonView& body, Call& call) {
+  absl::StatusOr<EmbedRequest> request = ParseTeiEmbed(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  absl::StatusOr<std::vector<std::vector<float>>> rows =
+      service_.EmbedSparse(*request, call.context);
+  if (!rows.ok()) return ErrorResponse(call.dialect, rows.status());
+  JsonWriter w;
+  w.BeginArray();
+  for (const std::vector<float>& row : *rows) {
+    w.BeginArray();
+    for (size_t j = 0; j < row.size(); ++j) {
+      if (!(row[j] > 0.0f)) continue;
+      w.BeginObject();
+      w.Key("index");
+      w.Int(static_cast<int64_t>(j));
+      w.Key("value");
+      w.Float(row[j]);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  w.EndArray();
+  return Json(std::move(w).Take());
+}
+
 HttpResponse Api::Predict(const JsonView& body, Call& call) {
   absl::StatusOr<PredictRequest> request = ParsePredict(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());

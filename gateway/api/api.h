@@ -61,6 +61,7 @@ class Api {
   HttpResponse Tokenize(const JsonView& body, Call& call);
   HttpResponse Decode(const JsonView& body, Call& call);
   HttpResponse Predict(const JsonView& body, Call& call);
+  HttpResponse EmbedSparse(const JsonView& body, Call& call);
   HttpResponse Info() const;
   HttpResponse Unauthorized(Dialect dialect) const;  // 401 with WWW-Authenticate
   // quiver_http_requests_total{endpoint (the route's pattern, never the raw path), status}.

@@ -308,7 +308,11 @@ absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
   QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
   if (!model_.can_embed) {
     return FieldError(absl::StatusCode::kInvalidArgument, "model",
-                      model_.num_labels > 1
+                      model_.sparse_width > 0
+                          ? StrCat("model '", model_.name,
+                                   "' is a SPLADE model: it answers /embed_sparse, not dense "
+                                   "embeddings")
+                      : model_.num_labels > 1
                           ? StrCat("model '", model_.name, "' is a classifier with ",
                                    model_.num_labels, " labels: it answers /predict, not "
                                    "embeddings")
@@ -411,6 +415,12 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     return absl::InternalError(StrCat("Score: ", queries.size(), " queries for ",
                                       documents.size(), " documents"));
   }
+  if (model_.sparse_width > 0) {
+    return FieldError(absl::StatusCode::kInvalidArgument, std::string(field),
+                      StrCat("model '", model_.name, "' is a SPLADE model: it answers "
+                             "/embed_sparse; reranking needs a cross-encoder or a dense "
+                             "embedding model"));
+  }
   if (model_.can_score && model_.num_labels > 1) {
     return FieldError(absl::StatusCode::kInvalidArgument, std::string(field),
                       StrCat("model '", model_.name, "' is a classifier with ", model_.num_labels,
@@ -495,6 +505,31 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     out.scores.push_back(raw ? v : Sigmoid(v));
   }
   out.tokens = t.tokens;
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> Service::EmbedSparse(
+    const EmbedRequest& request, const CallContext& call) const {
+  QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
+  if (model_.sparse_width <= 0) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
+                      StrCat("model '", model_.name, "' is ",
+                             model_.can_score ? "a scoring model" : "a dense embedding model",
+                             ": /embed_sparse needs a SPLADE model (a masked-LM head)"));
+  }
+  QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(request.inputs, request.truncation,
+                                                request.prompt_name, "inputs", call));
+  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, call));
+  const size_t n = t.sequences.size(), width = static_cast<size_t>(model_.sparse_width);
+  if (result.data.size() != n * width * sizeof(float)) {
+    return absl::InternalError(StrCat("the replicas answered ", result.data.size(),
+                                      " bytes for ", n, " inputs of ", width, " terms"));
+  }
+  std::vector<std::vector<float>> out(n, std::vector<float>(width));
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(out[i].data(), result.data.data() + i * width * sizeof(float),
+                width * sizeof(float));
+  }
   return out;
 }
 

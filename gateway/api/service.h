@@ -38,6 +38,8 @@ struct ModelDescription {
   bool can_embed = true;
   bool can_score = false;
   int64_t num_labels = 0;  // scoring models: logits per input
+  // SPLADE models: terms per input (the vocabulary); 0 for every other kind.
+  int64_t sparse_width = 0;
   // Their names in id order (config.json's id2label; LABEL_i where it has none).
   std::vector<std::string> labels;
   // Empty: a scoring model encodes (query, document) as two segments (a cross-encoder).
@@ -130,6 +132,10 @@ class Service {
 
   // A sequence-classification model's logits for each input (texts or pairs), in input order:
   // num_labels per input. INVALID_ARGUMENT naming the model kind for other models.
+  // TEI's /embed_sparse: each input's term weights (sparse_width per input, zeros included) from
+  // a SPLADE model. INVALID_ARGUMENT naming the model kind for other models.
+  absl::StatusOr<std::vector<std::vector<float>>> EmbedSparse(const EmbedRequest& request,
+                                                              const CallContext& call) const;
   absl::StatusOr<std::vector<std::vector<float>>> Classify(const PredictRequest& request,
                                                            const CallContext& call) const;
 

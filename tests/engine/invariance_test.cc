@@ -134,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest,
                                            "modernbert_cross_encoder", "bert_dense",
                                            "t5_mean", "t5_gated", "gemma3_mean",
                                            "bert_weightedmean", "bert_mean_sqrt_len",
-                                           "qwen2_bidirectional_mean"));
+                                           "qwen2_bidirectional_mean", "splade"));
 
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   auto engine = Engine::Load(TinyDir("bert_mean"), {});

@@ -169,7 +169,8 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"gemma3_mean", "Gemma3TextModel", PoolingMode::kMean, true},
         TinyCase{"bert_weightedmean", "BertModel", PoolingMode::kWeightedMean, false},
         TinyCase{"bert_mean_sqrt_len", "BertModel", PoolingMode::kMeanSqrtLen, false},
-        TinyCase{"qwen2_bidirectional_mean", "Qwen2Model", PoolingMode::kMean, false}),
+        TinyCase{"qwen2_bidirectional_mean", "Qwen2Model", PoolingMode::kMean, false},
+        TinyCase{"splade", "BertForMaskedLM", PoolingMode::kCls, false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {

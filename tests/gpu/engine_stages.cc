@@ -663,7 +663,7 @@ constexpr const char* kTinyFixtures[] = {
     "qwen2_lasttoken", "mistral_lasttoken", "llama_lasttoken", "mpnet_mean",
     "mpnet_cross_encoder", "modernbert_cls", "modernbert_cross_encoder", "bert_dense", "t5_mean",
     "t5_gated", "gemma3_mean", "bert_weightedmean", "bert_mean_sqrt_len",
-    "qwen2_bidirectional_mean"};
+    "qwen2_bidirectional_mean", "splade"};
 
 // GPU (lazy graphs) and CPU answers for one fixture against Hugging Face's and each other. The
 // worst agreement with Hugging Face goes into `worst_vs_reference` (cosine).

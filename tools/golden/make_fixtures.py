@@ -325,8 +325,7 @@ def make_bert_mean(out_dir: Path, wp: Tokenizer):
     rows = []
     for text, e in zip(texts, emb):
         enc = st.tokenizer(text, truncation=True, max_length=128, return_token_type_ids=True)
-        rows.append({"text": text, "ids": enc["input_ids"], "type_ids": enc["token_type_ids"],
-                     "output": e})
+        rows.append({"text": text, "ids": enc["input_ids"], "output": e})
     return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
                   "reference": "sentence_transformers.SentenceTransformer.encode"}
 
@@ -705,6 +704,37 @@ def make_gemma3_mean(out_dir: Path, bpe: Tokenizer):
                   "reference": "sentence_transformers.SentenceTransformer.encode (Gemma3TextModel + 2 Dense)"}
 
 
+def make_splade(out_dir: Path, wp: Tokenizer):
+    """SPLADE: BertForMaskedLM (decoder tied to the word embeddings) saved by sentence-transformers'
+    SparseEncoder (MLMTransformer + SpladePooling max, relu); each text's term weights
+    max over tokens of log(1 + ReLU(logit)), as a dense vocabulary-wide row."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
+    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=24,
+                                  num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                                  max_position_embeddings=320, type_vocab_size=2)
+    torch.manual_seed(34)
+    model = transformers.BertForMaskedLM(cfg)
+    randomize(model, 34)
+    with tempfile.TemporaryDirectory() as tmp:
+        fast = save_tokenizer(wp, Path(tmp), **WORDPIECE_SPECIALS)
+        model.save_pretrained(tmp)
+        fast.save_pretrained(tmp)
+        SparseEncoder(modules=[MLMTransformer(tmp, max_seq_length=300),
+                               SpladePooling(pooling_strategy="max")], device="cpu").save(str(out_dir))
+    st = SparseEncoder(str(out_dir), device="cpu").eval()
+    texts = tiny_texts(seed=131, count=10) + long_texts(seed=132, count=2, chars=1200)
+    emb = st.encode(texts, batch_size=1, convert_to_tensor=True).to_dense().numpy()
+    rows = []
+    for text, e in zip(texts, emb):
+        enc = st.tokenizer(text, truncation=True, max_length=st.max_seq_length)
+        rows.append({"text": text, "ids": enc["input_ids"], "output": e})
+    if max(len(r["ids"]) for r in rows) <= 256:
+        sys.exit(f"{out_dir}: no text passes 256 tokens (the engine's SPLADE chunk)")
+    return rows, {"kind": "sparse", "dtype": "F32", "max_seq_length": 300,
+                  "reference": "sentence_transformers.SparseEncoder.encode (MLMTransformer + SpladePooling max)"}
+
+
 def write_relative_buckets(path: Path):
     """transformers' relative position buckets (T5's and MPNet's) for distances -300..300, for the
     engine's port (tests/engine/relative_position_test.cc)."""
@@ -960,6 +990,7 @@ def main():
         "bert_weightedmean": lambda d: make_bert_pooling(d, wp, "weightedmean", 31, 128),
         "bert_mean_sqrt_len": lambda d: make_bert_pooling(d, wp, "mean_sqrt_len_tokens", 32, 129),
         "qwen2_bidirectional_mean": lambda d: make_qwen2_bidirectional(d, bpe_eos),
+        "splade": lambda d: make_splade(d, wp),
     }
     for name, build in builders.items():
         if only and name not in only:

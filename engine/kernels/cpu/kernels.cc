@@ -223,6 +223,14 @@ void HeadRmsNorm(float* x, const float* gamma, int64_t num_tokens, int64_t heads
   }
 }
 
+void MaxRows(const float* x, int64_t rows, int64_t m, float* out, bool accumulate) {
+  if (!accumulate) std::copy(x, x + m, out);
+  for (int64_t r = accumulate ? 0 : 1; r < rows; ++r) {
+    const float* row = x + r * m;
+    for (int64_t j = 0; j < m; ++j) out[j] = std::max(out[j], row[j]);
+  }
+}
+
 void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up + r * 2 * inter;

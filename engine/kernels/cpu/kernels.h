@@ -62,6 +62,9 @@ void AddRmsNorm(ThreadPool& pool, float* residual, float* y, const float* gamma,
 void HeadRmsNorm(float* x, const float* gamma, int64_t num_tokens, int64_t heads, int64_t head_dim,
                  int64_t stride, float eps);
 
+// out[0, j] = max over rows r of x[r, j] (and of out[0, j] itself when accumulate).
+void MaxRows(const float* x, int64_t rows, int64_t m, float* out, bool accumulate);
+
 // out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j] for a fused [rows, 2 * inter] input.
 void SiluMul(const float* gate_up, float* out, int64_t rows, int64_t inter);
 // out[r, j] = gelu(gate_up[r, j]) * gate_up[r, inter + j] (erf form, or the tanh approximation).

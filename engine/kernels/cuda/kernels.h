@@ -115,6 +115,11 @@ cudaError_t BiasActivation(void* x, int64_t x_stride, const float* bias, Activat
 cudaError_t Pool(const void* hidden, int64_t hidden_stride, const int32_t* bounds, int64_t num_rows,
                  int64_t hidden_size, PoolMode mode, DType act, float* out, cudaStream_t stream);
 
+// out f32 [m] = the max over rows of x (act, contiguous [rows, m]), and over out itself when
+// accumulate (std::max order as the CPU).
+cudaError_t MaxRows(const void* x, int64_t rows, int64_t m, DType act, float* out, bool accumulate,
+                    cudaStream_t stream);
+
 // scores f32 [rows] = pooled[r] · yes - pooled[r] · no (pooled f32 [rows, H]; yes, no f32 [H]).
 cudaError_t LogitDifference(const float* pooled, int64_t rows, int64_t hidden, const float* yes,
                             const float* no, float* scores, cudaStream_t stream);

@@ -24,6 +24,7 @@ using detail::kWarpSize;
 using detail::LoadChunk;
 using detail::RowsAligned16;
 using detail::StoreChunk;
+using detail::ToF32;
 using detail::WarpSum;
 
 constexpr int kPoolMaxThreads = 256;
@@ -116,6 +117,21 @@ __global__ void __launch_bounds__(kLogitThreads)
   if (lane == 0) scores[r] = yes_logit - no_logit;
 }
 
+// grid-stride over the m columns: each thread takes a column's max over every row.
+template <typename TAct>
+__global__ void __launch_bounds__(256)
+    MaxRowsKernel(const TAct* x, int64_t rows, int64_t m, float* out, bool accumulate) {
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float acc = accumulate ? out[j] : ToF32(x[j]);
+    for (int64_t r = accumulate ? 0 : 1; r < rows; ++r) {
+      const float v = ToF32(x[r * m + j]);
+      acc = acc < v ? v : acc;
+    }
+    out[j] = acc;
+  }
+}
+
 bool ValidPoolMode(PoolMode mode) {
   return mode == PoolMode::kCls || mode == PoolMode::kMean || mode == PoolMode::kLastToken ||
          mode == PoolMode::kMax || mode == PoolMode::kMeanSqrtLen ||
@@ -123,6 +139,18 @@ bool ValidPoolMode(PoolMode mode) {
 }
 
 }  // namespace
+
+cudaError_t MaxRows(const void* x, int64_t rows, int64_t m, DType act, float* out, bool accumulate,
+                    cudaStream_t stream) {
+  return DispatchAct(act, [&](auto act_tag) {
+    using TAct = typename decltype(act_tag)::type;
+    if (rows <= 0 || m <= 0) return cudaSuccess;
+    const int64_t blocks = (m + 255) / 256;
+    MaxRowsKernel<TAct><<<static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0,
+                          stream>>>(static_cast<const TAct*>(x), rows, m, out, accumulate);
+    return cudaGetLastError();
+  });
+}
 
 cudaError_t Pool(const void* hidden, int64_t hidden_stride, const int32_t* bounds, int64_t num_rows,
                  int64_t hidden_size, PoolMode mode, DType act, float* out, cudaStream_t stream) {
