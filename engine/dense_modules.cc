@@ -14,9 +14,9 @@ absl::StatusOr<DenseModules> DenseModules::Load(const std::vector<DenseModule>& 
   int64_t width = hidden;
   for (const DenseModule& m : modules) {
     if (m.in_features != width) {
-      return absl::InvalidArgumentError(
-          StrCat(m.weights_path, ": Dense in_features ", m.in_features,
-                 " does not match the ", width, " values per row it follows"));
+      return absl::InvalidArgumentError(StrCat(m.weights_path, ": Dense in_features ",
+                                               m.in_features, " does not match the ", width,
+                                               " values per row it follows"));
     }
     Layer l;
     l.config = m;

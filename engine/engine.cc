@@ -382,9 +382,9 @@ bool Engine::Runs(const AttentionBackend& backend, const ModelInfo& info) {
 
 absl::Status Engine::FitAttention(const ModelInfo& info) {
   const Device device = options_.device.device;
-  const std::string needs = StrCat("head_dim ", info.head_dim,
-                                   info.attention_masks ? " with a sliding window or a position bias"
-                                                        : "");
+  const std::string needs =
+      StrCat("head_dim ", info.head_dim,
+             info.attention_masks ? " with a sliding window or a position bias" : "");
   if (forced_attention_ != nullptr) {
     if (!Runs(*forced_attention_, info)) {
       return absl::InvalidArgumentError(StrCat("attention backend '", forced_attention_->name(),

@@ -102,6 +102,15 @@ absl::Status CheckSizes(const BertConfig& c, const SizeFields& f) {
   return absl::OkStatus();
 }
 
+// BERT's and MPNet's hidden_act: the erf GELU or its tanh approximation.
+absl::Status CheckGeluActivation(const std::string& act) {
+  if (act != "gelu" && act != "gelu_new" && act != "gelu_pytorch_tanh") {
+    return absl::InvalidArgumentError(StrCat("field 'hidden_act': unsupported activation '", act,
+                                             "' (gelu, gelu_new, gelu_pytorch_tanh)"));
+  }
+  return absl::OkStatus();
+}
+
 // transformers' DistilBertConfig: dim, n_layers, n_heads, hidden_dim, activation; LayerNorm eps
 // fixed at 1e-12; no token types; positions learned or sinusoidal (either way stored in
 // embeddings.position_embeddings.weight).
@@ -148,11 +157,7 @@ absl::StatusOr<BertConfig> ParseMpnetConfig(const JsonValue& json, Head head) {
                kMpnetBuckets, " buckets whatever the config says; a table of ", buckets,
                " rows is not supported"));
   }
-  if (c.hidden_act != "gelu" && c.hidden_act != "gelu_new" && c.hidden_act != "gelu_pytorch_tanh") {
-    return absl::InvalidArgumentError(StrCat("field 'hidden_act': unsupported activation '",
-                                             c.hidden_act,
-                                             "' (gelu, gelu_new, gelu_pytorch_tanh)"));
-  }
+  QUIVER_RETURN_IF_ERROR(CheckGeluActivation(c.hidden_act));
   c.type_vocab_size = 0;
   c.pad_token_id = 1;
   c.position_offset = 2;
@@ -186,11 +191,7 @@ absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, 
         StrCat("field 'position_embedding_type': only 'absolute' is supported, got '",
                position_type, "'"));
   }
-  if (c.hidden_act != "gelu" && c.hidden_act != "gelu_new" && c.hidden_act != "gelu_pytorch_tanh") {
-    return absl::InvalidArgumentError(StrCat("field 'hidden_act': unsupported activation '",
-                                             c.hidden_act,
-                                             "' (gelu, gelu_new, gelu_pytorch_tanh)"));
-  }
+  QUIVER_RETURN_IF_ERROR(CheckGeluActivation(c.hidden_act));
   c.position_offset = roberta ? c.pad_token_id + 1 : 0;
   if (head != Head::kNone && head != Head::kSplade) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
   QUIVER_RETURN_IF_ERROR(CheckSizes(c, kBertFields));
@@ -252,11 +253,11 @@ class BertModel final : public Model {
       mlm_dense_ = w.Linear("cls.predictions.transform.dense", h, h, true, Scope::kHead);
       mlm_ln_g_ = w.Get("cls.predictions.transform.LayerNorm.weight", {h}, Scope::kHead);
       mlm_ln_b_ = w.Get("cls.predictions.transform.LayerNorm.bias", {h}, Scope::kHead);
+      const int64_t vocab = c_.vocab_size;
       mlm_decoder_ = w.Has("cls.predictions.decoder.weight", Scope::kHead)
-                         ? w.Linear("cls.predictions.decoder", c_.vocab_size, h, false, Scope::kHead)
-                         : w.Linear("embeddings.word_embeddings", c_.vocab_size, h, false);
-      mlm_bias_ = w.Get("cls.predictions.bias", {c_.vocab_size}, Scope::kHead);
-      mlm_decoder_.bias = mlm_bias_;
+                         ? w.Linear("cls.predictions.decoder", vocab, h, false, Scope::kHead)
+                         : w.Linear("embeddings.word_embeddings", vocab, h, false);
+      mlm_decoder_.bias = w.Get("cls.predictions.bias", {vocab}, Scope::kHead);
     }
     info_.family = "bert";  // the attention choice table: bidirectional multi-head attention
     info_.hidden_size = h;
@@ -266,7 +267,9 @@ class BertModel final : public Model {
     info_.vocab_size = c_.vocab_size;
     info_.type_vocab_size = c_.type_vocab_size;
     info_.max_input_tokens = c_.max_position_embeddings - c_.position_offset;
-    info_.num_labels = head == Head::kNone ? 0 : head == Head::kSplade ? c_.vocab_size : c_.num_labels;
+    info_.num_labels = head == Head::kNone     ? 0
+                       : head == Head::kSplade ? c_.vocab_size
+                                               : c_.num_labels;
     info_.sparse = head == Head::kSplade;
     info_.default_pooling = PoolingMode::kCls;
     info_.attention_masks = c_.family == Family::kMpnet;
@@ -406,7 +409,7 @@ class BertModel final : public Model {
   std::vector<Layer> layers_;
   ops::LinearWeights head_dense_, head_out_;
   ops::LinearWeights mlm_dense_, mlm_decoder_;  // SPLADE's masked-LM head
-  Tensor mlm_ln_g_, mlm_ln_b_, mlm_bias_;
+  Tensor mlm_ln_g_, mlm_ln_b_;
   ops::HeadActivation head_activation_ = ops::HeadActivation::kTanh;
 };
 

@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/models/layer_types.h"
 #include "engine/models/registry.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
@@ -32,22 +33,6 @@ struct Gemma3Config {
   std::vector<bool> global;  // per layer: full attention, else the sliding window
 };
 
-absl::StatusOr<double> RopeTheta(const JsonValue& json, const char* layer_type,
-                                 const char* old_field, double fallback) {
-  QUIVER_ASSIGN_OR_RETURN(double theta, JsonDouble(json, old_field, fallback));
-  const JsonValue* rope = json.Find("rope_parameters");
-  if (rope == nullptr || !rope->is_object()) return theta;
-  const JsonValue* params = rope->Find(layer_type);
-  if (params == nullptr || !params->is_object()) return theta;
-  QUIVER_ASSIGN_OR_RETURN(std::string type, JsonString(*params, "rope_type", "default"));
-  if (type != "default") {
-    return absl::InvalidArgumentError(
-        StrCat("field 'rope_parameters.", layer_type,
-               ".rope_type': only 'default' rotary is supported, got '", type, "'"));
-  }
-  return JsonDouble(*params, "rope_theta", theta);
-}
-
 absl::StatusOr<Gemma3Config> ParseGemma3Config(const JsonValue& json) {
   Gemma3Config c;
   QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
@@ -64,13 +49,17 @@ absl::StatusOr<Gemma3Config> ParseGemma3Config(const JsonValue& json) {
   QUIVER_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, JsonDouble(json, "query_pre_attn_scalar", 256));
   QUIVER_ASSIGN_OR_RETURN(c.bidirectional, JsonBool(json, "use_bidirectional_attention", false));
   QUIVER_ASSIGN_OR_RETURN(c.attention_bias, JsonBool(json, "attention_bias", false));
-  QUIVER_ASSIGN_OR_RETURN(std::string act, JsonString(json, "hidden_activation", "gelu_pytorch_tanh"));
-  for (const auto& [field, value] :
-       {std::pair{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden},
-        {"intermediate_size", c.intermediate}, {"num_hidden_layers", c.num_layers},
-        {"num_attention_heads", c.num_heads}, {"num_key_value_heads", c.num_kv_heads},
-        {"head_dim", c.head_dim}, {"max_position_embeddings", c.max_position_embeddings},
-        {"sliding_window", c.sliding_window}}) {
+  QUIVER_ASSIGN_OR_RETURN(std::string act,
+                          JsonString(json, "hidden_activation", "gelu_pytorch_tanh"));
+  for (const auto& [field, value] : {std::pair{"vocab_size", c.vocab_size},
+                                     {"hidden_size", c.hidden},
+                                     {"intermediate_size", c.intermediate},
+                                     {"num_hidden_layers", c.num_layers},
+                                     {"num_attention_heads", c.num_heads},
+                                     {"num_key_value_heads", c.num_kv_heads},
+                                     {"head_dim", c.head_dim},
+                                     {"max_position_embeddings", c.max_position_embeddings},
+                                     {"sliding_window", c.sliding_window}}) {
     QUIVER_RETURN_IF_ERROR(RequirePositive(field, value));
   }
   if (c.num_heads % c.num_kv_heads != 0 || c.head_dim % 2 != 0) {
@@ -87,31 +76,19 @@ absl::StatusOr<Gemma3Config> ParseGemma3Config(const JsonValue& json) {
   }
   for (const char* field : {"attn_logit_softcapping", "rope_scaling"}) {
     if (const JsonValue* v = json.Find(field); v != nullptr && !v->is_null()) {
-      return absl::InvalidArgumentError(
-          StrCat("field '", field, "': not supported (", field == std::string("rope_scaling")
-                                                             ? "scaled rotary moves every position"
-                                                             : "no softcapped attention kernel",
-                 ")"));
+      return absl::InvalidArgumentError(StrCat("field '", field, "': not supported (",
+                                               field == std::string("rope_scaling")
+                                                   ? "scaled rotary moves every position"
+                                                   : "no softcapped attention kernel",
+                                               ")"));
     }
   }
-  QUIVER_ASSIGN_OR_RETURN(c.global_theta, RopeTheta(json, "full_attention", "rope_theta", 1e6));
-  QUIVER_ASSIGN_OR_RETURN(c.local_theta,
-                          RopeTheta(json, "sliding_attention", "rope_local_base_freq", 1e4));
-  if (const JsonValue* types = json.Find("layer_types"); types && types->is_array()) {
-    if (static_cast<int64_t>(types->items().size()) < c.num_layers) {
-      return absl::InvalidArgumentError(StrCat("field 'layer_types': ", types->items().size(),
-                                               " entries for ", c.num_layers, " layers"));
-    }
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const JsonValue& t = types->items()[static_cast<size_t>(i)];
-      const std::string type = t.is_string() ? t.as_string() : "";
-      if (type != "full_attention" && type != "sliding_attention") {
-        return absl::InvalidArgumentError(StrCat(
-            "field 'layer_types': '", type, "' is not full_attention or sliding_attention"));
-      }
-      c.global.push_back(type == "full_attention");
-    }
-  } else {
+  QUIVER_ASSIGN_OR_RETURN(c.global_theta,
+                          LayerTypeRopeTheta(json, "full_attention", "rope_theta", 1e6));
+  QUIVER_ASSIGN_OR_RETURN(
+      c.local_theta, LayerTypeRopeTheta(json, "sliding_attention", "rope_local_base_freq", 1e4));
+  QUIVER_ASSIGN_OR_RETURN(c.global, GlobalLayersFromTypes(json, c.num_layers));
+  if (c.global.empty()) {  // every sliding_window_pattern-th layer, counting from 1, is global
     QUIVER_ASSIGN_OR_RETURN(int64_t pattern, JsonInt(json, "sliding_window_pattern", 6));
     QUIVER_RETURN_IF_ERROR(RequirePositive("sliding_window_pattern", pattern));
     for (int64_t i = 0; i < c.num_layers; ++i) c.global.push_back((i + 1) % pattern == 0);
@@ -146,8 +123,9 @@ class Gemma3Model final : public Model {
       const std::string p = StrCat("layers.", i, ".");
       Layer l;
       l.input_norm = norm(p + "input_layernorm.weight", h);
-      l.qkv = w.FusedLinear({p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
-                            {q_dim_, kv_dim_, kv_dim_}, h, c_.attention_bias);
+      l.qkv =
+          w.FusedLinear({p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
+                        {q_dim_, kv_dim_, kv_dim_}, h, c_.attention_bias);
       l.q_norm = norm(p + "self_attn.q_norm.weight", c_.head_dim);
       l.k_norm = norm(p + "self_attn.k_norm.weight", c_.head_dim);
       l.o = w.Linear(p + "self_attn.o_proj", h, q_dim_, c_.attention_bias);

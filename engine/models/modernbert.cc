@@ -9,6 +9,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/models/layer_types.h"
 #include "engine/models/registry.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
@@ -43,24 +44,6 @@ absl::StatusOr<ops::GeluForm> ParseGelu(const JsonValue& json, const char* field
                                            "' (gelu, gelu_new, gelu_pytorch_tanh)"));
 }
 
-// One rotary setting of rope_parameters (transformers 5: {"full_attention": {...},
-// "sliding_attention": {...}}), or the older global_rope_theta / local_rope_theta.
-absl::StatusOr<double> ParseTheta(const JsonValue& json, const char* layer_type,
-                                  const char* old_field, double fallback) {
-  QUIVER_ASSIGN_OR_RETURN(double theta, JsonDouble(json, old_field, fallback));
-  const JsonValue* rope = json.Find("rope_parameters");
-  if (rope == nullptr || !rope->is_object()) return theta;
-  const JsonValue* params = rope->Find(layer_type);
-  if (params == nullptr || !params->is_object()) return theta;
-  QUIVER_ASSIGN_OR_RETURN(std::string type, JsonString(*params, "rope_type", "default"));
-  if (type != "default") {
-    return absl::InvalidArgumentError(
-        StrCat("field 'rope_parameters.", layer_type,
-               ".rope_type': only 'default' rotary is supported, got '", type, "'"));
-  }
-  return JsonDouble(*params, "rope_theta", theta);
-}
-
 absl::StatusOr<ModernBertConfig> ParseConfig(const JsonValue& json, bool classifier) {
   ModernBertConfig c;
   QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
@@ -68,52 +51,43 @@ absl::StatusOr<ModernBertConfig> ParseConfig(const JsonValue& json, bool classif
   QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "intermediate_size"));
   QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
   QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "num_attention_heads"));
-  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings, JsonInt(json, "max_position_embeddings", 8192));
+  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                          JsonInt(json, "max_position_embeddings", 8192));
   QUIVER_ASSIGN_OR_RETURN(c.norm_eps, JsonDouble(json, "norm_eps", 1e-5));
   QUIVER_ASSIGN_OR_RETURN(c.norm_bias, JsonBool(json, "norm_bias", false));
   QUIVER_ASSIGN_OR_RETURN(c.attention_bias, JsonBool(json, "attention_bias", false));
   QUIVER_ASSIGN_OR_RETURN(c.mlp_bias, JsonBool(json, "mlp_bias", false));
   QUIVER_ASSIGN_OR_RETURN(c.activation, ParseGelu(json, "hidden_activation"));
   QUIVER_ASSIGN_OR_RETURN(int64_t local_attention, JsonInt(json, "local_attention", 128));
-  for (const auto& [field, value] :
-       {std::pair{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden},
-        {"intermediate_size", c.intermediate}, {"num_hidden_layers", c.num_layers},
-        {"num_attention_heads", c.num_heads}, {"max_position_embeddings", c.max_position_embeddings},
-        {"local_attention", local_attention}}) {
+  for (const auto& [field, value] : {std::pair{"vocab_size", c.vocab_size},
+                                     {"hidden_size", c.hidden},
+                                     {"intermediate_size", c.intermediate},
+                                     {"num_hidden_layers", c.num_layers},
+                                     {"num_attention_heads", c.num_heads},
+                                     {"max_position_embeddings", c.max_position_embeddings},
+                                     {"local_attention", local_attention}}) {
     QUIVER_RETURN_IF_ERROR(RequirePositive(field, value));
   }
   if (c.hidden % c.num_heads != 0 || (c.hidden / c.num_heads) % 2 != 0) {
-    return absl::InvalidArgumentError(
-        StrCat("hidden_size ", c.hidden, " must split into num_attention_heads ", c.num_heads,
-               " heads of an even size (rotary)"));
+    return absl::InvalidArgumentError(StrCat("hidden_size ", c.hidden,
+                                             " must split into num_attention_heads ", c.num_heads,
+                                             " heads of an even size (rotary)"));
   }
   c.window = local_attention / 2;
   if (json.Find("rope_scaling") != nullptr && !json.Find("rope_scaling")->is_null()) {
     return absl::InvalidArgumentError(
         "field 'rope_scaling': scaled rotary is not supported (it moves every position)");
   }
-  QUIVER_ASSIGN_OR_RETURN(c.global_theta,
-                          ParseTheta(json, "full_attention", "global_rope_theta", 160000.0));
+  QUIVER_ASSIGN_OR_RETURN(
+      c.global_theta, LayerTypeRopeTheta(json, "full_attention", "global_rope_theta", 160000.0));
   // transformers 4 read a null local_rope_theta as "the global one".
   const JsonValue* local = json.Find("local_rope_theta");
   const double local_fallback = local != nullptr && local->is_null() ? c.global_theta : 10000.0;
-  QUIVER_ASSIGN_OR_RETURN(c.local_theta, ParseTheta(json, "sliding_attention",
-                                                    "local_rope_theta", local_fallback));
+  QUIVER_ASSIGN_OR_RETURN(c.local_theta, LayerTypeRopeTheta(json, "sliding_attention",
+                                                            "local_rope_theta", local_fallback));
   // layer_types (transformers 5), else every global_attn_every_n_layers-th layer from 0.
-  if (const JsonValue* types = json.Find("layer_types"); types && types->is_array()) {
-    if (static_cast<int64_t>(types->items().size()) != c.num_layers) {
-      return absl::InvalidArgumentError(StrCat("field 'layer_types': ", types->items().size(),
-                                               " entries for ", c.num_layers, " layers"));
-    }
-    for (const JsonValue& t : types->items()) {
-      const std::string type = t.is_string() ? t.as_string() : "";
-      if (type != "full_attention" && type != "sliding_attention") {
-        return absl::InvalidArgumentError(StrCat(
-            "field 'layer_types': '", type, "' is not full_attention or sliding_attention"));
-      }
-      c.global.push_back(type == "full_attention");
-    }
-  } else {
+  QUIVER_ASSIGN_OR_RETURN(c.global, GlobalLayersFromTypes(json, c.num_layers));
+  if (c.global.empty()) {
     QUIVER_ASSIGN_OR_RETURN(int64_t every, JsonInt(json, "global_attn_every_n_layers", 3));
     QUIVER_RETURN_IF_ERROR(RequirePositive("global_attn_every_n_layers", every));
     for (int64_t i = 0; i < c.num_layers; ++i) c.global.push_back(i % every == 0);
@@ -261,9 +235,9 @@ class ModernBertModel final : public Model {
     const DType dtype = exec.act_dtype();
     const float eps = static_cast<float>(c_.norm_eps);
     const Tensor pooled = ctx.ws.F32(kPooled, {num_seqs, c_.hidden});
-    ops::Pool(exec, hidden, ctx.seq_bounds, c_.classifier_mean ? ops::PoolMode::kMean
-                                                               : ops::PoolMode::kCls,
-              pooled, ctx.device_seq_bounds);
+    ops::Pool(exec, hidden, ctx.seq_bounds,
+              c_.classifier_mean ? ops::PoolMode::kMean : ops::PoolMode::kCls, pooled,
+              ctx.device_seq_bounds);
     const Tensor pooled_act = ctx.ws.Get(kPooledAct, dtype, {num_seqs, c_.hidden});
     ops::Convert(exec, pooled, pooled_act);
     const Tensor dense = ctx.ws.Get(kDense, dtype, {num_seqs, c_.hidden});
@@ -280,8 +254,18 @@ class ModernBertModel final : public Model {
   }
 
  private:
-  enum Slot { kResidual, kNormed, kQkv, kAttended, kGateUp, kAct, kPooled, kPooledAct, kDense,
-              kLogits };
+  enum Slot {
+    kResidual,
+    kNormed,
+    kQkv,
+    kAttended,
+    kGateUp,
+    kAct,
+    kPooled,
+    kPooledAct,
+    kDense,
+    kLogits
+  };
   struct Norm {
     Tensor gamma, beta;
   };

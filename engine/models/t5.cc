@@ -43,11 +43,14 @@ absl::StatusOr<T5Config> ParseT5Config(const JsonValue& json) {
   QUIVER_ASSIGN_OR_RETURN(c.max_distance, JsonInt(json, "relative_attention_max_distance", 128));
   QUIVER_ASSIGN_OR_RETURN(c.eps, JsonDouble(json, "layer_norm_epsilon", 1e-6));
   QUIVER_ASSIGN_OR_RETURN(c.feed_forward_proj, JsonString(json, "feed_forward_proj", "relu"));
-  for (const auto& [field, value] :
-       {std::pair{"vocab_size", c.vocab_size}, {"d_model", c.d_model}, {"d_kv", c.d_kv},
-        {"d_ff", c.d_ff}, {"num_layers", c.num_layers}, {"num_heads", c.num_heads},
-        {"relative_attention_num_buckets", c.num_buckets},
-        {"relative_attention_max_distance", c.max_distance}}) {
+  for (const auto& [field, value] : {std::pair{"vocab_size", c.vocab_size},
+                                     {"d_model", c.d_model},
+                                     {"d_kv", c.d_kv},
+                                     {"d_ff", c.d_ff},
+                                     {"num_layers", c.num_layers},
+                                     {"num_heads", c.num_heads},
+                                     {"relative_attention_num_buckets", c.num_buckets},
+                                     {"relative_attention_max_distance", c.max_distance}}) {
     QUIVER_RETURN_IF_ERROR(RequirePositive(field, value));
   }
   if (c.num_buckets < 4) {
@@ -65,9 +68,8 @@ absl::StatusOr<T5Config> ParseT5Config(const JsonValue& json) {
   } else if (c.feed_forward_proj == "gated-gelu" || c.feed_forward_proj == "gated-gelu_new") {
     c.gated = true;  // transformers maps gated-gelu to gelu_new (the tanh form)
   } else {
-    return absl::InvalidArgumentError(
-        StrCat("field 'feed_forward_proj': unsupported '", c.feed_forward_proj,
-               "' (relu, gated-gelu)"));
+    return absl::InvalidArgumentError(StrCat("field 'feed_forward_proj': unsupported '",
+                                             c.feed_forward_proj, "' (relu, gated-gelu)"));
   }
   return c;
 }
@@ -78,18 +80,18 @@ class T5EncoderModel final : public Model {
     const int64_t h = c_.d_model, inner = c_.num_heads * c_.d_kv, ff = c_.d_ff;
     embed_ = w.Get("shared.weight", {c_.vocab_size, h});
     const int64_t heads = c_.num_heads, buckets = c_.num_buckets, distance = c_.max_distance;
-    position_bias_ = w.Derived(
-        "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", {buckets, heads},
-        {heads, 2 * distance + 1}, [=](const float* weight) {
-          return RelativePositionBiasTable(weight, buckets, heads, distance);
-        });
+    position_bias_ =
+        w.Derived("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                  {buckets, heads}, {heads, 2 * distance + 1}, [=](const float* weight) {
+                    return RelativePositionBiasTable(weight, buckets, heads, distance);
+                  });
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = StrCat("encoder.block.", i, ".layer.");
       Layer l;
       l.attn_norm = w.Get(p + "0.layer_norm.weight", {h});
-      l.qkv = w.FusedLinear({p + "0.SelfAttention.q", p + "0.SelfAttention.k",
-                             p + "0.SelfAttention.v"},
-                            {inner, inner, inner}, h, /*bias=*/false);
+      l.qkv =
+          w.FusedLinear({p + "0.SelfAttention.q", p + "0.SelfAttention.k", p + "0.SelfAttention.v"},
+                        {inner, inner, inner}, h, /*bias=*/false);
       l.o = w.Linear(p + "0.SelfAttention.o", h, inner, false);
       l.ff_norm = w.Get(p + "1.layer_norm.weight", {h});
       if (c_.gated) {
@@ -130,8 +132,8 @@ class T5EncoderModel final : public Model {
     const double h = static_cast<double>(c_.d_model);
     const double inner = static_cast<double>(c_.num_heads * c_.d_kv);
     const double ff = static_cast<double>(c_.d_ff) * (c_.gated ? 2.0 : 1.0);
-    const double per_layer = 2.0 * (4 * h * inner + ff * h + h * c_.d_ff) +
-                             4.0 * static_cast<double>(seq_len) * inner;
+    const double per_layer =
+        2.0 * (4 * h * inner + ff * h + h * c_.d_ff) + 4.0 * static_cast<double>(seq_len) * inner;
     return per_layer * static_cast<double>(c_.num_layers);
   }
 

@@ -56,8 +56,9 @@ void MaxRows(const ExecContext& ctx, const Tensor& x, const Tensor& out, bool ac
       return;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
-      internal::CheckLaunch("MaxRows", cuda::MaxRows(x.data<void>(), rows, m, act, out.f32(),
-                                                     accumulate, internal::StreamOf("MaxRows", ctx)));
+      internal::CheckLaunch("MaxRows",
+                            cuda::MaxRows(x.data<void>(), rows, m, act, out.f32(), accumulate,
+                                          internal::StreamOf("MaxRows", ctx)));
       return;
 #endif
       internal::NoKernel("MaxRows", ctx);

@@ -826,6 +826,29 @@ def make_llama_lasttoken(out_dir: Path, bpe: Tokenizer):
                              seed=22, texts_seed=117, attention_bias=True)
 
 
+def bidirectional_mean_rows(ref, fast, texts, vocab_size: int, add_special_tokens: bool):
+    """A decoder's mean-pooled last hidden states under an explicit all-visible additive mask
+    (which replaces its causal one); exits if the first token does not see the last."""
+    def forward(ids):
+        n = len(ids)
+        full = torch.zeros((1, 1, n, n), dtype=torch.float32)
+        return ref(input_ids=torch.tensor([ids]),
+                   attention_mask={"full_attention": full}).last_hidden_state[0]
+
+    rows = []
+    for text in texts:
+        ids = fast(text, add_special_tokens=add_special_tokens)["input_ids"]
+        with torch.no_grad():
+            h = forward(ids)
+            if len(ids) > 2:
+                changed = list(ids)
+                changed[-1] = (changed[-1] + 1) % vocab_size
+                if torch.allclose(forward(changed)[0], h[0]):
+                    sys.exit("bidirectional reference: attention mask was not applied")
+        rows.append({"text": text, "ids": ids, "output": h.mean(dim=0).numpy()})
+    return rows
+
+
 def make_qwen3_bidirectional(out_dir: Path, bpe: Tokenizer):
     """pplx-embed style: Qwen3 with bidirectional attention and mean pooling; f32, sharded."""
     fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
@@ -837,25 +860,8 @@ def make_qwen3_bidirectional(out_dir: Path, bpe: Tokenizer):
     fast.save_pretrained(str(out_dir))
     write_st_modules(out_dir, 48, "mean", normalize=False, max_seq_length=512)
     ref = reload_f32(transformers.Qwen3Model, out_dir)
-
-    def forward(ids):
-        n = len(ids)
-        # An explicit all-visible additive mask replaces Qwen3's causal mask.
-        full = torch.zeros((1, 1, n, n), dtype=torch.float32)
-        return ref(input_ids=torch.tensor([ids]),
-                   attention_mask={"full_attention": full}).last_hidden_state[0]
-
-    rows = []
-    for text in tiny_texts(seed=105, count=12):
-        ids = fast(text, add_special_tokens=False)["input_ids"]
-        with torch.no_grad():
-            h = forward(ids)
-            if len(ids) > 2:  # the first token must see the last one, or the mask was ignored
-                changed = list(ids)
-                changed[-1] = (changed[-1] + 1) % cfg.vocab_size
-                if torch.allclose(forward(changed)[0], h[0]):
-                    sys.exit("bidirectional reference: attention mask was not applied")
-        rows.append({"text": text, "ids": ids, "output": h.mean(dim=0).numpy()})
+    rows = bidirectional_mean_rows(ref, fast, tiny_texts(seed=105, count=12), cfg.vocab_size,
+                                   add_special_tokens=False)
     return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
                   "sharded": True, "add_special_tokens": False,
                   "reference": "transformers.Qwen3Model with an all-visible mask, mean of last_hidden_state"}
@@ -882,24 +888,8 @@ def make_qwen2_bidirectional(out_dir: Path, bpe: Tokenizer):
         sys.exit(f"{out_dir}: config.json lost is_causal: false")
     write_st_modules(out_dir, 32, "mean", normalize=False, max_seq_length=512)
     ref = reload_f32(transformers.Qwen2Model, out_dir)
-
-    def forward(ids):
-        n = len(ids)
-        full = torch.zeros((1, 1, n, n), dtype=torch.float32)
-        return ref(input_ids=torch.tensor([ids]),
-                   attention_mask={"full_attention": full}).last_hidden_state[0]
-
-    rows = []
-    for text in tiny_texts(seed=130, count=12):
-        ids = fast(text)["input_ids"]
-        with torch.no_grad():
-            h = forward(ids)
-            if len(ids) > 2:  # the first token must see the last one, or the mask was ignored
-                changed = list(ids)
-                changed[-1] = (changed[-1] + 1) % cfg.vocab_size
-                if torch.allclose(forward(changed)[0], h[0]):
-                    sys.exit("bidirectional reference: attention mask was not applied")
-        rows.append({"text": text, "ids": ids, "output": h.mean(dim=0).numpy()})
+    rows = bidirectional_mean_rows(ref, fast, tiny_texts(seed=130, count=12), cfg.vocab_size,
+                                   add_special_tokens=True)
     return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
                   "reference": "transformers.Qwen2Model with an all-visible mask, mean of last_hidden_state"}
 
