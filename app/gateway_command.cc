@@ -52,6 +52,7 @@ int RunGateway(const GatewayOptions& options) {
                                                       : info->max_input_tokens();
   model.hidden_size = info->hidden_size();
   model.normalize = info->normalize();
+  model.exclude_prompt = info->exclude_prompt();
   model.can_embed = info->can_embed();
   model.can_score = info->can_score();
   model.num_labels = info->labels_size();

@@ -72,6 +72,7 @@ int RunServe(const ServeOptions& options) {
   }
   model.hidden_size = (*engine)->output_size();  // the embedding width, after any Dense
   model.normalize = folder.pooling.normalize;
+  model.exclude_prompt = !folder.pooling.include_prompt;
   const bool sparse = (*engine)->info().sparse;  // SPLADE: /embed_sparse only
   model.can_embed = !(*engine)->is_scorer();
   model.can_score = (*engine)->is_scorer() && !sparse;

@@ -79,6 +79,23 @@ absl::Status ValidateBatch(const RaggedBatch& batch, int64_t vocab_size, int64_t
       return absl::InvalidArgumentError(StrCat("span ", i / 2, " crosses a sequence boundary"));
     }
   }
+  if (!batch.prompt_lengths.empty() &&
+      static_cast<int64_t>(batch.prompt_lengths.size()) != batch.num_seqs()) {
+    return absl::InvalidArgumentError(StrCat("prompt_lengths has ", batch.prompt_lengths.size(),
+                                             " values for ", batch.num_seqs(), " sequences"));
+  }
+  for (size_t s = 0; s < batch.prompt_lengths.size(); ++s) {
+    const int32_t length = batch.cu_seqlens[s + 1] - batch.cu_seqlens[s];
+    if (batch.prompt_lengths[s] < 0) {
+      return absl::InvalidArgumentError(
+          StrCat("sequence ", s, ": prompt length ", batch.prompt_lengths[s], " is negative"));
+    }
+    if (batch.prompt_lengths[s] >= length) {
+      return absl::InvalidArgumentError(StrCat("sequence ", s, ": prompt length ",
+                                               batch.prompt_lengths[s], " leaves none of its ",
+                                               length, " tokens to pool"));
+    }
+  }
   if (batch.output.dimensions < 0) {
     return absl::InvalidArgumentError("dimensions must be positive");
   }

@@ -31,6 +31,10 @@ struct RaggedBatch {
   // Late chunking: [2 * num_spans] (begin, end) token offsets, each inside one sequence. When
   // non-empty the output has one mean-pooled row per span (pooling is ignored).
   std::vector<int32_t> span_bounds;
+  // [num_seqs] or empty (all 0): the tokens at the start of each sequence that came from a prompt
+  // (sentence-transformers' prompt_length), left out of the pooled range where the model's
+  // Pooling has include_prompt false; each below its sequence's length. Ignored with spans.
+  std::vector<int32_t> prompt_lengths;
   OutputOptions output;
 
   int64_t num_rows() const {

@@ -489,7 +489,7 @@ Engine::Running Engine::Start(Pending item) {
             BucketFor(input.num_tokens(), input.num_seqs()).tokens <= options_.graph_max_tokens;
     }
     // Plan: once per batch, read-only for the whole layer loop.
-    BuildPlan(input, pad, info(), plan_);
+    BuildPlan(input, pad, info(), plan_, folder_->pooling.include_prompt);
     BatchWork work;
     work.plan = &plan_;
     work.attention = &AttentionFor(plan_.attention.max_seqlen);
@@ -499,7 +499,7 @@ Engine::Running Engine::Start(Pending item) {
     // Late chunking: one mean-pooled row per span.
     if (!input.span_bounds.empty()) work.pool = ops::PoolMode::kMean;
     work.rows =
-        work.score ? plan_.num_real_seqs : static_cast<int64_t>(plan_.row_bounds.size() / 2);
+        work.score ? plan_.num_real_seqs : static_cast<int64_t>(plan_.row_bounds.size() / 3);
     work.width = work.score ? info().num_labels : hidden_size();
     r.rows = work.rows;
     r.width = work.width;

@@ -349,8 +349,11 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
     quiver::v1::Chunk& ch = run->chunks[c].chunk;
     *ch.mutable_output() = output;
     ch.add_cu_seqlens(0);
-    bool types = false;
-    for (size_t i = bounds[c].first; i < bounds[c].second; ++i) types |= !sequences[i].type_ids.empty();
+    bool types = false, prompts = false;
+    for (size_t i = bounds[c].first; i < bounds[c].second; ++i) {
+      types |= !sequences[i].type_ids.empty();
+      prompts |= sequences[i].prompt_tokens > 0;
+    }
     for (size_t i = bounds[c].first; i < bounds[c].second; ++i) {
       const uint32_t base = static_cast<uint32_t>(ch.token_ids_size());
       for (const auto& [b, e] : sequences[i].spans) {
@@ -364,6 +367,7 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
         }
       }
       ch.add_cu_seqlens(static_cast<uint32_t>(ch.token_ids_size()));
+      if (prompts) ch.add_prompt_lengths(sequences[i].prompt_tokens);
     }
   }
   run->remaining = run->chunks.size();

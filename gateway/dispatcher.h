@@ -72,6 +72,9 @@ struct Sequence {
   std::vector<uint32_t> type_ids;  // empty: all zero
   // Late chunking: (begin, end) token offsets within this sequence; one output row each.
   std::vector<std::pair<uint32_t, uint32_t>> spans;
+  // Leading tokens that came from a prompt (sentence-transformers' prompt_length), below
+  // ids.size(); the worker leaves them out of the pooling where the model says so.
+  uint32_t prompt_tokens = 0;
 };
 
 // The current replicas; called once per request (a DNS-discovered set changes over time).

@@ -144,8 +144,11 @@ void Scheduler::SubmitBatches() {
     engine::RaggedBatch packed;
     packed.output = queue_.front().chunk.batch.output;
     packed.cu_seqlens.push_back(0);
-    bool any_types = false;
-    for (size_t i = 0; i < take; ++i) any_types |= !queue_[i].chunk.batch.token_type_ids.empty();
+    bool any_types = false, any_prompts = false;
+    for (size_t i = 0; i < take; ++i) {
+      any_types |= !queue_[i].chunk.batch.token_type_ids.empty();
+      any_prompts |= !queue_[i].chunk.batch.prompt_lengths.empty();
+    }
     const auto now = Clock::now();
     for (size_t i = 0; i < take; ++i) {
       Entry entry = std::move(queue_.front());
@@ -160,6 +163,14 @@ void Scheduler::SubmitBatches() {
         } else {
           packed.token_type_ids.insert(packed.token_type_ids.end(), b.token_type_ids.begin(),
                                        b.token_type_ids.end());
+        }
+      }
+      if (any_prompts) {  // a chunk without prompts contributes zeros
+        if (b.prompt_lengths.empty()) {
+          packed.prompt_lengths.resize(packed.prompt_lengths.size() + b.cu_seqlens.size() - 1, 0);
+        } else {
+          packed.prompt_lengths.insert(packed.prompt_lengths.end(), b.prompt_lengths.begin(),
+                                       b.prompt_lengths.end());
         }
       }
       for (size_t s = 1; s < b.cu_seqlens.size(); ++s) {

@@ -90,6 +90,21 @@ absl::Status DecodeChunk(const quiver::v1::Chunk& in, engine::RaggedBatch& b) {
     }
     b.span_bounds.push_back(static_cast<int32_t>(s));
   }
+  if (in.prompt_lengths_size() != 0 && in.prompt_lengths_size() != in.cu_seqlens_size() - 1) {
+    return absl::InvalidArgumentError(StrCat("chunk.prompt_lengths has ", in.prompt_lengths_size(),
+                                             " values for ", in.cu_seqlens_size() - 1,
+                                             " sequences"));
+  }
+  b.prompt_lengths.clear();
+  for (int s = 0; s < in.prompt_lengths_size(); ++s) {
+    const uint32_t length = in.prompt_lengths(s);
+    if (length >= in.cu_seqlens(s + 1) - in.cu_seqlens(s)) {
+      return absl::InvalidArgumentError(StrCat("chunk.prompt_lengths: sequence ", s,
+                                               "'s prompt of ", length,
+                                               " tokens leaves none of its tokens"));
+    }
+    b.prompt_lengths.push_back(static_cast<int32_t>(length));
+  }
   const quiver::v1::OutputOptions& o = in.output();
   QUIVER_ASSIGN_OR_RETURN(b.output.pooling, DecodePooling(o.pooling()));
   b.output.normalize = o.has_normalize() ? std::optional<bool>(o.normalize()) : std::nullopt;

@@ -111,6 +111,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_hidden_size(static_cast<uint32_t>(engine_->output_size()));  // after Dense
   response->set_pooling(EncodePoolingMode(folder.pooling.mode));
   response->set_normalize(folder.pooling.normalize);
+  response->set_exclude_prompt(!folder.pooling.include_prompt);
   const bool sparse = engine_->info().sparse;
   response->set_can_embed(!engine_->is_scorer());
   response->set_can_score(engine_->is_scorer() && !sparse);

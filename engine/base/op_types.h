@@ -25,7 +25,7 @@ enum class PoolMode {
   kLastToken,  // its last token
   kMax,        // the elementwise max over its tokens
   kMeanSqrtLen,   // the sum of its tokens over sqrt(their count)
-  kWeightedMean,  // Σ (i + 1) · token_i / Σ (i + 1), i the token's index in the range
+  kWeightedMean,  // Σ (i + 1) · token_i / Σ (i + 1), i the token's index from the range's origin
 };
 
 // An output row's encoding: f32, f16 (round to nearest even), int8 (clamp(round(tanh(x) · 127)))

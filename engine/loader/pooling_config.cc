@@ -32,14 +32,6 @@ absl::StatusOr<PoolingMode> ParsePoolingModule(const JsonValue& pool, const std:
                "' is not supported (cls, mean, lasttoken, max, mean_sqrt_len_tokens, "
                "weightedmean)"));
   };
-  // sentence-transformers leaves a prompt's tokens out of the pooling when include_prompt is
-  // false; the engine pools every token, so such a folder would answer differently: refused.
-  absl::StatusOr<bool> include_prompt = JsonBool(pool, "include_prompt", true);
-  if (!include_prompt.ok()) return WithContext(include_prompt.status(), path);
-  if (!*include_prompt) {
-    return absl::InvalidArgumentError(
-        StrCat(path, ": field 'include_prompt': false is not supported (prompt tokens are pooled)"));
-  }
   if (const JsonValue* name = pool.Find("pooling_mode"); name != nullptr) {
     if (!name->is_string()) {
       return absl::InvalidArgumentError(StrCat(path,
@@ -195,6 +187,9 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
       fs::path pool_path = fs::path(dir) / sub / "config.json";
       QUIVER_ASSIGN_OR_RETURN(JsonValue pool, ReadJson(pool_path));
       QUIVER_ASSIGN_OR_RETURN(pooling.mode, ParsePoolingModule(pool, pool_path.string()));
+      absl::StatusOr<bool> include_prompt = JsonBool(pool, "include_prompt", true);
+      if (!include_prompt.ok()) return WithContext(include_prompt.status(), pool_path.string());
+      pooling.include_prompt = *include_prompt;
     } else if (kind.ends_with(".SpladePooling")) {
       QUIVER_ASSIGN_OR_RETURN(std::string sub, JsonString(module, "path", ""));
       const fs::path splade_path = fs::path(dir) / sub / "config.json";

@@ -30,6 +30,9 @@ struct DenseModule {
 // sentence-transformers' view of the model, or the family's default when the folder has none.
 struct PoolingConfig {
   PoolingMode mode = PoolingMode::kMean;
+  // The Pooling module's include_prompt: false leaves each sequence's prompt tokens
+  // (RaggedBatch::prompt_lengths) out of the pooled range, as sentence-transformers does.
+  bool include_prompt = true;
   bool normalize = false;
   // sentence_bert_config.json's max_seq_length, else tokenizer_config.json's model_max_length
   // (where sentence-transformers takes it); consumers cap it at the engine's position limit.

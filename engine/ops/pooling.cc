@@ -15,29 +15,42 @@ void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Po
   const DType act = internal::ActDType("Pool", "hidden", ctx, hidden);
   internal::Check("Pool", "hidden", ctx, hidden, act, {-1, -1});
   const ExecContext host{Device::kCpu, nullptr};
-  internal::CheckContiguous("Pool", "bounds", host, bounds, DType::kI32, {-1, 2});
+  const int64_t width = bounds.rank() == 2 ? bounds.dim(1) : 0;
+  if (width != 2 && width != 3) {
+    internal::Fail("Pool",
+                   "bounds must be [rows, 2] (begin, end) or [rows, 3] (begin, end, origin)");
+  }
+  internal::CheckContiguous("Pool", "bounds", host, bounds, DType::kI32, {-1, width});
   const int64_t rows = bounds.dim(0), n = hidden.dim(1);
   internal::CheckContiguous("Pool", "out", ctx, out, DType::kF32, {rows, n});
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t begin = bounds.i32()[2 * r], end = bounds.i32()[2 * r + 1];
+    const int32_t begin = bounds.i32()[width * r], end = bounds.i32()[width * r + 1];
     if (begin < 0 || end <= begin || end > hidden.dim(0)) {
       internal::Fail(
           "Pool", StrCat("row ", r, " spans tokens [", begin, ", ", end, ") of ", hidden.dim(0)));
     }
+    if (width == 3) {
+      const int32_t origin = bounds.i32()[width * r + 2];
+      if (origin < 0 || origin > begin) {
+        internal::Fail("Pool",
+                       StrCat("row ", r, ": origin ", origin, " is not in [0, ", begin, "]"));
+      }
+    }
   }
   if (ctx.device != Device::kCpu) {
-    internal::CheckContiguous("Pool", "device_bounds", ctx, device_bounds, DType::kI32, {rows, 2});
+    internal::CheckContiguous("Pool", "device_bounds", ctx, device_bounds, DType::kI32,
+                              {rows, width});
   }
   switch (ctx.device) {
     case Device::kCpu:
       internal::CheckContiguous("Pool", "hidden", ctx, hidden, act, {-1, -1});
-      cpu::Pool(hidden.f32(), bounds.i32(), rows, n, mode, out.f32());
+      cpu::Pool(hidden.f32(), bounds.i32(), width, rows, n, mode, out.f32());
       return;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
       internal::CheckLaunch(
-          "Pool", cuda::Pool(hidden.data<void>(), hidden.row_stride(), device_bounds.i32(), rows, n,
-                             mode, act, out.f32(), internal::StreamOf("Pool", ctx)));
+          "Pool", cuda::Pool(hidden.data<void>(), hidden.row_stride(), device_bounds.i32(), width,
+                             rows, n, mode, act, out.f32(), internal::StreamOf("Pool", ctx)));
       return;
 #endif
       internal::NoKernel("Pool", ctx);

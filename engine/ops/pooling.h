@@ -2,7 +2,9 @@
 // late-chunking span.
 //
 //   hidden  f32 [num_tokens, hidden]
-//   bounds  i32 [num_rows, 2]: (begin, end) token offsets, non-empty, inside hidden; host memory
+//   bounds  i32 [num_rows, 2]: (begin, end) token offsets, non-empty, inside hidden; host memory;
+//           or [num_rows, 3]: (begin, end, origin), the weighted mean weighing token t by
+//           t - origin + 1 (origin <= begin: a range that leaves out its sequence's prompt)
 //   out     f32 [num_rows, hidden], contiguous
 //   device_bounds  the same bounds in ctx.device memory, for devices other than the CPU (the
 //                  kernel reads them there; the host copy is what is checked)

@@ -219,8 +219,8 @@ class CudaRuntime final : public DeviceRuntime {
     if (work.score) {
       model_.Score(ctx, hidden, rows);
     } else {
-      ops::Pool(exec_, hidden, HostBounds(plan.row_bounds), work.pool, rows,
-                DeviceI32(layout_.row_bounds, {packed.num_rows, 2}));
+      ops::Pool(exec_, hidden, HostRowBounds(plan.row_bounds), work.pool, rows,
+                DeviceI32(layout_.row_bounds, {packed.num_rows, 3}));
     }
     const size_t bytes = static_cast<size_t>(work.rows * work.width) * sizeof(float);
     if (bytes > slot.out.bytes()) {

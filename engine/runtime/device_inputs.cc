@@ -35,7 +35,7 @@ DeviceInputLayout DeviceInputLayoutFor(int64_t max_tokens, int64_t max_seqs, int
   l.type_ids = place(max_tokens);
   l.positions = place(max_tokens);
   l.cu_seqlens = place(max_seqs + 1);
-  l.row_bounds = place(2 * max_rows);
+  l.row_bounds = place(3 * max_rows);
   l.seq_bounds = place(2 * max_seqs);
   l.max_tiles = MaxAttentionTiles(max_tokens, max_seqs);
   l.tiles = place(2 * l.max_tiles);
@@ -48,7 +48,7 @@ PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& l,
   PackedInputs p;
   p.num_tokens = b.num_tokens();
   p.num_seqs = b.num_seqs();
-  p.num_rows = static_cast<int64_t>(plan.row_bounds.size() / 2);
+  p.num_rows = static_cast<int64_t>(plan.row_bounds.size() / 3);
   p.max_seqlen = plan.attention.max_seqlen;
   if (p.num_tokens > l.max_tokens || p.num_seqs > l.max_seqs || p.num_rows > l.max_rows) {
     throw std::invalid_argument(StrCat("PackDeviceInputs: batch of ", p.num_tokens, " tokens, ",
@@ -93,7 +93,7 @@ PackedInputs PackDeviceInputs(const BatchPlan& plan, const DeviceInputLayout& l,
   const PackedInputs::Range written[] = {
       {l.ids, p.num_tokens},          {l.type_ids, p.num_tokens},
       {l.positions, p.num_tokens},    {l.cu_seqlens, p.num_seqs + 1},
-      {l.row_bounds, 2 * p.num_rows}, {l.seq_bounds, static_cast<int64_t>(plan.seq_bounds.size())},
+      {l.row_bounds, 3 * p.num_rows}, {l.seq_bounds, static_cast<int64_t>(plan.seq_bounds.size())},
       {l.tiles, 2 * p.num_tiles}};
   for (const PackedInputs::Range& r : written) {
     if (r.count == 0) continue;

@@ -19,7 +19,7 @@ struct DeviceInputLayout {
   int64_t type_ids = 0;    // [max_tokens] (zeros where the batch has none)
   int64_t positions = 0;   // [max_tokens]
   int64_t cu_seqlens = 0;  // [max_seqs + 1]
-  int64_t row_bounds = 0;  // [max_rows, 2]
+  int64_t row_bounds = 0;  // [max_rows, 3] (begin, end, origin)
   int64_t seq_bounds = 0;  // [max_seqs, 2]: the real sequences' (begin, end), for scoring
   int64_t tiles = 0;       // [max_tiles, 2]: attention's query tiles (base/attention_plan.h)
   int64_t max_tiles = 0;   // MaxAttentionTiles(max_tokens, max_seqs)

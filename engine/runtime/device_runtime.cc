@@ -19,6 +19,10 @@ Tensor HostBounds(const std::vector<int32_t>& pairs) {
                 {static_cast<int64_t>(pairs.size() / 2), 2});
 }
 
+Tensor HostRowBounds(const std::vector<int32_t>& rows) {
+  return Tensor(rows.data(), DType::kI32, Device::kCpu, {static_cast<int64_t>(rows.size() / 3), 3});
+}
+
 ForwardContext HostForwardContext(const ExecContext& exec, const BatchPlan& plan,
                                   const AttentionBackend& attention, Workspace& ws) {
   const RaggedBatch& batch = *plan.batch;
@@ -41,7 +45,7 @@ absl::StatusOr<int> CpuRuntime::Start(const BatchWork& work, std::function<void(
   if (work.score) {
     model_.Score(ctx, hidden, rows);
   } else {
-    ops::Pool(exec_, hidden, HostBounds(plan.row_bounds), work.pool, rows);
+    ops::Pool(exec_, hidden, HostRowBounds(plan.row_bounds), work.pool, rows);
   }
   rows_ = rows.f32();
   if (on_complete) on_complete();

@@ -92,6 +92,8 @@ class CpuRuntime final : public DeviceRuntime {
 
 // A host i32 [pairs.size() / 2, 2] view of (begin, end) pairs (a plan's bounds).
 Tensor HostBounds(const std::vector<int32_t>& pairs);
+// A host i32 [rows.size() / 3, 3] view of (begin, end, origin) rows (a plan's row_bounds).
+Tensor HostRowBounds(const std::vector<int32_t>& rows);
 
 // The forward context of a planned batch whose inputs are host vectors (the CPU's).
 ForwardContext HostForwardContext(const ExecContext& exec, const BatchPlan& plan,

@@ -20,7 +20,7 @@ RaggedBatch PadToBucket(const RaggedBatch& input) {
 }
 
 void BuildPlan(const RaggedBatch& input, bool pad_to_buckets, const ModelInfo& model,
-               BatchPlan& plan) {
+               BatchPlan& plan, bool include_prompt) {
   plan.batch = &input;
   if (pad_to_buckets) {
     plan.padded = PadToBucket(input);
@@ -39,7 +39,20 @@ void BuildPlan(const RaggedBatch& input, bool pad_to_buckets, const ModelInfo& m
     plan.seq_bounds.push_back(input.cu_seqlens[s]);
     plan.seq_bounds.push_back(input.cu_seqlens[s + 1]);
   }
-  plan.row_bounds = input.span_bounds.empty() ? plan.seq_bounds : input.span_bounds;
+  plan.row_bounds.clear();
+  if (!input.span_bounds.empty()) {
+    for (size_t i = 0; i < input.span_bounds.size(); i += 2) {
+      plan.row_bounds.insert(plan.row_bounds.end(), {input.span_bounds[i], input.span_bounds[i + 1],
+                                                     input.span_bounds[i]});
+    }
+  } else {
+    const bool skip = !include_prompt && !input.prompt_lengths.empty();
+    for (int64_t s = 0; s < plan.num_real_seqs; ++s) {
+      const int32_t begin = input.cu_seqlens[s];
+      plan.row_bounds.insert(plan.row_bounds.end(), {begin + (skip ? input.prompt_lengths[s] : 0),
+                                                     input.cu_seqlens[s + 1], begin});
+    }
+  }
   AttentionPlan& a = plan.attention;
   a.cu_seqlens = batch.cu_seqlens.data();
   a.num_seqs = batch.num_seqs();

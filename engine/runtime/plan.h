@@ -23,7 +23,9 @@ struct BatchPlan {
   int64_t num_real_seqs = 0;           // the input's sequences (padding adds empty ones after them)
   std::vector<int32_t> positions;      // [num_tokens], each token's position in its sequence
   std::vector<int32_t> seq_bounds;     // [num_real_seqs, 2] (begin, end)
-  std::vector<int32_t> row_bounds;     // [num_rows, 2]: the input's spans, or seq_bounds
+  // [num_rows, 3] (begin, end, origin): the input's spans, or each sequence from its first token
+  // pooled (past its prompt where the model leaves prompts out), origin its first token.
+  std::vector<int32_t> row_bounds;
   AttentionPlan attention;
 };
 
@@ -34,7 +36,8 @@ RaggedBatch PadToBucket(const RaggedBatch& input);
 // Fills `plan` for `input`, reusing the plan's vectors (bucket padding copies the batch). The
 // plan points into `input` and into itself: it is valid while `input` is, and Clear() drops
 // those pointers once the batch ran.
+// `include_prompt` false: rows start past input.prompt_lengths.
 void BuildPlan(const RaggedBatch& input, bool pad_to_buckets, const ModelInfo& model,
-               BatchPlan& plan);
+               BatchPlan& plan, bool include_prompt = true);
 
 }  // namespace quiver::engine

@@ -221,6 +221,18 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
   out.sequences.reserve(inputs.size());
   tokenizer::Encoding enc;
   std::string text;
+  // Where the model pools without its prompt: the prompt's length as sentence-transformers
+  // measures it (the prompt tokenized alone, with special tokens, less a trailing special one).
+  size_t prompt_tokens = 0;
+  if (model_.exclude_prompt && !prompt.empty()) {
+    const tokenizer::EncodeOptions alone = EncodeOptionsFor(kNoTruncation, 0, true);
+    if (absl::Status s = tokenizer_->Encode(prompt, alone, &enc); !s.ok()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, "prompt_name",
+                        StrCat("the prompt: ", s.message()), Reason::kTokenizer);
+    }
+    prompt_tokens = enc.ids.size();
+    if (prompt_tokens > 0 && tokenizer_->IsSpecial(enc.ids.back())) --prompt_tokens;
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));  // each input's cost is bounded
     const Input& input = inputs[i];
@@ -247,6 +259,15 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
       }
       seq.ids = enc.ids;
       seq.type_ids = enc.type_ids;
+      if (prompt_tokens > 0 && prompt_tokens >= seq.ids.size()) {
+        return FieldError(absl::StatusCode::kInvalidArgument, field,
+                          StrCat("input ", i, ": the prompt takes ", prompt_tokens, " of its ",
+                                 seq.ids.size(),
+                                 " tokens, and the model pools without the prompt's tokens "
+                                 "(include_prompt false): nothing is left to pool"),
+                          Reason::kInputTooLong);
+      }
+      seq.prompt_tokens = static_cast<uint32_t>(prompt_tokens);
     }
     if (seq.ids.empty()) {
       return FieldError(absl::StatusCode::kInvalidArgument, field,

@@ -40,6 +40,9 @@ struct ModelDescription {
   int64_t num_labels = 0;  // scoring models: logits per input
   // SPLADE models: terms per input (the vocabulary); 0 for every other kind.
   int64_t sparse_width = 0;
+  // The Pooling module's include_prompt is false: a prompt's tokens are left out of the pooling
+  // (each sequence is sent with its prompt_length, as sentence-transformers counts it).
+  bool exclude_prompt = false;
   // Their names in id order (config.json's id2label; LABEL_i where it has none).
   std::vector<std::string> labels;
   // Empty: a scoring model encodes (query, document) as two segments (a cross-encoder).

@@ -26,7 +26,7 @@ TEST(DeviceInputsTest, OffsetsAreAlignedAndDependOnlyOnTheMaxima) {
   }
   EXPECT_GE(l.type_ids - l.ids, 67);
   EXPECT_GE(l.row_bounds - l.cu_seqlens, 6);
-  EXPECT_GE(l.seq_bounds - l.row_bounds, 18);
+  EXPECT_GE(l.seq_bounds - l.row_bounds, 27);
   EXPECT_GE(l.tiles - l.seq_bounds, 10);
   EXPECT_EQ(l.max_tiles, 2 + 5);  // ceil(67 / 64) + 5
   EXPECT_GE(l.total - l.tiles, 2 * l.max_tiles);
@@ -60,8 +60,8 @@ TEST(DeviceInputsTest, PacksABucketPaddedBatch) {
     EXPECT_EQ(block[l.cu_seqlens + s], padded.cu_seqlens[s]);
   }
   EXPECT_EQ(block[l.cu_seqlens + padded.num_seqs()], 64);
-  EXPECT_EQ(std::vector<int32_t>(block.begin() + l.row_bounds, block.begin() + l.row_bounds + 4),
-            std::vector<int32_t>({0, 3, 3, 5}));
+  EXPECT_EQ(std::vector<int32_t>(block.begin() + l.row_bounds, block.begin() + l.row_bounds + 6),
+            std::vector<int32_t>({0, 3, 0, 3, 5, 3}));
   // No type ids in the batch: zeros for its tokens, never what the block held before.
   for (int64_t t = 0; t < 64; ++t) EXPECT_EQ(block[l.type_ids + t], 0);
   // The ranges cover exactly what was written: inside them nothing is left as it was, outside
@@ -78,7 +78,7 @@ TEST(DeviceInputsTest, PacksABucketPaddedBatch) {
     if (!in_range[k]) EXPECT_EQ(block[k], kPoison) << "element " << k << " written outside";
   }
   for (int64_t k : {l.ids, l.ids + 63, l.type_ids + 63, l.positions + 63, l.cu_seqlens + 8,
-                    l.row_bounds + 3, l.seq_bounds + 3, l.tiles + 2 * p.num_tiles - 1}) {
+                    l.row_bounds + 5, l.seq_bounds + 3, l.tiles + 2 * p.num_tiles - 1}) {
     EXPECT_TRUE(in_range[static_cast<size_t>(k)]) << k;
     EXPECT_NE(block[static_cast<size_t>(k)], kPoison) << k;
   }

@@ -111,17 +111,32 @@ TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
   }
   const std::vector<JsonValue> rows = ReadJsonLines(dir / "reference.jsonl");
   ASSERT_GE(rows.size(), 10u);
-  RaggedBatch batch;
-  for (const JsonValue& row : rows) {
+  // Each row alone, and all of them as one ragged batch; a row's prompt (sentence-transformers'
+  // prompt_length, where the reference was encoded with one) goes with it.
+  auto add = [](const JsonValue& row, RaggedBatch& b) {
     if (const JsonValue* types = row.Find("type_ids")) {
       std::vector<int32_t> t = Ints(*types);
-      batch.Add(Ints(*row.Find("ids")), &t);
+      b.Add(Ints(*row.Find("ids")), &t);
     } else {
-      batch.Add(Ints(*row.Find("ids")));
+      b.Add(Ints(*row.Find("ids")));
     }
-  }
+    const JsonValue* prompt = row.Find("prompt_length");
+    b.prompt_lengths.push_back(prompt != nullptr && prompt->is_number()
+                                   ? static_cast<int32_t>(prompt->as_int())
+                                   : 0);
+  };
+  RaggedBatch batch;
+  for (const JsonValue& row : rows) add(row, batch);
   absl::StatusOr<EngineOutput> out = (*engine)->Run(batch);
   ASSERT_TRUE(out.ok()) << out.status();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    RaggedBatch alone;
+    add(rows[i], alone);
+    absl::StatusOr<EngineOutput> one = (*engine)->Run(alone);
+    ASSERT_TRUE(one.ok()) << one.status();
+    EXPECT_EQ(one->RowF32(0), out->RowF32(static_cast<int64_t>(i)))
+        << GetParam() << " row " << i << ": alone and in the batch differ";
+  }
   // Embeddings: error relative to each reference vector's scale. Scores (a logit, or the
   // difference of two logits) can sit near zero where a relative error means nothing, so they
   // are measured against the scale of the reference scores as a set.
@@ -156,7 +171,9 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                                            "modernbert_cross_encoder", "bert_dense",
                                            "t5_mean", "t5_gated", "gemma3_mean",
                                            "bert_weightedmean", "bert_mean_sqrt_len",
-                                           "qwen2_bidirectional_mean", "splade"));
+                                           "qwen2_bidirectional_mean", "splade",
+                                           "bert_prompt_mean", "bert_prompt_weightedmean",
+                                           "bert_prompt_cls"));
 
 }  // namespace
 }  // namespace quiver::engine

@@ -82,6 +82,49 @@ TEST_P(InvarianceTest, AloneEqualsInsideRaggedBatchesOf1To64) {
   }
 }
 
+// A model that pools without its prompt (include_prompt false): each sequence's prompt length
+// travels with it through a batch; one that leaves nothing to pool is refused by name.
+TEST(PromptLengthTest, EachSequenceKeepsItsOwnPromptInABatch) {
+  for (const char* name : {"bert_prompt_mean", "bert_prompt_weightedmean", "bert_prompt_cls"}) {
+    auto engine = Engine::Load(TinyDir(name), Options(name));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    const auto seqs = RandomSequences(12, 1000, 60, 21);
+    RaggedBatch batch;
+    std::vector<std::vector<float>> alone, unprompted;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int32_t len = static_cast<int32_t>(seqs[i].size());
+      const int32_t prompt = static_cast<int32_t>(i % 4) * (len - 1) / 3;
+      batch.Add(seqs[i]);
+      batch.prompt_lengths.push_back(prompt);
+      RaggedBatch one;
+      one.Add(seqs[i]);
+      one.prompt_lengths.push_back(prompt);
+      auto out = (*engine)->Run(one);
+      ASSERT_TRUE(out.ok()) << out.status();
+      alone.push_back(out->RowF32(0));
+      one.prompt_lengths.clear();
+      out = (*engine)->Run(one);
+      ASSERT_TRUE(out.ok()) << out.status();
+      unprompted.push_back(out->RowF32(0));
+    }
+    auto out = (*engine)->Run(batch);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      EXPECT_EQ(out->RowF32(static_cast<int64_t>(i)), alone[i]) << name << " row " << i;
+      // A prompt changes what is pooled (row i has a prompt where i % 4 != 0).
+      if (batch.prompt_lengths[i] > 0) EXPECT_NE(alone[i], unprompted[i]) << name << " row " << i;
+      if (batch.prompt_lengths[i] == 0) EXPECT_EQ(alone[i], unprompted[i]) << name << " row " << i;
+    }
+    RaggedBatch whole;
+    whole.Add({5, 6, 7});
+    whole.prompt_lengths.push_back(3);
+    auto refused = (*engine)->Run(whole);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("prompt length 3"), std::string::npos)
+        << refused.status();
+  }
+}
+
 TEST_P(InvarianceTest, AttentionBackendsAgree) {
   auto reference = Engine::Load(TinyDir(GetParam()), Options(GetParam(), "reference"));
   ASSERT_TRUE(reference.ok());
@@ -134,7 +177,8 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest,
                                            "modernbert_cross_encoder", "bert_dense",
                                            "t5_mean", "t5_gated", "gemma3_mean",
                                            "bert_weightedmean", "bert_mean_sqrt_len",
-                                           "qwen2_bidirectional_mean", "splade"));
+                                           "qwen2_bidirectional_mean", "splade",
+                                           "bert_prompt_mean"));
 
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   auto engine = Engine::Load(TinyDir("bert_mean"), {});

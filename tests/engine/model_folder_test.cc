@@ -115,6 +115,7 @@ struct TinyCase {
   const char* architecture;
   PoolingMode pooling;
   bool normalize;
+  bool include_prompt = true;  // the Pooling module's
 };
 
 void PrintTo(const TinyCase& c, std::ostream* os) { *os << c.name; }
@@ -129,6 +130,7 @@ TEST_P(TinyCheckpointTest, LoadsWithItsDeclaredWeightsAndDtype) {
   EXPECT_EQ(folder->architecture, c.architecture);
   EXPECT_EQ(folder->pooling.mode, c.pooling);
   EXPECT_EQ(folder->pooling.normalize, c.normalize);
+  EXPECT_EQ(folder->pooling.include_prompt, c.include_prompt);
   // The dtype the golden script stored the weights in.
   JsonValue meta = ReadJson(dir / "reference.meta.json");
   const std::string dtype = meta.Find("dtype")->as_string();
@@ -170,7 +172,11 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"bert_weightedmean", "BertModel", PoolingMode::kWeightedMean, false},
         TinyCase{"bert_mean_sqrt_len", "BertModel", PoolingMode::kMeanSqrtLen, false},
         TinyCase{"qwen2_bidirectional_mean", "Qwen2Model", PoolingMode::kMean, false},
-        TinyCase{"splade", "BertForMaskedLM", PoolingMode::kCls, false}),
+        TinyCase{"splade", "BertForMaskedLM", PoolingMode::kCls, false},
+        TinyCase{"bert_prompt_mean", "BertModel", PoolingMode::kMean, true, false},
+        TinyCase{"bert_prompt_weightedmean", "BertModel", PoolingMode::kWeightedMean, false,
+                 false},
+        TinyCase{"bert_prompt_cls", "BertModel", PoolingMode::kCls, false, false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {
@@ -440,10 +446,10 @@ TEST(DenseFolderTest, BadDenseModulesAreNamed) {
   fs::remove_all(dir);
 }
 
-TEST_F(MalformedFolderTest, IncludePromptFalseIsNamed) {
+TEST_F(MalformedFolderTest, ANonBooleanIncludePromptIsNamed) {
   Write("1_Pooling/config.json",
-        R"({"embedding_dimension": 36, "pooling_mode": "mean", "include_prompt": false})");
-  EXPECT_NE(LoadError().find("'include_prompt'"), std::string::npos) << LoadError();
+        R"({"embedding_dimension": 36, "pooling_mode": "mean", "include_prompt": "no"})");
+  EXPECT_NE(LoadError().find("include_prompt"), std::string::npos) << LoadError();
 }
 
 TEST_F(MalformedFolderTest, UnsupportedPoolingModeIsNamed) {

@@ -517,34 +517,45 @@ void OpTest::CheckAttention(int64_t head_dim) {
 TEST_P(OpTest, PoolingClsMeanLastMaxAndSpans) {
   const int64_t tokens = 29, n = 21;
   const std::vector<float> hidden = Random(tokens * n);
-  // Three sequences, then late-chunking spans inside them.
-  const std::vector<int32_t> bounds = {0, 1, 1, 12, 12, 29, 3, 9, 14, 15};
-  const int64_t rows = static_cast<int64_t>(bounds.size() / 2);
-  const Tensor bounds_t(bounds.data(), DType::kI32, Device::kCpu, {rows, 2});
-  for (ops::PoolMode mode : {ops::PoolMode::kCls, ops::PoolMode::kMean, ops::PoolMode::kLastToken,
-                             ops::PoolMode::kMax, ops::PoolMode::kMeanSqrtLen,
-                             ops::PoolMode::kWeightedMean}) {
-    const Tensor out = Output({rows, n});
-    ops::Pool(ctx_, Act(hidden, {tokens, n}), bounds_t, mode, out, I32(bounds, {rows, 2}));
-    Doubles want(static_cast<size_t>(rows * n));
-    for (int64_t r = 0; r < rows; ++r) {
-      const int32_t begin = bounds[2 * r], end = bounds[2 * r + 1];
-      for (int64_t j = 0; j < n; ++j) {
-        double v = mode == ops::PoolMode::kMax ? -1e300 : 0.0;
-        for (int32_t t = begin; t < end; ++t) {
-          const double x = hidden[t * n + j];
-          const double len = end - begin;
-          if (mode == ops::PoolMode::kMean) v += x / len;
-          if (mode == ops::PoolMode::kMax) v = std::max(v, x);
-          if (mode == ops::PoolMode::kMeanSqrtLen) v += x / std::sqrt(len);
-          if (mode == ops::PoolMode::kWeightedMean) v += x * (t - begin + 1) / (len * (len + 1) / 2);
+  // Three sequences, then late-chunking spans inside them; as (begin, end) pairs, then as
+  // (begin, end, origin) rows, where the last two leave out the first tokens of their sequence
+  // (a prompt) and the weighted mean counts from the sequence's start.
+  const std::vector<int32_t> pairs = {0, 1, 1, 12, 12, 29, 3, 9, 14, 15};
+  const std::vector<int32_t> triples = {0, 1, 0, 1, 12, 1, 12, 29, 12, 3, 9, 3, 14, 15, 14,
+                                        4, 12, 1, 20, 29, 12};
+  for (const int64_t width : {2, 3}) {
+    const std::vector<int32_t>& bounds = width == 2 ? pairs : triples;
+    const int64_t rows = static_cast<int64_t>(bounds.size()) / width;
+    const Tensor bounds_t(bounds.data(), DType::kI32, Device::kCpu, {rows, width});
+    for (ops::PoolMode mode :
+         {ops::PoolMode::kCls, ops::PoolMode::kMean, ops::PoolMode::kLastToken, ops::PoolMode::kMax,
+          ops::PoolMode::kMeanSqrtLen, ops::PoolMode::kWeightedMean}) {
+      const Tensor out = Output({rows, n});
+      ops::Pool(ctx_, Act(hidden, {tokens, n}), bounds_t, mode, out, I32(bounds, {rows, width}));
+      Doubles want(static_cast<size_t>(rows * n));
+      for (int64_t r = 0; r < rows; ++r) {
+        const int32_t begin = bounds[width * r], end = bounds[width * r + 1];
+        const int32_t origin = width == 3 ? bounds[width * r + 2] : begin;
+        double weights = 0;
+        for (int32_t t = begin; t < end; ++t) weights += t - origin + 1;
+        for (int64_t j = 0; j < n; ++j) {
+          double v = mode == ops::PoolMode::kMax ? -1e300 : 0.0;
+          for (int32_t t = begin; t < end; ++t) {
+            const double x = hidden[t * n + j];
+            const double len = end - begin;
+            if (mode == ops::PoolMode::kMean) v += x / len;
+            if (mode == ops::PoolMode::kMax) v = std::max(v, x);
+            if (mode == ops::PoolMode::kMeanSqrtLen) v += x / std::sqrt(len);
+            if (mode == ops::PoolMode::kWeightedMean) v += x * (t - origin + 1) / weights;
+          }
+          if (mode == ops::PoolMode::kCls) v = hidden[begin * n + j];
+          if (mode == ops::PoolMode::kLastToken) v = hidden[(end - 1) * n + j];
+          want[r * n + j] = v;
         }
-        if (mode == ops::PoolMode::kCls) v = hidden[begin * n + j];
-        if (mode == ops::PoolMode::kLastToken) v = hidden[(end - 1) * n + j];
-        want[r * n + j] = v;
       }
+      ExpectNear(Download(out), want, act_,
+                 "width " + std::to_string(width) + " mode " + std::to_string(int(mode)));
     }
-    ExpectNear(Download(out), want, act_, "mode " + std::to_string(int(mode)));
   }
 }
 

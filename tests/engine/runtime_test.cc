@@ -239,8 +239,9 @@ TEST(PaddedMetadataTest, TheArraysACapturedGraphReadsForABucketedBatch) {
             std::vector<int32_t>({0, 3, 5, 64, 64, 64, 64, 64, 64}));
   EXPECT_EQ(plan.num_real_seqs, 2);
   EXPECT_EQ(plan.seq_bounds, std::vector<int32_t>({0, 3, 3, 5}));
-  EXPECT_EQ(plan.row_bounds, plan.seq_bounds);  // padding never reaches an answer row
-  EXPECT_EQ(plan.positions[5], 0);              // the padding sequence starts over
+  // Padding never reaches an answer row: (begin, end, origin) of the real sequences only.
+  EXPECT_EQ(plan.row_bounds, std::vector<int32_t>({0, 3, 0, 3, 5, 3}));
+  EXPECT_EQ(plan.positions[5], 0);  // the padding sequence starts over
   EXPECT_EQ(plan.positions[63], 58);
 
   const DeviceInputLayout l = DeviceInputLayoutFor(128, 16, 16);

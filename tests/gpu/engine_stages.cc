@@ -433,6 +433,7 @@ absl::StatusOr<std::vector<JsonValue>> ReadJsonLines(const std::string& path,
 // A fixture's reference.jsonl (Hugging Face's answers, tools/golden) and reference.meta.json.
 struct Reference {
   std::vector<std::vector<int32_t>> ids, type_ids;  // type_ids[i] empty where the row has none
+  std::vector<int32_t> prompt_lengths;               // 0 where the row has no prompt
   Rows outputs;
   bool scores = false;
   std::optional<int32_t> yes_token_id, no_token_id;
@@ -462,6 +463,10 @@ absl::StatusOr<Reference> ReadReference(const std::string& dir) {
       QUIVER_ASSIGN_OR_RETURN(types, Ints(row.Find("type_ids"), "type_ids"));
     }
     QUIVER_ASSIGN_OR_RETURN(std::vector<float> output, Floats(row.Find("output"), "output"));
+    const JsonValue* prompt = row.Find("prompt_length");
+    ref.prompt_lengths.push_back(prompt != nullptr && prompt->is_number()
+                                     ? static_cast<int32_t>(prompt->as_int())
+                                     : 0);
     ref.ids.push_back(std::move(ids));
     ref.type_ids.push_back(std::move(types));
     ref.outputs.push_back(std::move(output));
@@ -473,6 +478,7 @@ RaggedBatch ReferenceBatch(const Reference& ref, size_t max_rows = SIZE_MAX) {
   RaggedBatch batch;
   for (size_t i = 0; i < ref.ids.size() && i < max_rows; ++i) {
     batch.Add(ref.ids[i], ref.type_ids[i].empty() ? nullptr : &ref.type_ids[i]);
+    batch.prompt_lengths.push_back(ref.prompt_lengths[i]);
   }
   return batch;
 }
@@ -663,7 +669,8 @@ constexpr const char* kTinyFixtures[] = {
     "qwen2_lasttoken", "mistral_lasttoken", "llama_lasttoken", "mpnet_mean",
     "mpnet_cross_encoder", "modernbert_cls", "modernbert_cross_encoder", "bert_dense", "t5_mean",
     "t5_gated", "gemma3_mean", "bert_weightedmean", "bert_mean_sqrt_len",
-    "qwen2_bidirectional_mean", "splade"};
+    "qwen2_bidirectional_mean", "splade", "bert_prompt_mean", "bert_prompt_weightedmean",
+    "bert_prompt_cls"};
 
 // GPU (lazy graphs) and CPU answers for one fixture against Hugging Face's and each other. The
 // worst agreement with Hugging Face goes into `worst_vs_reference` (cosine).

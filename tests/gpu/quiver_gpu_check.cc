@@ -765,26 +765,28 @@ const char* PoolName(PoolMode mode) {
   return "?";
 }
 
-// Pool over 4 token ranges of 13 strided rows (one of them a single token, two overlapping).
+// Pool over 4 token ranges of 13 strided rows (one of them a single token, two overlapping), as
+// (begin, end, origin) rows: two of them count the weighted mean's weights from before their
+// first token (a prompt left out of the pooling).
 absl::StatusOr<double> CheckPool(Gpu& gpu, DType act, int64_t hidden, PoolMode mode,
                                  uint64_t seed) {
   Rng rng(seed);
   const int64_t stride = hidden + 1;
-  const std::vector<int32_t> bounds = {0, 5, 5, 6, 6, 13, 2, 11};
-  const int64_t num_rows = static_cast<int64_t>(bounds.size()) / 2;
+  const std::vector<int32_t> bounds = {0, 5, 0, 5, 6, 3, 6, 13, 6, 2, 11, 2};
+  const int64_t num_rows = static_cast<int64_t>(bounds.size()) / 3;
   const std::vector<float> x = RandomFloats(kRows * stride, rng, -2, 2, IsBf16(act));
   const cudaStream_t s = gpu.s();
   QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_x, ToDeviceAs(x, act, s));
   QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_bounds, ToDevice(bounds, s));
   QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_out,
                           PoisonedBuffer(static_cast<size_t>(num_rows * hidden) * 4, s));
-  QUIVER_RETURN_IF_ERROR(Launch(cu::Pool(d_x.data(), stride, d_bounds.as<int32_t>(), num_rows,
-                                         hidden, mode, act, d_out.as<float>(), s),
+  QUIVER_RETURN_IF_ERROR(Launch(cu::Pool(d_x.data(), stride, d_bounds.as<int32_t>(), 3,
+                                         num_rows, hidden, mode, act, d_out.as<float>(), s),
                                 "Pool"));
   QUIVER_ASSIGN_OR_RETURN(std::vector<uint8_t> out_bytes, ToHost(d_out, s));
   std::vector<double> ref;
   for (int64_t r = 0; r < num_rows; ++r) {
-    const int64_t begin = bounds[2 * r], end = bounds[2 * r + 1];
+    const int64_t begin = bounds[3 * r], end = bounds[3 * r + 1], origin = bounds[3 * r + 2];
     for (int64_t j = 0; j < hidden; ++j) {
       auto at = [&](int64_t t) { return static_cast<double>(x[t * stride + j]); };
       double v = 0.0;
@@ -808,9 +810,12 @@ absl::StatusOr<double> CheckPool(Gpu& gpu, DType act, int64_t hidden, PoolMode m
           v /= std::sqrt(static_cast<double>(end - begin));
           break;
         case PoolMode::kWeightedMean: {
-          const double len = static_cast<double>(end - begin);
-          for (int64_t t = begin; t < end; ++t) v += at(t) * static_cast<double>(t - begin + 1);
-          v /= len * (len + 1) / 2;
+          double weights = 0;
+          for (int64_t t = begin; t < end; ++t) {
+            v += at(t) * static_cast<double>(t - origin + 1);
+            weights += static_cast<double>(t - origin + 1);
+          }
+          v /= weights;
           break;
         }
       }
@@ -984,7 +989,7 @@ absl::StatusOr<double> CheckZeroRows(Gpu& gpu, DType act) {
       Launch(cu::BiasActivation(out, kHidden, in_f32, cu::Activation::kGeluErf, 0, kHidden, act, s),
              "BiasActivation(0 rows)"));
   QUIVER_RETURN_IF_ERROR(Launch(
-      cu::Pool(in, kHidden, ids, 0, kHidden, PoolMode::kMean, act, out_f32, s), "Pool(0 rows)"));
+      cu::Pool(in, kHidden, ids, 2, 0, kHidden, PoolMode::kMean, act, out_f32, s), "Pool(0 rows)"));
   QUIVER_RETURN_IF_ERROR(Launch(cu::LogitDifference(in_f32, 0, kHidden, in_f32, in_f32, out_f32, s),
                                 "LogitDifference(0 rows)"));
   QUIVER_RETURN_IF_ERROR(

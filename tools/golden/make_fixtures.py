@@ -404,6 +404,54 @@ def make_bert_pooling(out_dir: Path, wp: Tokenizer, mode: str, seed: int, texts_
                   "reference": f"sentence_transformers.SentenceTransformer.encode ({mode} pooling)"}
 
 
+PROMPTS = {"query": "Represent this question for retrieving documents: ",
+           "passage": "Represent the document: "}
+
+
+def make_bert_prompt(out_dir: Path, wp: Tokenizer, mode: str, seed: int, texts_seed: int):
+    """BertModel + `mode` pooling with include_prompt False (INSTRUCTOR / GRIT style): the
+    prompt's tokens (sentence-transformers' prompt_length: the prompt tokenized alone, less its
+    trailing special token) are left out of the pooling. Prompts "query" (the default) and
+    "passage" in config_sentence_transformers.json; the rows take query, passage, then none."""
+    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=20,
+                                  num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                                  max_position_embeddings=160, type_vocab_size=2)
+    torch.manual_seed(seed)
+    model = transformers.BertModel(cfg, add_pooling_layer=False)
+    randomize(model, seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        fast = save_tokenizer(wp, tmp, **WORDPIECE_SPECIALS)
+        model.save_pretrained(str(tmp))
+        fast.save_pretrained(str(tmp))
+        modules = [st_models.Transformer(str(tmp), max_seq_length=160),
+                   st_models.Pooling(20, pooling_mode=mode, include_prompt=False)]
+        if mode == "mean":
+            modules.append(st_models.Normalize())
+        SentenceTransformer(modules=modules, prompts=PROMPTS, default_prompt_name="query",
+                            device="cpu").save(str(out_dir))
+    st = SentenceTransformer(str(out_dir), device="cpu").eval()
+    assert not st[1].include_prompt
+    rows = []
+    for i, text in enumerate(tiny_texts(seed=texts_seed, count=12)):
+        name = ("query", "passage", None)[i % 3]
+        prompt = PROMPTS[name] if name else ""
+        # prompt="" asks for no prompt (None would take the default one).
+        emb = st.encode([text], prompt=prompt, batch_size=1, convert_to_numpy=True)[0]
+        enc = st.tokenizer(prompt + text, truncation=True, max_length=st.max_seq_length,
+                           return_token_type_ids=True)
+        row = {"text": text, "prompt_name": name, "ids": enc["input_ids"], "output": emb,
+               "type_ids": enc["token_type_ids"]}
+        if name:
+            # The length sentence-transformers itself passed to Pooling.
+            row["prompt_length"] = st[0]._get_prompt_length(prompt)
+        rows.append(row)
+    return rows, {"kind": "embedding", "pooling": mode, "normalize": mode == "mean",
+                  "include_prompt": False, "dtype": "F32",
+                  "reference": f"sentence_transformers.SentenceTransformer.encode with prompts "
+                               f"({mode} pooling, include_prompt False)"}
+
+
 def make_distilbert_mean(out_dir: Path, wp: Tokenizer):
     """DistilBertModel (transformer.layer.i.* names, no token types) + mean pooling, by
     sentence-transformers."""
@@ -981,6 +1029,9 @@ def main():
         "bert_mean_sqrt_len": lambda d: make_bert_pooling(d, wp, "mean_sqrt_len_tokens", 32, 129),
         "qwen2_bidirectional_mean": lambda d: make_qwen2_bidirectional(d, bpe_eos),
         "splade": lambda d: make_splade(d, wp),
+        "bert_prompt_mean": lambda d: make_bert_prompt(d, wp, "mean", 41, 141),
+        "bert_prompt_weightedmean": lambda d: make_bert_prompt(d, wp, "weightedmean", 42, 142),
+        "bert_prompt_cls": lambda d: make_bert_prompt(d, wp, "cls", 43, 143),
     }
     for name, build in builders.items():
         if only and name not in only:

@@ -301,10 +301,11 @@ void Rotary(float* x, const int32_t* positions, int64_t num_tokens, int64_t head
   }
 }
 
-void Pool(const float* hidden, const int32_t* bounds, int64_t rows, int64_t n, PoolMode mode,
-          float* out) {
+void Pool(const float* hidden, const int32_t* bounds, int64_t width, int64_t rows, int64_t n,
+          PoolMode mode, float* out) {
   for (int64_t s = 0; s < rows; ++s) {
-    const int64_t begin = bounds[2 * s], end = bounds[2 * s + 1];
+    const int64_t begin = bounds[width * s], end = bounds[width * s + 1];
+    const int64_t origin = width == 3 ? bounds[width * s + 2] : begin;
     float* dst = out + s * n;
     switch (mode) {
       case PoolMode::kCls:
@@ -329,11 +330,13 @@ void Pool(const float* hidden, const int32_t* bounds, int64_t rows, int64_t n, P
         std::fill(dst, dst + n, 0.0f);
         for (int64_t t = begin; t < end; ++t) {
           const float* src = hidden + t * n;
-          const float w = static_cast<float>(t - begin + 1);
+          const float w = static_cast<float>(t - origin + 1);
           for (int64_t j = 0; j < n; ++j) dst[j] += w * src[j];
         }
-        const double len = static_cast<double>(end - begin);
-        const float inv = static_cast<float>(1.0 / (len * (len + 1) / 2));
+        // Σ (t - origin + 1) over [begin, end): the weights up to end less those before begin.
+        const double hi = static_cast<double>(end - origin),
+                     lo = static_cast<double>(begin - origin);
+        const float inv = static_cast<float>(1.0 / (hi * (hi + 1) / 2 - lo * (lo + 1) / 2));
         for (int64_t j = 0; j < n; ++j) dst[j] *= inv;
         break;
       }

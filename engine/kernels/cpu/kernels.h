@@ -81,10 +81,12 @@ void Add(float* x, const float* y, int64_t n);  // x += y
 void Rotary(float* x, const int32_t* positions, int64_t num_tokens, int64_t heads, int64_t head_dim,
             int64_t stride, double theta, RotaryLayout layout);
 
-// out[r, n] = the pooling of hidden rows [bounds[2r], bounds[2r + 1]) (first token, last token,
-// mean in token order, or elementwise max); bounds are non-empty token ranges.
-void Pool(const float* hidden, const int32_t* bounds, int64_t rows, int64_t n, PoolMode mode,
-          float* out);
+// out[r, n] = the pooling of hidden rows [begin, end) (first token, last token, mean in token
+// order, or elementwise max), bounds [rows, width] holding (begin, end) non-empty token ranges
+// and, with width 3, each range's weight origin (weighted mean weighs token t by t - origin + 1;
+// origin <= begin; with width 2 the origin is begin).
+void Pool(const float* hidden, const int32_t* bounds, int64_t width, int64_t rows, int64_t n,
+          PoolMode mode, float* out);
 
 // Bytes per encoded row of `dims` values.
 int64_t EncodedRowBytes(Encoding encoding, int64_t dims);

@@ -110,10 +110,12 @@ cudaError_t BiasActivation(void* x, int64_t x_stride, const float* bias, Activat
                            int64_t rows, int64_t n, DType act, cudaStream_t stream);
 
 // out f32 [num_rows, H] from hidden (act, row stride hidden_stride) over token ranges
-// bounds i32 [num_rows, 2] (device; non-empty ranges): CLS (first), mean (summed in token order,
-// f32), last token, max.
-cudaError_t Pool(const void* hidden, int64_t hidden_stride, const int32_t* bounds, int64_t num_rows,
-                 int64_t hidden_size, PoolMode mode, DType act, float* out, cudaStream_t stream);
+// bounds i32 [num_rows, bounds_width] (device; non-empty (begin, end) ranges and, with width 3,
+// the weighted mean's origin as cpu::Pool): CLS (first), mean (summed in token order, f32), last
+// token, max.
+cudaError_t Pool(const void* hidden, int64_t hidden_stride, const int32_t* bounds,
+                 int64_t bounds_width, int64_t num_rows, int64_t hidden_size, PoolMode mode,
+                 DType act, float* out, cudaStream_t stream);
 
 // out f32 [m] = the max over rows of x (act, contiguous [rows, m]), and over out itself when
 // accumulate (std::max order as the CPU).

@@ -34,10 +34,11 @@ constexpr int kLogitThreads = kLogitWarps * kWarpSize;
 // grid: num_rows blocks; block: whole warps covering the column chunks, at most 256 threads.
 template <typename TAct>
 __global__ void __launch_bounds__(kPoolMaxThreads)
-    PoolKernel(const TAct* hidden, int64_t hidden_stride, const int32_t* bounds,
+    PoolKernel(const TAct* hidden, int64_t hidden_stride, const int32_t* bounds, int width,
                int64_t hidden_size, PoolMode mode, float* out, bool vector) {
   const int64_t r = blockIdx.x, n = hidden_size;
-  const int64_t begin = bounds[2 * r], end = bounds[2 * r + 1];
+  const int64_t begin = bounds[width * r], end = bounds[width * r + 1];
+  const int64_t origin = width == 3 ? bounds[width * r + 2] : begin;
   float* dst = out + r * n;
   const int64_t chunks = CeilDiv(n, kChunk);
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
@@ -69,12 +70,12 @@ __global__ void __launch_bounds__(kPoolMaxThreads)
       for (int i = 0; i < kChunk; ++i) acc[i] = 0.0f;
       for (int64_t t = begin; t < end; ++t) {
         LoadChunk(hidden + t * hidden_stride + j, count, vector, v);
-        const float w = static_cast<float>(t - begin + 1);
+        const float w = static_cast<float>(t - origin + 1);
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) acc[i] += w * v[i];
       }
-      const double len = static_cast<double>(end - begin);
-      const float inv = static_cast<float>(1.0 / (len * (len + 1) / 2));
+      const double hi = static_cast<double>(end - origin), lo = static_cast<double>(begin - origin);
+      const float inv = static_cast<float>(1.0 / (hi * (hi + 1) / 2 - lo * (lo + 1) / 2));
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) acc[i] *= inv;
     } else {  // kMax: std::max(acc, v) as the CPU, i.e. acc < v ? v : acc
@@ -152,9 +153,12 @@ cudaError_t MaxRows(const void* x, int64_t rows, int64_t m, DType act, float* ou
   });
 }
 
-cudaError_t Pool(const void* hidden, int64_t hidden_stride, const int32_t* bounds, int64_t num_rows,
-                 int64_t hidden_size, PoolMode mode, DType act, float* out, cudaStream_t stream) {
-  if (!ValidPoolMode(mode)) return cudaErrorInvalidValue;
+cudaError_t Pool(const void* hidden, int64_t hidden_stride, const int32_t* bounds,
+                 int64_t bounds_width, int64_t num_rows, int64_t hidden_size, PoolMode mode,
+                 DType act, float* out, cudaStream_t stream) {
+  if (!ValidPoolMode(mode) || (bounds_width != 2 && bounds_width != 3)) {
+    return cudaErrorInvalidValue;
+  }
   return DispatchAct(act, [&](auto act_tag) {
     using TAct = typename decltype(act_tag)::type;
     if (num_rows <= 0 || hidden_size <= 0) return cudaSuccess;
@@ -165,7 +169,8 @@ cudaError_t Pool(const void* hidden, int64_t hidden_stride, const int32_t* bound
     const bool vector = RowsAligned16(hidden, hidden_stride, sizeof(TAct)) &&
                         RowsAligned16(out, hidden_size, sizeof(float));
     PoolKernel<TAct><<<static_cast<unsigned>(num_rows), threads, 0, stream>>>(
-        static_cast<const TAct*>(hidden), hidden_stride, bounds, hidden_size, mode, out, vector);
+        static_cast<const TAct*>(hidden), hidden_stride, bounds, static_cast<int>(bounds_width),
+        hidden_size, mode, out, vector);
     return cudaGetLastError();
   });
 }

@@ -1,0 +1,140 @@
+"""Prompts left out of the pooling (sentence-transformers' Pooling include_prompt false, as INSTRUCTOR
+and GRIT-style models save it), served end to end: the tiny fixtures bert_prompt_mean,
+bert_prompt_weightedmean and bert_prompt_cls (prompts "query" (the default) and "passage"), asked
+through TEI's /embed with prompt_name, compared with what sentence-transformers encoded for the same
+texts (reference.jsonl); once through `quiver serve`, once through `quiver gateway` in front of a
+`quiver worker` (the prompt lengths cross gRPC). An input the prompt fills is refused, naming why.
+
+    prompt_pooling_test.py QUIVER SOURCE_DIR
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+import serving  # noqa: E402
+
+QUIVER, SOURCE = sys.argv[1], sys.argv[2]
+TINY = os.path.join(SOURCE, "tests", "fixtures", "tiny")
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
+    if not ok:
+        failures.append(name)
+
+
+def post(port, path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def unit(v):
+    norm = sum(x * x for x in v) ** 0.5
+    return [x / norm for x in v]
+
+
+def relative_error(got, want):
+    """After L2 normalization of both: TEI's /embed normalizes by default, and two of the
+    references are not normalized (their folders have no Normalize module)."""
+    got, want = unit(got), unit(want)
+    scale = max(abs(v) for v in want)
+    return max(abs(a - b) for a, b in zip(got, want)) / scale
+
+
+def check_model(port, name, via):
+    rows = [json.loads(l) for l in open(os.path.join(TINY, name, "reference.jsonl"),
+                                         encoding="utf-8")]
+    worst = 0.0
+    for i, row in enumerate(rows):
+        # "document" is the empty prompt sentence-transformers saves beside the others.
+        body = {"inputs": row["text"], "prompt_name": row["prompt_name"] or "document"}
+        status, out = post(port, "/embed", body)
+        if status != 200 or len(out) != 1 or len(out[0]) != len(row["output"]):
+            check(f"{via} {name} row {i}", False, f"{status} {str(out)[:200]}")
+            return
+        worst = max(worst, relative_error(out[0], row["output"]))
+    check(f"{via} {name}: {len(rows)} texts with and without prompts equal "
+          f"sentence-transformers' (worst relative error {worst:.2g})", worst <= 1e-4)
+    # No prompt_name: the default prompt ("query"), as sentence-transformers applies it.
+    query = next(r for r in rows if r["prompt_name"] == "query")
+    status, out = post(port, "/embed", {"inputs": query["text"]})
+    check(f"{via} {name}: no prompt_name takes the default prompt",
+          status == 200 and relative_error(out[0], query["output"]) <= 1e-4,
+          f"{status} {str(out)[:200]}")
+
+
+def check_refusals(port, via):
+    # Cut to 20 tokens, the 25-token query prompt leaves nothing of the text to pool.
+    status, out = post(port, "/v1/embeddings", {"input": "a text", "truncate_prompt_tokens": 20})
+    message = json.dumps(out)
+    check(f"{via}: an input the prompt fills is a 400 naming include_prompt",
+          status == 400 and "include_prompt" in message and "nothing is left to pool" in message,
+          f"{status} {message[:300]}")
+    status, out = post(port, "/embed", {"inputs": "a text", "prompt_name": "nope"})
+    check(f"{via}: an unknown prompt_name is a 4xx listing the prompts",
+          400 <= status < 500 and "passage" in json.dumps(out), f"{status} {str(out)[:300]}")
+
+
+def main():
+    for name in ("bert_prompt_mean", "bert_prompt_weightedmean", "bert_prompt_cls"):
+        proc, port, _ = serving.start(QUIVER, os.path.join(TINY, name), [], prefix="quiver-prompt-")
+        try:
+            check_model(port, name, "serve")
+            if name == "bert_prompt_mean":
+                check_refusals(port, "serve")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+    # The same through a gateway and a worker: prompt lengths travel in the gRPC chunks.
+    model = os.path.join(TINY, "bert_prompt_weightedmean")
+    wport = serving.free_port()
+    wlog = tempfile.NamedTemporaryFile(prefix="quiver-prompt-worker-", delete=False).name
+    worker = subprocess.Popen([QUIVER, "worker", "--model", model, "--listen", f"127.0.0.1:{wport}",
+                               "--metrics-port", "-1", "--threads", "1"],
+                              stderr=open(wlog, "w"), stdout=subprocess.DEVNULL)
+    gateway = None
+    try:
+        serving.wait_for(r"port=\d+", wlog, worker)
+        glog = tempfile.NamedTemporaryFile(prefix="quiver-prompt-gateway-", delete=False).name
+        # Chunks of 64 tokens: a request's texts are split over several chunks.
+        gateway = subprocess.Popen([QUIVER, "gateway", "--model", model, "--host", "127.0.0.1",
+                                    "--port", "0", "--workers", f"127.0.0.1:{wport}",
+                                    "--max-chunk-tokens", "64"],
+                                   stderr=open(glog, "w"), stdout=subprocess.DEVNULL)
+        gport = int(serving.wait_for(r" port=(\d+) ", glog, gateway).group(1))
+        check_model(gport, "bert_prompt_weightedmean", "gateway+worker")
+        rows = [json.loads(l) for l in open(os.path.join(model, "reference.jsonl"),
+                                             encoding="utf-8")]
+        passages = [r for r in rows if r["prompt_name"] == "passage"]
+        status, out = post(gport, "/embed", {"inputs": [r["text"] for r in passages],
+                                             "prompt_name": "passage"})
+        ok = status == 200 and len(out) == len(passages) and all(
+            relative_error(o, r["output"]) <= 1e-4 for o, r in zip(out, passages))
+        check(f"gateway+worker: {len(passages)} prompted texts in one request, over several "
+              "chunks, each equal to the reference", ok, f"{status} {str(out)[:200]}")
+        check_refusals(gport, "gateway+worker")
+    finally:
+        for p in (gateway, worker):
+            if p is not None:
+                p.terminate()
+                p.wait(timeout=30)
+
+    print(f"{len(failures)} failed" if failures else "all passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
