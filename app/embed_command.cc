@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/fidelity_gate.h"
 #include "common/json.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -81,6 +82,15 @@ int RunEmbed(const EmbedOptions& options) {
     std::fprintf(stderr, "quiver embed: %s is a scoring model, not an embedding model\n",
                  options.model_dir.c_str());
     return 2;
+  }
+  // int8 weights must agree with the f32 engine before anything is written.
+  if (absl::Status gate =
+          engine_options.quantize == engine::ops::WeightPrecision::kInt8
+              ? CheckFidelity(**eng, options.model_dir, options.device.min_int8_cosine)
+              : absl::OkStatus();
+      !gate.ok()) {
+    std::fprintf(stderr, "quiver embed: %s\n", std::string(gate.message()).c_str());
+    return 1;
   }
   auto tok = tokenizer::Tokenizer::FromFile((*eng)->folder().tokenizer_path);
   if (!tok.ok()) {

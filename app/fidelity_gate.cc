@@ -10,8 +10,12 @@
 
 namespace quiver::app {
 
-absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir) {
-  if (engine.options().device.device == engine::Device::kCpu) return absl::OkStatus();
+absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir,
+                           double min_int8_cosine) {
+  const bool int8 = engine.options().quantize == engine::ops::WeightPrecision::kInt8;
+  if (engine.options().device.device == engine::Device::kCpu && !int8) return absl::OkStatus();
+  const std::string what = int8 ? StrCat(engine.options().device.ToString(), " with int8 weights")
+                                : engine.options().device.ToString();
   auto tok = tokenizer::Tokenizer::FromFile(engine.folder().tokenizer_path);
   if (!tok.ok()) return tok.status();
   // Short enough for any model and any batch limit: 14 texts of at most 256 tokens.
@@ -45,18 +49,17 @@ absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir)
     if (!again.ok()) return WithContext(again.status(), "fidelity gate: the device engine");
     if (again->data != got->data) {
       return absl::FailedPreconditionError(
-          StrCat("fidelity gate on ", engine.options().device.ToString(), ": the ", run,
+          StrCat("fidelity gate on ", what, ": the ", run,
                  " run of the same batch (a CUDA graph's capture or replay) differs from the "
                  "first (eager) in its bytes"));
     }
   }
   const engine::FidelityResult r =
-      engine::CompareForFidelity(*got, *want, engine.is_scorer(), 0.999);
+      engine::CompareForFidelity(*got, *want, engine.is_scorer(), int8 ? min_int8_cosine : 0.999);
   const engine::GraphStats graphs = engine.stats().graphs;
-  const std::string line =
-      StrCat("fidelity gate on ", engine.options().device.ToString(), ": ", batch.num_tokens(),
-             " tokens, ", r.message, "; three runs bit-equal (graphs: ", graphs.captures,
-             " captured, ", graphs.replays, " replayed)");
+  const std::string line = StrCat("fidelity gate on ", what, ": ", batch.num_tokens(), " tokens, ",
+                                  r.message, "; three runs bit-equal (graphs: ", graphs.captures,
+                                  " captured, ", graphs.replays, " replayed)");
   if (!r.ok) return absl::FailedPreconditionError(line);
   spdlog::info("{}", line);
   return absl::OkStatus();

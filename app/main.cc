@@ -78,6 +78,18 @@ void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {
                  "small beside their work)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd.add_option("--quantize", device.quantize,
+                 "CPU: 'int8' keeps the encoder's Linear weights in int8 per output channel and "
+                 "quantizes activations per token as each layer runs (attention, norms and task "
+                 "heads stay f32); the fidelity gate compares it with f32 at start-up")
+      ->check(CLI::IsMember({"none", "int8"}))
+      ->capture_default_str();
+  cmd.add_option("--min-int8-cosine", device.min_int8_cosine,
+                 "with --quantize int8: the smallest cosine to the f32 engine, on fixed corpus "
+                 "texts, at which the server becomes ready (below it, /ready stays 503 and the "
+                 "numbers are logged)")
+      ->check(CLI::Range(-1.0, 1.0))
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -253,7 +265,7 @@ int main(int argc, char** argv) {
     }
     worker.model = *model;
     worker.readiness_gate = [&worker](quiver::engine::Engine& engine) {
-      return quiver::app::CheckFidelity(engine, worker.model_dir);
+      return quiver::app::CheckFidelity(engine, worker.model_dir, worker.device.min_int8_cosine);
     };
     return quiver::worker::RunWorker(worker);
   }

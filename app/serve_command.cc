@@ -132,7 +132,9 @@ int RunServe(const ServeOptions& options) {
     (void)(*engine)->Run(warm);
   }
   // A GPU engine must agree with the CPU f32 engine first; without that, /ready stays 503.
-  if (absl::Status gate = CheckFidelity(**engine, options.model_dir); gate.ok()) {
+  if (absl::Status gate =
+          CheckFidelity(**engine, options.model_dir, options.device.min_int8_cosine);
+      gate.ok()) {
     api.set_ready(true);
   } else {
     spdlog::error("quiver serve: not ready: {}", gate.message());

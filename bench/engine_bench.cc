@@ -4,7 +4,7 @@
 //
 //   quiver_engine_bench --model models/all-MiniLM-L6-v2 --inputs .cache/bench/inputs.json
 //                       [--threads 2] [--seconds 4] [--suites latency,scoring,throughput]
-//                       [--lengths 128,512,4096]
+//                       [--lengths 128,512,4096] [--quantize int8]
 //
 // Inputs come from bench/make_inputs.py (texts cut to exact token lengths); they are tokenized
 // here with quiver's tokenizer, outside the timed part, and every length is checked. Prints JSON.
@@ -166,6 +166,7 @@ struct Options {
   int threads = 2;
   double seconds = 4;
   bool stdin_mode = false;
+  std::string quantize = "none";  // or int8
 };
 
 }  // namespace
@@ -188,6 +189,7 @@ int main(int argc, char** argv) {
     else if (f == "--suites") o.suites = v;
     else if (f == "--threads") o.threads = std::stoi(v);
     else if (f == "--seconds") o.seconds = std::stod(v);
+    else if (f == "--quantize") o.quantize = v;
     else if (f == "--lengths") {
       o.lengths.clear();
       std::stringstream list(v);
@@ -215,6 +217,12 @@ int main(int argc, char** argv) {
 
   quiver::engine::EngineOptions options;
   options.num_threads = o.threads;
+  if (o.quantize == "int8") {
+    options.quantize = quiver::engine::ops::WeightPrecision::kInt8;
+  } else if (o.quantize != "none") {
+    std::fprintf(stderr, "--quantize %s is not one of none, int8\n", o.quantize.c_str());
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<Engine>> loaded = Engine::Load(o.model, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());

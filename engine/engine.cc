@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "engine/attention/registry.h"
 #include "engine/attention/table.h"
+#include "engine/cpu_features.h"
 #include "engine/graph_bucket.h"
 #include "engine/ops/output_format.h"
 #include "engine/ops/pooling.h"
@@ -117,6 +118,21 @@ absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_bat
                                              " and --max-batch-seqs ", max_batch_seqs,
                                              " must be positive"));
   }
+  if (settings.quantize != "none" && settings.quantize != "int8") {
+    return absl::InvalidArgumentError(
+        StrCat("--quantize '", settings.quantize, "' is not one of none, int8"));
+  }
+  if (!(settings.min_int8_cosine >= -1.0 && settings.min_int8_cosine <= 1.0)) {
+    return absl::InvalidArgumentError(StrCat("--min-int8-cosine ", settings.min_int8_cosine,
+                                             " must be a cosine, in [-1, 1]"));
+  }
+  if (settings.quantize == "int8" && device->device != Device::kCpu) {
+    return absl::InvalidArgumentError(
+        StrCat("--quantize int8 runs on the CPU; on ", device->ToString(),
+               " the engine computes in bf16 (leave --quantize out)"));
+  }
+  options.quantize =
+      settings.quantize == "int8" ? ops::WeightPrecision::kInt8 : ops::WeightPrecision::kF32;
   options.device = *device;
   options.cuda_graphs = *graphs;
   options.max_graphs = settings.max_graphs;
@@ -131,6 +147,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
   const Device device = options.device.device;
+  if (absl::StatusOr<std::string> path = ChosenCpuPath(); !path.ok()) return path.status();
+  if (device != Device::kCpu && options.quantize != ops::WeightPrecision::kF32) {
+    return absl::InvalidArgumentError(
+        StrCat(model_dir, ": int8 weights run on the CPU, not on ", options.device.ToString()));
+  }
   if (device == Device::kCuda) {
     QUIVER_RETURN_IF_ERROR(CudaUseDevice(options.device.index));
     if (options.max_batch_tokens <= 0 || options.max_batch_seqs <= 0) {
@@ -164,6 +185,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
     e->weights_ = std::make_unique<WeightLoader>(f.weights, f.architecture,
                                                  std::string(f.entry->module_prefix),
                                                  WeightLoader::Mode::kPrepare, device);
+    e->weights_->set_precision(options.quantize);
     absl::StatusOr<std::unique_ptr<Model>> model =
         f.entry->factory({f.architecture, f.config, *e->weights_, options.model});
     if (!model.ok()) return WithContext(model.status(), model_dir);
@@ -354,7 +376,11 @@ std::string Engine::DeviceSummary() const {
           ? StrCat(" attention=", fallback_attention_->name(), " (the table's backends do not run ",
                    "this model's attention)")
           : std::string();
-  if (options_.device.device == Device::kCpu) return "device=cpu" + fallback;
+  if (options_.device.device == Device::kCpu) {
+    return StrCat("device=cpu (", CpuSummary(), ")",
+                  options_.quantize == ops::WeightPrecision::kInt8 ? " weights=int8" : "",
+                  fallback);
+  }
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(
       "device={} device_memory={:.0f} MiB (weights {:.0f} MiB; buffers sized for "

@@ -58,6 +58,8 @@ struct EngineOptions {
   bool pad_to_buckets = false;    // CPU: pad every batch to its graph bucket (what CUDA runs)
   ModelOptions model;
   DeviceSpec device;
+  // kInt8: the base model's Linear layers in int8 (CPU only; heads stay f32).
+  ops::WeightPrecision quantize = ops::WeightPrecision::kF32;
   // CUDA only. The largest batch: persistent buffers are sized once at load for its bucket (or
   // for one sequence at the model's limit, if that is more) and never reallocated (graphs hold
   // their addresses); larger batches are refused.
@@ -82,6 +84,8 @@ struct DeviceSettings {
   std::string cuda_graphs = "lazy";
   int64_t max_graphs = 1024;
   int64_t graph_max_tokens = 16384;
+  std::string quantize = "none";  // --quantize: none or int8
+  double min_int8_cosine = 0.99;  // --min-int8-cosine: the int8 fidelity gate's bound
 };
 // Fills `options`' device fields from `settings` and the batch limits the scheduler applies
 // (the CUDA buffers are sized for them); INVALID_ARGUMENT naming the flag.

@@ -103,7 +103,8 @@ ops::LinearWeights WeightLoader::Linear(const std::string& name, int64_t out, in
   if (info == nullptr || mode_ == Mode::kCheck || !status_.ok()) return none;
   std::vector<float> scratch;  // the widened weight lives only until it is packed
   const float* values = F32(*info, scratch);
-  return ops::PrepareLinear(device_, Tensor(values, DType::kF32, Device::kCpu, {out, in}), b);
+  return ops::PrepareLinear(device_, Tensor(values, DType::kF32, Device::kCpu, {out, in}), b,
+                            scope == Scope::kHead ? ops::WeightPrecision::kF32 : precision_);
 }
 
 ops::LinearWeights WeightLoader::FusedLinear(const std::vector<std::string>& names,
@@ -135,7 +136,7 @@ ops::LinearWeights WeightLoader::FusedLinear(const std::vector<std::string>& nam
     b = Own(stacked_bias.data(), {total});
   }
   return ops::PrepareLinear(device_, Tensor(stacked.data(), DType::kF32, Device::kCpu, {total, in}),
-                            b);
+                            b, precision_);
 }
 
 }  // namespace quiver::engine

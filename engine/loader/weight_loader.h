@@ -48,6 +48,9 @@ class WeightLoader {
 
   Mode mode() const { return mode_; }
   Device device() const { return device_; }
+  // The base model's Linear layers from here on (`--quantize int8`); task heads (Scope::kHead:
+  // classifiers, SPLADE's vocabulary projection) stay f32.
+  void set_precision(ops::WeightPrecision precision) { precision_ = precision; }
 
   // A weight read as a plain tensor (embedding tables, norms): f32 on the device.
   Tensor Get(const std::string& name, std::initializer_list<int64_t> shape,
@@ -117,6 +120,7 @@ class WeightLoader {
   std::string architecture_, prefix_;
   Mode mode_;
   Device device_;
+  ops::WeightPrecision precision_ = ops::WeightPrecision::kF32;
   Allocator* allocator_ = nullptr;
   int prefixed_ = -1;  // -1: not decided yet; then 0 or 1
   absl::Status status_;

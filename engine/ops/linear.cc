@@ -26,8 +26,17 @@ struct CpuPackedLinear final : PreparedLinear {
   cpu::PackedWeights packed;
 };
 
+struct CpuInt8Linear final : PreparedLinear {
+  CpuInt8Linear(const float* w, int64_t n, int64_t k) : quantized(w, n, k) {}
+  cpu::QuantizedWeights quantized;
+};
+
 const cpu::PackedWeights& CpuPacked(const LinearWeights& w) {
   return static_cast<const CpuPackedLinear&>(*w.prepared).packed;
+}
+
+const cpu::QuantizedWeights& CpuQuantized(const LinearWeights& w) {
+  return static_cast<const CpuInt8Linear&>(*w.prepared).quantized;
 }
 
 #ifdef QUIVER_WITH_CUDA
@@ -124,7 +133,7 @@ void CheckWeights(std::string_view op, const ExecContext& ctx, const LinearWeigh
 
 }  // namespace
 
-LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias) {
+LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias, WeightPrecision precision) {
   const ExecContext host{Device::kCpu, nullptr};
   Check("PrepareLinear", "weight", host, weight, DType::kF32, {-1, -1});
   LinearWeights w;
@@ -135,9 +144,18 @@ LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias) {
   CheckOptional("PrepareLinear", "bias", ExecContext{device, nullptr}, bias, DType::kF32,
                 {w.out_features});
   w.bias = bias;
+  w.precision = precision;
+  if (precision == WeightPrecision::kInt8 && device != Device::kCpu) {
+    internal::Fail("PrepareLinear",
+                   StrCat("int8 weights run on the CPU only, not on ", DeviceName(device)));
+  }
   switch (device) {
     case Device::kCpu:
-      w.prepared = std::make_shared<CpuPackedLinear>(weight.f32(), w.out_features, w.in_features);
+      if (precision == WeightPrecision::kInt8) {
+        w.prepared = std::make_shared<CpuInt8Linear>(weight.f32(), w.out_features, w.in_features);
+      } else {
+        w.prepared = std::make_shared<CpuPackedLinear>(weight.f32(), w.out_features, w.in_features);
+      }
       return w;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
@@ -166,8 +184,13 @@ void Linear(const ExecContext& ctx, const Tensor& x, const LinearWeights& w, con
   const float* bias = w.bias.empty() ? nullptr : w.bias.f32();
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::Linear(*ctx.pool, x.f32(), CpuPacked(w), bias, y.f32(), num_tokens, epilogue,
-                  residual.empty() ? nullptr : residual.f32());
+      if (w.precision == WeightPrecision::kInt8) {
+        cpu::Linear(*ctx.pool, x.f32(), CpuQuantized(w), bias, y.f32(), num_tokens, epilogue,
+                    residual.empty() ? nullptr : residual.f32());
+      } else {
+        cpu::Linear(*ctx.pool, x.f32(), CpuPacked(w), bias, y.f32(), num_tokens, epilogue,
+                    residual.empty() ? nullptr : residual.f32());
+      }
       return;
     case Device::kCuda:
 #ifdef QUIVER_WITH_CUDA
@@ -204,9 +227,15 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
   internal::CheckDisjoint("LinearAddLayerNorm", "io", io, "scratch", scratch);
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::LinearAddLayerNorm(*ctx.pool, x.f32(), CpuPacked(w),
-                              w.bias.empty() ? nullptr : w.bias.f32(), io.f32(), gamma.f32(),
-                              beta.f32(), scratch.f32(), num_tokens, eps);
+      if (w.precision == WeightPrecision::kInt8) {
+        cpu::LinearAddLayerNorm(*ctx.pool, x.f32(), CpuQuantized(w),
+                                w.bias.empty() ? nullptr : w.bias.f32(), io.f32(), gamma.f32(),
+                                beta.f32(), scratch.f32(), num_tokens, eps);
+      } else {
+        cpu::LinearAddLayerNorm(*ctx.pool, x.f32(), CpuPacked(w),
+                                w.bias.empty() ? nullptr : w.bias.f32(), io.f32(), gamma.f32(),
+                                beta.f32(), scratch.f32(), num_tokens, eps);
+      }
       return;
     case Device::kCuda: {
 #ifdef QUIVER_WITH_CUDA

@@ -25,10 +25,15 @@ class PreparedLinear {
   virtual ~PreparedLinear() = default;
 };
 
+// How a layer's weights are kept: f32, or (CPU only) int8 per output channel with activations
+// quantized per row as the layer runs (kernels/cpu/gemm_int8.h; `--quantize int8`).
+enum class WeightPrecision { kF32, kInt8 };
+
 struct LinearWeights {
   int64_t out_features = 0;
   int64_t in_features = 0;
   Device device = Device::kCpu;
+  WeightPrecision precision = WeightPrecision::kF32;
   Tensor bias;  // f32 [out_features] on the device, or empty
   std::shared_ptr<const PreparedLinear> prepared;
 
@@ -36,8 +41,10 @@ struct LinearWeights {
 };
 
 // The weights for `device` from f32 [out, in] host `weight` (copied into the device's form) and
-// an optional f32 [out] `bias` on the device (referenced: it must stay valid).
-LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias);
+// an optional f32 [out] `bias` on the device (referenced: it must stay valid). kInt8 runs on the
+// CPU only (an OpError elsewhere).
+LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias,
+                            WeightPrecision precision = WeightPrecision::kF32);
 
 using ::quiver::engine::Epilogue;  // base/op_types.h
 

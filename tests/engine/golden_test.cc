@@ -93,6 +93,43 @@ TEST(GoldenTest, MiniLmMatchesSentenceTransformersOnEveryFixtureText) {
               worst_cos, worst_abs);
 }
 
+// --quantize int8 on the default model: every fixture text against sentence-transformers' f32
+// embedding (the bound is the fidelity gate's default, 0.99), and a row alone equal bit for bit
+// to the same row in a batch (activations are quantized per row).
+TEST(GoldenTest, MiniLmInt8StaysWithinTheGateOfSentenceTransformers) {
+  EngineOptions options;
+  options.quantize = ops::WeightPrecision::kInt8;
+  auto engine = Engine::Load((kSource / "models" / "all-MiniLM-L6-v2").string(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<JsonValue> rows = ReadJsonLines(kFixtures / "minilm" / "embeddings.jsonl");
+  double worst = 1.0, sum = 0.0;
+  for (size_t start = 0; start < rows.size(); start += 40) {
+    RaggedBatch batch;
+    for (size_t i = start; i < start + 40 && i < rows.size(); ++i) {
+      std::vector<int32_t> types = Ints(*rows[i].Find("type_ids"));
+      batch.Add(Ints(*rows[i].Find("ids")), &types);
+    }
+    absl::StatusOr<EngineOutput> out = (*engine)->Run(batch);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t r = 0; r < out->num_seqs; ++r) {
+      const double cos = Cosine(out->RowF32(r), Floats(*rows[start + r].Find("embedding")));
+      worst = std::min(worst, cos);
+      sum += cos;
+    }
+    if (start == 0) {
+      RaggedBatch alone;
+      std::vector<int32_t> types = Ints(*rows[7].Find("type_ids"));
+      alone.Add(Ints(*rows[7].Find("ids")), &types);
+      absl::StatusOr<EngineOutput> one = (*engine)->Run(alone);
+      ASSERT_TRUE(one.ok()) << one.status();
+      EXPECT_EQ(one->RowF32(0), out->RowF32(7));
+    }
+  }
+  EXPECT_GE(worst, 0.99);
+  std::printf("all-MiniLM-L6-v2 int8: worst cosine %.6f, mean %.6f over %zu texts\n", worst,
+              sum / double(rows.size()), rows.size());
+}
+
 class TinyGoldenTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {

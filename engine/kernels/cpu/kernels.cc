@@ -41,20 +41,6 @@ Tiles SplitProduct(int64_t m, int64_t n, int threads) {  // m > 0
   return t;
 }
 
-// Runs every tile of y = x · Wᵀ + bias over the pool, and then(r0, rows, c0, cols) right after
-// each tile on the thread that computed it.
-template <typename Then>
-void TiledGemm(ThreadPool& pool, const Tiles& t, const float* x, const PackedWeights& w,
-               const float* bias, float* y, int64_t m, Then then) {
-  const int64_t n = w.n(), k = w.k();
-  pool.ParallelFor(t.count(), [&](int64_t i) {
-    const int64_t r0 = (i / t.col_blocks) * t.rows, rows = std::min(t.rows, m - r0);
-    const int64_t c0 = (i % t.col_blocks) * t.cols, cols = std::min(t.cols, n - c0);
-    PackedGemm(x + r0 * k, k, w, bias, y + r0 * n, n, rows, c0, c0 + cols);
-    then(r0, rows, c0, cols);
-  });
-}
-
 // Splits m rows evenly over the pool's threads for a row-wise pass.
 template <typename Fn>
 void ForRowShares(ThreadPool& pool, int64_t m, Fn fn) {
@@ -62,6 +48,60 @@ void ForRowShares(ThreadPool& pool, int64_t m, Fn fn) {
   pool.ParallelFor(pool.num_threads(), [&](int64_t i) {
     const int64_t r0 = i * per;
     if (r0 < m) fn(r0, std::min(r0 + per, m));
+  });
+}
+
+// x · Wᵀ + bias for one tile of rows [r0, r0 + rows) and columns [c0, c1) of y (row stride n),
+// with f32 weights, or int8 ones over x quantized beforehand (Quantized()).
+struct F32Product {
+  const float* x;
+  const PackedWeights& w;
+  int64_t n() const { return w.n(); }
+  void operator()(const float* bias, float* y, int64_t r0, int64_t rows, int64_t c0,
+                  int64_t c1) const {
+    PackedGemm(x + r0 * w.k(), w.k(), w, bias, y + r0 * n(), n(), rows, c0, c1);
+  }
+};
+
+struct Int8Product {
+  const int16_t* q;
+  const float* scale;
+  const QuantizedWeights& w;
+  int64_t n() const { return w.n(); }
+  void operator()(const float* bias, float* y, int64_t r0, int64_t rows, int64_t c0,
+                  int64_t c1) const {
+    QuantizedGemm(q + r0 * 2 * w.k_pairs(), scale + r0, w, bias, y + r0 * n(), n(), rows, c0, c1);
+  }
+};
+
+// x's rows quantized for `w` over the pool, in buffers of the calling thread (reused by its
+// next call; the pool's threads only read them while this thread waits).
+Int8Product Quantized(ThreadPool& pool, const float* x, const QuantizedWeights& w, int64_t m) {
+  thread_local std::vector<int16_t> q;
+  thread_local std::vector<float> scale;
+  const int64_t width = 2 * w.k_pairs();
+  q.resize(static_cast<size_t>(m * width));
+  scale.resize(static_cast<size_t>(m));
+  // The pointers, not the names: inside the pool's threads a thread_local name is theirs.
+  int16_t* const q_rows = q.data();
+  float* const row_scales = scale.data();
+  ForRowShares(pool, m, [&](int64_t r0, int64_t r1) {
+    QuantizeRows(x, w.k(), w.k(), w.activation_levels(), r0, r1, q_rows, row_scales);
+  });
+  return Int8Product{q_rows, row_scales, w};
+}
+
+// Runs every tile of y = x · Wᵀ + bias over the pool, and then(r0, rows, c0, cols) right after
+// each tile on the thread that computed it.
+template <typename Product, typename Then>
+void TiledGemm(ThreadPool& pool, const Tiles& t, const Product& product, const float* bias,
+               float* y, int64_t m, Then then) {
+  const int64_t n = product.n();
+  pool.ParallelFor(t.count(), [&](int64_t i) {
+    const int64_t r0 = (i / t.col_blocks) * t.rows, rows = std::min(t.rows, m - r0);
+    const int64_t c0 = (i % t.col_blocks) * t.cols, cols = std::min(t.cols, n - c0);
+    product(bias, y, r0, rows, c0, c0 + cols);
+    then(r0, rows, c0, cols);
   });
 }
 
@@ -94,23 +134,21 @@ void ApplyEpilogue(float* y, const float* residual, int64_t n, int64_t r0, int64
   }
 }
 
-}  // namespace
-
-void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias, float* y,
-            int64_t m, Epilogue epilogue, const float* residual) {
-  if (m == 0) return;
-  const int64_t n = w.n();
-  TiledGemm(pool, SplitProduct(m, n, pool.num_threads()), x, w, bias, y, m,
+template <typename Product>
+void RunLinear(ThreadPool& pool, const Product& product, const float* bias, float* y, int64_t m,
+               Epilogue epilogue, const float* residual) {
+  const int64_t n = product.n();
+  TiledGemm(pool, SplitProduct(m, n, pool.num_threads()), product, bias, y, m,
             [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
               ApplyEpilogue(y, residual, n, r0, rows, c0, cols, epilogue);
             });
 }
 
-void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
-                        float* io, const float* gamma, const float* beta, float* scratch, int64_t m,
-                        float eps) {
-  if (m == 0) return;
-  const int64_t n = w.n();
+template <typename Product>
+void RunLinearAddLayerNorm(ThreadPool& pool, const Product& product, const float* bias, float* io,
+                           const float* gamma, const float* beta, float* scratch, int64_t m,
+                           float eps) {
+  const int64_t n = product.n();
   auto add_norm = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* row = io + r * n;
@@ -121,12 +159,40 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w
   };
   const Tiles t = SplitProduct(m, n, pool.num_threads());
   if (t.col_blocks == 1) {  // whole rows per tile: residual and LayerNorm while they are in cache
-    TiledGemm(pool, t, x, w, bias, scratch, m,
+    TiledGemm(pool, t, product, bias, scratch, m,
               [&](int64_t r0, int64_t rows, int64_t, int64_t) { add_norm(r0, r0 + rows); });
     return;
   }
-  TiledGemm(pool, t, x, w, bias, scratch, m, [](int64_t, int64_t, int64_t, int64_t) {});
+  TiledGemm(pool, t, product, bias, scratch, m, [](int64_t, int64_t, int64_t, int64_t) {});
   ForRowShares(pool, m, add_norm);
+}
+
+}  // namespace
+
+void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias, float* y,
+            int64_t m, Epilogue epilogue, const float* residual) {
+  if (m == 0) return;
+  RunLinear(pool, F32Product{x, w}, bias, y, m, epilogue, residual);
+}
+
+void Linear(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
+            float* y, int64_t m, Epilogue epilogue, const float* residual) {
+  if (m == 0) return;
+  RunLinear(pool, Quantized(pool, x, w, m), bias, y, m, epilogue, residual);
+}
+
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
+                        float* io, const float* gamma, const float* beta, float* scratch, int64_t m,
+                        float eps) {
+  if (m == 0) return;
+  RunLinearAddLayerNorm(pool, F32Product{x, w}, bias, io, gamma, beta, scratch, m, eps);
+}
+
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const QuantizedWeights& w,
+                        const float* bias, float* io, const float* gamma, const float* beta,
+                        float* scratch, int64_t m, float eps) {
+  if (m == 0) return;
+  RunLinearAddLayerNorm(pool, Quantized(pool, x, w, m), bias, io, gamma, beta, scratch, m, eps);
 }
 
 void Embedding(ThreadPool& pool, const int32_t* ids, const int32_t* positions,

@@ -13,6 +13,7 @@
 
 #include "engine/base/op_types.h"
 #include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/gemm_int8.h"
 
 namespace quiver::engine {
 class ThreadPool;
@@ -30,6 +31,14 @@ void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const floa
 void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
                         float* io, const float* gamma, const float* beta, float* scratch, int64_t m,
                         float eps);
+
+// The same with int8 weights (gemm_int8.h): x's rows quantized per row first, over the pool.
+void Linear(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
+            float* y, int64_t m, Epilogue epilogue = Epilogue::kNone,
+            const float* residual = nullptr);
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const QuantizedWeights& w,
+                        const float* bias, float* io, const float* gamma, const float* beta,
+                        float* scratch, int64_t m, float eps);
 
 // x[m, n] = word[ids] (+ position[positions] if position is non-null) (+ type[type_ids] if type
 // is non-null; type_ids null means all zeros), over the pool. With gamma non-null the row is

@@ -71,6 +71,21 @@ inline float Max(const float* x, int64_t n) {
   return m;
 }
 
+// Largest |x| of x[0, n) (0 for n == 0).
+inline float MaxAbs(const float* x, int64_t n) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    acc = _mm256_max_ps(acc, _mm256_and_ps(_mm256_loadu_ps(x + i), magnitude));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float m = *std::max_element(lanes, lanes + 8);
+  for (; i < n; ++i) m = std::max(m, std::abs(x[i]));
+  return m;
+}
+
 // e^x in 8 lanes, for softmax: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts), e^r from
 // Cephes' degree-6 expf polynomial, 2^n put into the exponent; within 2 ulp of e^x (1.3 at most
 // from -87 to 1, against libmvec's 2.5; tests/engine/softmax_exp_test.cc). x is clamped
@@ -164,6 +179,12 @@ inline float Sum(const float* x, int64_t n) {
 }
 
 inline float Max(const float* x, int64_t n) { return *std::max_element(x, x + n); }
+
+inline float MaxAbs(const float* x, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::abs(x[i]));
+  return m;
+}
 
 inline float SoftmaxExpSum(float* x, int64_t n, float scale, float shift) {
   float sum = 0.0f;

@@ -1,0 +1,257 @@
+"""quiver's int8 engine against the int8 peers a careful user would pick, side by side.
+
+Systems, all at the same thread count on the same model (all-MiniLM-L6-v2 by default):
+  - quiver engine f32 and --quantize int8: quiver_engine_bench --stdin (one process each);
+  - OpenVINO f32 (INFERENCE_PRECISION_HINT f32, so that a bf16-capable host is not measured in
+    bf16) and OpenVINO int8 by NNCF post-training quantization (nncf.quantize, ModelType
+    TRANSFORMER, calibrated on 300 corpus documents that are not among the measured texts);
+  - ONNX Runtime f32 (the model after onnxruntime.transformers.optimizer's BERT fusion) and its
+    dynamic int8 (quantize_dynamic, per channel, QInt8 weights);
+  - sentence-transformers on PyTorch (f32, the reference).
+All ONNX-based peers start from tools/peers/export_onnx.py's export (tools/peers/setup_int8.sh).
+
+Fidelity gate before any time counts: each peer embeds the 240 texts of
+tests/fixtures/minilm/embeddings.jsonl, whose sentence-transformers f32 embeddings are in the
+file; a f32 peer must reach cosine 0.9999 on every text, and for int8 peers the minimum is
+reported (quiver's own is GoldenTest.MiniLmInt8*, on the same texts).
+
+Timing, in interleaved rounds (these machines drift): each round every system embeds --batches
+batches of the 100 x 128-token texts of bench/make_inputs.py (throughput), then --block batch-1
+calls at 128 tokens (latency); the first call of a turn is a warm-up and not counted.
+
+    int8_peers.py --engine-bench build/quiver_engine_bench --out result.json
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from paired import Engine  # noqa: E402  quiver_engine_bench --stdin
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cpu_line():
+    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                  if l.startswith("model name")), platform.processor())
+    flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
+                  if l.startswith("flags")), [])
+    wanted = ["avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni",
+              "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"]
+    return model, [f for f in wanted if f in flags]
+
+
+class Tokenized:
+    """Texts tokenized once (padded batches for the ONNX graphs), outside the clock."""
+
+    def __init__(self, tokenizer_path, max_len):
+        from tokenizers import Tokenizer
+        self.tok = Tokenizer.from_file(tokenizer_path)
+        # all-MiniLM-L6-v2's tokenizer.json pads to 128 and cuts at 128; sentence-transformers
+        # cuts at max_seq_length (256) and pads per batch, as done here.
+        self.tok.no_padding()
+        self.tok.enable_truncation(max_len)
+        self.cache = {}
+
+    def __call__(self, texts):
+        key = tuple(texts)
+        if key not in self.cache:
+            enc = self.tok.encode_batch(list(texts))
+            width = max(len(e.ids) for e in enc)
+            ids = np.zeros((len(texts), width), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for i, e in enumerate(enc):
+                ids[i, :len(e.ids)] = e.ids
+                mask[i, :len(e.ids)] = 1
+            self.cache[key] = (ids, mask, np.zeros_like(ids))
+        return self.cache[key]
+
+
+def mean_pool(hidden, mask):
+    m = mask[:, :, None].astype(np.float32)
+    pooled = (hidden * m).sum(axis=1) / m.sum(axis=1)
+    return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+
+def ort_session(path, threads):
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def ort_peers(onnx_path, work, tokenize, threads):
+    """ONNX Runtime f32 on the fused graph, and its dynamic per-channel int8."""
+    import onnxruntime
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers import optimizer
+    fused = os.path.join(work, "model-fused.onnx")
+    int8 = os.path.join(work, "model-fused-int8.onnx")
+    if not os.path.exists(fused):
+        optimizer.optimize_model(onnx_path, model_type="bert", num_heads=0, hidden_size=0,
+                                 opt_level=1).save_model_to_file(fused)
+    if not os.path.exists(int8):
+        quantize_dynamic(fused, int8, per_channel=True, weight_type=QuantType.QInt8)
+    out = {}
+    for name, path in ((f"ONNX Runtime {onnxruntime.__version__} fused f32", fused),
+                       (f"ONNX Runtime {onnxruntime.__version__} dynamic int8", int8)):
+        session = ort_session(path, threads)
+        inputs = {i.name for i in session.get_inputs()}
+
+        def embed(texts, session=session, inputs=inputs):
+            ids, mask, types = tokenize(texts)
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            hidden = session.run(None, {k: v for k, v in feed.items() if k in inputs})[0]
+            return mean_pool(hidden, mask)
+        out[name] = embed
+    return out
+
+
+def openvino_peers(onnx_path, tokenize, calibration, threads):
+    """OpenVINO f32, and NNCF's post-training int8 of the same model."""
+    import nncf
+    import openvino as ov
+    core = ov.Core()
+    model = core.read_model(onnx_path)
+    config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
+              "INFERENCE_PRECISION_HINT": "f32"}
+    names = [p.get_any_name() for p in model.inputs]
+
+    def feed(texts):
+        ids, mask, types = tokenize(texts)
+        values = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {n: values[n] for n in names}, mask
+
+    dataset = nncf.Dataset([[t] for t in calibration], lambda texts: feed(texts)[0])
+    quantized = nncf.quantize(model, dataset, model_type=nncf.ModelType.TRANSFORMER,
+                              subset_size=len(calibration))
+    out = {}
+    for name, m in ((f"OpenVINO {ov.__version__} f32", model),
+                    (f"OpenVINO {ov.__version__} + NNCF {nncf.__version__} int8", quantized)):
+        compiled = core.compile_model(m, "CPU", config)
+
+        def embed(texts, compiled=compiled):
+            inputs, mask = feed(texts)
+            return mean_pool(compiled(inputs)[0], mask)
+        out[name] = embed
+    return out
+
+
+def st_peer(model_dir, threads):
+    import torch
+    from sentence_transformers import SentenceTransformer
+    torch.set_num_threads(threads)
+    model = SentenceTransformer(model_dir, device="cpu")
+
+    def embed(texts):
+        with torch.inference_mode():
+            return model.encode(texts, batch_size=len(texts), convert_to_numpy=True)
+    return {f"sentence-transformers (torch {torch.__version__}) f32": embed}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--engine-bench", required=True)
+    p.add_argument("--model", default=os.path.join(ROOT, "models", "all-MiniLM-L6-v2"))
+    p.add_argument("--inputs", default=os.path.join(ROOT, ".cache", "bench", "inputs.json"))
+    p.add_argument("--onnx", default=os.path.join(ROOT, ".cache", "peers", "all-MiniLM-L6-v2",
+                                                  "model.onnx"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--batches", type=int, default=2)
+    p.add_argument("--block", type=int, default=8)
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+
+    inputs = json.load(open(args.inputs))
+    batch = inputs["sets"]["128"]
+    fixture = [json.loads(l) for l in open(os.path.join(ROOT, "tests", "fixtures", "minilm",
+                                                        "embeddings.jsonl"))]
+    measured = {r["text"] for r in fixture} | set(batch)
+    calibration = [json.loads(l)["text"] for l in open(os.path.join(ROOT, "corpus",
+                                                                    "docs_multi.jsonl"))]
+    calibration = [t for t in calibration if t not in measured][:300]
+    tokenize = Tokenized(os.path.join(args.model, "tokenizer.json"), 256)
+    work = os.path.dirname(args.onnx)
+
+    peers = {}
+    peers.update(st_peer(args.model, args.threads))
+    peers.update(ort_peers(args.onnx, work, tokenize, args.threads))
+    peers.update(openvino_peers(args.onnx, tokenize, calibration, args.threads))
+
+    # The gate: the fixture's 240 texts against sentence-transformers' f32 embeddings.
+    texts = [r["text"] for r in fixture]
+    want = np.asarray([r["embedding"] for r in fixture], dtype=np.float32)
+    want /= np.linalg.norm(want, axis=1, keepdims=True)
+    fidelity = {}
+    for name, embed in peers.items():
+        got = np.concatenate([np.asarray(embed(texts[i:i + 40]), dtype=np.float32)
+                              for i in range(0, len(texts), 40)])
+        got /= np.linalg.norm(got, axis=1, keepdims=True)
+        cos = (got * want).sum(axis=1)
+        fidelity[name] = {"min_cosine": float(cos.min()), "mean_cosine": float(cos.mean())}
+        print(f"{name}: min cosine {cos.min():.6f}", file=sys.stderr)
+    gated = {n: e for n, e in peers.items()
+             if "int8" in n or fidelity[n]["min_cosine"] >= 0.9999}
+
+    engines = {"quiver engine f32": Engine(args.engine_bench, args.model, args.inputs,
+                                           args.threads)}
+    int8_bench = os.path.join(work, "int8-engine-bench.sh")
+    with open(int8_bench, "w") as f:
+        f.write(f'#!/bin/sh\nexec "{os.path.abspath(args.engine_bench)}" --quantize int8 "$@"\n')
+    os.chmod(int8_bench, 0o755)
+    engines["quiver engine int8"] = Engine(int8_bench, args.model, args.inputs, args.threads)
+
+    rates = {n: [] for n in list(engines) + list(gated)}
+    latency = {n: [] for n in rates}
+    for r in range(args.rounds + 1):  # round 0 warms every system up and is dropped
+        for name, tool in engines.items():
+            rate = tool.throughput(args.batches)
+            ms = tool.latency(128, args.block + 1)[1:]
+            if r:
+                rates[name].append(rate)
+                latency[name] += ms
+        for name, embed in gated.items():
+            t = time.perf_counter()
+            for _ in range(args.batches):
+                embed(batch)
+            rate = args.batches * len(batch) * 128 / (time.perf_counter() - t)
+            ms = []
+            for i in range(args.block + 1):
+                t = time.perf_counter()
+                embed([batch[(r * args.block + i) % len(batch)]])
+                ms.append((time.perf_counter() - t) * 1e3)
+            if r:
+                rates[name].append(rate)
+                latency[name] += ms[1:]
+        print(f"round {r} done", file=sys.stderr)
+    for tool in engines.values():
+        tool.close()
+
+    model, flags = cpu_line()
+    result = {"cpu": model, "flags": flags, "threads": args.threads, "rounds": args.rounds,
+              "fidelity_240_texts": fidelity,
+              "quiver_int8_fidelity": "GoldenTest.MiniLmInt8StaysWithinTheGateOfSentenceTransformers",
+              "excluded_by_gate": sorted(set(peers) - set(gated)),
+              "throughput_tokens_per_s": {n: statistics.median(v) for n, v in rates.items()},
+              "throughput_per_round": rates,
+              "latency_128_p50_ms": {n: statistics.median(v) for n, v in latency.items()}}
+    json.dump(result, open(args.out, "w"), indent=2)
+    for n in rates:
+        print(f"{n:60s} {result['throughput_tokens_per_s'][n]:9.0f} tokens/s  "
+              f"p50@128 {result['latency_128_p50_ms'][n]:6.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+#include "engine/cpu_features.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/strings.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+namespace quiver::engine {
+namespace {
+
+#if defined(__x86_64__)
+bool Bit(uint32_t reg, int bit) { return (reg >> bit) & 1u; }
+
+uint64_t Xgetbv() {
+  uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+CpuFeatures Read() {
+  CpuFeatures f;
+  uint32_t a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  const uint32_t max_leaf = a;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  f.vendor = vendor;
+  __get_cpuid(1, &a, &b, &c, &d);
+  const bool osxsave = Bit(c, 27);
+  const uint64_t xcr0 = osxsave ? Xgetbv() : 0;
+  const bool ymm = (xcr0 & 0x6) == 0x6;            // SSE and AVX state
+  const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;   // opmask, ZMM_Hi256, Hi16_ZMM
+  const bool tiles = (xcr0 & 0x60000) == 0x60000;  // XTILECFG, XTILEDATA
+  f.fma = ymm && Bit(c, 12);
+  f.f16c = ymm && Bit(c, 29);
+  if (max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    f.avx2 = ymm && Bit(b, 5);
+    f.avx512f = zmm && Bit(b, 16);
+    f.avx512dq = zmm && Bit(b, 17);
+    f.avx512bw = zmm && Bit(b, 30);
+    f.avx512vl = zmm && Bit(b, 31);
+    f.avx512_vnni = zmm && Bit(c, 11);
+    f.amx_bf16 = tiles && Bit(d, 22);
+    f.amx_tile = tiles && Bit(d, 24);
+    f.amx_int8 = tiles && Bit(d, 25);
+    __cpuid_count(7, 1, a, b, c, d);
+    f.avx_vnni = ymm && Bit(a, 4);
+    f.avx512_bf16 = zmm && Bit(a, 5);
+  }
+  __get_cpuid(0x80000000, &a, &b, &c, &d);
+  if (a >= 0x80000004) {
+    char brand[49] = {};
+    for (uint32_t leaf = 0; leaf < 3; ++leaf) {
+      __get_cpuid(0x80000002 + leaf, &a, &b, &c, &d);
+      std::memcpy(brand + 16 * leaf, &a, 4);
+      std::memcpy(brand + 16 * leaf + 4, &b, 4);
+      std::memcpy(brand + 16 * leaf + 8, &c, 4);
+      std::memcpy(brand + 16 * leaf + 12, &d, 4);
+    }
+    f.brand = brand;
+    while (!f.brand.empty() && f.brand.back() == ' ') f.brand.pop_back();
+    while (!f.brand.empty() && f.brand.front() == ' ') f.brand.erase(f.brand.begin());
+  }
+  return f;
+}
+#else
+CpuFeatures Read() { return {}; }
+#endif
+
+}  // namespace
+
+std::string CpuFeatures::Flags() const {
+  std::string out;
+  auto add = [&](bool on, const char* name) {
+    if (on) out += StrCat(out.empty() ? "" : " ", name);
+  };
+  add(avx2, "avx2");
+  add(fma, "fma");
+  add(f16c, "f16c");
+  add(avx512f, "avx512f");
+  add(avx512bw, "avx512bw");
+  add(avx512vl, "avx512vl");
+  add(avx512dq, "avx512dq");
+  add(avx512_vnni, "avx512_vnni");
+  add(avx_vnni, "avx_vnni");
+  add(avx512_bf16, "avx512_bf16");
+  add(amx_tile, "amx_tile");
+  add(amx_int8, "amx_int8");
+  add(amx_bf16, "amx_bf16");
+  return out;
+}
+
+const CpuFeatures& HostCpuFeatures() {
+  static const CpuFeatures features = Read();
+  return features;
+}
+
+absl::StatusOr<std::string> ChosenCpuPath() {
+#if defined(__AVX2__) && defined(__FMA__)
+  const std::string built = "avx2";
+#else
+  const std::string built = "generic";
+#endif
+  const char* forced = std::getenv("QUIVER_CPU_ISA");
+  if (forced == nullptr || *forced == '\0' || built == forced) return built;
+  return absl::InvalidArgumentError(
+      StrCat("QUIVER_CPU_ISA=", forced, ": this build has the ", built,
+             " kernel path only (the host offers: ", HostCpuFeatures().Flags(), ")"));
+}
+
+std::string CpuSummary() {
+  const CpuFeatures& f = HostCpuFeatures();
+  absl::StatusOr<std::string> path = ChosenCpuPath();
+  return StrCat(f.brand.empty() ? f.vendor : f.brand, " [", f.Flags(),
+                "]; kernels: ", path.ok() ? *path : std::string(path.status().message()),
+                " (f32 FMA, int8 vpmaddwd)");
+}
+
+}  // namespace quiver::engine

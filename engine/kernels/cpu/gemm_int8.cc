@@ -1,0 +1,197 @@
+#include "engine/kernels/cpu/gemm_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "engine/kernels/cpu/vec.h"
+
+namespace quiver::engine::cpu {
+namespace {
+
+constexpr int64_t kPanel = QuantizedWeights::kPanel;
+constexpr int64_t kRows = 6;  // rows of y per micro-kernel call
+
+// y = acc · (row scale · column scale) + bias, for `cols` columns of one row.
+inline void Finish(const int32_t* acc, float row_scale, const float* col_scale, const float* bias,
+                   float* y, int64_t cols) {
+  for (int64_t j = 0; j < cols; ++j) {
+    y[j] = std::fma(static_cast<float>(acc[j]), row_scale * col_scale[j], bias ? bias[j] : 0.0f);
+  }
+}
+
+#if QUIVER_VEC_AVX2
+
+// Rows [0, R) of y over one panel: int32 sums over all k pairs, then the f32 epilogue.
+template <int R>
+void MicroKernel(const int16_t* a, int64_t lda, const int8_t* b, int64_t pairs,
+                 const float* row_scale, const float* col_scale, const float* bias, float* y,
+                 int64_t ldy, int64_t cols) {
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+          c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m256i w0 =
+        _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b + p * 2 * kPanel)));
+    const __m256i w1 = _mm256_cvtepi8_epi16(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(b + p * 2 * kPanel + 16)));
+#define QUIVER_MADD(i)                                             \
+  if constexpr (R > i) {                                           \
+    int32_t pair;                                                  \
+    std::memcpy(&pair, a + i * lda + 2 * p, sizeof(pair));         \
+    const __m256i x = _mm256_set1_epi32(pair);                     \
+    c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(x, w0)); \
+    c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(x, w1)); \
+  }
+    QUIVER_MADD(0) QUIVER_MADD(1) QUIVER_MADD(2) QUIVER_MADD(3) QUIVER_MADD(4) QUIVER_MADD(5)
+#undef QUIVER_MADD
+  }
+  // The epilogue in vectors where the panel is whole; the same fused multiply-add as Finish.
+  const bool whole = cols == kPanel;
+  const __m256 cs0 = whole ? _mm256_loadu_ps(col_scale) : _mm256_setzero_ps();
+  const __m256 cs1 = whole ? _mm256_loadu_ps(col_scale + 8) : _mm256_setzero_ps();
+  const __m256 b0 = whole && bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+  const __m256 b1 = whole && bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+  alignas(32) int32_t acc[kPanel];
+#define QUIVER_STORE(i)                                                                           \
+  if constexpr (R > i) {                                                                          \
+    if (whole) {                                                                                  \
+      const __m256 rs = _mm256_set1_ps(row_scale[i]);                                             \
+      float* out = y + i * ldy;                                                                   \
+      _mm256_storeu_ps(out,                                                                       \
+                       _mm256_fmadd_ps(_mm256_cvtepi32_ps(c##i##0), _mm256_mul_ps(rs, cs0), b0)); \
+      _mm256_storeu_ps(out + 8,                                                                   \
+                       _mm256_fmadd_ps(_mm256_cvtepi32_ps(c##i##1), _mm256_mul_ps(rs, cs1), b1)); \
+    } else {                                                                                      \
+      _mm256_store_si256(reinterpret_cast<__m256i*>(acc), c##i##0);                               \
+      _mm256_store_si256(reinterpret_cast<__m256i*>(acc + 8), c##i##1);                           \
+      Finish(acc, row_scale[i], col_scale, bias, y + i * ldy, cols);                              \
+    }                                                                                             \
+  }
+  QUIVER_STORE(0) QUIVER_STORE(1) QUIVER_STORE(2) QUIVER_STORE(3) QUIVER_STORE(4) QUIVER_STORE(5)
+#undef QUIVER_STORE
+}
+
+#else  // the same sums in plain loops
+
+template <int R>
+void MicroKernel(const int16_t* a, int64_t lda, const int8_t* b, int64_t pairs,
+                 const float* row_scale, const float* col_scale, const float* bias, float* y,
+                 int64_t ldy, int64_t cols) {
+  for (int i = 0; i < R; ++i) {
+    int32_t acc[kPanel] = {};
+    for (int64_t p = 0; p < pairs; ++p) {
+      for (int64_t j = 0; j < kPanel; ++j) {
+        const int8_t* w = b + p * 2 * kPanel + (j < 8 ? 0 : 16) + 2 * (j % 8);
+        acc[j] += int32_t{a[i * lda + 2 * p]} * w[0] + int32_t{a[i * lda + 2 * p + 1]} * w[1];
+      }
+    }
+    Finish(acc, row_scale[i], col_scale, bias, y + i * ldy, cols);
+  }
+}
+
+#endif
+
+void RunMicroKernel(int64_t rows, const int16_t* a, int64_t lda, const int8_t* b, int64_t pairs,
+                    const float* row_scale, const float* col_scale, const float* bias, float* y,
+                    int64_t ldy, int64_t cols) {
+  switch (rows) {
+    case 6:
+      MicroKernel<6>(a, lda, b, pairs, row_scale, col_scale, bias, y, ldy, cols);
+      break;
+    case 5:
+      MicroKernel<5>(a, lda, b, pairs, row_scale, col_scale, bias, y, ldy, cols);
+      break;
+    case 4:
+      MicroKernel<4>(a, lda, b, pairs, row_scale, col_scale, bias, y, ldy, cols);
+      break;
+    case 3:
+      MicroKernel<3>(a, lda, b, pairs, row_scale, col_scale, bias, y, ldy, cols);
+      break;
+    case 2:
+      MicroKernel<2>(a, lda, b, pairs, row_scale, col_scale, bias, y, ldy, cols);
+      break;
+    default:
+      MicroKernel<1>(a, lda, b, pairs, row_scale, col_scale, bias, y, ldy, cols);
+      break;
+  }
+}
+
+}  // namespace
+
+void QuantizedWeights::Free::operator()(int8_t* p) const { std::free(p); }
+
+QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n), k_(k) {
+  const int64_t pairs = k_pairs(), panels = (n + kPanel - 1) / kPanel;
+  constexpr int64_t kMaxSum = (int64_t{1} << 31) - 1;
+  levels_ = static_cast<int32_t>(std::clamp<int64_t>(kMaxSum / (2 * pairs * 127), 1, 8191));
+  // 16-byte aligned panels for the kernel's aligned loads.
+  const size_t bytes = static_cast<size_t>(panels * pairs * 2 * kPanel);
+  data_.reset(static_cast<int8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  if (data_ == nullptr) throw std::bad_alloc();
+  std::memset(data_.get(), 0, bytes);
+  scales_.reset(new float[static_cast<size_t>(n)]);
+  std::vector<int8_t> q(static_cast<size_t>(k));
+  for (int64_t c = 0; c < n; ++c) {
+    const float* row = w + c * k;
+    float amax = 0.0f;
+    for (int64_t kk = 0; kk < k; ++kk) amax = std::max(amax, std::abs(row[kk]));
+    const float s = amax / 127.0f;
+    scales_[c] = s;
+    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      q[kk] = static_cast<int8_t>(std::clamp(std::nearbyint(row[kk] * inv), -127.0f, 127.0f));
+    }
+    int8_t* panel = data_.get() + (c / kPanel) * pairs * 2 * kPanel;
+    const int64_t j = c % kPanel, half = j < 8 ? 0 : 16, lane = 2 * (j % 8);
+    for (int64_t p = 0; p < pairs; ++p) {
+      panel[p * 2 * kPanel + half + lane] = q[2 * p];
+      panel[p * 2 * kPanel + half + lane + 1] = 2 * p + 1 < k ? q[2 * p + 1] : 0;
+    }
+  }
+}
+
+void QuantizeRows(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t r0, int64_t r1,
+                  int16_t* q, float* scale) {
+  const int64_t width = (k + 1) / 2 * 2;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = x + r * ldx;
+    int16_t* out = q + r * width;
+    const float amax = vec::MaxAbs(row, k);
+    scale[r] = amax / static_cast<float>(levels);
+    const float inv = amax > 0.0f ? static_cast<float>(levels) / amax : 0.0f;
+    int64_t i = 0;
+#if QUIVER_VEC_AVX2
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (; i + 16 <= k; i += 16) {
+      // Round to nearest even (the MXCSR default), as std::nearbyint below.
+      const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(row + i), vinv));
+      const __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(row + i + 8), vinv));
+      // packs interleaves the 128-bit halves: put them back in order.
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
+    }
+#endif
+    for (; i < k; ++i) out[i] = static_cast<int16_t>(std::nearbyint(row[i] * inv));
+    if (width > k) out[k] = 0;
+  }
+}
+
+void QuantizedGemm(const int16_t* q, const float* scale, const QuantizedWeights& w,
+                   const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1) {
+  const int64_t pairs = w.k_pairs(), lda = 2 * pairs;
+  for (int64_t col = c0; col < c1; col += kPanel) {
+    const int64_t cols = std::min(kPanel, c1 - col);
+    const int8_t* b = w.panel(col / kPanel);
+    const float* col_scale = w.scales() + col;
+    const float* col_bias = bias ? bias + col : nullptr;
+    for (int64_t r = 0; r < m; r += kRows) {
+      RunMicroKernel(std::min(kRows, m - r), q + r * lda, lda, b, pairs, scale + r, col_scale,
+                     col_bias, y + r * ldy + col, ldy, cols);
+    }
+  }
+}
+
+}  // namespace quiver::engine::cpu

@@ -1,0 +1,192 @@
+// The int8 GEMM (gemm_int8.h) against its definition computed here independently: weights
+// quantized per output channel and activations per row (symmetric, round to nearest even,
+// [-127, 127]), products summed exactly, scaled and biased in double; at shapes that cross its
+// panel (16 columns), row (6) blocks and odd depths. Then how far it lands from the f32 product
+// (the quantization error, bounded), and the batch-invariance property: a row's result does not
+// depend on the rows around it or on how the columns were cut.
+#include "engine/kernels/cpu/gemm_int8.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "engine/base/thread_pool.h"
+#include "engine/ops/linear.h"
+
+namespace quiver::engine::cpu {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Symmetric per-row quantization of v [rows, k] to [-levels, levels]: values and scales.
+void Quantize(const std::vector<float>& v, int64_t rows, int64_t k, int levels, std::vector<int>& q,
+              std::vector<double>& scale) {
+  q.assign(v.size(), 0);
+  scale.assign(static_cast<size_t>(rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::abs(v[r * k + i]));
+    scale[r] = amax / float(levels);
+    const float inv = amax > 0 ? float(levels) / amax : 0.0f;
+    for (int64_t i = 0; i < k; ++i) {
+      q[r * k + i] = static_cast<int>(std::nearbyint(v[r * k + i] * inv));
+      ASSERT_LE(std::abs(q[r * k + i]), levels);
+    }
+  }
+}
+
+struct QuantizedRows {
+  std::vector<int16_t> q;
+  std::vector<float> scale;
+};
+
+QuantizedRows QuantizeAll(const std::vector<float>& x, int64_t m, int64_t k, int levels) {
+  QuantizedRows run;
+  run.q.assign(static_cast<size_t>(m * ((k + 1) / 2 * 2)), 7);
+  run.scale.assign(static_cast<size_t>(m), -1.0f);
+  QuantizeRows(x.data(), k, k, levels, 0, m, run.q.data(), run.scale.data());
+  return run;
+}
+
+TEST(QuantizedGemmTest, MatchesItsDefinition) {
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 8},
+                         {7, 33, 301},
+                         {13, 384, 384},
+                         {6, 5, 257},
+                         {20, 48, 1536}}) {
+    const std::vector<float> x = Random(m * k, 1, 3.0f), w = Random(n * k, 2, 0.2f),
+                             bias = Random(n, 3);
+    const QuantizedWeights packed(w.data(), n, k);
+    // As many activation levels as int32 sums over k allow, at most 13 bits.
+    const int levels = packed.activation_levels();
+    EXPECT_EQ(levels, std::min<int64_t>(8191, ((int64_t{1} << 31) - 1) / ((k + 1) / 2 * 2 * 127)));
+    const QuantizedRows run = QuantizeAll(x, m, k, levels);
+    std::vector<float> y(m * n, 99.0f);
+    QuantizedGemm(run.q.data(), run.scale.data(), packed, bias.data(), y.data(), n, m, 0, n);
+    std::vector<int> qx, qw;
+    std::vector<double> sx, sw;
+    Quantize(x, m, k, levels, qx, sx);
+    Quantize(w, n, k, 127, qw, sw);
+    for (int64_t c = 0; c < n; ++c) ASSERT_FLOAT_EQ(packed.scales()[c], float(sw[c]));
+    double worst_f32 = 0, scale_f32 = 0;
+    for (int64_t r = 0; r < m; ++r) {
+      ASSERT_FLOAT_EQ(run.scale[r], float(sx[r]));
+      for (int64_t c = 0; c < n; ++c) {
+        int64_t dot = 0;
+        for (int64_t i = 0; i < k; ++i) dot += int64_t{qx[r * k + i]} * qw[c * k + i];
+        const double want = double(float(sx[r]) * float(sw[c])) * double(dot) + bias[c];
+        ASSERT_NEAR(y[r * n + c], want, 1e-6 * (std::abs(want) + 1)) << m << "x" << n << "x" << k;
+        double exact = bias[c];
+        for (int64_t i = 0; i < k; ++i) exact += double(x[r * k + i]) * w[c * k + i];
+        worst_f32 = std::max(worst_f32, std::abs(y[r * n + c] - exact));
+        scale_f32 = std::max(scale_f32, std::abs(exact));
+      }
+    }
+    // The quantization error itself (mostly the weights' 8 bits): 2% of the product's scale.
+    EXPECT_LE(worst_f32, 0.02 * scale_f32) << m << "x" << n << "x" << k;
+  }
+}
+
+TEST(QuantizedGemmTest, RowsAndColumnRangesDoNotChangeAnyBit) {
+  const int64_t m = 19, n = 80, k = 131;
+  const std::vector<float> x = Random(m * k, 4), w = Random(n * k, 5), bias = Random(n, 6);
+  const QuantizedWeights packed(w.data(), n, k);
+  const int levels = packed.activation_levels();
+  const QuantizedRows all = QuantizeAll(x, m, k, levels);
+  std::vector<float> whole(m * n);
+  QuantizedGemm(all.q.data(), all.scale.data(), packed, bias.data(), whole.data(), n, m, 0, n);
+  for (int64_t r = 0; r < m; ++r) {
+    // The row alone, quantized alone, in two column ranges.
+    const std::vector<float> row(x.begin() + r * k, x.begin() + (r + 1) * k);
+    const QuantizedRows one = QuantizeAll(row, 1, k, levels);
+    std::vector<float> y(n);
+    QuantizedGemm(one.q.data(), one.scale.data(), packed, bias.data(), y.data(), n, 1, 0, 32);
+    QuantizedGemm(one.q.data(), one.scale.data(), packed, bias.data(), y.data(), n, 1, 32, n);
+    for (int64_t c = 0; c < n; ++c) ASSERT_EQ(y[c], whole[r * n + c]) << r << "," << c;
+  }
+}
+
+TEST(QuantizedGemmTest, ZeroRowsAndNoBias) {
+  const int64_t m = 3, n = 17, k = 10;
+  std::vector<float> x = Random(m * k, 7);
+  std::fill(x.begin() + k, x.begin() + 2 * k, 0.0f);  // row 1 all zero
+  const std::vector<float> w = Random(n * k, 8);
+  const QuantizedWeights packed(w.data(), n, k);
+  const QuantizedRows run = QuantizeAll(x, m, k, packed.activation_levels());
+  EXPECT_EQ(run.scale[1], 0.0f);
+  std::vector<float> y(m * n, 5.0f);
+  QuantizedGemm(run.q.data(), run.scale.data(), packed, nullptr, y.data(), n, m, 0, n);
+  for (int64_t c = 0; c < n; ++c) EXPECT_EQ(y[n + c], 0.0f);
+  for (int64_t c = 0; c < n; ++c) EXPECT_NE(y[c], 5.0f);
+}
+
+}  // namespace
+}  // namespace quiver::engine::cpu
+
+namespace quiver::engine {
+namespace {
+
+// Through the ops layer: a layer prepared in int8 runs Linear (every epilogue) and
+// LinearAddLayerNorm on the CPU within the quantization error of the same layer in f32, and is
+// refused on another device.
+TEST(Int8LinearOpTest, EveryEpilogueStaysNearF32AndOtherDevicesAreRefused) {
+  const int64_t m = 9, n = 40, k = 72;
+  const std::vector<float> x = cpu::Random(m * k, 11), w = cpu::Random(n * k, 12, 0.3f),
+                           bias = cpu::Random(n, 13), residual = cpu::Random(m * n, 14);
+  ThreadPool pool(2);
+  const ExecContext ctx{Device::kCpu, &pool};
+  auto host = [](const std::vector<float>& v, std::initializer_list<int64_t> shape) {
+    return Tensor(v.data(), DType::kF32, Device::kCpu, shape);
+  };
+  const ops::LinearWeights f32 = ops::PrepareLinear(Device::kCpu, host(w, {n, k}), host(bias, {n}));
+  const ops::LinearWeights int8 = ops::PrepareLinear(Device::kCpu, host(w, {n, k}), host(bias, {n}),
+                                                     ops::WeightPrecision::kInt8);
+  EXPECT_EQ(int8.precision, ops::WeightPrecision::kInt8);
+  auto close = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::abs(double(b[i])));
+      worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    }
+    EXPECT_LE(worst, 0.02 * scale) << what;
+  };
+  for (Epilogue e :
+       {Epilogue::kNone, Epilogue::kGeluErf, Epilogue::kGeluTanh, Epilogue::kResidual}) {
+    std::vector<float> a(m * n), b(m * n);
+    const Tensor r = e == Epilogue::kResidual ? host(residual, {m, n}) : Tensor();
+    ops::Linear(ctx, host(x, {m, k}), int8, Tensor(a.data(), DType::kF32, Device::kCpu, {m, n}), e,
+                r);
+    ops::Linear(ctx, host(x, {m, k}), f32, Tensor(b.data(), DType::kF32, Device::kCpu, {m, n}), e,
+                r);
+    close(a, b, "Linear");
+  }
+  const std::vector<float> gamma = cpu::Random(n, 15), beta = cpu::Random(n, 16);
+  std::vector<float> io_a = residual, io_b = residual, scratch(m * n);
+  for (auto [weights, io] : {std::pair{&int8, &io_a}, std::pair{&f32, &io_b}}) {
+    ops::LinearAddLayerNorm(ctx, host(x, {m, k}), *weights,
+                            Tensor(io->data(), DType::kF32, Device::kCpu, {m, n}), host(gamma, {n}),
+                            host(beta, {n}), 1e-12f,
+                            Tensor(scratch.data(), DType::kF32, Device::kCpu, {m, n}));
+  }
+  close(io_a, io_b, "LinearAddLayerNorm");
+  try {
+    ops::PrepareLinear(Device::kCuda, host(w, {n, k}), Tensor(), ops::WeightPrecision::kInt8);
+    ADD_FAILURE() << "int8 weights prepared for CUDA";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU only"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace quiver::engine

@@ -1,0 +1,95 @@
+"""`quiver serve --quantize int8` on the default model: the fidelity gate runs at start-up against
+the f32 engine and says so in the log (its min cosine); the server becomes ready, and its answers
+for the fixture texts stay within the gate's default bound (cosine 0.99) of sentence-transformers'
+f32 embeddings. Asked for a bound int8 cannot reach (--min-int8-cosine 0.999999), the server stays
+unready (/ready 503) and logs the numbers. --quantize on a GPU device is refused at start-up.
+
+    quantize_test.py QUIVER SOURCE_DIR
+"""
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+import serving  # noqa: E402
+
+QUIVER, SOURCE = sys.argv[1], sys.argv[2]
+MODEL = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
+    if not ok:
+        failures.append(name)
+
+
+def post(port, path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def cosine(a, b):
+    dot = sum(x * y for x, y in zip(a, b))
+    return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+def main():
+    rows = [json.loads(l) for l in open(os.path.join(SOURCE, "tests", "fixtures", "minilm",
+                                                       "embeddings.jsonl"), encoding="utf-8")]
+    proc, port, log = serving.start(QUIVER, MODEL, ["--quantize", "int8"], prefix="quiver-int8-")
+    try:
+        text = open(log).read()
+        m = re.search(r"fidelity gate on cpu with int8 weights: .*min cosine ([0-9.]+)", text)
+        check("the int8 gate ran at start-up and logged its min cosine", m is not None, text[-600:])
+        worst = 1.0
+        for i in range(0, 80, 20):
+            out = post(port, "/embed", {"inputs": [r["text"] for r in rows[i:i + 20]],
+                                        "truncate": True})
+            worst = min([worst] + [cosine(o, r["embedding"]) for o, r in zip(out, rows[i:i + 20])])
+        check(f"80 texts within the gate of sentence-transformers f32 (worst cosine {worst:.5f})",
+              worst >= 0.99)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    log = tempfile.NamedTemporaryFile(prefix="quiver-int8-strict-", suffix=".log", delete=False).name
+    proc = subprocess.Popen([QUIVER, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
+                             "--quantize", "int8", "--min-int8-cosine", "0.999999"],
+                            stderr=open(log, "w"), stdout=subprocess.DEVNULL)
+    try:
+        port = int(serving.wait_for(r" port=(\d+) ", log, proc).group(1))
+        serving.wait_for(r"not ready", log, proc, seconds=120)
+        try:
+            status = urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=5).status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        text = open(log).read()
+        check("a bound int8 cannot reach: /ready 503, the numbers logged",
+              status == 503 and "OUTSIDE the bound" in text and "min cosine" in text,
+              f"{status} {text[-600:]}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    result = subprocess.run([QUIVER, "serve", "--model", MODEL, "--port", "0", "--device", "cuda",
+                             "--quantize", "int8"], capture_output=True, text=True, timeout=60)
+    check("--quantize int8 with --device cuda is refused at start-up, naming --quantize",
+          result.returncode != 0 and "--quantize" in result.stderr, result.stderr[-300:])
+
+    print(f"{len(failures)} failed" if failures else "all passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
