@@ -34,11 +34,13 @@
 
 #include "bench/stdin_protocol.h"
 #include "common/json.h"
+#include "engine/cpu_features.h"
 #include "engine/engine.h"
 #include "engine/kernels/cpu/gemm.h"
 #include "tokenizer/tokenizer.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" char* openblas_get_corename(void);
 
 namespace {
 
@@ -132,6 +134,27 @@ Ceiling MeasureCeiling(int threads) {
   return ceiling;
 }
 
+// The kernel set OpenBLAS chose for this CPU (its DYNAMIC_ARCH build picks one at load), and the
+// one it should use when the host has AVX2 or AVX-512 but OpenBLAS fell back to an older set
+// (0.3.21 does not know some recent CPUs and runs SSE3 kernels there: a ceiling that means
+// nothing). "" when the choice fits the host. OPENBLAS_CORETYPE must be set before the process
+// starts: bench/run_suites.sh does so from this.
+std::string OpenBlasCoreFix(const std::string& core) {
+  const quiver::engine::CpuFeatures& f = quiver::engine::HostCpuFeatures();
+  static const char* const kAvx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", "Zen4"};
+  static const char* const kAvx2[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+                                      "SapphireRapids", "Zen4", "Excavator"};
+  auto any = [&](const auto& names) {
+    for (const char* n : names) {
+      if (core == n) return true;
+    }
+    return false;
+  };
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && !any(kAvx512)) return "SkylakeX";
+  if (f.avx2 && f.fma && !any(kAvx2)) return "Haswell";
+  return "";
+}
+
 // Batches of 100 texts of 128 tokens, four submitted at a time (four clients' worth of requests
 // queued, run in order), for at least `seconds` and `min_batches`. Each batch's time from
 // submission to result goes to *ms; returns tokens per second.
@@ -211,6 +234,15 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  const std::string blas_core = openblas_get_corename();
+  const std::string blas_fix = OpenBlasCoreFix(blas_core);
+  if (!blas_fix.empty()) {
+    std::fprintf(stderr,
+                 "warning: OpenBLAS runs its %s kernels on this CPU (%s); its GEMM rate is no "
+                 "ceiling. Run again with OPENBLAS_CORETYPE=%s\n",
+                 blas_core.c_str(), quiver::engine::HostCpuFeatures().Flags().c_str(),
+                 blas_fix.c_str());
+  }
   // Before the engine sets BLAS to one thread.
   const Ceiling measured = o.stdin_mode ? Ceiling{} : MeasureCeiling(o.threads);
   const double ceiling = measured.best();
@@ -308,7 +340,10 @@ int main(int argc, char** argv) {
                      "\", \"threads\": " + std::to_string(o.threads) +
                      ", \"gemm_ceiling_gflops\": " + std::to_string(ceiling) +
                      ", \"openblas_2048_gflops\": " + std::to_string(measured.openblas_gflops) +
-                     ", \"packed_gemm_2048_gflops\": " + std::to_string(measured.packed_gflops);
+                     ", \"packed_gemm_2048_gflops\": " + std::to_string(measured.packed_gflops) +
+                     ", \"openblas_core\": \"" + blas_core + "\", \"openblas_core_fits_host\": " +
+                     (blas_fix.empty() ? "true" : "false") +
+                     ", \"cpu\": \"" + quiver::engine::CpuSummary() + "\"";
 
   if (want("latency")) {
     json += ", \"latency\": [";

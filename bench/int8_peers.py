@@ -7,6 +7,7 @@ Systems, all at the same thread count on the same model (all-MiniLM-L6-v2 by def
     TRANSFORMER, calibrated on 300 corpus documents that are not among the measured texts);
   - ONNX Runtime f32 (the model after onnxruntime.transformers.optimizer's BERT fusion) and its
     dynamic int8 (quantize_dynamic, per channel, QInt8 weights);
+  - CTranslate2's encoder, f32 and int8 (its converter from the Hugging Face folder);
   - sentence-transformers on PyTorch (f32, the reference).
 All ONNX-based peers start from tools/peers/export_onnx.py's export (tools/peers/setup_int8.sh).
 
@@ -148,6 +149,29 @@ def openvino_peers(onnx_path, tokenize, calibration, threads):
     return out
 
 
+def ctranslate2_peers(model_dir, work, tokenize, threads):
+    """CTranslate2's encoder, f32 and int8 (its own conversion of the Hugging Face folder)."""
+    import ctranslate2
+    from ctranslate2.converters import TransformersConverter
+    out = {}
+    for compute in ("float32", "int8"):
+        path = os.path.join(work, f"ct2-{compute}")
+        if not os.path.exists(os.path.join(path, "model.bin")):
+            TransformersConverter(model_dir).convert(
+                path, quantization=None if compute == "float32" else "int8", force=True)
+        encoder = ctranslate2.Encoder(path, device="cpu", compute_type=compute,
+                                      intra_threads=threads, inter_threads=1)
+
+        def embed(texts, encoder=encoder):
+            ids, mask, _ = tokenize(texts)
+            tokens = [list(map(int, row[:int(m.sum())])) for row, m in zip(ids, mask)]
+            hidden = np.asarray(encoder.forward_batch(tokens).last_hidden_state)
+            return mean_pool(hidden[:, :ids.shape[1]], mask)
+        label = "f32" if compute == "float32" else "int8"
+        out[f"CTranslate2 {ctranslate2.__version__} {label}"] = embed
+    return out
+
+
 def st_peer(model_dir, threads):
     import torch
     from sentence_transformers import SentenceTransformer
@@ -171,6 +195,7 @@ def main():
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--batches", type=int, default=2)
     p.add_argument("--block", type=int, default=8)
+    p.add_argument("--no-ctranslate2", action="store_true")
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
@@ -189,6 +214,8 @@ def main():
     peers.update(st_peer(args.model, args.threads))
     peers.update(ort_peers(args.onnx, work, tokenize, args.threads))
     peers.update(openvino_peers(args.onnx, tokenize, calibration, args.threads))
+    if not args.no_ctranslate2:
+        peers.update(ctranslate2_peers(args.model, work, tokenize, args.threads))
 
     # The gate: the fixture's 240 texts against sentence-transformers' f32 embeddings.
     texts = [r["text"] for r in fixture]
