@@ -109,6 +109,10 @@ absl::StatusOr<std::string> ChosenCpuPath() {
 #else
   const std::string built = "generic";
 #endif
+  if (built == "avx2" && !(HostCpuFeatures().avx2 && HostCpuFeatures().fma)) {
+    return absl::FailedPreconditionError(StrCat(
+        "this build's kernels need AVX2 and FMA; the host offers: ", HostCpuFeatures().Flags()));
+  }
   const char* forced = std::getenv("QUIVER_CPU_ISA");
   if (forced == nullptr || *forced == '\0' || built == forced) return built;
   return absl::InvalidArgumentError(

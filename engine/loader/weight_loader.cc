@@ -93,7 +93,7 @@ Tensor WeightLoader::Get(const std::string& name, std::initializer_list<int64_t>
 }
 
 ops::LinearWeights WeightLoader::Linear(const std::string& name, int64_t out, int64_t in, bool bias,
-                                        Scope scope) {
+                                        Scope scope, bool task_head) {
   ops::LinearWeights none;
   none.out_features = out;
   none.in_features = in;
@@ -103,8 +103,9 @@ ops::LinearWeights WeightLoader::Linear(const std::string& name, int64_t out, in
   if (info == nullptr || mode_ == Mode::kCheck || !status_.ok()) return none;
   std::vector<float> scratch;  // the widened weight lives only until it is packed
   const float* values = F32(*info, scratch);
-  return ops::PrepareLinear(device_, Tensor(values, DType::kF32, Device::kCpu, {out, in}), b,
-                            scope == Scope::kHead ? ops::WeightPrecision::kF32 : precision_);
+  return ops::PrepareLinear(
+      device_, Tensor(values, DType::kF32, Device::kCpu, {out, in}), b,
+      scope == Scope::kHead || task_head ? ops::WeightPrecision::kF32 : precision_);
 }
 
 ops::LinearWeights WeightLoader::FusedLinear(const std::vector<std::string>& names,

@@ -56,8 +56,10 @@ class WeightLoader {
   Tensor Get(const std::string& name, std::initializer_list<int64_t> shape,
              Scope scope = Scope::kBase);
   // "name.weight" [out, in] and, with `bias`, "name.bias" [out], prepared for the device.
+  // `task_head`: a head whose weights sit among the base model's names (BERT's pooler, a decoder
+  // tied to the word embeddings): kept f32 as Scope::kHead layers are.
   ops::LinearWeights Linear(const std::string& name, int64_t out, int64_t in, bool bias,
-                            Scope scope = Scope::kBase);
+                            Scope scope = Scope::kBase, bool task_head = false);
   // Several Linear layers over one input as one: their weights (and biases) stacked by rows in
   // the order given, `outs[i]` rows for names[i].
   ops::LinearWeights FusedLinear(const std::vector<std::string>& names,

@@ -238,7 +238,7 @@ class BertModel final : public Model {
     }
     using Scope = WeightLoader::Scope;
     if (head == Head::kBertClassifier) {
-      head_dense_ = w.Linear("pooler.dense", h, h, true);
+      head_dense_ = w.Linear("pooler.dense", h, h, true, Scope::kBase, /*task_head=*/true);
       head_out_ = w.Linear("classifier", c_.num_labels, h, true, Scope::kHead);
     } else if (head == Head::kRobertaClassifier) {
       head_dense_ = w.Linear("classifier.dense", h, h, true, Scope::kHead);
@@ -256,7 +256,8 @@ class BertModel final : public Model {
       const int64_t vocab = c_.vocab_size;
       mlm_decoder_ = w.Has("cls.predictions.decoder.weight", Scope::kHead)
                          ? w.Linear("cls.predictions.decoder", vocab, h, false, Scope::kHead)
-                         : w.Linear("embeddings.word_embeddings", vocab, h, false);
+                         : w.Linear("embeddings.word_embeddings", vocab, h, false, Scope::kBase,
+                                    /*task_head=*/true);
       mlm_decoder_.bias = w.Get("cls.predictions.bias", {vocab}, Scope::kHead);
     }
     info_.family = "bert";  // the attention choice table: bidirectional multi-head attention

@@ -224,6 +224,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
   // Where the model pools without its prompt: the prompt's length as sentence-transformers
   // measures it (the prompt tokenized alone, with special tokens, less a trailing special one).
   size_t prompt_tokens = 0;
+  std::vector<uint32_t> prompt_ids;
   if (model_.exclude_prompt && !prompt.empty()) {
     const tokenizer::EncodeOptions alone = EncodeOptionsFor(kNoTruncation, 0, true);
     if (absl::Status s = tokenizer_->Encode(prompt, alone, &enc); !s.ok()) {
@@ -232,6 +233,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
     }
     prompt_tokens = enc.ids.size();
     if (prompt_tokens > 0 && tokenizer_->IsSpecial(enc.ids.back())) --prompt_tokens;
+    prompt_ids.assign(enc.ids.begin(), enc.ids.begin() + static_cast<ptrdiff_t>(prompt_tokens));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));  // each input's cost is bounded
@@ -266,6 +268,17 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
                                  " tokens, and the model pools without the prompt's tokens "
                                  "(include_prompt false): nothing is left to pool"),
                           Reason::kInputTooLong);
+      }
+      // Cut from the left, an input loses the prompt's tokens first: what is left out of the
+      // pooling would be text. Refused rather than answered differently from the model's own.
+      if (prompt_tokens > 0 && cut && truncation.side == TruncationSide::kLeft &&
+          static_cast<int64_t>(seq.ids.size()) == limit &&
+          !std::equal(prompt_ids.begin(), prompt_ids.end(), seq.ids.begin())) {
+        return FieldError(absl::StatusCode::kInvalidArgument, "truncation_direction",
+                          StrCat("input ", i, ": cut from the left, it lost the start of the "
+                                 "prompt, and the model pools without the prompt's tokens "
+                                 "(include_prompt false); cut from the right "
+                                 "(truncation_direction Right) or send a shorter input"));
       }
       seq.prompt_tokens = static_cast<uint32_t>(prompt_tokens);
     }

@@ -220,7 +220,8 @@ TEST_P(TinyGoldenTest, Int8RunsAndStaysNearTheReference) {
       b.Add(Ints(*row.Find("ids")));
     }
     const JsonValue* prompt = row.Find("prompt_length");
-    b.prompt_lengths.push_back(prompt != nullptr ? static_cast<int32_t>(prompt->as_int()) : 0);
+    b.prompt_lengths.push_back(
+        prompt != nullptr && prompt->is_number() ? static_cast<int32_t>(prompt->as_int()) : 0);
   };
   RaggedBatch batch;
   for (const JsonValue& row : rows) add(row, batch);

@@ -82,6 +82,17 @@ def check_refusals(port, via):
     check(f"{via}: an input the prompt fills is a 400 naming include_prompt",
           status == 400 and "include_prompt" in message and "nothing is left to pool" in message,
           f"{status} {message[:300]}")
+    # Cut from the left, a long input loses the prompt first: refused, naming the field.
+    long_text = " ".join(["the manual page of a command and its options"] * 40)
+    status, out = post(port, "/embed", {"inputs": long_text, "truncate": True,
+                                        "truncation_direction": "Left"})
+    message = json.dumps(out)
+    check(f"{via}: a left cut through the prompt is a 400 naming truncation_direction",
+          status == 400 and "truncation_direction" in message and "prompt" in message,
+          f"{status} {message[:300]}")
+    status, out = post(port, "/embed", {"inputs": long_text, "truncate": True})
+    check(f"{via}: the same input cut from the right is answered",
+          status == 200 and len(out) == 1, f"{status} {str(out)[:200]}")
     status, out = post(port, "/embed", {"inputs": "a text", "prompt_name": "nope"})
     check(f"{via}: an unknown prompt_name is a 4xx listing the prompts",
           400 <= status < 500 and "passage" in json.dumps(out), f"{status} {str(out)[:300]}")
