@@ -130,16 +130,36 @@ TEST(GoldenTest, MiniLmInt8StaysWithinTheGateOfSentenceTransformers) {
               sum / double(rows.size()), rows.size());
 }
 
-class TinyGoldenTest : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
-  const fs::path dir = kFixtures / "tiny" / GetParam();
-  const JsonValue meta = *JsonValue::Parse(*ReadFile((dir / "reference.meta.json").string()));
+// The engine options a tiny checkpoint's references were made with (a yes/no reranker's ids).
+EngineOptions TinyOptions(const JsonValue& meta) {
   EngineOptions options;
   if (const JsonValue* yes = meta.Find("yes_token_id")) {
     options.model.yes_token_id = static_cast<int32_t>(yes->as_int());
     options.model.no_token_id = static_cast<int32_t>(meta.Find("no_token_id")->as_int());
   }
+  return options;
+}
+
+// Appends a reference row to `b`: its ids, type ids where it has them, and its prompt's length
+// (sentence-transformers' prompt_length, where the reference was encoded with one; else 0).
+void AddReferenceRow(const JsonValue& row, RaggedBatch& b) {
+  if (const JsonValue* types = row.Find("type_ids")) {
+    std::vector<int32_t> t = Ints(*types);
+    b.Add(Ints(*row.Find("ids")), &t);
+  } else {
+    b.Add(Ints(*row.Find("ids")));
+  }
+  const JsonValue* prompt = row.Find("prompt_length");
+  b.prompt_lengths.push_back(
+      prompt != nullptr && prompt->is_number() ? static_cast<int32_t>(prompt->as_int()) : 0);
+}
+
+class TinyGoldenTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
+  const fs::path dir = kFixtures / "tiny" / GetParam();
+  const JsonValue meta = *JsonValue::Parse(*ReadFile((dir / "reference.meta.json").string()));
+  EngineOptions options = TinyOptions(meta);
   auto engine = Engine::Load(dir.string(), options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   if (const JsonValue* max_len = meta.Find("max_seq_length")) {
@@ -148,27 +168,14 @@ TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
   }
   const std::vector<JsonValue> rows = ReadJsonLines(dir / "reference.jsonl");
   ASSERT_GE(rows.size(), 10u);
-  // Each row alone, and all of them as one ragged batch; a row's prompt (sentence-transformers'
-  // prompt_length, where the reference was encoded with one) goes with it.
-  auto add = [](const JsonValue& row, RaggedBatch& b) {
-    if (const JsonValue* types = row.Find("type_ids")) {
-      std::vector<int32_t> t = Ints(*types);
-      b.Add(Ints(*row.Find("ids")), &t);
-    } else {
-      b.Add(Ints(*row.Find("ids")));
-    }
-    const JsonValue* prompt = row.Find("prompt_length");
-    b.prompt_lengths.push_back(prompt != nullptr && prompt->is_number()
-                                   ? static_cast<int32_t>(prompt->as_int())
-                                   : 0);
-  };
+  // Each row alone, and all of them as one ragged batch.
   RaggedBatch batch;
-  for (const JsonValue& row : rows) add(row, batch);
+  for (const JsonValue& row : rows) AddReferenceRow(row, batch);
   absl::StatusOr<EngineOutput> out = (*engine)->Run(batch);
   ASSERT_TRUE(out.ok()) << out.status();
   for (size_t i = 0; i < rows.size(); ++i) {
     RaggedBatch alone;
-    add(rows[i], alone);
+    AddReferenceRow(rows[i], alone);
     absl::StatusOr<EngineOutput> one = (*engine)->Run(alone);
     ASSERT_TRUE(one.ok()) << one.status();
     EXPECT_EQ(one->RowF32(0), out->RowF32(static_cast<int64_t>(i)))
@@ -203,32 +210,17 @@ TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
 TEST_P(TinyGoldenTest, Int8RunsAndStaysNearTheReference) {
   const fs::path dir = kFixtures / "tiny" / GetParam();
   const JsonValue meta = *JsonValue::Parse(*ReadFile((dir / "reference.meta.json").string()));
-  EngineOptions options;
+  EngineOptions options = TinyOptions(meta);
   options.quantize = ops::WeightPrecision::kInt8;
-  if (const JsonValue* yes = meta.Find("yes_token_id")) {
-    options.model.yes_token_id = static_cast<int32_t>(yes->as_int());
-    options.model.no_token_id = static_cast<int32_t>(meta.Find("no_token_id")->as_int());
-  }
   auto engine = Engine::Load(dir.string(), options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   const std::vector<JsonValue> rows = ReadJsonLines(dir / "reference.jsonl");
-  auto add = [](const JsonValue& row, RaggedBatch& b) {
-    if (const JsonValue* types = row.Find("type_ids")) {
-      std::vector<int32_t> t = Ints(*types);
-      b.Add(Ints(*row.Find("ids")), &t);
-    } else {
-      b.Add(Ints(*row.Find("ids")));
-    }
-    const JsonValue* prompt = row.Find("prompt_length");
-    b.prompt_lengths.push_back(
-        prompt != nullptr && prompt->is_number() ? static_cast<int32_t>(prompt->as_int()) : 0);
-  };
   RaggedBatch batch;
-  for (const JsonValue& row : rows) add(row, batch);
+  for (const JsonValue& row : rows) AddReferenceRow(row, batch);
   absl::StatusOr<EngineOutput> out = (*engine)->Run(batch);
   ASSERT_TRUE(out.ok()) << out.status();
   RaggedBatch alone;
-  add(rows[3], alone);
+  AddReferenceRow(rows[3], alone);
   absl::StatusOr<EngineOutput> one = (*engine)->Run(alone);
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(one->RowF32(0), out->RowF32(3));

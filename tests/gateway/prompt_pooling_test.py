@@ -13,8 +13,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import serving  # noqa: E402
@@ -30,14 +28,7 @@ def check(name, ok, detail=""):
         failures.append(name)
 
 
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+post = serving.post_json
 
 
 def unit(v):

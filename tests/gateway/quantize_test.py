@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
@@ -32,13 +31,6 @@ def check(name, ok, detail=""):
         failures.append(name)
 
 
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())
-
-
 def cosine(a, b):
     dot = sum(x * y for x, y in zip(a, b))
     return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
@@ -54,8 +46,11 @@ def main():
         check("the int8 gate ran at start-up and logged its min cosine", m is not None, text[-600:])
         worst = 1.0
         for i in range(0, 80, 20):
-            out = post(port, "/embed", {"inputs": [r["text"] for r in rows[i:i + 20]],
-                                        "truncate": True})
+            status, out = serving.post_json(port, "/embed", {
+                "inputs": [r["text"] for r in rows[i:i + 20]], "truncate": True}, timeout=120)
+            if status != 200:
+                worst = -1.0
+                break
             worst = min([worst] + [cosine(o, r["embedding"]) for o, r in zip(out, rows[i:i + 20])])
         check(f"80 texts within the gate of sentence-transformers f32 (worst cosine {worst:.5f})",
               worst >= 0.99)

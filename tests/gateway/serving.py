@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import json
+import urllib.error
 import urllib.request
 
 
@@ -53,3 +55,14 @@ def start(quiver, model_dir, extra=(), prefix="quiver-serve-"):
         time.sleep(0.1)
     proc.kill()
     sys.exit("quiver serve did not become ready in 60 s: " + open(log.name).read())
+
+
+def post_json(port, path, body, timeout=60):
+    """POST `body` as JSON to the server on `port`: (status, the answer parsed; {} if empty)."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
