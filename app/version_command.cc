@@ -1,14 +1,14 @@
 #include <cstdio>
 
 #include "app/commands.h"
-#include "engine/cpu_features.h"
+#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/device.h"
 
 namespace quiver::app {
 
 int RunVersion() {
   std::printf("quiver %s (%s build)\n", QUIVER_VERSION, QUIVER_BUILD_TYPE);
-  std::printf("cpu: %s\n", engine::CpuSummary().c_str());
+  std::printf("cpu: %s\n", engine::cpu::CpuSummary().c_str());
   engine::DeviceReport report = engine::QueryDevices();
   if (!report.cuda_compiled) {
     std::printf("cuda: not compiled in\n");

@@ -34,7 +34,7 @@
 
 #include "bench/stdin_protocol.h"
 #include "common/json.h"
-#include "engine/cpu_features.h"
+#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/engine.h"
 #include "engine/kernels/cpu/gemm.h"
 #include "tokenizer/tokenizer.h"
@@ -140,7 +140,7 @@ Ceiling MeasureCeiling(int threads) {
 // nothing). "" when the choice fits the host. OPENBLAS_CORETYPE must be set before the process
 // starts: bench/run_suites.sh does so from this.
 std::string OpenBlasCoreFix(const std::string& core) {
-  const quiver::engine::CpuFeatures& f = quiver::engine::HostCpuFeatures();
+  const quiver::engine::cpu::CpuFeatures& f = quiver::engine::cpu::HostCpuFeatures();
   static const char* const kAvx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", "Zen4"};
   static const char* const kAvx2[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
                                       "SapphireRapids", "Zen4", "Excavator"};
@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "warning: OpenBLAS runs its %s kernels on this CPU (%s); its GEMM rate is no "
                  "ceiling. Run again with OPENBLAS_CORETYPE=%s\n",
-                 blas_core.c_str(), quiver::engine::HostCpuFeatures().Flags().c_str(),
+                 blas_core.c_str(), quiver::engine::cpu::HostCpuFeatures().Flags().c_str(),
                  blas_fix.c_str());
   }
   // Before the engine sets BLAS to one thread.
@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
                      ", \"packed_gemm_2048_gflops\": " + std::to_string(measured.packed_gflops) +
                      ", \"openblas_core\": \"" + blas_core + "\", \"openblas_core_fits_host\": " +
                      (blas_fix.empty() ? "true" : "false") +
-                     ", \"cpu\": \"" + quiver::engine::CpuSummary() + "\"";
+                     ", \"cpu\": \"" + quiver::engine::cpu::CpuSummary() + "\"";
 
   if (want("latency")) {
     json += ", \"latency\": [";

@@ -10,7 +10,7 @@
 #include "common/strings.h"
 #include "engine/attention/registry.h"
 #include "engine/attention/table.h"
-#include "engine/cpu_features.h"
+#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/graph_bucket.h"
 #include "engine/ops/output_format.h"
 #include "engine/ops/pooling.h"
@@ -147,7 +147,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
   const Device device = options.device.device;
-  if (absl::StatusOr<std::string> path = ChosenCpuPath(); !path.ok()) return path.status();
+  if (absl::StatusOr<cpu::CpuPath> path = cpu::ChosenCpuPath(); !path.ok()) return path.status();
   if (device != Device::kCpu && options.quantize != ops::WeightPrecision::kF32) {
     return absl::InvalidArgumentError(
         StrCat(model_dir, ": int8 weights run on the CPU, not on ", options.device.ToString()));
@@ -377,7 +377,7 @@ std::string Engine::DeviceSummary() const {
                    "this model's attention)")
           : std::string();
   if (options_.device.device == Device::kCpu) {
-    return StrCat("device=cpu (", CpuSummary(), ")",
+    return StrCat("device=cpu (", cpu::CpuSummary(), ")",
                   options_.quantize == ops::WeightPrecision::kInt8 ? " weights=int8" : "",
                   fallback);
   }

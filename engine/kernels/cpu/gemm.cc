@@ -5,6 +5,8 @@
 #include <cstring>
 #include <new>
 
+#include "engine/kernels/cpu/cpu_features.h"
+#include "engine/kernels/cpu/gemm_paths.h"
 #include "engine/kernels/cpu/vec.h"
 
 namespace quiver::engine::cpu {
@@ -140,6 +142,10 @@ void PackedWeights::PackTransposed(const float* v, int64_t k, int64_t n, int64_t
 
 void PackedGemm(const float* x, int64_t ldx, const PackedWeights& w, const float* bias, float* y,
                 int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
+  if (ActiveCpuPath() >= CpuPath::kAvx512) {
+    PackedGemmAvx512(x, ldx, w, bias, y, ldy, m, c0, c1, accumulate);
+    return;
+  }
   const int64_t k = w.k();
   alignas(32) float first[kPanel];
   for (int64_t k0 = 0; k0 < k; k0 += kDepth) {

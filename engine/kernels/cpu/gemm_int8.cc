@@ -7,6 +7,8 @@
 #include <new>
 #include <vector>
 
+#include "engine/kernels/cpu/cpu_features.h"
+#include "engine/kernels/cpu/gemm_paths.h"
 #include "engine/kernels/cpu/vec.h"
 
 namespace quiver::engine::cpu {
@@ -134,6 +136,13 @@ QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n)
   std::memset(data_.get(), 0, bytes);
   scales_.reset(new float[static_cast<size_t>(n)]);
   std::vector<int8_t> q(static_cast<size_t>(k));
+  const std::vector<CpuPath>& paths = SupportedCpuPaths();
+  if (std::find(paths.begin(), paths.end(), CpuPath::kAmx) != paths.end()) {
+    const size_t amx_bytes = static_cast<size_t>(panels * amx_depth() * kPanel);
+    amx_.reset(static_cast<int8_t*>(std::aligned_alloc(64, (amx_bytes + 63) / 64 * 64)));
+    if (amx_ == nullptr) throw std::bad_alloc();
+    std::memset(amx_.get(), 0, amx_bytes);
+  }
   for (int64_t c = 0; c < n; ++c) {
     const float* row = w + c * k;
     float amax = 0.0f;
@@ -149,6 +158,10 @@ QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n)
     for (int64_t p = 0; p < pairs; ++p) {
       panel[p * 2 * kPanel + half + lane] = q[2 * p];
       panel[p * 2 * kPanel + half + lane + 1] = 2 * p + 1 < k ? q[2 * p + 1] : 0;
+    }
+    if (amx_ != nullptr) {
+      int8_t* amx = amx_.get() + (c / kPanel) * amx_depth() * kPanel;
+      for (int64_t kk = 0; kk < k; ++kk) amx[(kk / 4) * 4 * kPanel + 4 * j + kk % 4] = q[kk];
     }
   }
 }
@@ -184,6 +197,16 @@ void QuantizeRows(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_
 
 void QuantizedGemm(const int16_t* q, const float* scale, const QuantizedWeights& w,
                    const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1) {
+  switch (ActiveCpuPath()) {
+    case CpuPath::kAmx: QuantizedGemmAmx(q, scale, w, bias, y, ldy, m, c0, c1); return;
+    case CpuPath::kAvx512Vnni:
+      QuantizedGemmAvx512(q, scale, w, bias, y, ldy, m, c0, c1, /*vnni=*/true);
+      return;
+    case CpuPath::kAvx512:
+      QuantizedGemmAvx512(q, scale, w, bias, y, ldy, m, c0, c1, /*vnni=*/false);
+      return;
+    default: break;
+  }
   const int64_t pairs = w.k_pairs(), lda = 2 * pairs;
   for (int64_t col = c0; col < c1; col += kPanel) {
     const int64_t cols = std::min(kPanel, c1 - col);

@@ -9,7 +9,9 @@
 // Kernel: AVX2 vpmaddwd on int16 pairs (each int8 value widened to int16: exact, no saturation;
 // 16 multiply-adds per instruction, twice the f32 FMA's 8). Layout: panels of kPanel (16)
 // output columns; per pair of k, the panel's 16 columns hold (q[c][k], q[c][k + 1]) as int8.
-// Without AVX2, the same sums in plain loops.
+// Without AVX2, the same sums in plain loops. The AVX-512, VNNI and AMX paths (gemm_paths.h,
+// chosen by ActiveCpuPath()) compute the same integers; on a host with AMX the weights are also
+// kept in the layout its tile products read (amx_panel): twice the int8 weight memory there.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@ namespace quiver::engine::cpu {
 class QuantizedWeights {
  public:
   static constexpr int64_t kPanel = 16;
+  static constexpr int64_t kAmxDepth = 64;  // k per AMX tile product
 
   QuantizedWeights() = default;
   // w is [n, k] row-major f32 (a PyTorch Linear weight).
@@ -36,6 +39,13 @@ class QuantizedWeights {
   int32_t activation_levels() const { return levels_; }
   const float* scales() const { return scales_.get(); }  // [n]: s_c
   const int8_t* panel(int64_t p) const { return data_.get() + p * k_pairs() * 2 * kPanel; }
+  // The AMX layout, only where the host has the amx path (else null): k padded with zeros to
+  // amx_depth() (a multiple of kAmxDepth); panel p holds, for each group g of 4 k, the 16
+  // columns' q[c][4g .. 4g + 3], 64 bytes.
+  int64_t amx_depth() const { return (k_ + kAmxDepth - 1) / kAmxDepth * kAmxDepth; }
+  const int8_t* amx_panel(int64_t p) const {
+    return amx_ == nullptr ? nullptr : amx_.get() + p * amx_depth() * kPanel;
+  }
 
  private:
   struct Free {
@@ -44,6 +54,7 @@ class QuantizedWeights {
   int64_t n_ = 0, k_ = 0;
   int32_t levels_ = 127;
   std::unique_ptr<int8_t, Free> data_;  // 64-byte aligned
+  std::unique_ptr<int8_t, Free> amx_;   // 64-byte aligned, or null
   std::unique_ptr<float[]> scales_;
 };
 

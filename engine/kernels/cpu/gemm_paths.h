@@ -1,0 +1,32 @@
+// The wider paths' bodies of PackedGemm (gemm.h) and QuantizedGemm (gemm_int8.h), private to
+// engine/kernels/cpu: each has its caller's contract and gives the same numbers bit for bit
+// (cpu_features.h). They are compiled for the default target with their own functions marked
+// for the wider one (__attribute__((target))), so no template or inline function shared with
+// the rest of the binary is ever emitted with instructions an older host lacks; they run only
+// where ActiveCpuPath() allows.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/gemm_int8.h"
+
+namespace quiver::engine::cpu {
+
+// AVX-512 F: R x 32 blocks of y (two panels at a time, 12 rows), the products in k order.
+void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,
+                      float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate);
+
+// AVX-512 BW (vpmaddwd + vpaddd) or, with `vnni`, AVX-512 VNNI (vpdpwssd): the int16 x int8
+// products of gemm_int8.h 32 columns at a time.
+void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWeights& w,
+                         const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
+                         int64_t c1, bool vnni);
+
+// AMX-INT8: 16 x 16 tiles of int32 sums, each int16 activation split as 256 · hi + lo (hi a
+// signed byte, lo an unsigned one) into two tile products, tdpbssd and tdpbusd; the integers
+// are the same as the other paths' (exact), so is the f32 epilogue.
+void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeights& w,
+                      const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1);
+
+}  // namespace quiver::engine::cpu

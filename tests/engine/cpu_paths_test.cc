@@ -1,0 +1,118 @@
+// Every kernel path this host supports (cpu_features.h) gives the same bits as the avx2 path on
+// the products, f32 and int8, at shapes that cross each path's row blocks (6, 12, 16), panels
+// (16, 32 columns), k passes (256, 384) and AMX's 64-deep steps, with odd sizes, column ranges
+// that start on any panel, accumulate mode, and activations at the int8 levels' extremes. The
+// avx2 path itself is held to its definition by gemm_test.cc and gemm_int8_test.cc; the wider
+// paths run those too (ctest runs them once per path, tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/kernels/cpu/cpu_features.h"
+#include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/gemm_int8.h"
+
+namespace quiver::engine::cpu {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Restores the active path when a test ends.
+class PathGuard {
+ public:
+  PathGuard() : saved_(ActiveCpuPath()) {}
+  ~PathGuard() { EXPECT_TRUE(SetActiveCpuPath(saved_).ok()); }
+
+ private:
+  CpuPath saved_;
+};
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const std::vector<std::tuple<int64_t, int64_t, int64_t>>& Shapes() {  // m, n, k
+  static const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {1, 16, 8},      {1, 384, 384},    {5, 33, 7},     {13, 40, 65},
+      {12, 32, 256},   {17, 129, 257},   {25, 48, 1536}, {37, 96, 383},
+      {128, 384, 384}, {130, 1152, 384}, {31, 17, 1000}};
+  return shapes;
+}
+
+TEST(CpuPathsTest, F32ProductsHaveTheSameBitsOnEveryPath) {
+  PathGuard guard;
+  ASSERT_TRUE(SetActiveCpuPath(SupportedCpuPaths().front()).ok());
+  for (const auto& [m, n, k] : Shapes()) {
+    const std::vector<float> x = Random(m * k, 11, 2.0f), w = Random(n * k, 12, 0.3f),
+                             bias = Random(n, 13, 1.0f);
+    const PackedWeights packed(w.data(), n, k);
+    // Whole products with and without bias; a column range from the second panel; accumulate.
+    auto run = [&](CpuPath path) {
+      EXPECT_TRUE(SetActiveCpuPath(path).ok());
+      std::vector<float> y(m * n, 0.5f), z(m * n, 0.25f), acc(m * n, 0.125f);
+      PackedGemm(x.data(), k, packed, bias.data(), y.data(), n, m, 0, n);
+      const int64_t c0 = n > 16 ? 16 : 0;
+      PackedGemm(x.data(), k, packed, nullptr, z.data(), n, m, c0, n);
+      PackedGemm(x.data(), k, packed, nullptr, acc.data(), n, m, 0, n, /*accumulate=*/true);
+      y.insert(y.end(), z.begin(), z.end());
+      y.insert(y.end(), acc.begin(), acc.end());
+      return y;
+    };
+    const std::vector<float> reference = run(SupportedCpuPaths().front());
+    for (CpuPath path : SupportedCpuPaths()) {
+      EXPECT_TRUE(SameBits(run(path), reference))
+          << CpuPathName(path) << " at m=" << m << " n=" << n << " k=" << k;
+    }
+  }
+}
+
+TEST(CpuPathsTest, Int8ProductsHaveTheSameBitsOnEveryPath) {
+  PathGuard guard;
+  for (const auto& [m, n, k] : Shapes()) {
+    const std::vector<float> x = Random(m * k, 21, 3.0f), w = Random(n * k, 22, 0.2f),
+                             bias = Random(n, 23, 1.0f);
+    const QuantizedWeights packed(w.data(), n, k);
+    const int64_t width = 2 * packed.k_pairs();
+    std::vector<int16_t> q(m * width);
+    std::vector<float> scale(m);
+    QuantizeRows(x.data(), k, k, packed.activation_levels(), 0, m, q.data(), scale.data());
+    // Row 0 at the levels' extremes, both signs: the AMX split's high byte at its widest.
+    const int16_t levels = static_cast<int16_t>(packed.activation_levels());
+    for (int64_t i = 0; i < k; ++i) q[i] = static_cast<int16_t>(i % 2 == 0 ? levels : -levels);
+    auto run = [&](CpuPath path) {
+      EXPECT_TRUE(SetActiveCpuPath(path).ok());
+      std::vector<float> y(m * n, 0.5f), z(m * n, 0.25f);
+      QuantizedGemm(q.data(), scale.data(), packed, bias.data(), y.data(), n, m, 0, n);
+      const int64_t c0 = n > 16 ? 16 : 0;
+      QuantizedGemm(q.data(), scale.data(), packed, nullptr, z.data(), n, m, c0, n);
+      y.insert(y.end(), z.begin(), z.end());
+      return y;
+    };
+    const std::vector<float> reference = run(SupportedCpuPaths().front());
+    for (CpuPath path : SupportedCpuPaths()) {
+      EXPECT_TRUE(SameBits(run(path), reference))
+          << CpuPathName(path) << " at m=" << m << " n=" << n << " k=" << k;
+    }
+  }
+}
+
+TEST(CpuPathsTest, SaysWhichPathsRan) {
+  std::string names;
+  for (CpuPath path : SupportedCpuPaths()) names += std::string(" ") + CpuPathName(path);
+  RecordProperty("paths", names);
+  std::printf("kernel paths compared on this host:%s\n", names.c_str());
+  EXPECT_FALSE(names.empty());
+}
+
+}  // namespace
+}  // namespace quiver::engine::cpu
