@@ -1,6 +1,7 @@
 // quiver: one binary for every role. See docs/architecture.md for the tiers.
 #include <cstdio>
 #include <string>
+#include <tuple>
 
 #include "CLI/CLI.hpp"
 #include "app/commands.h"
@@ -251,6 +252,20 @@ int main(int argc, char** argv) {
   if (absl::Status status = quiver::InitLogging(log_level); !status.ok()) {
     std::fprintf(stderr, "quiver: %s\n", std::string(status.message()).c_str());
     return 2;
+  }
+  // A model folder's quiver.json (ApplyModelSettings) sets what the command line did not.
+  for (auto [cmd, device, model_dir] :
+       {std::tuple{serve_cmd, &serve.device, &serve.model_dir},
+        std::tuple{worker_cmd, &worker.device, &worker.model_dir},
+        std::tuple{embed_cmd, &embed.device, &embed.model_dir}}) {
+    if (!*cmd) continue;
+    device->quantize_given = cmd->get_option("--quantize")->count() > 0;
+    device->min_int8_cosine_given = cmd->get_option("--min-int8-cosine")->count() > 0;
+    if (absl::Status s = quiver::engine::ApplyModelSettings(*model_dir, *device); !s.ok()) {
+      std::fprintf(stderr, "quiver %s: %s\n", cmd->get_name().c_str(),
+                   std::string(s.message()).c_str());
+      return 2;
+    }
   }
   if (*serve_cmd) return quiver::app::RunServe(serve);
   if (*version_cmd) return quiver::app::RunVersion();

@@ -18,7 +18,9 @@ reported (quiver's own is GoldenTest.MiniLmInt8*, on the same texts).
 
 Timing, in interleaved rounds (these machines drift): each round every system embeds --batches
 batches of the 100 x 128-token texts of bench/make_inputs.py (throughput), then --block batch-1
-calls at 128 tokens (latency); the first call of a turn is a warm-up and not counted.
+calls at each of --lengths tokens (latency); the first call of a turn is a warm-up and not
+counted. quiver runs on the best kernel path the host has (engine/kernels/cpu/cpu_features.h),
+and also forced to each path of --forced-paths (QUIVER_CPU_ISA), e.g. avx2 on an AVX-512 host.
 
     int8_peers.py --engine-bench build/quiver_engine_bench --out result.json
 """
@@ -59,11 +61,16 @@ class Tokenized:
         # all-MiniLM-L6-v2's tokenizer.json pads to 128 and cuts at 128; sentence-transformers
         # cuts at max_seq_length (256) and pads per batch, as done here.
         self.tok.no_padding()
-        self.tok.enable_truncation(max_len)
         self.cache = {}
+        self.set_max_len(max_len)
+
+    def set_max_len(self, max_len):
+        """The fidelity gate cuts at 256 as sentence-transformers does; latency runs longer."""
+        self.max_len = max_len
+        self.tok.enable_truncation(max_len)
 
     def __call__(self, texts):
-        key = tuple(texts)
+        key = (self.max_len,) + tuple(texts)
         if key not in self.cache:
             enc = self.tok.encode_batch(list(texts))
             width = max(len(e.ids) for e in enc)
@@ -181,6 +188,7 @@ def st_peer(model_dir, threads):
     def embed(texts):
         with torch.inference_mode():
             return model.encode(texts, batch_size=len(texts), convert_to_numpy=True)
+    embed.model = model
     return {f"sentence-transformers (torch {torch.__version__}) f32": embed}
 
 
@@ -195,11 +203,18 @@ def main():
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--batches", type=int, default=2)
     p.add_argument("--block", type=int, default=8)
+    p.add_argument("--lengths", default="128,512", help="batch-1 latency lengths (tokens)")
+    p.add_argument("--forced-paths", default="",
+                   help="kernel paths to run quiver on besides the best one, e.g. avx2")
     p.add_argument("--no-ctranslate2", action="store_true")
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
     inputs = json.load(open(args.inputs))
+    lengths = [int(n) for n in args.lengths.split(",") if n]
+    for n in lengths:
+        if str(n) not in inputs["sets"]:
+            sys.exit(f"--lengths {n}: {args.inputs} has no {n}-token texts (bench/make_inputs.py)")
     batch = inputs["sets"]["128"]
     fixture = [json.loads(l) for l in open(os.path.join(ROOT, "tests", "fixtures", "minilm",
                                                         "embeddings.jsonl"))]
@@ -231,37 +246,54 @@ def main():
         print(f"{name}: min cosine {cos.min():.6f}", file=sys.stderr)
     gated = {n: e for n, e in peers.items()
              if "int8" in n or fidelity[n]["min_cosine"] >= 0.9999}
+    # Past the gate, every system takes the longest latency input whole (all-MiniLM-L6-v2 has
+    # 512 positions), as quiver's engine does.
+    tokenize.set_max_len(max(256, *lengths))
+    for embed in peers.values():
+        if hasattr(embed, "model"):
+            embed.model.max_seq_length = max(256, *lengths)
 
-    engines = {"quiver engine f32": Engine(args.engine_bench, args.model, args.inputs,
-                                           args.threads)}
-    int8_bench = os.path.join(work, "int8-engine-bench.sh")
-    with open(int8_bench, "w") as f:
-        f.write(f'#!/bin/sh\nexec "{os.path.abspath(args.engine_bench)}" --quantize int8 "$@"\n')
-    os.chmod(int8_bench, 0o755)
-    engines["quiver engine int8"] = Engine(int8_bench, args.model, args.inputs, args.threads)
+    # quiver_engine_bench through a wrapper per (path, precision): QUIVER_CPU_ISA and --quantize.
+    engines = {}
+    for path in [""] + [p for p in args.forced_paths.split(",") if p]:
+        for precision in ("f32", "int8"):
+            wrapper = os.path.join(work, f"engine-bench-{path or 'best'}-{precision}.sh")
+            env = f"QUIVER_CPU_ISA={path} " if path else ""
+            quantize = " --quantize int8" if precision == "int8" else ""
+            with open(wrapper, "w") as f:
+                f.write(f'#!/bin/sh\n{env}exec "{os.path.abspath(args.engine_bench)}"'
+                        f'{quantize} "$@"\n')
+            os.chmod(wrapper, 0o755)
+            name = f"quiver engine {precision}" + (f" ({path} forced)" if path else "")
+            engines[name] = Engine(wrapper, args.model, args.inputs, args.threads)
 
     rates = {n: [] for n in list(engines) + list(gated)}
-    latency = {n: [] for n in rates}
+    latency = {n: {length: [] for length in lengths} for n in rates}
     for r in range(args.rounds + 1):  # round 0 warms every system up and is dropped
         for name, tool in engines.items():
             rate = tool.throughput(args.batches)
-            ms = tool.latency(128, args.block + 1)[1:]
             if r:
                 rates[name].append(rate)
-                latency[name] += ms
+            for length in lengths:
+                ms = tool.latency(length, args.block + 1)[1:]
+                if r:
+                    latency[name][length] += ms
         for name, embed in gated.items():
             t = time.perf_counter()
             for _ in range(args.batches):
                 embed(batch)
             rate = args.batches * len(batch) * 128 / (time.perf_counter() - t)
-            ms = []
-            for i in range(args.block + 1):
-                t = time.perf_counter()
-                embed([batch[(r * args.block + i) % len(batch)]])
-                ms.append((time.perf_counter() - t) * 1e3)
             if r:
                 rates[name].append(rate)
-                latency[name] += ms[1:]
+            for length in lengths:
+                texts_n = inputs["sets"][str(length)]
+                ms = []
+                for i in range(args.block + 1):
+                    t = time.perf_counter()
+                    embed([texts_n[(r * args.block + i) % len(texts_n)]])
+                    ms.append((time.perf_counter() - t) * 1e3)
+                if r:
+                    latency[name][length] += ms[1:]
         print(f"round {r} done", file=sys.stderr)
     for tool in engines.values():
         tool.close()
@@ -273,11 +305,15 @@ def main():
               "excluded_by_gate": sorted(set(peers) - set(gated)),
               "throughput_tokens_per_s": {n: statistics.median(v) for n, v in rates.items()},
               "throughput_per_round": rates,
-              "latency_128_p50_ms": {n: statistics.median(v) for n, v in latency.items()}}
+              "latency_p50_ms": {n: {str(length): statistics.median(v) for length, v in by.items()}
+                                 for n, by in latency.items()},
+              "kernel_paths": "best" + "".join(f", {p} forced" for p in
+                                               args.forced_paths.split(",") if p)}
     json.dump(result, open(args.out, "w"), indent=2)
     for n in rates:
-        print(f"{n:60s} {result['throughput_tokens_per_s'][n]:9.0f} tokens/s  "
-              f"p50@128 {result['latency_128_p50_ms'][n]:6.2f} ms")
+        p50 = "  ".join(f"p50@{length} {result['latency_p50_ms'][n][str(length)]:7.2f} ms"
+                        for length in lengths)
+        print(f"{n:60s} {result['throughput_tokens_per_s'][n]:9.0f} tokens/s  {p50}")
 
 
 if __name__ == "__main__":

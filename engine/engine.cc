@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <new>
 
+#include "common/file.h"
+#include "common/json.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/attention/registry.h"
@@ -97,6 +100,38 @@ absl::StatusOr<GraphMode> ParseGraphMode(std::string_view text) {
   if (text == "off") return GraphMode::kOff;
   if (text == "lazy") return GraphMode::kLazy;
   return absl::InvalidArgumentError(StrCat("cuda-graphs '", text, "' is not one of off, lazy"));
+}
+
+absl::Status ApplyModelSettings(const std::string& model_dir, DeviceSettings& settings) {
+  const std::string path = (std::filesystem::path(model_dir) / "quiver.json").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return absl::OkStatus();
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<JsonValue> json = JsonValue::Parse(*text);
+  if (!json.ok()) return WithContext(json.status(), path);
+  if (!json->is_object()) {
+    return absl::InvalidArgumentError(StrCat(path, ": must be a JSON object"));
+  }
+  for (const auto& [key, value] : json->members()) {
+    if (key == "quantize") {
+      if (!value.is_string() || (value.as_string() != "none" && value.as_string() != "int8")) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ": \"quantize\" must be \"none\" or \"int8\""));
+      }
+      if (!settings.quantize_given) settings.quantize = value.as_string();
+    } else if (key == "min_int8_cosine") {
+      if (!value.is_number() || !(value.as_double() >= -1.0 && value.as_double() <= 1.0)) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ": \"min_int8_cosine\" must be a cosine, a number in [-1, 1]"));
+      }
+      if (!settings.min_int8_cosine_given) settings.min_int8_cosine = value.as_double();
+    } else {
+      return absl::InvalidArgumentError(StrCat(path, ": unknown key \"", key,
+                                               "\" (known: quantize, min_int8_cosine)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_batch_tokens,

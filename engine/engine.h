@@ -86,7 +86,17 @@ struct DeviceSettings {
   int64_t graph_max_tokens = 16384;
   std::string quantize = "none";  // --quantize: none or int8
   double min_int8_cosine = 0.99;  // --min-int8-cosine: the int8 fidelity gate's bound
+  // Whether the command line gave --quantize / --min-int8-cosine: a model folder's quiver.json
+  // (ApplyModelSettings) sets only what it did not.
+  bool quantize_given = false, min_int8_cosine_given = false;
 };
+// The model folder's own settings, from an optional `quiver.json` beside config.json:
+//   {"quantize": "int8", "min_int8_cosine": 0.995}
+// (each key optional), applied to `settings` where the command line did not set them: a model
+// that is served quantized says so once, in its folder. No file: nothing changes.
+// INVALID_ARGUMENT naming the file and the key for an unknown key, a wrong type or a value out
+// of range.
+absl::Status ApplyModelSettings(const std::string& model_dir, DeviceSettings& settings);
 // Fills `options`' device fields from `settings` and the batch limits the scheduler applies
 // (the CUDA buffers are sized for them); INVALID_ARGUMENT naming the flag.
 absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_batch_tokens,

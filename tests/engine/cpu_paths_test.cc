@@ -6,15 +6,18 @@
 // paths run those too (ctest runs them once per path, tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "engine/base/thread_pool.h"
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/kernels/cpu/gemm_int8.h"
+#include "engine/kernels/cpu/kernels.h"
 
 namespace quiver::engine::cpu {
 namespace {
@@ -97,6 +100,92 @@ TEST(CpuPathsTest, Int8ProductsHaveTheSameBitsOnEveryPath) {
       QuantizedGemm(q.data(), scale.data(), packed, nullptr, z.data(), n, m, c0, n);
       y.insert(y.end(), z.begin(), z.end());
       return y;
+    };
+    const std::vector<float> reference = run(SupportedCpuPaths().front());
+    for (CpuPath path : SupportedCpuPaths()) {
+      EXPECT_TRUE(SameBits(run(path), reference))
+          << CpuPathName(path) << " at m=" << m << " n=" << n << " k=" << k;
+    }
+  }
+}
+
+// The amx path's own quantization (rows split into high and low bytes as they are quantized)
+// and its product over them give the int16 rows' bits on the avx2 path.
+TEST(CpuPathsTest, SplitRowsOnTheAmxPathGiveTheSameBits) {
+  const auto& paths = SupportedCpuPaths();
+  if (std::find(paths.begin(), paths.end(), CpuPath::kAmx) == paths.end()) {
+    GTEST_SKIP() << "no amx path on this host";
+  }
+  PathGuard guard;
+  for (const auto& [m, n, k] : Shapes()) {
+    std::vector<float> x = Random(m * k, 31, 3.0f);
+    const std::vector<float> w = Random(n * k, 32, 0.2f), bias = Random(n, 33, 1.0f);
+    if (m > 2) {  // an all-zero row and one with a single value
+      std::fill(x.begin() + k, x.begin() + 2 * k, 0.0f);
+      std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
+      x[2 * k + k / 2] = -5.0f;
+    }
+    ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAmx).ok());
+    const QuantizedWeights packed(w.data(), n, k);
+    const int64_t depth = packed.amx_depth(), padded = (m + 15) / 16 * 16;
+    std::vector<int8_t> hi(padded * depth, 3);
+    std::vector<uint8_t> lo(padded * depth, 5);
+    std::vector<float> split_scale(m);
+    QuantizeRowsSplit(x.data(), k, k, packed.activation_levels(), depth, 0, m, hi.data(), lo.data(),
+                      split_scale.data());
+    std::vector<float> y(m * n, 0.5f);
+    QuantizedGemmSplit(hi.data(), lo.data(), split_scale.data(), packed, bias.data(), y.data(), n,
+                       m, 0, n);
+
+    ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAvx2).ok());
+    const int64_t width = 2 * packed.k_pairs();
+    std::vector<int16_t> q(m * width);
+    std::vector<float> scale(m);
+    QuantizeRows(x.data(), k, k, packed.activation_levels(), 0, m, q.data(), scale.data());
+    std::vector<float> reference(m * n, 0.5f);
+    QuantizedGemm(q.data(), scale.data(), packed, bias.data(), reference.data(), n, m, 0, n);
+    EXPECT_TRUE(SameBits(split_scale, scale)) << "m=" << m << " k=" << k;
+    EXPECT_TRUE(SameBits(y, reference)) << "m=" << m << " n=" << n << " k=" << k;
+    for (int64_t r = 0; r < m; ++r) {  // the split itself, and zeros past k
+      for (int64_t i = 0; i < depth; ++i) {
+        const int expected = i < k ? q[r * width + i] : 0;
+        ASSERT_EQ(256 * hi[r * depth + i] + lo[r * depth + i], expected) << r << "," << i;
+      }
+    }
+  }
+}
+
+// The Linear layers as the models call them, over a pool of 3 threads (tiles that start on
+// rows and columns of every alignment), f32 and int8, with each epilogue: every path, the avx2
+// path's bits.
+TEST(CpuPathsTest, LinearLayersOverThePoolHaveTheSameBitsOnEveryPath) {
+  PathGuard guard;
+  ThreadPool pool(3);
+  for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 384, 384}, {7, 1536, 384}, {100, 384, 1536}, {301, 1152, 384}, {29, 40, 33}}) {
+    const std::vector<float> x = Random(m * k, 41, 2.0f), w = Random(n * k, 42, 0.1f),
+                             bias = Random(n, 43, 0.5f), residual = Random(m * n, 44, 1.0f),
+                             gamma = Random(n, 45, 1.0f), beta = Random(n, 46, 0.5f);
+    const PackedWeights f32(w.data(), n, k);
+    const QuantizedWeights int8(w.data(), n, k);  // on an amx host, with its layout too
+    auto run = [&](CpuPath path) {
+      EXPECT_TRUE(SetActiveCpuPath(path).ok());
+      std::vector<float> out;
+      for (Epilogue e : {Epilogue::kNone, Epilogue::kGeluErf, Epilogue::kResidual}) {
+        std::vector<float> y(m * n, 9.0f), z(m * n, 9.0f);
+        Linear(pool, x.data(), f32, bias.data(), y.data(), m, e, residual.data());
+        Linear(pool, x.data(), int8, bias.data(), z.data(), m, e, residual.data());
+        out.insert(out.end(), y.begin(), y.end());
+        out.insert(out.end(), z.begin(), z.end());
+      }
+      std::vector<float> io = residual, io8 = residual, scratch(m * n);
+      LinearAddLayerNorm(pool, x.data(), f32, bias.data(), io.data(), gamma.data(), beta.data(),
+                         scratch.data(), m, 1e-12f);
+      LinearAddLayerNorm(pool, x.data(), int8, bias.data(), io8.data(), gamma.data(), beta.data(),
+                         scratch.data(), m, 1e-12f);
+      out.insert(out.end(), io.begin(), io.end());
+      out.insert(out.end(), io8.begin(), io8.end());
+      return out;
     };
     const std::vector<float> reference = run(SupportedCpuPaths().front());
     for (CpuPath path : SupportedCpuPaths()) {

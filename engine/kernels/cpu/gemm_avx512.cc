@@ -1,11 +1,12 @@
-// PackedGemm on AVX-512 F (gemm_paths.h): the panels of gemm.h two at a time, 12 rows x 32
-// columns of y in 24 zmm accumulators; per k, two weight loads and 12 broadcasts feed 24 fused
+// PackedGemm on AVX-512 F (gemm_paths.h): the panels of gemm.h two at a time, 14 rows x 32
+// columns of y in 28 zmm accumulators; per k, two weight loads and 14 broadcasts feed 28 fused
 // multiply-adds. Each element still starts from its bias (or from y) and adds its products in k
 // order with one rounding each, as the AVX2 kernel does: the two give the same bits.
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "engine/kernels/cpu/gemm_paths.h"
 
@@ -18,13 +19,13 @@ namespace {
 #define QUIVER_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
 constexpr int64_t kPanel = PackedWeights::kPanel;
-constexpr int64_t kRows = 12;    // rows of y per micro-kernel call
-constexpr int64_t kDepth = 256;  // k per pass: two panels' 256 x 32 weights (32 KB) stay in L1
+constexpr int64_t kRows = 14;    // rows of y per micro-kernel call
+constexpr int64_t kDepth = 512;  // k per pass (measured best of 128-768 on a Xeon with AMX)
 
 // y[0, R) x one or two panels (kTwo) over k in [0, kc): from `init` (32 values: the bias or
 // zeros) on the first pass, else from y; mask0 / mask1 select each panel's columns that exist.
 // Accumulators are named variables: GCC keeps an array of vectors on the stack.
-template <int R, bool kTwo>
+template <int R, bool kTwo, bool kPacked>
 QUIVER_AVX512 void MicroKernel(const float* a, int64_t lda, const float* b0, const float* b1,
                                int64_t kc, float* y, int64_t ldy, const float* init,
                                __mmask16 mask0, __mmask16 mask1) {
@@ -32,8 +33,8 @@ QUIVER_AVX512 void MicroKernel(const float* a, int64_t lda, const float* b0, con
   __m512 c0a = zero, c0b = zero, c1a = zero, c1b = zero, c2a = zero, c2b = zero, c3a = zero,
          c3b = zero, c4a = zero, c4b = zero, c5a = zero, c5b = zero, c6a = zero, c6b = zero,
          c7a = zero, c7b = zero, c8a = zero, c8b = zero, c9a = zero, c9b = zero, c10a = zero,
-         c10b = zero, c11a = zero, c11b = zero;
-#define QUIVER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+         c10b = zero, c11a = zero, c11b = zero, c12a = zero, c12b = zero, c13a = zero, c13b = zero;
+#define QUIVER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 #define QUIVER_LOAD(i)                                                                  \
   if constexpr (R > i) {                                                                \
     if (init != nullptr) {                                                              \
@@ -49,11 +50,11 @@ QUIVER_AVX512 void MicroKernel(const float* a, int64_t lda, const float* b0, con
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 w0 = _mm512_load_ps(b0 + k * kPanel);
     const __m512 w1 = kTwo ? _mm512_load_ps(b1 + k * kPanel) : w0;
-#define QUIVER_FMA(i)                                              \
-  if constexpr (R > i) {                                           \
-    const __m512 x = _mm512_set1_ps(a[i * lda + k]);               \
-    c##i##a = _mm512_fmadd_ps(x, w0, c##i##a);                     \
-    if constexpr (kTwo) c##i##b = _mm512_fmadd_ps(x, w1, c##i##b); \
+#define QUIVER_FMA(i)                                                             \
+  if constexpr (R > i) {                                                          \
+    const __m512 x = _mm512_set1_ps(kPacked ? a[k * kRows + i] : a[i * lda + k]); \
+    c##i##a = _mm512_fmadd_ps(x, w0, c##i##a);                                    \
+    if constexpr (kTwo) c##i##b = _mm512_fmadd_ps(x, w1, c##i##b);                \
   }
     QUIVER_ROWS(QUIVER_FMA)
 #undef QUIVER_FMA
@@ -71,22 +72,43 @@ QUIVER_AVX512 void MicroKernel(const float* a, int64_t lda, const float* b0, con
 using Kernel = void (*)(const float*, int64_t, const float*, const float*, int64_t, float*, int64_t,
                         const float*, __mmask16, __mmask16);
 
-template <int... R>
-constexpr auto MakeTable(bool two, std::integer_sequence<int, R...>) {
-  return two ? std::array<Kernel, sizeof...(R)>{&MicroKernel<R + 1, true>...}
-             : std::array<Kernel, sizeof...(R)>{&MicroKernel<R + 1, false>...};
+template <bool kTwo, bool kPacked, int... R>
+constexpr std::array<Kernel, sizeof...(R)> MakeTable(std::integer_sequence<int, R...>) {
+  return {&MicroKernel<R + 1, kTwo, kPacked>...};
 }
+
+template <bool kTwo, bool kPacked>
+constexpr auto kTable = MakeTable<kTwo, kPacked>(std::make_integer_sequence<int, kRows>());
+
+// Packing x costs about as much per element as a few columns of products: it pays where a call
+// covers many columns (throughput: whole rows of a wide layer), not for the narrow column tiles
+// of batch-1 latency (measured: docs/benchmarks.md).
+constexpr int64_t kMinPackedCols = 8 * kPanel;
 
 }  // namespace
 
 void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,
                       float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
-  static constexpr auto kOne = MakeTable(false, std::make_integer_sequence<int, kRows>());
-  static constexpr auto kTwo = MakeTable(true, std::make_integer_sequence<int, kRows>());
   const int64_t k = w.k();
+  const bool pack = c1 - c0 >= kMinPackedCols;
+  // x's rows for one k pass, packed per block of 14 rows as [k][14] (GotoBLAS' packed A): the
+  // micro-kernel's broadcasts then read one sequential stream, not 14 strided ones.
+  thread_local std::vector<float> packed;
+  if (pack)
+    packed.resize(static_cast<size_t>((m + kRows - 1) / kRows * kRows * std::min(kDepth, k)));
   alignas(64) float first[2 * kPanel];
   for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
     const int64_t kc = std::min(kDepth, k - k0);
+    if (pack) {
+      for (int64_t r = 0; r < m; r += kRows) {
+        float* out = packed.data() + r * kc;
+        const int64_t rows = std::min(kRows, m - r);
+        for (int64_t i = 0; i < rows; ++i) {
+          const float* row = x + (r + i) * ldx + k0;
+          for (int64_t kk = 0; kk < kc; ++kk) out[kk * kRows + i] = row[kk];
+        }
+      }
+    }
     for (int64_t col = c0; col < c1; col += 2 * kPanel) {
       const int64_t cols = std::min(2 * kPanel, c1 - col);
       const bool two = cols > kPanel;
@@ -100,10 +122,12 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
         if (bias != nullptr) std::copy(bias + col, bias + col + cols, first);
         init = first;
       }
-      const auto& table = two ? kTwo : kOne;
+      const auto& table = pack ? (two ? kTable<true, true> : kTable<false, true>)
+                               : (two ? kTable<true, false> : kTable<false, false>);
       for (int64_t r = 0; r < m; r += kRows) {
-        table[std::min(kRows, m - r) - 1](x + r * ldx + k0, ldx, b0, b1, kc, y + r * ldy + col, ldy,
-                                          init, mask0, mask1);
+        const float* a = pack ? packed.data() + r * kc : x + r * ldx + k0;
+        table[std::min(kRows, m - r) - 1](a, ldx, b0, b1, kc, y + r * ldy + col, ldy, init, mask0,
+                                          mask1);
       }
     }
   }

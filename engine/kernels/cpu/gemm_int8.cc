@@ -174,10 +174,9 @@ void QuantizeRows(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_
     int16_t* out = q + r * width;
     const float amax = vec::MaxAbs(row, k);
     // A row whose largest value is too small for levels / amax to be finite (below about 1e-35)
-    // or infinite is quantized as zeros: the int16 values must stay within [-levels, levels].
-    float inv = static_cast<float>(levels) / amax;
-    if (!(amax > 0.0f) || !std::isfinite(inv) || !std::isfinite(amax)) inv = 0.0f;
-    scale[r] = inv > 0.0f ? amax / static_cast<float>(levels) : 0.0f;
+    // or infinite is quantized as zeros.
+    const float inv = ActivationInverse(amax, levels);
+    scale[r] = ActivationScale(amax, levels, inv);
     int64_t i = 0;
 #if QUIVER_VEC_AVX2
     const __m256 vinv = _mm256_set1_ps(inv);

@@ -64,6 +64,19 @@ class QuantizedWeights {
 void QuantizeRows(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t r0, int64_t r1,
                   int16_t* q, float* scale);
 
+// The amx path's form of the same rows (where w.amx_panel is not null): each p of QuantizeRows
+// as 256 · hi + lo, hi [m, depth] signed bytes and lo [m, depth] unsigned ones (depth =
+// w.amx_depth(), the rest of each row zero), and the same scales. Rows [r0, r1).
+void QuantizeRowsSplit(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t depth,
+                       int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo, float* scale);
+
+// QuantizedGemm over split rows, on the amx path's tiles (the same bits): hi and lo must be
+// readable for m rounded up to a multiple of 16 rows (what the rows past m hold does not
+// matter).
+void QuantizedGemmSplit(const int8_t* hi, const uint8_t* lo, const float* scale,
+                        const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                        int64_t m, int64_t c0, int64_t c1);
+
 // y[r, c] = scale[r] · s_c · Σ_k q[r, k] · W_q[c, k] + bias[c] (bias may be null) for rows
 // [0, m) and columns [c0, c1) on the calling thread; q, scale from QuantizeRows (row stride
 // 2 * k_pairs), y row stride ldy; c0 a multiple of kPanel.

@@ -15,6 +15,7 @@
 // the calling thread, and reused for every column block of the call.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -52,22 +53,21 @@ TileConfig MakeConfig() {
   return c;
 }
 
-// Rows [0, rows) of q (row stride lda int16, `width` of them) into hi and lo [16, depth] bytes;
-// the rest of the 16 rows and of each row zero.
-QUIVER_AVX512 void SplitRows(const int16_t* q, int64_t lda, int64_t width, int64_t rows,
-                             int64_t depth, int8_t* hi, uint8_t* lo) {
-  std::memset(hi, 0, static_cast<size_t>(kTileRows * depth));
-  std::memset(lo, 0, static_cast<size_t>(kTileRows * depth));
+// Rows [r0, r1) of q (row stride lda int16, `width` of them) into hi and lo [., depth] bytes,
+// the rest of each row zero.
+QUIVER_AVX512 void SplitRows(const int16_t* q, int64_t lda, int64_t width, int64_t depth,
+                             int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo) {
   const __m512i low_byte = _mm512_set1_epi16(0xff);
-  for (int64_t i = 0; i < rows; ++i) {
+  for (int64_t i = r0; i < r1; ++i) {
     const int16_t* row = q + i * lda;
-    for (int64_t k = 0; k < width; k += 32) {
-      const int64_t n = std::min<int64_t>(32, width - k);
+    for (int64_t k = 0; k < depth; k += 32) {
+      const int64_t n = std::clamp<int64_t>(width - k, 0, 32);
       const __mmask32 mask = n == 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1;
       const __m512i v = _mm512_maskz_loadu_epi16(mask, row + k);
-      _mm256_mask_storeu_epi8(hi + i * depth + k, mask,
+      const __mmask32 store = depth - k >= 32 ? ~__mmask32{0} : (__mmask32{1} << (depth - k)) - 1;
+      _mm256_mask_storeu_epi8(hi + i * depth + k, store,
                               _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
-      _mm256_mask_storeu_epi8(lo + i * depth + k, mask,
+      _mm256_mask_storeu_epi8(lo + i * depth + k, store,
                               _mm512_cvtepi16_epi8(_mm512_and_si512(v, low_byte)));
     }
   }
@@ -88,17 +88,19 @@ QUIVER_AVX512 void Epilogue(const int32_t* hi, const int32_t* lo, int64_t rows,
   }
 }
 
-QUIVER_AMX void Run(const int16_t* q, const float* scale, const QuantizedWeights& w,
-                    const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1,
-                    int8_t* hi, uint8_t* lo) {
+// hi and lo [m rounded up to 16, depth], row stride depth.
+QUIVER_AMX void Run(const int8_t* hi, const uint8_t* lo, const float* scale,
+                    const QuantizedWeights& w, const float* bias, float* y, int64_t ldy, int64_t m,
+                    int64_t c0, int64_t c1) {
   static const TileConfig kConfig = MakeConfig();
-  const int64_t lda = 2 * w.k_pairs(), depth = w.amx_depth(), steps = depth / kTileDepth;
+  const int64_t depth = w.amx_depth(), steps = depth / kTileDepth;
   const int64_t panel_bytes = depth * kPanel;  // bytes of one B panel
   alignas(64) int32_t sums[4][kTileRows * kPanel];
   _tile_loadconfig(&kConfig);
   for (int64_t r = 0; r < m; r += kTileRows) {
     const int64_t rows = std::min(kTileRows, m - r);
-    SplitRows(q + r * lda, lda, lda, rows, depth, hi, lo);
+    const int8_t* a_hi = hi + r * depth;
+    const uint8_t* a_lo = lo + r * depth;
     for (int64_t col = c0; col < c1; col += 2 * kPanel) {
       const int64_t cols = std::min(2 * kPanel, c1 - col);
       const bool two = cols > kPanel;
@@ -109,8 +111,8 @@ QUIVER_AMX void Run(const int16_t* q, const float* scale, const QuantizedWeights
       _tile_zero(2);
       _tile_zero(3);
       for (int64_t s = 0; s < steps; ++s) {
-        _tile_loadd(4, hi + s * kTileDepth, depth);
-        _tile_loadd(5, lo + s * kTileDepth, depth);
+        _tile_loadd(4, a_hi + s * kTileDepth, depth);
+        _tile_loadd(5, a_lo + s * kTileDepth, depth);
         _tile_loadd(6, b0 + s * kTileDepth * kPanel, 64);
         _tile_dpbssd(0, 4, 6);
         _tile_dpbusd(2, 5, 6);
@@ -139,6 +141,38 @@ QUIVER_AMX void Run(const int16_t* q, const float* scale, const QuantizedWeights
   _tile_release();
 }
 
+// QuantizeRows' p = nearbyint(x · inv) on 16 lanes (the same rounding, the same bits), split.
+QUIVER_AVX512 void QuantizeSplit(const float* x, int64_t ldx, int64_t k, int32_t levels,
+                                 int64_t depth, int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo,
+                                 float* scale) {
+  const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = x + r * ldx;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < k; i += 16) {
+      const __mmask16 mask = k - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - i)) - 1);
+      acc = _mm512_max_ps(acc, _mm512_and_ps(_mm512_maskz_loadu_ps(mask, row + i), magnitude));
+    }
+    const float amax = _mm512_reduce_max_ps(acc);
+    const float inv = ActivationInverse(amax, levels);
+    scale[r] = ActivationScale(amax, levels, inv);
+    const __m512 vinv = _mm512_set1_ps(inv);
+    int8_t* out_hi = hi + r * depth;
+    uint8_t* out_lo = lo + r * depth;
+    const __m512i low_byte = _mm512_set1_epi32(0xff);
+    for (int64_t i = 0; i < depth; i += 16) {
+      const __mmask16 mask =
+          k - i >= 16 ? __mmask16(0xffff) : __mmask16(k > i ? (1u << (k - i)) - 1 : 0);
+      const __m512i p =
+          _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, row + i), vinv));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out_hi + i),
+                       _mm512_cvtepi32_epi8(_mm512_srai_epi32(p, 8)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out_lo + i),
+                       _mm512_cvtepi32_epi8(_mm512_and_si512(p, low_byte)));
+    }
+  }
+}
+
 }  // namespace
 
 void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeights& w,
@@ -149,12 +183,25 @@ void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeigh
   }
   thread_local std::vector<int8_t> hi;
   thread_local std::vector<uint8_t> lo;
-  const size_t size = static_cast<size_t>(kTileRows * w.amx_depth());
+  const int64_t depth = w.amx_depth(), padded = (m + kTileRows - 1) / kTileRows * kTileRows;
+  const size_t size = static_cast<size_t>(padded * depth);
   if (hi.size() < size) {
     hi.resize(size);
     lo.resize(size);
   }
-  Run(q, scale, w, bias, y, ldy, m, c0, c1, hi.data(), lo.data());
+  SplitRows(q, 2 * w.k_pairs(), 2 * w.k_pairs(), depth, 0, m, hi.data(), lo.data());
+  Run(hi.data(), lo.data(), scale, w, bias, y, ldy, m, c0, c1);
+}
+
+void QuantizeRowsSplit(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t depth,
+                       int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo, float* scale) {
+  QuantizeSplit(x, ldx, k, levels, depth, r0, r1, hi, lo, scale);
+}
+
+void QuantizedGemmSplit(const int8_t* hi, const uint8_t* lo, const float* scale,
+                        const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                        int64_t m, int64_t c0, int64_t c1) {
+  Run(hi, lo, scale, w, bias, y, ldy, m, c0, c1);
 }
 
 }  // namespace quiver::engine::cpu

@@ -6,12 +6,24 @@
 // where ActiveCpuPath() allows.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/kernels/cpu/gemm_int8.h"
 
 namespace quiver::engine::cpu {
+
+// A row's quantization (gemm_int8.h) from its largest magnitude: levels / amax, or 0 where that
+// is not finite or amax is not positive (the row then quantizes as zeros; the int16 values must
+// stay within [-levels, levels]); and the row's scale amax / levels (0 with it).
+inline float ActivationInverse(float amax, int32_t levels) {
+  const float inv = static_cast<float>(levels) / amax;
+  return amax > 0.0f && std::isfinite(inv) && std::isfinite(amax) ? inv : 0.0f;
+}
+inline float ActivationScale(float amax, int32_t levels, float inv) {
+  return inv > 0.0f ? amax / static_cast<float>(levels) : 0.0f;
+}
 
 // AVX-512 F: R x 32 blocks of y (two panels at a time, 12 rows), the products in k order.
 void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,

@@ -7,6 +7,7 @@
 
 #include "engine/base/half.h"
 #include "engine/base/thread_pool.h"
+#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/vec.h"
 
 namespace quiver::engine::cpu {
@@ -37,6 +38,9 @@ Tiles SplitProduct(int64_t m, int64_t n, int threads) {  // m > 0
     if (t.col_blocks == 1) t.cols = n;
   }
   t.rows = (m + t.row_blocks - 1) / t.row_blocks;
+  // Row blocks start on multiples of 16: the amx path's tiles read 16 rows at a time, and so
+  // never read rows that another block is quantizing (only past m, into padding).
+  if (t.row_blocks > 1) t.rows = (t.rows + 15) / 16 * 16;
   t.row_blocks = (m + t.rows - 1) / t.rows;
   return t;
 }
@@ -54,6 +58,8 @@ void ForRowShares(ThreadPool& pool, int64_t m, Fn fn) {
 // x · Wᵀ + bias for one tile of rows [r0, r0 + rows) and columns [c0, c1) of y (row stride n),
 // with f32 weights, or int8 ones over x quantized beforehand (Quantized()).
 struct F32Product {
+  // Whole tiles: the f32 kernel keeps a weight panel in L1 for all of a tile's rows.
+  static constexpr int64_t kStepRows = 0;
   const float* x;
   const PackedWeights& w;
   int64_t n() const { return w.n(); }
@@ -63,36 +69,79 @@ struct F32Product {
   }
 };
 
+// x's rows quantized for w (gemm_int8.h) and multiplied: with hi / lo set, split for the amx
+// path's tiles (QuantizeRowsSplit), else as int16 in q (QuantizeRows). With in_tiles, each tile
+// quantizes its own rows just before its product (a tile then holds whole rows, one column
+// block: no two tiles share a row), while they are in cache; else Quantized() did all rows.
 struct Int8Product {
-  const int16_t* q;
-  const float* scale;
+  // 64 rows at a time: an FFN's 64 x 1536 f32 output (384 KB) is still in L2 for its GELU, its
+  // residual or its LayerNorm (at 256 rows it was not: measured in docs/benchmarks.md); the
+  // int8 kernels gain nothing from longer steps. A multiple of 16, as the amx path's tiles read.
+  static constexpr int64_t kStepRows = 64;
+  const float* x;
+  int16_t* q;
+  int8_t* hi;
+  uint8_t* lo;
+  float* scale;
   const QuantizedWeights& w;
+  bool in_tiles;
   int64_t n() const { return w.n(); }
+  void Quantize(int64_t r0, int64_t r1) const {
+    if (hi != nullptr) {
+      QuantizeRowsSplit(x, w.k(), w.k(), w.activation_levels(), w.amx_depth(), r0, r1, hi, lo,
+                        scale);
+    } else {
+      QuantizeRows(x, w.k(), w.k(), w.activation_levels(), r0, r1, q, scale);
+    }
+  }
   void operator()(const float* bias, float* y, int64_t r0, int64_t rows, int64_t c0,
                   int64_t c1) const {
+    if (in_tiles) Quantize(r0, r0 + rows);
+    if (hi != nullptr) {
+      const int64_t depth = w.amx_depth();
+      QuantizedGemmSplit(hi + r0 * depth, lo + r0 * depth, scale + r0, w, bias, y + r0 * n(), n(),
+                         rows, c0, c1);
+      return;
+    }
     QuantizedGemm(q + r0 * 2 * w.k_pairs(), scale + r0, w, bias, y + r0 * n(), n(), rows, c0, c1);
   }
 };
 
-// x's rows quantized for `w` over the pool, in buffers of the calling thread (reused by its
-// next call; the pool's threads only read them while this thread waits).
-Int8Product Quantized(ThreadPool& pool, const float* x, const QuantizedWeights& w, int64_t m) {
+// The product of x and w, in buffers of the calling thread (reused by its next call; the pool's
+// threads only use them while this thread waits), for the tiles t: its rows quantized here over
+// the pool unless each tile can quantize its own.
+Int8Product Quantized(ThreadPool& pool, const float* x, const QuantizedWeights& w, int64_t m,
+                      const Tiles& t) {
   thread_local std::vector<int16_t> q;
+  thread_local std::vector<int8_t> hi;
+  thread_local std::vector<uint8_t> lo;
   thread_local std::vector<float> scale;
-  const int64_t width = 2 * w.k_pairs();
-  q.resize(static_cast<size_t>(m * width));
   scale.resize(static_cast<size_t>(m));
   // The pointers, not the names: inside the pool's threads a thread_local name is theirs.
-  int16_t* const q_rows = q.data();
-  float* const row_scales = scale.data();
-  ForRowShares(pool, m, [&](int64_t r0, int64_t r1) {
-    QuantizeRows(x, w.k(), w.k(), w.activation_levels(), r0, r1, q_rows, row_scales);
-  });
-  return Int8Product{q_rows, row_scales, w};
+  Int8Product product{x, nullptr, nullptr, nullptr, scale.data(), w, t.col_blocks == 1};
+  if (ActiveCpuPath() == CpuPath::kAmx && w.amx_panel(0) != nullptr) {
+    // The tiles read 16 rows at a time from a tile's first row, which need not be a multiple
+    // of 16: up to 15 rows past m must be readable.
+    const size_t size = static_cast<size_t>((m + 15) * w.amx_depth());
+    if (hi.size() < size) {
+      hi.resize(size);
+      lo.resize(size);
+    }
+    product.hi = hi.data();
+    product.lo = lo.data();
+  } else {
+    q.resize(static_cast<size_t>(m * 2 * w.k_pairs()));
+    product.q = q.data();
+  }
+  if (!product.in_tiles) {
+    ForRowShares(pool, m, [&](int64_t r0, int64_t r1) { product.Quantize(r0, r1); });
+  }
+  return product;
 }
 
 // Runs every tile of y = x · Wᵀ + bias over the pool, and then(r0, rows, c0, cols) right after
-// each tile on the thread that computed it.
+// each tile on the thread that computed it; a product with kStepRows > 0 runs a tile in steps of
+// that many rows, each followed by its then(), so that what then() reads is still in cache.
 template <typename Product, typename Then>
 void TiledGemm(ThreadPool& pool, const Tiles& t, const Product& product, const float* bias,
                float* y, int64_t m, Then then) {
@@ -100,8 +149,12 @@ void TiledGemm(ThreadPool& pool, const Tiles& t, const Product& product, const f
   pool.ParallelFor(t.count(), [&](int64_t i) {
     const int64_t r0 = (i / t.col_blocks) * t.rows, rows = std::min(t.rows, m - r0);
     const int64_t c0 = (i % t.col_blocks) * t.cols, cols = std::min(t.cols, n - c0);
-    product(bias, y, r0, rows, c0, c0 + cols);
-    then(r0, rows, c0, cols);
+    const int64_t step = Product::kStepRows > 0 ? Product::kStepRows : rows;
+    for (int64_t r = r0; r < r0 + rows; r += step) {
+      const int64_t count = std::min(step, r0 + rows - r);
+      product(bias, y, r, count, c0, c0 + cols);
+      then(r, count, c0, cols);
+    }
   });
 }
 
@@ -135,19 +188,19 @@ void ApplyEpilogue(float* y, const float* residual, int64_t n, int64_t r0, int64
 }
 
 template <typename Product>
-void RunLinear(ThreadPool& pool, const Product& product, const float* bias, float* y, int64_t m,
-               Epilogue epilogue, const float* residual) {
+void RunLinear(ThreadPool& pool, const Tiles& t, const Product& product, const float* bias,
+               float* y, int64_t m, Epilogue epilogue, const float* residual) {
   const int64_t n = product.n();
-  TiledGemm(pool, SplitProduct(m, n, pool.num_threads()), product, bias, y, m,
+  TiledGemm(pool, t, product, bias, y, m,
             [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
               ApplyEpilogue(y, residual, n, r0, rows, c0, cols, epilogue);
             });
 }
 
 template <typename Product>
-void RunLinearAddLayerNorm(ThreadPool& pool, const Product& product, const float* bias, float* io,
-                           const float* gamma, const float* beta, float* scratch, int64_t m,
-                           float eps) {
+void RunLinearAddLayerNorm(ThreadPool& pool, const Tiles& t, const Product& product,
+                           const float* bias, float* io, const float* gamma, const float* beta,
+                           float* scratch, int64_t m, float eps) {
   const int64_t n = product.n();
   auto add_norm = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -157,7 +210,6 @@ void RunLinearAddLayerNorm(ThreadPool& pool, const Product& product, const float
       NormalizeRow(row, gamma, beta, n, eps);
     }
   };
-  const Tiles t = SplitProduct(m, n, pool.num_threads());
   if (t.col_blocks == 1) {  // whole rows per tile: residual and LayerNorm while they are in cache
     TiledGemm(pool, t, product, bias, scratch, m,
               [&](int64_t r0, int64_t rows, int64_t, int64_t) { add_norm(r0, r0 + rows); });
@@ -172,27 +224,32 @@ void RunLinearAddLayerNorm(ThreadPool& pool, const Product& product, const float
 void Linear(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias, float* y,
             int64_t m, Epilogue epilogue, const float* residual) {
   if (m == 0) return;
-  RunLinear(pool, F32Product{x, w}, bias, y, m, epilogue, residual);
+  RunLinear(pool, SplitProduct(m, w.n(), pool.num_threads()), F32Product{x, w}, bias, y, m,
+            epilogue, residual);
 }
 
 void Linear(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
             float* y, int64_t m, Epilogue epilogue, const float* residual) {
   if (m == 0) return;
-  RunLinear(pool, Quantized(pool, x, w, m), bias, y, m, epilogue, residual);
+  const Tiles t = SplitProduct(m, w.n(), pool.num_threads());
+  RunLinear(pool, t, Quantized(pool, x, w, m, t), bias, y, m, epilogue, residual);
 }
 
 void LinearAddLayerNorm(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
                         float* io, const float* gamma, const float* beta, float* scratch, int64_t m,
                         float eps) {
   if (m == 0) return;
-  RunLinearAddLayerNorm(pool, F32Product{x, w}, bias, io, gamma, beta, scratch, m, eps);
+  RunLinearAddLayerNorm(pool, SplitProduct(m, w.n(), pool.num_threads()), F32Product{x, w}, bias,
+                        io, gamma, beta, scratch, m, eps);
 }
 
 void LinearAddLayerNorm(ThreadPool& pool, const float* x, const QuantizedWeights& w,
                         const float* bias, float* io, const float* gamma, const float* beta,
                         float* scratch, int64_t m, float eps) {
   if (m == 0) return;
-  RunLinearAddLayerNorm(pool, Quantized(pool, x, w, m), bias, io, gamma, beta, scratch, m, eps);
+  const Tiles t = SplitProduct(m, w.n(), pool.num_threads());
+  RunLinearAddLayerNorm(pool, t, Quantized(pool, x, w, m, t), bias, io, gamma, beta, scratch, m,
+                        eps);
 }
 
 void Embedding(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
