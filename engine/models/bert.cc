@@ -332,9 +332,14 @@ class BertModel final : public Model {
       ops::Attention(exec, ctx.attention, plan, qkv.Columns(0, h), qkv.Columns(h, 2 * h),
                      qkv.Columns(2 * h, 3 * h), attended);
       ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch, x_copy);
-      ops::Linear(exec, x_act, l.intermediate, inter, up_epilogue);
-      if (relu) ops::Relu(exec, inter);
-      ops::LinearAddLayerNorm(exec, inter, l.out, x, l.ln2_g, l.ln2_b, eps, scratch, x_copy);
+      if (relu) {
+        ops::Linear(exec, x_act, l.intermediate, inter);
+        ops::Relu(exec, inter);
+        ops::LinearAddLayerNorm(exec, inter, l.out, x, l.ln2_g, l.ln2_b, eps, scratch, x_copy);
+      } else {
+        ops::FeedForwardAddLayerNorm(exec, x_act, l.intermediate, up_epilogue, l.out, x, l.ln2_g,
+                                     l.ln2_b, eps, inter, scratch, x_copy);
+      }
     }
     return x;
   }

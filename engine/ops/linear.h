@@ -61,4 +61,16 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
                         const Tensor& io, const Tensor& gamma, const Tensor& beta, float eps,
                         const Tensor& scratch, const Tensor& normed = {});
 
+// A post-LN block's feed-forward: inter = epilogue(x · Upᵀ + b_up), then
+// io = LayerNorm(io + inter · Downᵀ + b_down), i.e. Linear(x, up, inter, epilogue) followed by
+// LinearAddLayerNorm(inter, down, io, ...), with the same arguments and the same results. Where
+// x is io itself on the CPU with int8 weights and the batch is long enough, the two run fused
+// per block of rows (kernels/cpu/kernels.h, FeedForwardAddLayerNorm: the intermediate stays in
+// cache; the same bits). epilogue: kNone, kGeluErf or kGeluTanh.
+void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWeights& up,
+                             Epilogue epilogue, const LinearWeights& down, const Tensor& io,
+                             const Tensor& gamma, const Tensor& beta, float eps,
+                             const Tensor& inter, const Tensor& scratch,
+                             const Tensor& normed = {});
+
 }  // namespace quiver::engine::ops

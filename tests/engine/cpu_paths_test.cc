@@ -195,6 +195,36 @@ TEST(CpuPathsTest, LinearLayersOverThePoolHaveTheSameBitsOnEveryPath) {
   }
 }
 
+// The fused int8 feed-forward (per block of rows on one thread) against the two layers it
+// replaces, on every path: the same bits, for a batch of whole blocks, one with a ragged last
+// block, each GELU form and none.
+TEST(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
+  PathGuard guard;
+  ThreadPool pool(2);
+  const int64_t n = 96, width = 200;
+  const std::vector<float> wu = Random(width * n, 51, 0.2f), bu = Random(width, 52, 0.5f),
+                           wd = Random(n * width, 53, 0.1f), bd = Random(n, 54, 0.5f),
+                           gamma = Random(n, 55, 1.0f), beta = Random(n, 56, 0.5f);
+  const QuantizedWeights up(wu.data(), width, n), down(wd.data(), n, width);
+  for (int64_t m : {int64_t{512}, int64_t{777}}) {
+    ASSERT_TRUE(FeedForwardIsFused(pool, m));
+    const std::vector<float> x = Random(m * n, 57, 2.0f);
+    for (CpuPath path : SupportedCpuPaths()) {
+      ASSERT_TRUE(SetActiveCpuPath(path).ok());
+      for (Epilogue e : {Epilogue::kGeluErf, Epilogue::kGeluTanh, Epilogue::kNone}) {
+        std::vector<float> fused = x, inter(m * width), scratch(m * n);
+        FeedForwardAddLayerNorm(pool, fused.data(), up, bu.data(), e, down, bd.data(), gamma.data(),
+                                beta.data(), inter.data(), scratch.data(), m, 1e-12f);
+        std::vector<float> layers = x;
+        Linear(pool, layers.data(), up, bu.data(), inter.data(), m, e);
+        LinearAddLayerNorm(pool, inter.data(), down, bd.data(), layers.data(), gamma.data(),
+                           beta.data(), scratch.data(), m, 1e-12f);
+        EXPECT_TRUE(SameBits(fused, layers)) << CpuPathName(path) << " m=" << m;
+      }
+    }
+  }
+}
+
 TEST(CpuPathsTest, SaysWhichPathsRan) {
   std::string names;
   for (CpuPath path : SupportedCpuPaths()) names += std::string(" ") + CpuPathName(path);

@@ -69,6 +69,42 @@ QUIVER_AVX512 void MicroKernel(const float* a, int64_t lda, const float* b0, con
 #undef QUIVER_ROWS
 }
 
+// out[kk · kRows + i] = x[i · ldx + kk] for rows i < `rows` (<= kRows) and kk < kc, 16 k at a
+// time through a 16 x 16 transpose in registers (rows past `rows` read as zeros; out's rows
+// past kRows are not written). A copy: the products see the same values.
+QUIVER_AVX512 void PackRows(const float* x, int64_t ldx, int64_t rows, int64_t kc, float* out) {
+  for (int64_t kk = 0; kk < kc; kk += 16) {
+    const int64_t n = std::min<int64_t>(16, kc - kk);
+    const auto load_mask = static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i) {
+      r[i] = i < rows ? _mm512_maskz_loadu_ps(load_mask, x + i * ldx + kk) : _mm512_setzero_ps();
+    }
+    for (int i = 0; i < 16; i += 2) {
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+      r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+      r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+      r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+      r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; ++i) {
+      t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+      t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+      t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+      t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; ++i) {
+      r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+      r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+    constexpr auto kRowMask = static_cast<__mmask16>((1u << kRows) - 1);
+    for (int j = 0; j < n; ++j) _mm512_mask_storeu_ps(out + (kk + j) * kRows, kRowMask, r[j]);
+  }
+}
+
 using Kernel = void (*)(const float*, int64_t, const float*, const float*, int64_t, float*, int64_t,
                         const float*, __mmask16, __mmask16);
 
@@ -101,12 +137,7 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
     const int64_t kc = std::min(kDepth, k - k0);
     if (pack) {
       for (int64_t r = 0; r < m; r += kRows) {
-        float* out = packed.data() + r * kc;
-        const int64_t rows = std::min(kRows, m - r);
-        for (int64_t i = 0; i < rows; ++i) {
-          const float* row = x + (r + i) * ldx + k0;
-          for (int64_t kk = 0; kk < kc; ++kk) out[kk * kRows + i] = row[kk];
-        }
+        PackRows(x + r * ldx + k0, ldx, std::min(kRows, m - r), kc, packed.data() + r * kc);
       }
     }
     for (int64_t col = c0; col < c1; col += 2 * kPanel) {

@@ -252,6 +252,65 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const QuantizedWeights
                         eps);
 }
 
+namespace {
+
+// y [rows, w.n()] = epilogue(x [rows, w.k()] · Wᵀ + bias) on the calling thread, in steps of
+// Int8Product::kStepRows rows, quantized in buffers of this thread.
+void QuantizedRows(const float* x, const QuantizedWeights& w, const float* bias, float* y,
+                   int64_t rows, Epilogue epilogue) {
+  thread_local std::vector<int16_t> q;
+  thread_local std::vector<int8_t> hi;
+  thread_local std::vector<uint8_t> lo;
+  thread_local std::vector<float> scale;
+  scale.resize(static_cast<size_t>(rows));
+  Int8Product product{x, nullptr, nullptr, nullptr, scale.data(), w, /*in_tiles=*/true};
+  if (ActiveCpuPath() == CpuPath::kAmx && w.amx_panel(0) != nullptr) {
+    const size_t size = static_cast<size_t>((rows + 15) * w.amx_depth());
+    if (hi.size() < size) {
+      hi.resize(size);
+      lo.resize(size);
+    }
+    product.hi = hi.data();
+    product.lo = lo.data();
+  } else {
+    q.resize(static_cast<size_t>(rows * 2 * w.k_pairs()));
+    product.q = q.data();
+  }
+  const int64_t n = w.n();
+  for (int64_t r = 0; r < rows; r += Int8Product::kStepRows) {
+    const int64_t count = std::min(Int8Product::kStepRows, rows - r);
+    product(bias, y, r, count, 0, n);
+    ApplyEpilogue(y, nullptr, n, r, count, 0, n, epilogue);
+  }
+}
+
+}  // namespace
+
+bool FeedForwardIsFused(const ThreadPool& pool, int64_t m) {
+  // Four blocks per thread or more, so that a thread slowed by a neighbour leaves its remaining
+  // blocks to the others (fewer rows: the unfused layers, which split columns too).
+  return m >= 4 * kFeedForwardRows * pool.num_threads();
+}
+
+void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights& up,
+                             const float* up_bias, Epilogue epilogue,
+                             const QuantizedWeights& down, const float* down_bias,
+                             const float* gamma, const float* beta, float* inter, float* scratch,
+                             int64_t m, float eps) {
+  const int64_t n = down.n(), width = up.n();
+  pool.ParallelFor((m + kFeedForwardRows - 1) / kFeedForwardRows, [&](int64_t block) {
+    const int64_t r0 = block * kFeedForwardRows, rows = std::min(kFeedForwardRows, m - r0);
+    QuantizedRows(io + r0 * n, up, up_bias, inter + r0 * width, rows, epilogue);
+    QuantizedRows(inter + r0 * width, down, down_bias, scratch + r0 * n, rows, Epilogue::kNone);
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      float* row = io + r * n;
+      const float* add = scratch + r * n;
+      for (int64_t j = 0; j < n; ++j) row[j] += add[j];
+      NormalizeRow(row, gamma, beta, n, eps);
+    }
+  });
+}
+
 void Embedding(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
                const int32_t* type_ids, const float* word, const float* position, const float* type,
                const float* gamma, const float* beta, float* x, int64_t m, int64_t n, float eps) {

@@ -40,6 +40,22 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const QuantizedWeights
                         const float* bias, float* io, const float* gamma, const float* beta,
                         float* scratch, int64_t m, float eps);
 
+// io[m, n] = LayerNorm(io + epilogue(io · Upᵀ + up_bias) · Downᵀ + down_bias): a post-LN
+// block's feed-forward with int8 weights (Up [inter, n], Down [n, inter]), fused per block of
+// kFeedForwardRows rows, each block whole on one thread: its [rows, inter] intermediate is still
+// in cache when the down projection quantizes and reads it, instead of streaming the whole
+// batch's through memory. The same bits as Linear(up, epilogue) into inter, then
+// LinearAddLayerNorm(down). inter [m, inter] and scratch [m, n] hold the intermediate and the
+// down projection (contents undefined after). Worth it only with several blocks per thread
+// (FeedForwardIsFused); epilogue kNone, kGeluErf or kGeluTanh.
+constexpr int64_t kFeedForwardRows = 64;
+bool FeedForwardIsFused(const ThreadPool& pool, int64_t m);
+void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights& up,
+                             const float* up_bias, Epilogue epilogue,
+                             const QuantizedWeights& down, const float* down_bias,
+                             const float* gamma, const float* beta, float* inter, float* scratch,
+                             int64_t m, float eps);
+
 // x[m, n] = word[ids] (+ position[positions] if position is non-null) (+ type[type_ids] if type
 // is non-null; type_ids null means all zeros), over the pool. With gamma non-null the row is
 // then LayerNorm'ed (gamma, beta): BERT's embedding layer in one pass.
