@@ -6,7 +6,7 @@
 #include <new>
 
 #include "engine/kernels/cpu/cpu_features.h"
-#include "engine/kernels/cpu/gemm_paths.h"
+#include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/vec.h"
 
 namespace quiver::engine::cpu {

@@ -1,4 +1,4 @@
-// PackedGemm on AVX-512 F (gemm_paths.h): the panels of gemm.h two at a time, 14 rows x 32
+// PackedGemm on AVX-512 F (isa_paths.h): the panels of gemm.h two at a time, 14 rows x 32
 // columns of y in 28 zmm accumulators; per k, two weight loads and 14 broadcasts feed 28 fused
 // multiply-adds. Each element still starts from its bias (or from y) and adds its products in k
 // order with one rounding each, as the AVX2 kernel does: the two give the same bits.
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/kernels/cpu/gemm_paths.h"
+#include "engine/kernels/cpu/isa_paths.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

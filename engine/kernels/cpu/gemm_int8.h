@@ -9,7 +9,7 @@
 // Kernel: AVX2 vpmaddwd on int16 pairs (each int8 value widened to int16: exact, no saturation;
 // 16 multiply-adds per instruction, twice the f32 FMA's 8). Layout: panels of kPanel (16)
 // output columns; per pair of k, the panel's 16 columns hold (q[c][k], q[c][k + 1]) as int8.
-// Without AVX2, the same sums in plain loops. The AVX-512, VNNI and AMX paths (gemm_paths.h,
+// Without AVX2, the same sums in plain loops. The AVX-512, VNNI and AMX paths (isa_paths.h,
 // chosen by ActiveCpuPath()) compute the same integers; on a host with AMX the weights are also
 // kept in the layout its tile products read (amx_panel): twice the int8 weight memory there.
 #pragma once

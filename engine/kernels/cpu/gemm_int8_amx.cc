@@ -1,4 +1,4 @@
-// QuantizedGemm on AMX-INT8 (gemm_paths.h).
+// QuantizedGemm on AMX-INT8 (isa_paths.h).
 //
 // A tile product multiplies bytes, and the activations are 16-bit (gemm_int8.h keeps up to 13
 // bits: 8 cost 0.99723 -> 0.98777 in worst cosine on all-MiniLM-L6-v2). So each activation p
@@ -19,7 +19,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/kernels/cpu/gemm_paths.h"
+#include "engine/kernels/cpu/isa_paths.h"
 
 #if defined(__x86_64__)
 // GCC 12 warns of the undefined source _mm512_cvtepi32_ps passes its builtin (a false positive).

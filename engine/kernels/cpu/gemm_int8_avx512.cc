@@ -1,4 +1,4 @@
-// QuantizedGemm on AVX-512 (gemm_paths.h): the panels of gemm_int8.h two at a time, 12 rows x
+// QuantizedGemm on AVX-512 (isa_paths.h): the panels of gemm_int8.h two at a time, 12 rows x
 // 32 columns of int32 sums in 24 zmm accumulators. A panel's 16 columns of one k pair are 32
 // int8 values, widened to 32 int16 in one zmm (columns 0-7 in the low half, 8-15 in the high,
 // each as its pair), so one vpmaddwd (AVX-512 BW, then vpaddd) or one vpdpwssd (AVX-512 VNNI)
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-#include "engine/kernels/cpu/gemm_paths.h"
+#include "engine/kernels/cpu/isa_paths.h"
 
 #if defined(__x86_64__)
 // GCC 12 warns of the undefined source _mm512_cvtepi32_ps passes its builtin (a false positive).

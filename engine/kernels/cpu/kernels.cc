@@ -8,11 +8,21 @@
 #include "engine/base/half.h"
 #include "engine/base/thread_pool.h"
 #include "engine/kernels/cpu/cpu_features.h"
+#include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/vec.h"
 
 namespace quiver::engine::cpu {
 
 namespace {
+
+// vec::GeluErf, on 16 lanes where the path has them (the same bits).
+void GeluErfRow(float* x, int64_t n) {
+  if (ActiveCpuPath() >= CpuPath::kAvx512) {
+    GeluErfAvx512(x, n);
+  } else {
+    vec::GeluErf(x, n);
+  }
+}
 
 // How a product is cut into tasks. Rows in blocks of at most 256 (the block's output stays in
 // cache for its epilogue); with enough of them (four per thread or more), whole rows per tile, a
@@ -172,7 +182,7 @@ void ApplyEpilogue(float* y, const float* residual, int64_t n, int64_t r0, int64
     case Epilogue::kNone:
       return;
     case Epilogue::kGeluErf:
-      for (int64_t r = r0; r < r0 + rows; ++r) vec::GeluErf(y + r * n + c0, cols);
+      for (int64_t r = r0; r < r0 + rows; ++r) GeluErfRow(y + r * n + c0, cols);
       return;
     case Epilogue::kGeluTanh:
       for (int64_t r = r0; r < r0 + rows; ++r) vec::GeluTanh(y + r * n + c0, cols);
@@ -431,7 +441,7 @@ void GeluMul(const float* gate_up, float* out, int64_t rows, int64_t inter, bool
     if (tanh_form) {
       vec::GeluTanh(o, inter);
     } else {
-      vec::GeluErf(o, inter);
+      GeluErfRow(o, inter);
     }
     for (int64_t j = 0; j < inter; ++j) o[j] *= u[j];
   }
@@ -441,7 +451,7 @@ void Tanh(float* x, int64_t n) { vec::Tanh(x, n); }
 void Relu(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
-void GeluErf(float* x, int64_t n) { vec::GeluErf(x, n); }
+void GeluErf(float* x, int64_t n) { GeluErfRow(x, n); }
 void GeluTanh(float* x, int64_t n) { vec::GeluTanh(x, n); }
 
 void Add(float* x, const float* y, int64_t n) {

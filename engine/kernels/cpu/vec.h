@@ -1,6 +1,7 @@
 // Vector helpers for the CPU kernels (private to engine/kernels/cpu). With AVX2 and FMA (the
-// x86-64-v3 build), 8 floats at a time, and exp/erf/tanh from glibc's libmvec (the vector variants
-// GCC itself calls under -ffast-math; within 4 ulp), but the softmax's exp inlined (SoftmaxExp).
+// x86-64-v3 build), 8 floats at a time, and exp/tanh from glibc's libmvec (the vector variants
+// GCC itself calls under -ffast-math; within 4 ulp), but the softmax's exp (SoftmaxExp) and the
+// GELU's erf (ErfAs) inlined, each written so that its 16-lane form gives the same bits.
 // Elsewhere, the same functions as plain loops.
 //
 // A tail shorter than a vector goes through the same vector code on a zero-padded copy, so an
@@ -17,7 +18,6 @@
 #define QUIVER_VEC_AVX2 1
 extern "C" {
 __m256 _ZGVdN8v_expf(__m256);
-__m256 _ZGVdN8v_erff(__m256);
 __m256 _ZGVdN8v_tanhf(__m256);
 }
 #endif
@@ -150,10 +150,34 @@ inline void Exp(float* x, int64_t n) { Map(x, n, [](__m256 v) { return _ZGVdN8v_
 
 inline void Tanh(float* x, int64_t n) { Map(x, n, [](__m256 v) { return _ZGVdN8v_tanhf(v); }); }
 
-// 0.5 x (1 + erf(x / sqrt 2)), PyTorch's exact GELU.
+// erf(z) by Abramowitz and Stegun 7.1.26: 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-z^2),
+// t = 1 / (1 + p |z|), the sign of z put back; within 1.5e-7 of erf (absolute) before f32
+// rounding, 4.2e-7 after (measured; tests/engine/gelu_test.cc holds it to 5e-7; glibc's erff is
+// within 4 ulp, 4.8e-7 near 1). A fixed sequence of correctly rounded
+// operations (and SoftmaxExp), written the same on 16 lanes (isa_paths.h, GeluErfAvx512): every
+// path gives the same bits. About 4 times glibc's vector erff here, whose 8- and 16-lane
+// versions differ in the last bits.
+inline __m256 ErfAs(__m256 z) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 a = _mm256_andnot_ps(sign_bit, z);
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
+                                 _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a,
+                                                 _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f);
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+  p = _mm256_mul_ps(p, t);
+  const __m256 e = SoftmaxExp(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), a));
+  const __m256 r = _mm256_fnmadd_ps(p, e, _mm256_set1_ps(1.0f));
+  return _mm256_or_ps(r, _mm256_and_ps(sign_bit, z));
+}
+
+// 0.5 x (1 + erf(x / sqrt 2)), PyTorch's exact GELU (erf by ErfAs).
 inline void GeluErf(float* x, int64_t n) {
   Map(x, n, [](__m256 v) {
-    const __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));
+    const __m256 e = ErfAs(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));
     return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
                          _mm256_add_ps(_mm256_set1_ps(1.0f), e));
   });

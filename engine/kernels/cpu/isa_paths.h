@@ -1,5 +1,5 @@
-// The wider paths' bodies of PackedGemm (gemm.h) and QuantizedGemm (gemm_int8.h), private to
-// engine/kernels/cpu: each has its caller's contract and gives the same numbers bit for bit
+// The wider paths' bodies of PackedGemm (gemm.h), QuantizedGemm (gemm_int8.h) and the GELU
+// (vec.h), private to engine/kernels/cpu: each has its caller's contract and gives the same numbers bit for bit
 // (cpu_features.h). They are compiled for the default target with their own functions marked
 // for the wider one (__attribute__((target))), so no template or inline function shared with
 // the rest of the binary is ever emitted with instructions an older host lacks; they run only
@@ -40,5 +40,8 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
 // are the same as the other paths' (exact), so is the f32 epilogue.
 void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeights& w,
                       const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1);
+
+// vec::GeluErf on 16 lanes (AVX-512 F): the same bits.
+void GeluErfAvx512(float* x, int64_t n);
 
 }  // namespace quiver::engine::cpu

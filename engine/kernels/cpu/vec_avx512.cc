@@ -1,0 +1,79 @@
+// The row-wise functions of vec.h on 16 lanes (isa_paths.h), for the avx512 paths: the same
+// sequence of operations per element as the 8-lane versions, so the same bits.
+#include <algorithm>
+#include <cstdint>
+
+#include "engine/kernels/cpu/isa_paths.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+namespace quiver::engine::cpu {
+namespace {
+
+#define QUIVER_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+// vec::SoftmaxExp on 16 lanes.
+QUIVER_AVX512 inline __m512 SoftmaxExp(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.336544f)), _mm512_set1_ps(88.72283f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+// vec::ErfAs on 16 lanes.
+QUIVER_AVX512 inline __m512 ErfAs(__m512 z) {
+  const __m512 sign_bit = _mm512_set1_ps(-0.0f);
+  const __m512 a = _mm512_andnot_ps(sign_bit, z);
+  const __m512 t = _mm512_div_ps(
+      _mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), a, _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  p = _mm512_mul_ps(p, t);
+  const __m512 e = SoftmaxExp(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a));
+  const __m512 r = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
+  return _mm512_or_ps(r, _mm512_and_ps(sign_bit, z));
+}
+
+QUIVER_AVX512 inline __m512 GeluErf(__m512 v) {
+  const __m512 e = ErfAs(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v),
+                       _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+}  // namespace
+
+QUIVER_AVX512 void GeluErfAvx512(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, GeluErf(_mm512_loadu_ps(x + i)));
+  if (i < n) {  // the tail through the same code, the lanes past n zero (vec::Map's way)
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, mask, GeluErf(_mm512_maskz_loadu_ps(mask, x + i)));
+  }
+}
+
+}  // namespace quiver::engine::cpu
+
+#else  // not x86-64: never called (cpu_features.h offers no avx512 path)
+
+#include <cstdlib>
+
+namespace quiver::engine::cpu {
+void GeluErfAvx512(float*, int64_t) { std::abort(); }
+}  // namespace quiver::engine::cpu
+
+#endif
