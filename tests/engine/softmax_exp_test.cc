@@ -2,12 +2,16 @@
 // against double precision: every value within 2 ulp over the whole range softmax gives it,
 // arrays of every length around the vector width (the tail takes the same vector code), and the
 // sum of the results.
-#include "engine/kernels/cpu/vec.h"
-
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
+
+#include "engine/kernels/cpu/cpu_features.h"
+#include "engine/kernels/cpu/isa_paths.h"
+#include "engine/kernels/cpu/vec.h"
 
 namespace quiver::engine::cpu {
 namespace {
@@ -53,6 +57,27 @@ TEST(SoftmaxExpTest, FarBelowTheRangeIsNegligibleNotNan) {
   }
   EXPECT_FLOAT_EQ(x[5], 1.0f);
   EXPECT_FALSE(std::isnan(sum));
+}
+
+// The 16-lane form the avx512 paths run gives the same values and the same sum, bit for bit, at
+// every length around both vector widths.
+TEST(SoftmaxExpTest, SixteenLanesGiveTheSameBits) {
+  const auto& paths = SupportedCpuPaths();
+  if (std::find(paths.begin(), paths.end(), CpuPath::kAvx512) == paths.end()) {
+    GTEST_SKIP() << "no avx512 path on this host";
+  }
+  for (int64_t n = 0; n <= 70; ++n) {
+    for (int64_t big : {int64_t{0}, int64_t{509}}) {
+      const int64_t len = n + big;
+      std::vector<float> x(static_cast<size_t>(len));
+      for (int64_t i = 0; i < len; ++i) x[i] = 0.37f * static_cast<float>((i * 7) % 23) - 3.0f;
+      std::vector<float> a = x, b = x;
+      const float sa = vec::SoftmaxExpSum(a.data(), len, 0.125f, 0.4f);
+      const float sb = SoftmaxExpSumAvx512(b.data(), len, 0.125f, 0.4f);
+      EXPECT_EQ(std::memcmp(&sa, &sb, sizeof(float)), 0) << "n " << len;
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "n " << len;
+    }
+  }
 }
 
 }  // namespace

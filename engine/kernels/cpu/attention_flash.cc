@@ -5,7 +5,9 @@
 
 #include "engine/kernels/cpu/attention.h"
 #include "engine/kernels/cpu/attention_common.h"
+#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/vec.h"
 
 namespace quiver::engine::cpu {
@@ -20,6 +22,13 @@ namespace quiver::engine::cpu {
 // its last query and masks the diagonal block. The default at every length.
 namespace {
 constexpr int64_t kQueryBlock = 128;
+
+// vec::SoftmaxExpSum, on 16 lanes where the path has them (the same bits).
+float SoftmaxExpSumRow(float* x, int64_t n, float scale, float shift) {
+  return ActiveCpuPath() >= CpuPath::kAvx512 ? SoftmaxExpSumAvx512(x, n, scale, shift)
+                                             : vec::SoftmaxExpSum(x, n, scale, shift);
+}
+
 constexpr int64_t kKeyBlock = 512;
 
 // A run of queries [run_begin, run_end) of one (sequence, head) under a sliding window or a
@@ -52,7 +61,7 @@ void MaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, cons
     v_packed.PackTransposed(vb + k0 * kv_stride, keys, d, kv_stride);
     for (int64_t q0 = run_begin; q0 < run_end; q0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, run_end - q0);
-      if (VisibleKeys(plan, q0, len).lo >= k0 + keys) continue;  // the block is before them all
+      if (VisibleKeys(plan, q0, len).lo >= k0 + keys) continue;      // the block is before them all
       if (VisibleKeys(plan, q0 + rows - 1, len).hi <= k0) continue;  // after them all
       const float* qb = q + (begin + q0) * q_stride + h * d;
       float* ob = out + (begin + q0) * out_stride + h * d;
@@ -74,7 +83,7 @@ void MaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, cons
         }
         const float new_max = std::max(running_max[state], vec::Max(row + lo, hi - lo));
         const float correction = std::exp(running_max[state] - new_max);
-        const float sum = vec::SoftmaxExpSum(row + lo, hi - lo, 1.0f, new_max);
+        const float sum = SoftmaxExpSumRow(row + lo, hi - lo, 1.0f, new_max);
         std::fill(row, row + lo, 0.0f);
         std::fill(row + hi, row + keys, 0.0f);
         running_sum[state] = running_sum[state] * correction + sum;
@@ -163,7 +172,7 @@ void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride,
           // The scale is positive, so the largest scaled score is the scaled largest score.
           const float new_max = std::max(running_max[state], plan.scale * vec::Max(row, visible));
           const float correction = std::exp(running_max[state] - new_max);
-          const float sum = vec::SoftmaxExpSum(row, visible, plan.scale, new_max);
+          const float sum = SoftmaxExpSumRow(row, visible, plan.scale, new_max);
           std::fill(row + visible, row + keys, 0.0f);
           running_sum[state] = running_sum[state] * correction + sum;
           running_max[state] = new_max;

@@ -43,5 +43,7 @@ void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeigh
 
 // vec::GeluErf on 16 lanes (AVX-512 F): the same bits.
 void GeluErfAvx512(float* x, int64_t n);
+// vec::SoftmaxExpSum on 16 lanes (AVX-512 F): the same bits, the sum too.
+float SoftmaxExpSumAvx512(float* x, int64_t n, float scale, float shift);
 
 }  // namespace quiver::engine::cpu

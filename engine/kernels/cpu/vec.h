@@ -110,18 +110,20 @@ inline __m256 SoftmaxExp(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-// x[i] = e^(x[i] * scale - shift) over x[0, n), in one pass; returns the sum of the results
-// (8 lanes over whole vectors, then the tail one by one, as Sum adds).
-inline float SoftmaxExpSum(float* x, int64_t n, float scale, float shift) {
+// x[i] = e^(x[i] * scale - shift) over x[0, n), in one pass; returns the sum of the results:
+// two 8-lane sums, of the even and the odd vectors of each 16 values (two dependency chains,
+// and exactly the two halves of a 16-lane sum: SoftmaxExpSumAvx512 gives the same bits), a last
+// whole vector into the first, the two added, across, then the tail one by one.
+inline float SoftmaxExpSumTail(float* x, int64_t i, int64_t n, __m256 acc0, __m256 acc1,
+                               float scale, float shift) {
   const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(shift);
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  if (i + 8 <= n) {
     const __m256 e = SoftmaxExp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vs, vm));
     _mm256_storeu_ps(x + i, e);
-    acc = _mm256_add_ps(acc, e);
+    acc0 = _mm256_add_ps(acc0, e);
+    i += 8;
   }
-  float sum = HorizontalSum(acc);
+  float sum = HorizontalSum(_mm256_add_ps(acc0, acc1));
   if (i < n) {
     alignas(32) float tail[8] = {};
     std::copy(x + i, x + n, tail);
@@ -130,6 +132,21 @@ inline float SoftmaxExpSum(float* x, int64_t n, float scale, float shift) {
     for (int64_t j = 0; j < n - i; ++j) sum += tail[j];
   }
   return sum;
+}
+
+inline float SoftmaxExpSum(float* x, int64_t n, float scale, float shift) {
+  const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(shift);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 e0 = SoftmaxExp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vs, vm));
+    const __m256 e1 = SoftmaxExp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i + 8), vs, vm));
+    _mm256_storeu_ps(x + i, e0);
+    _mm256_storeu_ps(x + i + 8, e1);
+    acc0 = _mm256_add_ps(acc0, e0);
+    acc1 = _mm256_add_ps(acc1, e1);
+  }
+  return SoftmaxExpSumTail(x, i, n, acc0, acc1, scale, shift);
 }
 
 // Sum of (x[i] - mean)^2.

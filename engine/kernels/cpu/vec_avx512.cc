@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "engine/kernels/cpu/isa_paths.h"
+#include "engine/kernels/cpu/vec.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -66,6 +67,19 @@ QUIVER_AVX512 void GeluErfAvx512(float* x, int64_t n) {
   }
 }
 
+QUIVER_AVX512 float SoftmaxExpSumAvx512(float* x, int64_t n, float scale, float shift) {
+  const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = SoftmaxExp(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vm));
+    _mm512_storeu_ps(x + i, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  return vec::SoftmaxExpSumTail(x, i, n, _mm512_castps512_ps256(acc),
+                                _mm512_extractf32x8_ps(acc, 1), scale, shift);
+}
+
 }  // namespace quiver::engine::cpu
 
 #else  // not x86-64: never called (cpu_features.h offers no avx512 path)
@@ -74,6 +88,7 @@ QUIVER_AVX512 void GeluErfAvx512(float* x, int64_t n) {
 
 namespace quiver::engine::cpu {
 void GeluErfAvx512(float*, int64_t) { std::abort(); }
+float SoftmaxExpSumAvx512(float*, int64_t, float, float) { std::abort(); }
 }  // namespace quiver::engine::cpu
 
 #endif
