@@ -16,6 +16,7 @@
 //   latency <tokens> <count>   count batch-1 calls, one text of that length each -> [ms, ...]
 //   throughput <batches>       that many 100 x 128-token batches, four in flight -> tokens/s
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -34,8 +35,8 @@
 
 #include "bench/stdin_protocol.h"
 #include "common/json.h"
-#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/engine.h"
+#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/gemm.h"
 #include "tokenizer/tokenizer.h"
 
@@ -45,9 +46,9 @@ extern "C" char* openblas_get_corename(void);
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using quiver::bench::MsList;
 using quiver::engine::Engine;
 using quiver::engine::RaggedBatch;
-using quiver::bench::MsList;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -91,8 +92,52 @@ std::vector<double> Repeat(Fn fn, double seconds, int min_runs) {
 // (threads taking blocks of 256 rows, as the engine's pool does).
 struct Ceiling {
   double openblas_gflops = 0, packed_gflops = 0;
+  double fma_peak_gflops = 0;  // independent FMAs only: what no GEMM reaches, for scale
   double best() const { return std::max(openblas_gflops, packed_gflops); }
 };
+
+// Chains of independent fused multiply-adds on every thread (24 accumulators, more than the
+// FMA units' latency times their count), 512 bits wide on a path that has them, else 256.
+__attribute__((target("avx512f"))) float FmaLoop512(int64_t iterations) {
+  __m512 acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-4f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  for (int i = 1; i < 24; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+  return _mm512_reduce_add_ps(acc[0]);
+}
+
+float FmaLoop256(int64_t iterations) {
+  __m256 acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm256_set1_ps(0.001f * static_cast<float>(i));
+  const __m256 a = _mm256_set1_ps(0.9999f), b = _mm256_set1_ps(1e-4f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < 24; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  for (int i = 1; i < 24; ++i) acc[0] = _mm256_add_ps(acc[0], acc[i]);  // every chain is live
+  alignas(32) float out[8];
+  _mm256_store_ps(out, acc[0]);
+  return out[0];
+}
+
+double MeasureFmaPeak(int threads) {
+  const bool wide = quiver::engine::cpu::ActiveCpuPath() >= quiver::engine::cpu::CpuPath::kAvx512;
+  constexpr int64_t kIterations = 20'000'000;
+  std::vector<float> sink(static_cast<size_t>(threads));
+  const Clock::time_point t = Clock::now();
+  std::vector<std::thread> all;
+  for (int i = 0; i < threads; ++i) {
+    all.emplace_back(
+        [&, i] { sink[i] = wide ? FmaLoop512(kIterations) : FmaLoop256(kIterations); });
+  }
+  for (std::thread& th : all) th.join();
+  const double flops = 2.0 * 24 * (wide ? 16 : 8) * static_cast<double>(kIterations) * threads;
+  return flops / Seconds(t) / 1e9;
+}
 
 Ceiling MeasureCeiling(int threads) {
   constexpr int n = 2048;
@@ -131,6 +176,7 @@ Ceiling MeasureCeiling(int threads) {
     for (std::thread& t : others) t.join();
   });
   openblas_set_num_threads(1);  // the engine never calls BLAS: its threads hold nothing now
+  ceiling.fma_peak_gflops = MeasureFmaPeak(threads);
   return ceiling;
 }
 
@@ -142,7 +188,7 @@ Ceiling MeasureCeiling(int threads) {
 std::string OpenBlasCoreFix(const std::string& core) {
   const quiver::engine::cpu::CpuFeatures& f = quiver::engine::cpu::HostCpuFeatures();
   static const char* const kAvx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", "Zen4"};
-  static const char* const kAvx2[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+  static const char* const kAvx2[] = {"Haswell",        "Zen",  "SkylakeX", "Cooperlake",
                                       "SapphireRapids", "Zen4", "Excavator"};
   auto any = [&](const auto& names) {
     for (const char* n : names) {
@@ -207,18 +253,23 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::string v = argv[++i];
-    if (f == "--model") o.model = v;
-    else if (f == "--inputs") o.inputs = v;
-    else if (f == "--suites") o.suites = v;
-    else if (f == "--threads") o.threads = std::stoi(v);
-    else if (f == "--seconds") o.seconds = std::stod(v);
-    else if (f == "--quantize") o.quantize = v;
+    if (f == "--model")
+      o.model = v;
+    else if (f == "--inputs")
+      o.inputs = v;
+    else if (f == "--suites")
+      o.suites = v;
+    else if (f == "--threads")
+      o.threads = std::stoi(v);
+    else if (f == "--seconds")
+      o.seconds = std::stod(v);
+    else if (f == "--quantize")
+      o.quantize = v;
     else if (f == "--lengths") {
       o.lengths.clear();
       std::stringstream list(v);
       for (std::string item; std::getline(list, item, ',');) o.lengths.push_back(std::stoll(item));
-    }
-    else {
+    } else {
       std::fprintf(stderr, "unknown flag %s\n", f.c_str());
       return 2;
     }
@@ -341,8 +392,9 @@ int main(int argc, char** argv) {
                      ", \"gemm_ceiling_gflops\": " + std::to_string(ceiling) +
                      ", \"openblas_2048_gflops\": " + std::to_string(measured.openblas_gflops) +
                      ", \"packed_gemm_2048_gflops\": " + std::to_string(measured.packed_gflops) +
-                     ", \"openblas_core\": \"" + blas_core + "\", \"openblas_core_fits_host\": " +
-                     (blas_fix.empty() ? "true" : "false") +
+                     ", \"fma_peak_gflops\": " + std::to_string(measured.fma_peak_gflops) +
+                     ", \"openblas_core\": \"" + blas_core +
+                     "\", \"openblas_core_fits_host\": " + (blas_fix.empty() ? "true" : "false") +
                      ", \"cpu\": \"" + quiver::engine::cpu::CpuSummary() + "\"";
 
   if (want("latency")) {
@@ -422,8 +474,8 @@ int main(int argc, char** argv) {
                   ", \"throughput\": {\"batch\": %zu, \"tokens\": 128, \"clients\": 4, "
                   "\"requests_per_s\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_token\": %.0f, "
                   "\"gflops\": %.1f, \"fraction_of_ceiling\": %.4f, %s}",
-                  texts.size(), batches_per_s, tokens_per_s,
-                  flops_per_token, tokens_per_s * flops_per_token / 1e9,
+                  texts.size(), batches_per_s, tokens_per_s, flops_per_token,
+                  tokens_per_s * flops_per_token / 1e9,
                   tokens_per_s * flops_per_token / 1e9 / ceiling, LatencyJson(ms).c_str());
     json += buf;
   }

@@ -3,6 +3,8 @@ the f32 engine and says so in the log (its min cosine); the server becomes ready
 for the fixture texts stay within the gate's default bound (cosine 0.99) of sentence-transformers'
 f32 embeddings. Asked for a bound int8 cannot reach (--min-int8-cosine 0.999999), the server stays
 unready (/ready 503) and logs the numbers. --quantize on a GPU device is refused at start-up.
+A model folder's quiver.json sets both (the flags win over it); a bad one is refused naming the
+key.
 
     quantize_test.py QUIVER SOURCE_DIR
 """
@@ -76,6 +78,37 @@ def main():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+    # The model folder's own settings: a folder of links to the model's files plus quiver.json.
+    folder = tempfile.mkdtemp(prefix="quiver-model-settings-")
+    for name in os.listdir(MODEL):
+        os.symlink(os.path.join(MODEL, name), os.path.join(folder, name))
+    with open(os.path.join(folder, "quiver.json"), "w") as f:
+        json.dump({"quantize": "int8", "min_int8_cosine": 0.999999}, f)
+    log = tempfile.NamedTemporaryFile(prefix="quiver-int8-folder-", suffix=".log",
+                                      delete=False).name
+    proc = subprocess.Popen([QUIVER, "serve", "--model", folder, "--host", "127.0.0.1", "--port",
+                             "0"], stderr=open(log, "w"), stdout=subprocess.DEVNULL)
+    try:
+        serving.wait_for(r"not ready", log, proc, seconds=120)
+        text = open(log).read()
+        check("quiver.json's quantize and min_int8_cosine are applied (int8 weights, gate unmet)",
+              "weights=int8" in text and "OUTSIDE the bound" in text, text[-600:])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    result = subprocess.run([QUIVER, "embed", "--model", folder, "--quantize", "none",
+                             "--text", "a flag given on the command line wins"],
+                            capture_output=True, text=True, timeout=120)
+    check("--quantize none on the command line wins over quiver.json",
+          result.returncode == 0 and "int8" not in result.stderr, result.stderr[-300:])
+    with open(os.path.join(folder, "quiver.json"), "w") as f:
+        json.dump({"quantise": "int8"}, f)
+    result = subprocess.run([QUIVER, "serve", "--model", folder, "--port", "0"],
+                            capture_output=True, text=True, timeout=60)
+    check("an unknown key in quiver.json is refused at start-up, naming it",
+          result.returncode == 2 and "quantise" in result.stderr and "quiver.json" in result.stderr,
+          result.stderr[-300:])
 
     result = subprocess.run([QUIVER, "serve", "--model", MODEL, "--port", "0", "--device", "cuda",
                              "--quantize", "int8"], capture_output=True, text=True, timeout=60)

@@ -5,15 +5,16 @@
 // atomic load). The paths, each a superset of the one before:
 //   generic      a build without AVX2 (-DQUIVER_X86_LEVEL=x86-64): plain loops
 //   avx2         AVX2 + FMA: f32 GEMM 8 lanes wide, int8 products by vpmaddwd on 256 bits
-//   avx512       AVX-512 F/BW/VL/DQ: f32 GEMM 16 lanes wide (12 x 32 micro-kernel), int8
-//                vpmaddwd on 512 bits
+//   avx512       AVX-512 F/BW/VL/DQ: f32 GEMM 16 lanes wide (14 x 32 micro-kernel), int8
+//                vpmaddwd on 512 bits, GELU and softmax on 16 lanes
 //   avx512_vnni  + AVX-512 VNNI: int8 products by vpdpwssd (multiply and add fused)
 //   amx          + AMX-TILE / AMX-INT8 (and the kernel's permission from Linux): int8 products
 //                in tiles, each 16-bit activation as a signed high byte and an unsigned low one
 // Every path computes the same numbers: the f32 GEMMs add each element's products in k order
 // from its bias with one rounding per fused multiply-add, and the int8 ones sum exact integers,
-// so the paths agree bit for bit on every product (tests/engine/cpu_paths_test.cc); the
-// row-wise passes (norms, activations, softmax) are the avx2 code on every path.
+// so the paths agree bit for bit on every product (tests/engine/cpu_paths_test.cc); the 16-lane
+// GELU and softmax are the 8-lane operations on more lanes (the same bits), and the other
+// row-wise passes (norms, the int16 quantization) are the avx2 code on every path.
 //
 // QUIVER_CPU_ISA names a path to force (tests, benchmarks, a user who wants the AVX2 path on an
 // AVX-512 host, e.g. where 512-bit code lowers the clock): a path the build or the host lacks,
