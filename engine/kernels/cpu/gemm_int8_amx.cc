@@ -11,8 +11,11 @@
 // Tiles (palette 1): per block of 16 rows x 32 columns, C = tmm0/tmm1 (hi sums of the two
 // panels) and tmm2/tmm3 (lo sums), A = tmm4 (hi bytes) and tmm5 (lo bytes), 16 rows x 64 k;
 // B = tmm6/tmm7, one panel's 16 columns x 64 k in the 4-byte groups the instruction reads
-// (QuantizedWeights::amx_panel). The rows are split into hi / lo once per call, in a buffer of
-// the calling thread, and reused for every column block of the call.
+// (QuantizedWeights::amx_panel). The engine quantizes rows straight into hi / lo bytes
+// (QuantizeRowsSplit, 16 lanes, the same values as QuantizeRows) and multiplies them with
+// QuantizedGemmSplit; QuantizedGemm's int16 rows are split here once per call, in a buffer of
+// the calling thread. A tile reads 16 rows at a time, so rows up to the next multiple of 16
+// past m must be readable (their sums are never stored).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>

@@ -85,8 +85,9 @@ struct F32Product {
 // block: no two tiles share a row), while they are in cache; else Quantized() did all rows.
 struct Int8Product {
   // 64 rows at a time: an FFN's 64 x 1536 f32 output (384 KB) is still in L2 for its GELU, its
-  // residual or its LayerNorm (at 256 rows it was not: measured in docs/benchmarks.md); the
-  // int8 kernels gain nothing from longer steps. A multiple of 16, as the amx path's tiles read.
+  // residual or its LayerNorm (at 256 rows, perf showed the GELU waiting on its loads on the
+  // Xeon of docs/benchmarks.md); the int8 kernels gain nothing from longer steps. A multiple of
+  // 16, as the amx path's tiles read.
   static constexpr int64_t kStepRows = 64;
   const float* x;
   int16_t* q;
