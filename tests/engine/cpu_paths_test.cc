@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -109,6 +110,33 @@ TEST(CpuPathsTest, Int8ProductsHaveTheSameBitsOnEveryPath) {
   }
 }
 
+// Rows quantized to int16 (QuantizeRows) on every path: the avx2 path's values and scales, at
+// odd lengths, for ordinary rows, an all-zero one, one too small to scale and one infinite.
+TEST(CpuPathsTest, QuantizedRowsHaveTheSameBitsOnEveryPath) {
+  PathGuard guard;
+  for (int64_t k :
+       {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{33}, int64_t{384}, int64_t{1537}}) {
+    const int64_t m = 6, width = (k + 1) / 2 * 2;
+    std::vector<float> x = Random(m * k, 61, 4.0f);
+    std::fill(x.begin() + k, x.begin() + 2 * k, 0.0f);
+    std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 1e-39f);
+    x[3 * k] = std::numeric_limits<float>::infinity();
+    auto run = [&](CpuPath path) {
+      EXPECT_TRUE(SetActiveCpuPath(path).ok());
+      std::vector<int16_t> q(m * width, 7);
+      std::vector<float> scale(m, -1.0f);
+      QuantizeRows(x.data(), k, k, 8191, 0, m, q.data(), scale.data());
+      std::vector<float> out(scale);
+      for (int16_t v : q) out.push_back(static_cast<float>(v));
+      return out;
+    };
+    const std::vector<float> reference = run(SupportedCpuPaths().front());
+    for (CpuPath path : SupportedCpuPaths()) {
+      EXPECT_TRUE(SameBits(run(path), reference)) << CpuPathName(path) << " at k=" << k;
+    }
+  }
+}
+
 // The amx path's own quantization (rows split into high and low bytes as they are quantized)
 // and its product over them give the int16 rows' bits on the avx2 path.
 TEST(CpuPathsTest, SplitRowsOnTheAmxPathGiveTheSameBits) {
@@ -120,10 +148,11 @@ TEST(CpuPathsTest, SplitRowsOnTheAmxPathGiveTheSameBits) {
   for (const auto& [m, n, k] : Shapes()) {
     std::vector<float> x = Random(m * k, 31, 3.0f);
     const std::vector<float> w = Random(n * k, 32, 0.2f), bias = Random(n, 33, 1.0f);
-    if (m > 2) {  // an all-zero row and one with a single value
+    if (m > 3) {  // an all-zero row, one with a single value, one with an infinity
       std::fill(x.begin() + k, x.begin() + 2 * k, 0.0f);
       std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
       x[2 * k + k / 2] = -5.0f;
+      x[3 * k + k - 1] = -std::numeric_limits<float>::infinity();
     }
     ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAmx).ok());
     const QuantizedWeights packed(w.data(), n, k);

@@ -168,6 +168,10 @@ QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n)
 
 void QuantizeRows(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t r0, int64_t r1,
                   int16_t* q, float* scale) {
+  if (ActiveCpuPath() >= CpuPath::kAvx512) {
+    QuantizeRowsAvx512(x, ldx, k, levels, r0, r1, q, scale);
+    return;
+  }
   const int64_t width = (k + 1) / 2 * 2;
   for (int64_t r = r0; r < r1; ++r) {
     const float* row = x + r * ldx;
@@ -177,6 +181,10 @@ void QuantizeRows(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_
     // or infinite is quantized as zeros.
     const float inv = ActivationInverse(amax, levels);
     scale[r] = ActivationScale(amax, levels, inv);
+    if (inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
+      std::fill(out, out + width, int16_t{0});
+      continue;
+    }
     int64_t i = 0;
 #if QUIVER_VEC_AVX2
     const __m256 vinv = _mm256_set1_ps(inv);

@@ -162,6 +162,11 @@ QUIVER_AVX512 void QuantizeSplit(const float* x, int64_t ldx, int64_t k, int32_t
     const __m512 vinv = _mm512_set1_ps(inv);
     int8_t* out_hi = hi + r * depth;
     uint8_t* out_lo = lo + r * depth;
+    if (inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
+      std::fill(out_hi, out_hi + depth, int8_t{0});
+      std::fill(out_lo, out_lo + depth, uint8_t{0});
+      continue;
+    }
     const __m512i low_byte = _mm512_set1_epi32(0xff);
     for (int64_t i = 0; i < depth; i += 16) {
       const __mmask16 mask =

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -133,6 +134,37 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
   }
 }
 
+QUIVER_AVX512 void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int32_t levels,
+                                      int64_t r0, int64_t r1, int16_t* q, float* scale) {
+  const int64_t width = (k + 1) / 2 * 2;
+  const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = x + r * ldx;
+    int16_t* out = q + r * width;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < k; i += 16) {
+      const auto mask = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
+      acc = _mm512_max_ps(acc, _mm512_and_ps(_mm512_maskz_loadu_ps(mask, row + i), magnitude));
+    }
+    const float amax = _mm512_reduce_max_ps(acc);  // a maximum: the same in any order
+    const float inv = ActivationInverse(amax, levels);
+    scale[r] = ActivationScale(amax, levels, inv);
+    if (inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
+      std::fill(out, out + width, int16_t{0});
+      continue;
+    }
+    const __m512 vinv = _mm512_set1_ps(inv);
+    for (int64_t i = 0; i < k; i += 16) {
+      const auto mask = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
+      // Round to nearest even (the MXCSR default), as QuantizeRows; |p| <= levels fits int16.
+      const __m512i p =
+          _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, row + i), vinv));
+      _mm256_mask_storeu_epi16(out + i, mask, _mm512_cvtsepi32_epi16(p));
+    }
+    if (width > k) out[k] = 0;
+  }
+}
+
 }  // namespace quiver::engine::cpu
 
 #else  // not x86-64: never called (cpu_features.h offers no avx512 path)
@@ -142,6 +174,10 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
                          const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
                          int64_t c1, bool) {
   QuantizedGemm(q, scale, w, bias, y, ldy, m, c0, c1);
+}
+void QuantizeRowsAvx512(const float*, int64_t, int64_t, int32_t, int64_t, int64_t, int16_t*,
+                        float*) {
+  std::abort();  // the avx512 paths exist on x86-64 only
 }
 }  // namespace quiver::engine::cpu
 

@@ -35,6 +35,10 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
                          const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
                          int64_t c1, bool vnni);
 
+// QuantizeRows (gemm_int8.h) on 16 lanes: the same values and scales.
+void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t r0,
+                        int64_t r1, int16_t* q, float* scale);
+
 // AMX-INT8: 16 x 16 tiles of int32 sums, each int16 activation split as 256 · hi + lo (hi a
 // signed byte, lo an unsigned one) into two tile products, tdpbssd and tdpbusd; the integers
 // are the same as the other paths' (exact), so is the f32 epilogue.
