@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -69,10 +70,30 @@ QUIVER_AVX512 void MicroKernel(const float* a, int64_t lda, const float* b0, con
 #undef QUIVER_ROWS
 }
 
-// out[kk · kRows + i] = x[i · ldx + kk] for rows i < `rows` (<= kRows) and kk < kc, 16 k at a
-// time through a 16 x 16 transpose in registers (rows past `rows` read as zeros; out's rows
-// past kRows are not written). A copy: the products see the same values.
-QUIVER_AVX512 void PackRows(const float* x, int64_t ldx, int64_t rows, int64_t kc, float* out) {
+using Kernel = void (*)(const float*, int64_t, const float*, const float*, int64_t, float*, int64_t,
+                        const float*, __mmask16, __mmask16);
+
+template <bool kTwo, bool kPacked, int... R>
+constexpr std::array<Kernel, sizeof...(R)> MakeTable(std::integer_sequence<int, R...>) {
+  return {&MicroKernel<R + 1, kTwo, kPacked>...};
+}
+
+template <bool kTwo, bool kPacked>
+constexpr auto kTable = MakeTable<kTwo, kPacked>(std::make_integer_sequence<int, kRows>());
+
+// Packing x costs about as much per element as a few columns of products: it pays where a call
+// covers many columns (throughput: whole rows of a wide layer), not for the narrow column tiles
+// of batch-1 latency (measured: docs/benchmarks.md).
+constexpr int64_t kMinPackedCols = 8 * kPanel;
+
+}  // namespace
+
+// out[kk · out_rows + i] = x[i · ldx + kk] for rows i < `rows` (<= out_rows <= 16) and kk < kc, 16
+// k at a time through a 16 x 16 transpose in registers (rows past `rows` read as zeros; out's rows
+// past out_rows are not written). A copy, bit for bit (no arithmetic): the products see the same
+// values, and int32 data may pass through it as floats.
+QUIVER_AVX512 void PackRowsAvx512(const float* x, int64_t ldx, int64_t rows, int64_t kc, float* out,
+                                  int64_t out_rows) {
   for (int64_t kk = 0; kk < kc; kk += 16) {
     const int64_t n = std::min<int64_t>(16, kc - kk);
     const auto load_mask = static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
@@ -100,28 +121,10 @@ QUIVER_AVX512 void PackRows(const float* x, int64_t ldx, int64_t rows, int64_t k
       r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
       r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
     }
-    constexpr auto kRowMask = static_cast<__mmask16>((1u << kRows) - 1);
-    for (int j = 0; j < n; ++j) _mm512_mask_storeu_ps(out + (kk + j) * kRows, kRowMask, r[j]);
+    const auto row_mask = static_cast<__mmask16>((1u << out_rows) - 1);
+    for (int j = 0; j < n; ++j) _mm512_mask_storeu_ps(out + (kk + j) * out_rows, row_mask, r[j]);
   }
 }
-
-using Kernel = void (*)(const float*, int64_t, const float*, const float*, int64_t, float*, int64_t,
-                        const float*, __mmask16, __mmask16);
-
-template <bool kTwo, bool kPacked, int... R>
-constexpr std::array<Kernel, sizeof...(R)> MakeTable(std::integer_sequence<int, R...>) {
-  return {&MicroKernel<R + 1, kTwo, kPacked>...};
-}
-
-template <bool kTwo, bool kPacked>
-constexpr auto kTable = MakeTable<kTwo, kPacked>(std::make_integer_sequence<int, kRows>());
-
-// Packing x costs about as much per element as a few columns of products: it pays where a call
-// covers many columns (throughput: whole rows of a wide layer), not for the narrow column tiles
-// of batch-1 latency (measured: docs/benchmarks.md).
-constexpr int64_t kMinPackedCols = 8 * kPanel;
-
-}  // namespace
 
 void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,
                       float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
@@ -137,7 +140,8 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
     const int64_t kc = std::min(kDepth, k - k0);
     if (pack) {
       for (int64_t r = 0; r < m; r += kRows) {
-        PackRows(x + r * ldx + k0, ldx, std::min(kRows, m - r), kc, packed.data() + r * kc);
+        PackRowsAvx512(x + r * ldx + k0, ldx, std::min(kRows, m - r), kc, packed.data() + r * kc,
+                       kRows);
       }
     }
     for (int64_t col = c0; col < c1; col += 2 * kPanel) {
@@ -173,6 +177,7 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
                       float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
   PackedGemm(x, ldx, w, bias, y, ldy, m, c0, c1, accumulate);
 }
+void PackRowsAvx512(const float*, int64_t, int64_t, int64_t, float*, int64_t) { std::abort(); }
 }  // namespace quiver::engine::cpu
 
 #endif

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "engine/kernels/cpu/isa_paths.h"
 
@@ -64,7 +65,7 @@ QUIVER_AVX512 inline void Epilogue(__m512i acc, float row_scale, const float* co
 
 // Rows [0, R) of y over one or two panels (kTwo): int32 sums over all k pairs, then the
 // epilogue. Accumulators are named variables, as in gemm_avx512.cc.
-template <int R, bool kTwo, bool kVnni>
+template <int R, bool kTwo, bool kVnni, bool kPacked>
 QUIVER_AVX512_VNNI void MicroKernel(const int16_t* a, int64_t lda, const int8_t* b0,
                                     const int8_t* b1, int64_t pairs, const float* row_scale,
                                     const float* col_scale, const float* bias, float* y,
@@ -81,13 +82,13 @@ QUIVER_AVX512_VNNI void MicroKernel(const int16_t* a, int64_t lda, const int8_t*
     const __m512i w1 = kTwo ? _mm512_cvtepi8_epi16(_mm256_load_si256(
                                   reinterpret_cast<const __m256i*>(b1 + p * 2 * kPanel)))
                             : w0;
-#define QUIVER_MADD(i)                                              \
-  if constexpr (R > i) {                                            \
-    int32_t pair;                                                   \
-    std::memcpy(&pair, a + i * lda + 2 * p, sizeof(pair));          \
-    const __m512i x = _mm512_set1_epi32(pair);                      \
-    c##i##a = Madd<kVnni>::Add(c##i##a, x, w0);                     \
-    if constexpr (kTwo) c##i##b = Madd<kVnni>::Add(c##i##b, x, w1); \
+#define QUIVER_MADD(i)                                                              \
+  if constexpr (R > i) {                                                            \
+    int32_t pair;                                                                   \
+    std::memcpy(&pair, kPacked ? a + 2 * (p * kRows + i) : a + i * lda + 2 * p, 4); \
+    const __m512i x = _mm512_set1_epi32(pair);                                      \
+    c##i##a = Madd<kVnni>::Add(c##i##a, x, w0);                                     \
+    if constexpr (kTwo) c##i##b = Madd<kVnni>::Add(c##i##b, x, w1);                 \
   }
     QUIVER_ROWS(QUIVER_MADD)
 #undef QUIVER_MADD
@@ -109,13 +110,21 @@ using Kernel = void (*)(const int16_t*, int64_t, const int8_t*, const int8_t*, i
                         const float*, const float*, const float*, float*, int64_t, __mmask16,
                         __mmask16);
 
-template <bool kTwo, bool kVnni, int... R>
+template <bool kTwo, bool kVnni, bool kPacked, int... R>
 constexpr std::array<Kernel, sizeof...(R)> MakeTable(std::integer_sequence<int, R...>) {
-  return {&MicroKernel<R + 1, kTwo, kVnni>...};
+  return {&MicroKernel<R + 1, kTwo, kVnni, kPacked>...};
 }
 
-template <bool kTwo, bool kVnni>
-constexpr auto kTable = MakeTable<kTwo, kVnni>(std::make_integer_sequence<int, kRows>());
+template <bool kTwo, bool kVnni, bool kPacked>
+constexpr auto kTable = MakeTable<kTwo, kVnni, kPacked>(std::make_integer_sequence<int, kRows>());
+
+template <bool kVnni, bool kPacked>
+const std::array<Kernel, kRows>& Table(bool two) {
+  return two ? kTable<true, kVnni, kPacked> : kTable<false, kVnni, kPacked>;
+}
+
+// As in gemm_avx512.cc: packing the rows pays where a call spans many columns.
+constexpr int64_t kMinPackedCols = 8 * kPanel;
 
 }  // namespace
 
@@ -123,6 +132,17 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
                          const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
                          int64_t c1, bool vnni) {
   const int64_t pairs = w.k_pairs(), lda = 2 * pairs;
+  // The rows' int16 pairs, as int32, packed per block of 12 rows as [pairs][12]: the broadcasts
+  // read one sequential stream, not 12 strided ones (the packing is a bitwise copy).
+  const bool pack = c1 - c0 >= kMinPackedCols;
+  thread_local std::vector<int16_t> packed;
+  if (pack) {
+    packed.resize(static_cast<size_t>((m + kRows - 1) / kRows * kRows * lda));
+    for (int64_t r = 0; r < m; r += kRows) {
+      PackRowsAvx512(reinterpret_cast<const float*>(q + r * lda), pairs, std::min(kRows, m - r),
+                     pairs, reinterpret_cast<float*>(packed.data() + r * lda), kRows);
+    }
+  }
   for (int64_t col = c0; col < c1; col += 2 * kPanel) {
     const int64_t cols = std::min(2 * kPanel, c1 - col);
     const bool two = cols > kPanel;
@@ -131,13 +151,13 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
     const auto mask0 = static_cast<__mmask16>((1u << std::min(cols, kPanel)) - 1);
     const auto mask1 = static_cast<__mmask16>(two ? (1u << (cols - kPanel)) - 1 : 0);
     const std::array<Kernel, kRows>& table =
-        vnni ? (two ? kTable<true, true> : kTable<false, true>)
-             : (two ? kTable<true, false> : kTable<false, false>);
+        vnni ? (pack ? Table<true, true>(two) : Table<true, false>(two))
+             : (pack ? Table<false, true>(two) : Table<false, false>(two));
     const float* col_bias = bias != nullptr ? bias + col : nullptr;
     for (int64_t r = 0; r < m; r += kRows) {
-      table[std::min(kRows, m - r) - 1](q + r * lda, lda, b0, b1, pairs, scale + r,
-                                        w.scales() + col, col_bias, y + r * ldy + col, ldy, mask0,
-                                        mask1);
+      const int16_t* a = pack ? packed.data() + r * lda : q + r * lda;
+      table[std::min(kRows, m - r) - 1](a, lda, b0, b1, pairs, scale + r, w.scales() + col,
+                                        col_bias, y + r * ldy + col, ldy, mask0, mask1);
     }
   }
 }

@@ -1,7 +1,7 @@
 // The wider paths' bodies of PackedGemm (gemm.h), QuantizedGemm (gemm_int8.h) and the GELU
-// (vec.h), private to engine/kernels/cpu: each has its caller's contract and gives the same numbers bit for bit
-// (cpu_features.h). They are compiled for the default target with their own functions marked
-// for the wider one (__attribute__((target))), so no template or inline function shared with
+// (vec.h), private to engine/kernels/cpu: each has its caller's contract and gives the same numbers
+// bit for bit (cpu_features.h). They are compiled for the default target with their own functions
+// marked for the wider one (__attribute__((target))), so no template or inline function shared with
 // the rest of the binary is ever emitted with instructions an older host lacks; they run only
 // where ActiveCpuPath() allows.
 #pragma once
@@ -28,6 +28,11 @@ inline float ActivationScale(float amax, int32_t levels, float inv) {
 // AVX-512 F: R x 32 blocks of y (two panels at a time, 12 rows), the products in k order.
 void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,
                       float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate);
+
+// out[kk · out_rows + i] = x[i · ldx + kk] for i < rows <= out_rows <= 16, kk < kc (GotoBLAS'
+// packed A): a bitwise copy through a 16 x 16 register transpose.
+void PackRowsAvx512(const float* x, int64_t ldx, int64_t rows, int64_t kc, float* out,
+                    int64_t out_rows);
 
 // AVX-512 BW (vpmaddwd + vpaddd) or, with `vnni`, AVX-512 VNNI (vpdpwssd): the int16 x int8
 // products of gemm_int8.h 32 columns at a time.
