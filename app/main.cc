@@ -82,13 +82,14 @@ void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {
   cmd.add_option("--quantize", device.quantize,
                  "CPU: 'int8' keeps the encoder's Linear weights in int8 per output channel and "
                  "quantizes activations per token as each layer runs (attention, norms and task "
-                 "heads stay f32); the fidelity gate compares it with f32 at start-up")
+                 "heads stay f32); the fidelity gate compares it with f32 at start-up. A model "
+                 "folder's quiver.json may set it ({\"quantize\": \"int8\"}); this flag wins")
       ->check(CLI::IsMember({"none", "int8"}))
       ->capture_default_str();
   cmd.add_option("--min-int8-cosine", device.min_int8_cosine,
                  "with --quantize int8: the smallest cosine to the f32 engine, on fixed corpus "
                  "texts, at which the server becomes ready (below it, /ready stays 503 and the "
-                 "numbers are logged)")
+                 "numbers are logged; also min_int8_cosine in the folder's quiver.json)")
       ->check(CLI::Range(-1.0, 1.0))
       ->capture_default_str();
 }
