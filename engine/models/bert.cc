@@ -32,21 +32,21 @@ struct WeightNames {
 };
 
 constexpr WeightNames kBertNames = {
-    "encoder.layer.",           "attention.self.query", "attention.self.key",
-    "attention.self.value",     "attention.output.dense", "attention.output.LayerNorm",
-    "intermediate.dense",       "output.dense",         "output.LayerNorm"};
+    "encoder.layer.",       "attention.self.query",   "attention.self.key",
+    "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
+    "intermediate.dense",   "output.dense",           "output.LayerNorm"};
 // transformers' DistilBertModel: transformer.layer.i.{attention.{q,k,v,out}_lin, sa_layer_norm,
 // ffn.lin1, ffn.lin2, output_layer_norm}.
 constexpr WeightNames kDistilBertNames = {
-    "transformer.layer.", "attention.q_lin", "attention.k_lin", "attention.v_lin",
-    "attention.out_lin",  "sa_layer_norm",   "ffn.lin1",        "ffn.lin2",
-    "output_layer_norm"};
+    "transformer.layer.", "attention.q_lin",   "attention.k_lin",
+    "attention.v_lin",    "attention.out_lin", "sa_layer_norm",
+    "ffn.lin1",           "ffn.lin2",          "output_layer_norm"};
 // transformers' MPNetModel: encoder.layer.i.{attention.attn.{q,k,v,o}, attention.LayerNorm,
 // intermediate.dense, output.dense, output.LayerNorm}.
 constexpr WeightNames kMpnetNames = {
-    "encoder.layer.",     "attention.attn.q",   "attention.attn.k", "attention.attn.v",
-    "attention.attn.o",   "attention.LayerNorm", "intermediate.dense", "output.dense",
-    "output.LayerNorm"};
+    "encoder.layer.",     "attention.attn.q", "attention.attn.k",
+    "attention.attn.v",   "attention.attn.o", "attention.LayerNorm",
+    "intermediate.dense", "output.dense",     "output.LayerNorm"};
 
 // MPNet's relative position buckets: transformers computes them with 32 buckets and a maximum
 // distance of 128 whatever the config says (MPNetEncoder.compute_position_bias), so the bias
@@ -85,8 +85,7 @@ struct SizeFields {
 };
 constexpr SizeFields kBertFields = {"vocab_size", "hidden_size", "num_hidden_layers",
                                     "num_attention_heads", "intermediate_size"};
-constexpr SizeFields kDistilBertFields = {"vocab_size", "dim", "n_layers", "n_heads",
-                                          "hidden_dim"};
+constexpr SizeFields kDistilBertFields = {"vocab_size", "dim", "n_layers", "n_heads", "hidden_dim"};
 
 absl::Status CheckSizes(const BertConfig& c, const SizeFields& f) {
   QUIVER_RETURN_IF_ERROR(RequirePositive(f.vocab, c.vocab_size));
@@ -96,8 +95,8 @@ absl::Status CheckSizes(const BertConfig& c, const SizeFields& f) {
   QUIVER_RETURN_IF_ERROR(RequirePositive(f.intermediate, c.intermediate));
   QUIVER_RETURN_IF_ERROR(RequirePositive("max_position_embeddings", c.max_position_embeddings));
   if (c.hidden % c.num_heads != 0) {
-    return absl::InvalidArgumentError(StrCat(f.hidden, " ", c.hidden, " is not a multiple of ",
-                                             f.heads, " ", c.num_heads));
+    return absl::InvalidArgumentError(
+        StrCat(f.hidden, " ", c.hidden, " is not a multiple of ", f.heads, " ", c.num_heads));
   }
   return absl::OkStatus();
 }
@@ -152,10 +151,9 @@ absl::StatusOr<BertConfig> ParseMpnetConfig(const JsonValue& json, Head head) {
   QUIVER_ASSIGN_OR_RETURN(int64_t buckets,
                           JsonInt(json, "relative_attention_num_buckets", kMpnetBuckets));
   if (buckets != kMpnetBuckets) {
-    return absl::InvalidArgumentError(
-        StrCat("field 'relative_attention_num_buckets': transformers' MPNet computes ",
-               kMpnetBuckets, " buckets whatever the config says; a table of ", buckets,
-               " rows is not supported"));
+    return absl::InvalidArgumentError(StrCat(
+        "field 'relative_attention_num_buckets': transformers' MPNet computes ", kMpnetBuckets,
+        " buckets whatever the config says; a table of ", buckets, " rows is not supported"));
   }
   QUIVER_RETURN_IF_ERROR(CheckGeluActivation(c.hidden_act));
   c.type_vocab_size = 0;
@@ -217,11 +215,11 @@ class BertModel final : public Model {
     emb_ln_b_ = w.Get("embeddings.LayerNorm.bias", {h});
     if (c_.family == Family::kMpnet) {
       const int64_t heads = c_.num_heads;
-      position_bias_ = w.Derived(
-          "encoder.relative_attention_bias.weight", {kMpnetBuckets, heads},
-          {heads, 2 * kMpnetMaxDistance + 1}, [heads](const float* weight) {
-            return RelativePositionBiasTable(weight, kMpnetBuckets, heads, kMpnetMaxDistance);
-          });
+      position_bias_ = w.Derived("encoder.relative_attention_bias.weight", {kMpnetBuckets, heads},
+                                 {heads, 2 * kMpnetMaxDistance + 1}, [heads](const float* weight) {
+                                   return RelativePositionBiasTable(weight, kMpnetBuckets, heads,
+                                                                    kMpnetMaxDistance);
+                                 });
     }
     for (int64_t i = 0; i < c_.num_layers; ++i) {
       const std::string p = StrCat(n.layer, i, ".");
@@ -331,14 +329,17 @@ class BertModel final : public Model {
       ops::Linear(exec, x_act, l.qkv, qkv);
       ops::Attention(exec, ctx.attention, plan, qkv.Columns(0, h), qkv.Columns(h, 2 * h),
                      qkv.Columns(2 * h, 3 * h), attended);
-      ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch, x_copy);
       if (relu) {
+        ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch, x_copy);
         ops::Linear(exec, x_act, l.intermediate, inter);
         ops::Relu(exec, inter);
         ops::LinearAddLayerNorm(exec, inter, l.out, x, l.ln2_g, l.ln2_b, eps, scratch, x_copy);
       } else {
+        // The output projection, LayerNorm and the feed-forward: fused per block of rows where
+        // the op can (int8 on the CPU), else the three layers.
+        const ops::AttentionOutputArgs first{attended, &l.o, l.ln1_g, l.ln1_b};
         ops::FeedForwardAddLayerNorm(exec, x_act, l.intermediate, up_epilogue, l.out, x, l.ln2_g,
-                                     l.ln2_b, eps, inter, scratch, x_copy);
+                                     l.ln2_b, eps, inter, scratch, x_copy, &first);
       }
     }
     return x;
@@ -370,8 +371,8 @@ class BertModel final : public Model {
     const DType act = exec.act_dtype();
     const int64_t h = c_.hidden;
     const float eps = static_cast<float>(c_.layer_norm_eps);
-    const ops::Epilogue gelu = c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf
-                                                       : ops::Epilogue::kGeluTanh;
+    const ops::Epilogue gelu =
+        c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf : ops::Epilogue::kGeluTanh;
     const int32_t* bounds = ctx.seq_bounds.i32();
     for (int64_t s = 0; s < ctx.seq_bounds.dim(0); ++s) {
       const int64_t begin = bounds[2 * s], end = bounds[2 * s + 1];
@@ -459,15 +460,14 @@ void RegisterBertModels(ModelRegistry& registry) {
                 MakeBert<true, Head::kRobertaClassifier>});
   // CamemBERT is RoBERTa under its own name (position offset padding_idx + 1 included).
   registry.Add({"CamembertModel", "roberta.", MakeBert<true, Head::kNone>});
-  registry.Add({"CamembertForSequenceClassification", "roberta.",
-                MakeBert<true, Head::kRobertaClassifier>});
+  registry.Add(
+      {"CamembertForSequenceClassification", "roberta.", MakeBert<true, Head::kRobertaClassifier>});
   registry.Add({"DistilBertModel", "distilbert.", MakeDistilBert<Head::kNone>});
   registry.Add({"DistilBertForSequenceClassification", "distilbert.",
                 MakeDistilBert<Head::kDistilBertClassifier>});
   registry.Add({"MPNetModel", "mpnet.", MakeMpnet<Head::kNone>});
   // MPNetClassificationHead is RoBERTa's: classifier.dense, tanh, classifier.out_proj.
-  registry.Add(
-      {"MPNetForSequenceClassification", "mpnet.", MakeMpnet<Head::kRobertaClassifier>});
+  registry.Add({"MPNetForSequenceClassification", "mpnet.", MakeMpnet<Head::kRobertaClassifier>});
 }
 
 }  // namespace quiver::engine

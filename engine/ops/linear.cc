@@ -266,15 +266,25 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
 void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWeights& up,
                              Epilogue epilogue, const LinearWeights& down, const Tensor& io,
                              const Tensor& gamma, const Tensor& beta, float eps,
-                             const Tensor& inter, const Tensor& scratch, const Tensor& normed) {
+                             const Tensor& inter, const Tensor& scratch, const Tensor& normed,
+                             const AttentionOutputArgs* first) {
   if (epilogue == Epilogue::kResidual) {
     internal::Fail("FeedForwardAddLayerNorm", "the up projection's epilogue cannot be kResidual");
   }
-  const bool fused = ctx.device == Device::kCpu && up.precision == WeightPrecision::kInt8 &&
-                     down.precision == WeightPrecision::kInt8 && normed.empty() && up.ready() &&
-                     down.ready() && x.data<void>() == io.data<void>() &&
-                     cpu::FeedForwardIsFused(*ctx.pool, x.dim(0));
+  if (first != nullptr && first->o == nullptr) {
+    internal::Fail("FeedForwardAddLayerNorm", "first->o is null");
+  }
+  const bool fused =
+      ctx.device == Device::kCpu && up.precision == WeightPrecision::kInt8 &&
+      down.precision == WeightPrecision::kInt8 && normed.empty() && up.ready() && down.ready() &&
+      x.data<void>() == io.data<void>() &&
+      (first == nullptr || (first->o->precision == WeightPrecision::kInt8 && first->o->ready())) &&
+      cpu::FeedForwardIsFused(*ctx.pool, x.dim(0));
   if (!fused) {
+    if (first != nullptr) {
+      LinearAddLayerNorm(ctx, first->attended, *first->o, io, first->gamma, first->beta, eps,
+                         scratch, normed);
+    }
     Linear(ctx, x, up, inter, epilogue);
     LinearAddLayerNorm(ctx, inter, down, io, gamma, beta, eps, scratch, normed);
     return;
@@ -284,25 +294,46 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
   CheckWeights("FeedForwardAddLayerNorm", ctx, down);
   const int64_t num_tokens = io.dim(0), n = down.out_features;
   if (up.in_features != n || down.in_features != up.out_features) {
-    internal::Fail("FeedForwardAddLayerNorm", StrCat("up [", up.out_features, ", ",
-                                                     up.in_features, "] and down [", n, ", ",
-                                                     down.in_features, "] do not chain"));
+    internal::Fail("FeedForwardAddLayerNorm",
+                   StrCat("up [", up.out_features, ", ", up.in_features, "] and down [", n, ", ",
+                          down.in_features, "] do not chain"));
   }
   CheckContiguous("FeedForwardAddLayerNorm", "io", ctx, io, DType::kF32, {num_tokens, n});
   CheckContiguous("FeedForwardAddLayerNorm", "inter", ctx, inter, DType::kF32,
                   {num_tokens, up.out_features});
-  CheckContiguous("FeedForwardAddLayerNorm", "scratch", ctx, scratch, DType::kF32,
-                  {num_tokens, n});
+  CheckContiguous("FeedForwardAddLayerNorm", "scratch", ctx, scratch, DType::kF32, {num_tokens, n});
   Check("FeedForwardAddLayerNorm", "gamma", ctx, gamma, DType::kF32, {n});
   Check("FeedForwardAddLayerNorm", "beta", ctx, beta, DType::kF32, {n});
   internal::CheckDisjoint("FeedForwardAddLayerNorm", "io", io, "inter", inter);
   internal::CheckDisjoint("FeedForwardAddLayerNorm", "io", io, "scratch", scratch);
   internal::CheckDisjoint("FeedForwardAddLayerNorm", "inter", inter, "scratch", scratch);
-  cpu::FeedForwardAddLayerNorm(*ctx.pool, io.f32(), CpuQuantized(up),
-                               up.bias.empty() ? nullptr : up.bias.f32(), epilogue,
-                               CpuQuantized(down), down.bias.empty() ? nullptr : down.bias.f32(),
-                               gamma.f32(), beta.f32(), inter.f32(), scratch.f32(), num_tokens,
-                               eps);
+  cpu::AttentionOutput attention_output;
+  if (first != nullptr) {
+    const LinearWeights& o = *first->o;
+    CheckWeights("FeedForwardAddLayerNorm", ctx, o);
+    if (o.out_features != n) {
+      internal::Fail("FeedForwardAddLayerNorm",
+                     StrCat("first->o [", o.out_features, ", ", o.in_features, "] does not give [",
+                            n, "] rows"));
+    }
+    CheckContiguous("FeedForwardAddLayerNorm", "first->attended", ctx, first->attended, DType::kF32,
+                    {num_tokens, o.in_features});
+    Check("FeedForwardAddLayerNorm", "first->gamma", ctx, first->gamma, DType::kF32, {n});
+    Check("FeedForwardAddLayerNorm", "first->beta", ctx, first->beta, DType::kF32, {n});
+    internal::CheckDisjoint("FeedForwardAddLayerNorm", "first->attended", first->attended, "io",
+                            io);
+    internal::CheckDisjoint("FeedForwardAddLayerNorm", "first->attended", first->attended,
+                            "scratch", scratch);
+    internal::CheckDisjoint("FeedForwardAddLayerNorm", "first->attended", first->attended, "inter",
+                            inter);
+    attention_output = {first->attended.f32(), &CpuQuantized(o),
+                        o.bias.empty() ? nullptr : o.bias.f32(), first->gamma.f32(),
+                        first->beta.f32()};
+  }
+  cpu::FeedForwardAddLayerNorm(
+      *ctx.pool, io.f32(), CpuQuantized(up), up.bias.empty() ? nullptr : up.bias.f32(), epilogue,
+      CpuQuantized(down), down.bias.empty() ? nullptr : down.bias.f32(), gamma.f32(), beta.f32(),
+      inter.f32(), scratch.f32(), num_tokens, eps, first != nullptr ? &attention_output : nullptr);
 }
 
 }  // namespace quiver::engine::ops

@@ -67,10 +67,20 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
 // x is io itself on the CPU with int8 weights and the batch is long enough, the two run fused
 // per block of rows (kernels/cpu/kernels.h, FeedForwardAddLayerNorm: the intermediate stays in
 // cache; the same bits). epilogue: kNone, kGeluErf or kGeluTanh.
+//
+// With `first`, the attention's output projection and its residual + LayerNorm run before, as
+// LinearAddLayerNorm(first->attended, *first->o, io, first->gamma, first->beta, eps, scratch,
+// normed) would (fused per block of rows too where the rest is: BERT's whole post-LN layer after
+// attention).
+struct AttentionOutputArgs {
+  Tensor attended;  // [num_tokens, o->in_features]
+  const LinearWeights* o = nullptr;
+  Tensor gamma, beta;  // f32 [out]
+};
 void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWeights& up,
                              Epilogue epilogue, const LinearWeights& down, const Tensor& io,
                              const Tensor& gamma, const Tensor& beta, float eps,
-                             const Tensor& inter, const Tensor& scratch,
-                             const Tensor& normed = {});
+                             const Tensor& inter, const Tensor& scratch, const Tensor& normed = {},
+                             const AttentionOutputArgs* first = nullptr);
 
 }  // namespace quiver::engine::ops

@@ -235,9 +235,14 @@ TEST(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
                            wd = Random(n * width, 53, 0.1f), bd = Random(n, 54, 0.5f),
                            gamma = Random(n, 55, 1.0f), beta = Random(n, 56, 0.5f);
   const QuantizedWeights up(wu.data(), width, n), down(wd.data(), n, width);
+  const int64_t attended_width = 72;  // the attention's output width need not be n
+  const std::vector<float> wo = Random(n * attended_width, 58, 0.2f), bo = Random(n, 59, 0.5f),
+                           gamma1 = Random(n, 60, 1.0f), beta1 = Random(n, 61, 0.5f);
+  const QuantizedWeights o(wo.data(), n, attended_width);
   for (int64_t m : {int64_t{512}, int64_t{777}}) {
     ASSERT_TRUE(FeedForwardIsFused(pool, m));
     const std::vector<float> x = Random(m * n, 57, 2.0f);
+    const std::vector<float> attended = Random(m * attended_width, 62, 1.5f);
     for (CpuPath path : SupportedCpuPaths()) {
       ASSERT_TRUE(SetActiveCpuPath(path).ok());
       for (Epilogue e : {Epilogue::kGeluErf, Epilogue::kGeluTanh, Epilogue::kNone}) {
@@ -249,6 +254,21 @@ TEST(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
         LinearAddLayerNorm(pool, inter.data(), down, bd.data(), layers.data(), gamma.data(),
                            beta.data(), scratch.data(), m, 1e-12f);
         EXPECT_TRUE(SameBits(fused, layers)) << CpuPathName(path) << " m=" << m;
+
+        // With the attention's output projection and its LayerNorm first.
+        const AttentionOutput first{attended.data(), &o, bo.data(), gamma1.data(), beta1.data()};
+        std::vector<float> fused_all = x;
+        FeedForwardAddLayerNorm(pool, fused_all.data(), up, bu.data(), e, down, bd.data(),
+                                gamma.data(), beta.data(), inter.data(), scratch.data(), m, 1e-12f,
+                                &first);
+        std::vector<float> layers_all = x;
+        LinearAddLayerNorm(pool, attended.data(), o, bo.data(), layers_all.data(), gamma1.data(),
+                           beta1.data(), scratch.data(), m, 1e-12f);
+        Linear(pool, layers_all.data(), up, bu.data(), inter.data(), m, e);
+        LinearAddLayerNorm(pool, inter.data(), down, bd.data(), layers_all.data(), gamma.data(),
+                           beta.data(), scratch.data(), m, 1e-12f);
+        EXPECT_TRUE(SameBits(fused_all, layers_all)) << CpuPathName(path) << " m=" << m;
+        EXPECT_FALSE(SameBits(fused_all, fused));
       }
     }
   }

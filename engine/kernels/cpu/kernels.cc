@@ -202,10 +202,9 @@ template <typename Product>
 void RunLinear(ThreadPool& pool, const Tiles& t, const Product& product, const float* bias,
                float* y, int64_t m, Epilogue epilogue, const float* residual) {
   const int64_t n = product.n();
-  TiledGemm(pool, t, product, bias, y, m,
-            [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
-              ApplyEpilogue(y, residual, n, r0, rows, c0, cols, epilogue);
-            });
+  TiledGemm(pool, t, product, bias, y, m, [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+    ApplyEpilogue(y, residual, n, r0, rows, c0, cols, epilogue);
+  });
 }
 
 template <typename Product>
@@ -304,21 +303,29 @@ bool FeedForwardIsFused(const ThreadPool& pool, int64_t m) {
 }
 
 void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights& up,
-                             const float* up_bias, Epilogue epilogue,
-                             const QuantizedWeights& down, const float* down_bias,
-                             const float* gamma, const float* beta, float* inter, float* scratch,
-                             int64_t m, float eps) {
+                             const float* up_bias, Epilogue epilogue, const QuantizedWeights& down,
+                             const float* down_bias, const float* gamma, const float* beta,
+                             float* inter, float* scratch, int64_t m, float eps,
+                             const AttentionOutput* first) {
   const int64_t n = down.n(), width = up.n();
-  pool.ParallelFor((m + kFeedForwardRows - 1) / kFeedForwardRows, [&](int64_t block) {
-    const int64_t r0 = block * kFeedForwardRows, rows = std::min(kFeedForwardRows, m - r0);
-    QuantizedRows(io + r0 * n, up, up_bias, inter + r0 * width, rows, epilogue);
-    QuantizedRows(inter + r0 * width, down, down_bias, scratch + r0 * n, rows, Epilogue::kNone);
+  auto add_norm = [&](int64_t r0, int64_t rows, const float* g, const float* b) {
     for (int64_t r = r0; r < r0 + rows; ++r) {
       float* row = io + r * n;
       const float* add = scratch + r * n;
       for (int64_t j = 0; j < n; ++j) row[j] += add[j];
-      NormalizeRow(row, gamma, beta, n, eps);
+      NormalizeRow(row, g, b, n, eps);
     }
+  };
+  pool.ParallelFor((m + kFeedForwardRows - 1) / kFeedForwardRows, [&](int64_t block) {
+    const int64_t r0 = block * kFeedForwardRows, rows = std::min(kFeedForwardRows, m - r0);
+    if (first != nullptr) {
+      QuantizedRows(first->attended + r0 * first->o->k(), *first->o, first->bias, scratch + r0 * n,
+                    rows, Epilogue::kNone);
+      add_norm(r0, rows, first->gamma, first->beta);
+    }
+    QuantizedRows(io + r0 * n, up, up_bias, inter + r0 * width, rows, epilogue);
+    QuantizedRows(inter + r0 * width, down, down_bias, scratch + r0 * n, rows, Epilogue::kNone);
+    add_norm(r0, rows, gamma, beta);
   });
 }
 

@@ -48,13 +48,23 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const QuantizedWeights
 // LinearAddLayerNorm(down). inter [m, inter] and scratch [m, n] hold the intermediate and the
 // down projection (contents undefined after). Worth it only with several blocks per thread
 // (FeedForwardIsFused); epilogue kNone, kGeluErf or kGeluTanh.
+// With `first` set, each block first runs the attention's output projection and its residual +
+// LayerNorm on its rows (io = LayerNorm(io + attended · Oᵀ + o_bias)), the same bits as
+// LinearAddLayerNorm(attended, o): the whole post-LN layer after attention, per block of rows.
 constexpr int64_t kFeedForwardRows = 64;
+struct AttentionOutput {
+  const float* attended;  // [m, o->k()]
+  const QuantizedWeights* o;
+  const float* bias;  // [n] or null
+  const float* gamma;
+  const float* beta;
+};
 bool FeedForwardIsFused(const ThreadPool& pool, int64_t m);
 void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights& up,
-                             const float* up_bias, Epilogue epilogue,
-                             const QuantizedWeights& down, const float* down_bias,
-                             const float* gamma, const float* beta, float* inter, float* scratch,
-                             int64_t m, float eps);
+                             const float* up_bias, Epilogue epilogue, const QuantizedWeights& down,
+                             const float* down_bias, const float* gamma, const float* beta,
+                             float* inter, float* scratch, int64_t m, float eps,
+                             const AttentionOutput* first = nullptr);
 
 // x[m, n] = word[ids] (+ position[positions] if position is non-null) (+ type[type_ids] if type
 // is non-null; type_ids null means all zeros), over the pool. With gamma non-null the row is
