@@ -118,32 +118,43 @@ struct Int8Product {
   }
 };
 
+// Buffers for an Int8Product's quantized rows: q for int16 rows, hi / lo for the amx path's
+// split ones (the tiles read 16 rows at a time from a tile's first row, which need not be a
+// multiple of 16: 15 rows past the last must be readable), and the rows' scales.
+struct Int8Rows {
+  std::vector<int16_t> q;
+  std::vector<int8_t> hi;
+  std::vector<uint8_t> lo;
+  std::vector<float> scale;
+
+  // A product of x's `rows` rows and w over these buffers (grown as needed).
+  Int8Product Bind(const float* x, const QuantizedWeights& w, int64_t rows, bool in_tiles) {
+    scale.resize(static_cast<size_t>(rows));
+    Int8Product product{x, nullptr, nullptr, nullptr, scale.data(), w, in_tiles};
+    if (ActiveCpuPath() == CpuPath::kAmx && w.amx_panel(0) != nullptr) {
+      const size_t size = static_cast<size_t>((rows + 15) * w.amx_depth());
+      if (hi.size() < size) {
+        hi.resize(size);
+        lo.resize(size);
+      }
+      product.hi = hi.data();
+      product.lo = lo.data();
+    } else {
+      q.resize(static_cast<size_t>(rows * 2 * w.k_pairs()));
+      product.q = q.data();
+    }
+    return product;
+  }
+};
+
 // The product of x and w, in buffers of the calling thread (reused by its next call; the pool's
-// threads only use them while this thread waits), for the tiles t: its rows quantized here over
-// the pool unless each tile can quantize its own.
+// threads only use them while this thread waits; the product holds the pointers, not the
+// thread_local names, which inside the pool's threads are theirs), for the tiles t: its rows
+// quantized here over the pool unless each tile can quantize its own.
 Int8Product Quantized(ThreadPool& pool, const float* x, const QuantizedWeights& w, int64_t m,
                       const Tiles& t) {
-  thread_local std::vector<int16_t> q;
-  thread_local std::vector<int8_t> hi;
-  thread_local std::vector<uint8_t> lo;
-  thread_local std::vector<float> scale;
-  scale.resize(static_cast<size_t>(m));
-  // The pointers, not the names: inside the pool's threads a thread_local name is theirs.
-  Int8Product product{x, nullptr, nullptr, nullptr, scale.data(), w, t.col_blocks == 1};
-  if (ActiveCpuPath() == CpuPath::kAmx && w.amx_panel(0) != nullptr) {
-    // The tiles read 16 rows at a time from a tile's first row, which need not be a multiple
-    // of 16: up to 15 rows past m must be readable.
-    const size_t size = static_cast<size_t>((m + 15) * w.amx_depth());
-    if (hi.size() < size) {
-      hi.resize(size);
-      lo.resize(size);
-    }
-    product.hi = hi.data();
-    product.lo = lo.data();
-  } else {
-    q.resize(static_cast<size_t>(m * 2 * w.k_pairs()));
-    product.q = q.data();
-  }
+  thread_local Int8Rows buffers;
+  const Int8Product product = buffers.Bind(x, w, m, /*in_tiles=*/t.col_blocks == 1);
   if (!product.in_tiles) {
     ForRowShares(pool, m, [&](int64_t r0, int64_t r1) { product.Quantize(r0, r1); });
   }
@@ -174,6 +185,17 @@ inline void NormalizeRow(float* row, const float* gamma, const float* beta, int6
   const float var = vec::SumSquaredDiff(row, mean, n) / static_cast<float>(n);
   const float inv = 1.0f / std::sqrt(var + eps);
   for (int64_t j = 0; j < n; ++j) row[j] = (row[j] - mean) * inv * gamma[j] + beta[j];
+}
+
+// io[r] = LayerNorm(io[r] + add[r]) for rows [r0, r1) of n values (row stride n).
+void AddNormRows(float* io, const float* add, const float* gamma, const float* beta, int64_t n,
+                 float eps, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float* row = io + r * n;
+    const float* a = add + r * n;
+    for (int64_t j = 0; j < n; ++j) row[j] += a[j];
+    NormalizeRow(row, gamma, beta, n, eps);
+  }
 }
 
 // The epilogue of one tile of y (rows [r0, r0 + rows), columns [c0, c0 + cols), row stride n).
@@ -213,12 +235,7 @@ void RunLinearAddLayerNorm(ThreadPool& pool, const Tiles& t, const Product& prod
                            float* scratch, int64_t m, float eps) {
   const int64_t n = product.n();
   auto add_norm = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* row = io + r * n;
-      const float* add = scratch + r * n;
-      for (int64_t j = 0; j < n; ++j) row[j] += add[j];
-      NormalizeRow(row, gamma, beta, n, eps);
-    }
+    AddNormRows(io, scratch, gamma, beta, n, eps, r0, r1);
   };
   if (t.col_blocks == 1) {  // whole rows per tile: residual and LayerNorm while they are in cache
     TiledGemm(pool, t, product, bias, scratch, m,
@@ -268,24 +285,8 @@ namespace {
 // Int8Product::kStepRows rows, quantized in buffers of this thread.
 void QuantizedRows(const float* x, const QuantizedWeights& w, const float* bias, float* y,
                    int64_t rows, Epilogue epilogue) {
-  thread_local std::vector<int16_t> q;
-  thread_local std::vector<int8_t> hi;
-  thread_local std::vector<uint8_t> lo;
-  thread_local std::vector<float> scale;
-  scale.resize(static_cast<size_t>(rows));
-  Int8Product product{x, nullptr, nullptr, nullptr, scale.data(), w, /*in_tiles=*/true};
-  if (ActiveCpuPath() == CpuPath::kAmx && w.amx_panel(0) != nullptr) {
-    const size_t size = static_cast<size_t>((rows + 15) * w.amx_depth());
-    if (hi.size() < size) {
-      hi.resize(size);
-      lo.resize(size);
-    }
-    product.hi = hi.data();
-    product.lo = lo.data();
-  } else {
-    q.resize(static_cast<size_t>(rows * 2 * w.k_pairs()));
-    product.q = q.data();
-  }
+  thread_local Int8Rows buffers;
+  const Int8Product product = buffers.Bind(x, w, rows, /*in_tiles=*/true);
   const int64_t n = w.n();
   for (int64_t r = 0; r < rows; r += Int8Product::kStepRows) {
     const int64_t count = std::min(Int8Product::kStepRows, rows - r);
@@ -308,24 +309,16 @@ void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights
                              float* inter, float* scratch, int64_t m, float eps,
                              const AttentionOutput* first) {
   const int64_t n = down.n(), width = up.n();
-  auto add_norm = [&](int64_t r0, int64_t rows, const float* g, const float* b) {
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      float* row = io + r * n;
-      const float* add = scratch + r * n;
-      for (int64_t j = 0; j < n; ++j) row[j] += add[j];
-      NormalizeRow(row, g, b, n, eps);
-    }
-  };
   pool.ParallelFor((m + kFeedForwardRows - 1) / kFeedForwardRows, [&](int64_t block) {
     const int64_t r0 = block * kFeedForwardRows, rows = std::min(kFeedForwardRows, m - r0);
     if (first != nullptr) {
       QuantizedRows(first->attended + r0 * first->o->k(), *first->o, first->bias, scratch + r0 * n,
                     rows, Epilogue::kNone);
-      add_norm(r0, rows, first->gamma, first->beta);
+      AddNormRows(io, scratch, first->gamma, first->beta, n, eps, r0, r0 + rows);
     }
     QuantizedRows(io + r0 * n, up, up_bias, inter + r0 * width, rows, epilogue);
     QuantizedRows(inter + r0 * width, down, down_bias, scratch + r0 * n, rows, Epilogue::kNone);
-    add_norm(r0, rows, gamma, beta);
+    AddNormRows(io, scratch, gamma, beta, n, eps, r0, r0 + rows);
   });
 }
 
@@ -367,14 +360,8 @@ void LayerNorm(ThreadPool& pool, const float* x, const float* gamma, const float
 
 void AddLayerNorm(ThreadPool& pool, float* io, const float* add, const float* gamma,
                   const float* beta, int64_t rows, int64_t n, float eps) {
-  ForRowShares(pool, rows, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* row = io + r * n;
-      const float* a = add + r * n;
-      for (int64_t j = 0; j < n; ++j) row[j] += a[j];
-      NormalizeRow(row, gamma, beta, n, eps);
-    }
-  });
+  ForRowShares(pool, rows,
+               [&](int64_t r0, int64_t r1) { AddNormRows(io, add, gamma, beta, n, eps, r0, r1); });
 }
 
 void AddPreLayerNorm(ThreadPool& pool, float* residual, float* y, const float* gamma,
