@@ -17,8 +17,6 @@
 namespace quiver::engine::cpu {
 namespace {
 
-#define QUIVER_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-
 constexpr int64_t kPanel = PackedWeights::kPanel;
 constexpr int64_t kRows = 14;    // rows of y per micro-kernel call
 constexpr int64_t kDepth = 512;  // k per pass (measured best of 128-768 on a Xeon with AMX)
@@ -27,9 +25,9 @@ constexpr int64_t kDepth = 512;  // k per pass (measured best of 128-768 on a Xe
 // zeros) on the first pass, else from y; mask0 / mask1 select each panel's columns that exist.
 // Accumulators are named variables: GCC keeps an array of vectors on the stack.
 template <int R, bool kTwo, bool kPacked>
-QUIVER_AVX512 void MicroKernel(const float* a, int64_t lda, const float* b0, const float* b1,
-                               int64_t kc, float* y, int64_t ldy, const float* init,
-                               __mmask16 mask0, __mmask16 mask1) {
+QUIVER_TARGET_AVX512 void MicroKernel(const float* a, int64_t lda, const float* b0, const float* b1,
+                                      int64_t kc, float* y, int64_t ldy, const float* init,
+                                      __mmask16 mask0, __mmask16 mask1) {
   const __m512 zero = _mm512_setzero_ps();
   __m512 c0a = zero, c0b = zero, c1a = zero, c1b = zero, c2a = zero, c2b = zero, c3a = zero,
          c3b = zero, c4a = zero, c4b = zero, c5a = zero, c5b = zero, c6a = zero, c6b = zero,
@@ -92,8 +90,8 @@ constexpr int64_t kMinPackedCols = 8 * kPanel;
 // k at a time through a 16 x 16 transpose in registers (rows past `rows` read as zeros; out's rows
 // past out_rows are not written). A copy, bit for bit (no arithmetic): the products see the same
 // values, and int32 data may pass through it as floats.
-QUIVER_AVX512 void PackRowsAvx512(const float* x, int64_t ldx, int64_t rows, int64_t kc, float* out,
-                                  int64_t out_rows) {
+QUIVER_TARGET_AVX512 void PackRowsAvx512(const float* x, int64_t ldx, int64_t rows, int64_t kc,
+                                         float* out, int64_t out_rows) {
   for (int64_t kk = 0; kk < kc; kk += 16) {
     const int64_t n = std::min<int64_t>(16, kc - kk);
     const auto load_mask = static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);

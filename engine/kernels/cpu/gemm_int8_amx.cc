@@ -32,9 +32,6 @@
 namespace quiver::engine::cpu {
 namespace {
 
-#define QUIVER_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-#define QUIVER_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,amx-tile,amx-int8")))
-
 constexpr int64_t kPanel = QuantizedWeights::kPanel;
 constexpr int64_t kTileRows = 16;
 constexpr int64_t kTileDepth = QuantizedWeights::kAmxDepth;  // k per tile product (64 bytes)
@@ -58,8 +55,8 @@ TileConfig MakeConfig() {
 
 // Rows [r0, r1) of q (row stride lda int16, `width` of them) into hi and lo [., depth] bytes,
 // the rest of each row zero.
-QUIVER_AVX512 void SplitRows(const int16_t* q, int64_t lda, int64_t width, int64_t depth,
-                             int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo) {
+QUIVER_TARGET_AVX512 void SplitRows(const int16_t* q, int64_t lda, int64_t width, int64_t depth,
+                                    int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo) {
   const __m512i low_byte = _mm512_set1_epi16(0xff);
   for (int64_t i = r0; i < r1; ++i) {
     const int16_t* row = q + i * lda;
@@ -77,9 +74,9 @@ QUIVER_AVX512 void SplitRows(const int16_t* q, int64_t lda, int64_t width, int64
 }
 
 // y = (256 · hi + lo) · (row scale · column scale) + bias for `rows` rows of one panel's block.
-QUIVER_AVX512 void Epilogue(const int32_t* hi, const int32_t* lo, int64_t rows,
-                            const float* row_scale, const float* col_scale, const float* bias,
-                            float* y, int64_t ldy, __mmask16 mask) {
+QUIVER_TARGET_AVX512 void Epilogue(const int32_t* hi, const int32_t* lo, int64_t rows,
+                                   const float* row_scale, const float* col_scale,
+                                   const float* bias, float* y, int64_t ldy, __mmask16 mask) {
   const __m512 cs = _mm512_maskz_loadu_ps(mask, col_scale);
   const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(mask, bias) : _mm512_setzero_ps();
   for (int64_t i = 0; i < rows; ++i) {
@@ -92,9 +89,9 @@ QUIVER_AVX512 void Epilogue(const int32_t* hi, const int32_t* lo, int64_t rows,
 }
 
 // hi and lo [m rounded up to 16, depth], row stride depth.
-QUIVER_AMX void Run(const int8_t* hi, const uint8_t* lo, const float* scale,
-                    const QuantizedWeights& w, const float* bias, float* y, int64_t ldy, int64_t m,
-                    int64_t c0, int64_t c1) {
+QUIVER_TARGET_AMX void Run(const int8_t* hi, const uint8_t* lo, const float* scale,
+                           const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                           int64_t m, int64_t c0, int64_t c1) {
   static const TileConfig kConfig = MakeConfig();
   const int64_t depth = w.amx_depth(), steps = depth / kTileDepth;
   const int64_t panel_bytes = depth * kPanel;  // bytes of one B panel
@@ -145,9 +142,9 @@ QUIVER_AMX void Run(const int8_t* hi, const uint8_t* lo, const float* scale,
 }
 
 // QuantizeRows' p = nearbyint(x · inv) on 16 lanes (the same rounding, the same bits), split.
-QUIVER_AVX512 void QuantizeSplit(const float* x, int64_t ldx, int64_t k, int32_t levels,
-                                 int64_t depth, int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo,
-                                 float* scale) {
+QUIVER_TARGET_AVX512 void QuantizeSplit(const float* x, int64_t ldx, int64_t k, int32_t levels,
+                                        int64_t depth, int64_t r0, int64_t r1, int8_t* hi,
+                                        uint8_t* lo, float* scale) {
   const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   for (int64_t r = r0; r < r1; ++r) {
     const float* row = x + r * ldx;
@@ -185,7 +182,7 @@ QUIVER_AVX512 void QuantizeSplit(const float* x, int64_t ldx, int64_t k, int32_t
 
 void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeights& w,
                       const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1) {
-  if (w.amx_panel(0) == nullptr) {  // packed before the path was supported: not on this host
+  if (w.amx_panel(0) == nullptr) {  // no AMX layout was allocated: a weight without columns
     QuantizedGemmAvx512(q, scale, w, bias, y, ldy, m, c0, c1, /*vnni=*/true);
     return;
   }

@@ -22,9 +22,6 @@
 namespace quiver::engine::cpu {
 namespace {
 
-#define QUIVER_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-#define QUIVER_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
-
 constexpr int64_t kPanel = QuantizedWeights::kPanel;
 constexpr int64_t kRows = 12;  // rows of y per micro-kernel call
 
@@ -34,7 +31,7 @@ struct Madd;
 template <>
 struct Madd<false> {
   // In place on the accumulator, as Madd<true> (the intrinsics spilled accumulators here too).
-  QUIVER_AVX512 static __m512i Add(__m512i acc, __m512i x, __m512i w) {
+  QUIVER_TARGET_AVX512 static __m512i Add(__m512i acc, __m512i x, __m512i w) {
     __m512i product;
     __asm__("vpmaddwd %3, %2, %1\n\tvpaddd %1, %0, %0"
             : "+v"(acc), "=&v"(product)
@@ -47,15 +44,15 @@ template <>
 struct Madd<true> {
   // vpdpwssd in place on the accumulator. GCC 12's _mm512_dpwssd_epi32 left the accumulators'
   // registers untied: it copied and spilled them to the stack on every step (half the speed).
-  QUIVER_AVX512_VNNI static __m512i Add(__m512i acc, __m512i x, __m512i w) {
+  QUIVER_TARGET_AVX512_VNNI static __m512i Add(__m512i acc, __m512i x, __m512i w) {
     __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
     return acc;
   }
 };
 
 // y = acc · (row scale · column scale) + bias for the columns `mask` selects of one panel.
-QUIVER_AVX512 inline void Epilogue(__m512i acc, float row_scale, const float* col_scale,
-                                   const float* bias, float* y, __mmask16 mask) {
+QUIVER_TARGET_AVX512 inline void Epilogue(__m512i acc, float row_scale, const float* col_scale,
+                                          const float* bias, float* y, __mmask16 mask) {
   const __m512 cs = _mm512_maskz_loadu_ps(mask, col_scale);
   const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(mask, bias) : _mm512_setzero_ps();
   const __m512 r =
@@ -66,10 +63,10 @@ QUIVER_AVX512 inline void Epilogue(__m512i acc, float row_scale, const float* co
 // Rows [0, R) of y over one or two panels (kTwo): int32 sums over all k pairs, then the
 // epilogue. Accumulators are named variables, as in gemm_avx512.cc.
 template <int R, bool kTwo, bool kVnni, bool kPacked>
-QUIVER_AVX512_VNNI void MicroKernel(const int16_t* a, int64_t lda, const int8_t* b0,
-                                    const int8_t* b1, int64_t pairs, const float* row_scale,
-                                    const float* col_scale, const float* bias, float* y,
-                                    int64_t ldy, __mmask16 mask0, __mmask16 mask1) {
+QUIVER_TARGET_AVX512_VNNI void MicroKernel(const int16_t* a, int64_t lda, const int8_t* b0,
+                                           const int8_t* b1, int64_t pairs, const float* row_scale,
+                                           const float* col_scale, const float* bias, float* y,
+                                           int64_t ldy, __mmask16 mask0, __mmask16 mask1) {
   const __m512i zero = _mm512_setzero_si512();
   __m512i c0a = zero, c0b = zero, c1a = zero, c1b = zero, c2a = zero, c2b = zero, c3a = zero,
           c3b = zero, c4a = zero, c4b = zero, c5a = zero, c5b = zero, c6a = zero, c6b = zero,
@@ -162,8 +159,8 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
   }
 }
 
-QUIVER_AVX512 void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int32_t levels,
-                                      int64_t r0, int64_t r1, int16_t* q, float* scale) {
+QUIVER_TARGET_AVX512 void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int32_t levels,
+                                             int64_t r0, int64_t r1, int16_t* q, float* scale) {
   const int64_t width = (k + 1) / 2 * 2;
   const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   for (int64_t r = r0; r < r1; ++r) {

@@ -12,6 +12,13 @@
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/kernels/cpu/gemm_int8.h"
 
+// What the wider paths' functions are compiled for, one function at a time.
+#define QUIVER_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define QUIVER_TARGET_AVX512_VNNI \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define QUIVER_TARGET_AMX \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,amx-tile,amx-int8")))
+
 namespace quiver::engine::cpu {
 
 // A row's quantization (gemm_int8.h) from its largest magnitude: levels / amax, or 0 where that
