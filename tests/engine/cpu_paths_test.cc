@@ -45,6 +45,18 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Every test compares the paths with the first (avx2, or generic): there is always one, and the
+// log says which ran.
+class CpuPathsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(SupportedCpuPaths().empty());
+    std::string names;
+    for (CpuPath path : SupportedCpuPaths()) names += std::string(" ") + CpuPathName(path);
+    std::printf("kernel paths compared on this host:%s\n", names.c_str());
+  }
+};
+
 const std::vector<std::tuple<int64_t, int64_t, int64_t>>& Shapes() {  // m, n, k
   static const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
       {1, 16, 8},      {1, 384, 384},    {5, 33, 7},     {13, 40, 65},
@@ -53,7 +65,7 @@ const std::vector<std::tuple<int64_t, int64_t, int64_t>>& Shapes() {  // m, n, k
   return shapes;
 }
 
-TEST(CpuPathsTest, F32ProductsHaveTheSameBitsOnEveryPath) {
+TEST_F(CpuPathsTest, F32ProductsHaveTheSameBitsOnEveryPath) {
   PathGuard guard;
   ASSERT_TRUE(SetActiveCpuPath(SupportedCpuPaths().front()).ok());
   for (const auto& [m, n, k] : Shapes()) {
@@ -80,7 +92,7 @@ TEST(CpuPathsTest, F32ProductsHaveTheSameBitsOnEveryPath) {
   }
 }
 
-TEST(CpuPathsTest, Int8ProductsHaveTheSameBitsOnEveryPath) {
+TEST_F(CpuPathsTest, Int8ProductsHaveTheSameBitsOnEveryPath) {
   PathGuard guard;
   for (const auto& [m, n, k] : Shapes()) {
     const std::vector<float> x = Random(m * k, 21, 3.0f), w = Random(n * k, 22, 0.2f),
@@ -112,7 +124,7 @@ TEST(CpuPathsTest, Int8ProductsHaveTheSameBitsOnEveryPath) {
 
 // Rows quantized to int16 (QuantizeRows) on every path: the avx2 path's values and scales, at
 // odd lengths, for ordinary rows, an all-zero one, one too small to scale and one infinite.
-TEST(CpuPathsTest, QuantizedRowsHaveTheSameBitsOnEveryPath) {
+TEST_F(CpuPathsTest, QuantizedRowsHaveTheSameBitsOnEveryPath) {
   PathGuard guard;
   for (int64_t k :
        {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{33}, int64_t{384}, int64_t{1537}}) {
@@ -139,7 +151,7 @@ TEST(CpuPathsTest, QuantizedRowsHaveTheSameBitsOnEveryPath) {
 
 // The amx path's own quantization (rows split into high and low bytes as they are quantized)
 // and its product over them give the int16 rows' bits on the avx2 path.
-TEST(CpuPathsTest, SplitRowsOnTheAmxPathGiveTheSameBits) {
+TEST_F(CpuPathsTest, SplitRowsOnTheAmxPathGiveTheSameBits) {
   const auto& paths = SupportedCpuPaths();
   if (std::find(paths.begin(), paths.end(), CpuPath::kAmx) == paths.end()) {
     GTEST_SKIP() << "no amx path on this host";
@@ -187,7 +199,7 @@ TEST(CpuPathsTest, SplitRowsOnTheAmxPathGiveTheSameBits) {
 // The Linear layers as the models call them, over a pool of 3 threads (tiles that start on
 // rows and columns of every alignment), f32 and int8, with each epilogue: every path, the avx2
 // path's bits.
-TEST(CpuPathsTest, LinearLayersOverThePoolHaveTheSameBitsOnEveryPath) {
+TEST_F(CpuPathsTest, LinearLayersOverThePoolHaveTheSameBitsOnEveryPath) {
   PathGuard guard;
   ThreadPool pool(3);
   for (const auto& [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
@@ -227,7 +239,7 @@ TEST(CpuPathsTest, LinearLayersOverThePoolHaveTheSameBitsOnEveryPath) {
 // The fused int8 feed-forward (per block of rows on one thread) against the two layers it
 // replaces, on every path: the same bits, for a batch of whole blocks, one with a ragged last
 // block, each GELU form and none.
-TEST(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
+TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
   PathGuard guard;
   ThreadPool pool(2);
   const int64_t n = 96, width = 200;
@@ -272,14 +284,6 @@ TEST(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
       }
     }
   }
-}
-
-TEST(CpuPathsTest, SaysWhichPathsRan) {
-  std::string names;
-  for (CpuPath path : SupportedCpuPaths()) names += std::string(" ") + CpuPathName(path);
-  RecordProperty("paths", names);
-  std::printf("kernel paths compared on this host:%s\n", names.c_str());
-  EXPECT_FALSE(names.empty());
 }
 
 }  // namespace
