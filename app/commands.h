@@ -52,7 +52,19 @@ struct EmbedOptions {
   std::string model_dir = "models/all-MiniLM-L6-v2";
   std::vector<std::string> texts;
   std::string input_path;
-  std::string output_path;  // empty: stdout; *.npy: a NumPy matrix; else JSON lines
+  std::string input_format = "auto";  // jsonl, text, auto (by the file's extension)
+  // empty: stdout; *.npy: a NumPy matrix (+ NAME.ids.jsonl); else JSON lines. "{shard}" becomes
+  // the shard's index.
+  std::string output_path;
+  std::string shard;      // "I/N"
+  int64_t shards = 0;     // N, the index from JOB_COMPLETION_INDEX
+  std::string workers;    // empty: the local engine; else host:port,... or dns:NAME:PORT
+  bool restart = false;   // ignore a checkpoint and start over
+  std::string progress = "auto";
+  int progress_interval_s = 10;
+  int request_timeout_s = 600;  // per batch, retries within it included
+  int retries = 5;              // a batch the pool could not answer is tried again this often
+  int startup_timeout_s = 60;   // --workers: how long to wait for one to answer
   int64_t dimensions = 0;
   bool normalize = false;   // force L2 normalization (default: what the model's modules say)
   std::string dtype = "f32";

@@ -1,201 +1,436 @@
-// `quiver embed`: texts from the command line or JSON lines {"text": ...} -> embeddings as JSON
-// lines {"index": i, "embedding": [...]} on stdout or a file, or a .npy matrix. Texts are
-// tokenized with the model's tokenizer.json, truncated to the model's max_seq_length (as
-// sentence-transformers does), and embedded in ragged batches of up to --max-batch-tokens.
-#include <cstdio>
+// `quiver embed`: a corpus in, its embeddings out, as a batch job (building or re-indexing a
+// vector store). Input: JSON lines {"id": ..., "text": ...} or plain text lines (or --text).
+// Output: a .npy matrix with the ids beside it (NAME.ids.jsonl, one JSON id per line), or JSON
+// lines {"id", "index", "embedding"} (a file or stdout). Texts are tokenized with the model's
+// tokenizer.json and cut at its max_seq_length, as sentence-transformers does.
+//
+// The work goes through the gateway's Dispatcher, to the in-process engine (a LocalReplica, as
+// in `quiver serve`) or to a pool of `quiver worker`s (--workers, balanced and retried as the
+// gateway does), in units of --max-batch-tokens, several in flight, committed in input order.
+// After each commit (at most once a second) the outputs are synced and a checkpoint
+// (OUTPUT.checkpoint) says how far they are complete: a killed job run again with the same
+// arguments cuts its outputs back to that point and goes on, and ends with the bytes an
+// uninterrupted run writes. --shard I/N (or --shards N with JOB_COMPLETION_INDEX) takes a
+// contiguous slice of the records, so the shards' outputs concatenate to the whole.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iostream>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "app/commands.h"
+#include "app/embed_job.h"
 #include "app/fidelity_gate.h"
-#include "common/json.h"
-#include "common/status.h"
+#include "app/local_replica.h"
+#include "common/file.h"
+#include "common/metrics.h"
 #include "common/strings.h"
 #include "engine/engine.h"
+#include "gateway/dispatcher.h"
+#include "gateway/grpc_replica.h"
+#include "scheduler/scheduler.h"
+#include "spdlog/spdlog.h"
 #include "tokenizer/tokenizer.h"
 
 namespace quiver::app {
 namespace {
 
-absl::StatusOr<std::vector<std::string>> ReadTexts(const EmbedOptions& options) {
-  std::vector<std::string> texts = options.texts;
-  if (options.input_path.empty()) return texts;
-  std::ifstream in(options.input_path);
-  if (!in) return absl::NotFoundError(StrCat(options.input_path, ": cannot open"));
-  std::string line;
-  for (size_t number = 1; std::getline(in, line); ++number) {
-    if (line.empty()) continue;
-    absl::StatusOr<JsonValue> json = JsonValue::Parse(line);
-    if (!json.ok()) return WithContext(json.status(), StrCat(options.input_path, ":", number));
-    absl::StatusOr<std::string> text = JsonString(*json, "text");
-    if (!text.ok()) return WithContext(text.status(), StrCat(options.input_path, ":", number));
-    texts.push_back(*std::move(text));
-  }
-  return texts;
+// What the job runs against: the local engine or a worker pool, behind one Dispatcher.
+struct Backend {
+  std::unique_ptr<MetricsRegistry> metrics = std::make_unique<MetricsRegistry>();
+  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<scheduler::Scheduler> scheduler;
+  std::unique_ptr<gateway::GrpcReplicaSet> workers;
+  std::shared_ptr<gateway::Dispatcher> dispatcher;
+  std::string tokenizer_path;
+  std::string model_identity;  // part of the checkpoint's fingerprint
+  int64_t width = 0;           // the embedding's full width
+  int64_t max_tokens = 0;      // inputs are cut here
+  int window = 2;              // units in flight
+};
+
+int Fail(int code, absl::string_view message) {
+  std::fprintf(stderr, "quiver embed: %.*s\n", static_cast<int>(message.size()), message.data());
+  return code;
 }
 
-void WriteNpyHeader(std::ostream& out, const char* descr, int64_t rows, int64_t cols) {
-  std::string header = StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", rows,
-                              ", ", cols, "), }");
-  // Magic + version 1.0 + u16 length; the header is padded so the data starts 64-aligned.
-  const size_t total = 10 + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
-  header.push_back('\n');
-  out.write("\x93NUMPY\x01\x00", 8);
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  out.write(reinterpret_cast<const char*>(&len), 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
+  Backend b;
+  absl::StatusOr<engine::ModelOptions> model = ResolveModelOptions(options.model_dir);
+  if (!model.ok()) return model.status();
+  engine::EngineOptions engine_options;
+  engine_options.num_threads = options.threads;
+  engine_options.attention_backend = options.attention_backend;
+  engine_options.model = *model;
+  scheduler::SchedulerLimits limits;
+  limits.max_batch_tokens = options.max_batch_tokens;
+  limits.max_batch_seqs = 512;
+  limits.max_queued_tokens = std::max<int64_t>(limits.max_queued_tokens,
+                                               4 * options.max_batch_tokens);
+  if (absl::Status s = engine::ApplyDeviceSettings(options.device, limits.max_batch_tokens,
+                                                   limits.max_batch_seqs, engine_options);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::unique_ptr<engine::Engine>> eng =
+      engine::Engine::Load(options.model_dir, engine_options);
+  if (!eng.ok()) return eng.status();
+  b.engine = *std::move(eng);
+  if (b.engine->is_scorer()) {
+    return absl::InvalidArgumentError(
+        StrCat(options.model_dir, " is a scoring model, not an embedding model"));
+  }
+  // int8 weights must agree with the f32 engine before anything is written.
+  if (engine_options.quantize == engine::ops::WeightPrecision::kInt8) {
+    if (absl::Status gate = CheckFidelity(*b.engine, options.model_dir,
+                                          options.device.min_int8_cosine);
+        !gate.ok()) {
+      return gate;
+    }
+  }
+  b.tokenizer_path = b.engine->folder().tokenizer_path;
+  b.width = b.engine->output_size();
+  b.max_tokens = std::min<int64_t>(
+      b.engine->folder().pooling.max_seq_length.value_or(b.engine->max_input_tokens()),
+      b.engine->max_input_tokens());
+  absl::StatusOr<std::string> config =
+      ReadFile((std::filesystem::path(options.model_dir) / "config.json").string());
+  b.model_identity = StrCat(b.engine->folder().architecture, "/", b.width, "/",
+                            std::hash<std::string>()(config.ok() ? *config : ""), "/",
+                            options.device.quantize);
+  b.scheduler = std::make_unique<scheduler::Scheduler>(b.engine.get(), limits, b.metrics.get());
+  auto replica = std::make_shared<LocalReplica>("local", b.engine.get(), b.scheduler.get());
+  b.dispatcher = std::make_shared<gateway::Dispatcher>(
+      std::vector<std::shared_ptr<gateway::Replica>>{replica}, options.max_batch_tokens);
+  b.window = 3;
+  return b;
+}
+
+absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
+  Backend b;
+  b.workers = std::make_unique<gateway::GrpcReplicaSet>(
+      options.workers, std::chrono::milliseconds(500), std::chrono::milliseconds(2000), b.metrics.get());
+  absl::StatusOr<quiver::v1::ModelInfoResponse> info = absl::UnavailableError("no worker");
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options.startup_timeout_s);
+  while (!info.ok() && std::chrono::steady_clock::now() < give_up) {
+    for (const auto& r : b.workers->All()) {
+      info = r->ModelInfo(std::chrono::milliseconds(1000));
+      if (info.ok()) break;
+    }
+    if (!info.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!info.ok()) {
+    return absl::UnavailableError(StrCat("no worker in '", options.workers,
+                                         "' answered ModelInfo within ", options.startup_timeout_s,
+                                         " s: ", info.status().message()));
+  }
+  if (!info->can_embed()) {
+    return absl::InvalidArgumentError(
+        StrCat("the workers serve ", info->name(), ", which does not embed"));
+  }
+  b.tokenizer_path = (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
+  b.width = info->hidden_size();
+  b.max_tokens = info->max_seq_length() > 0 ? info->max_seq_length() : info->max_input_tokens();
+  // The workers' model: its name and shape (their weights are not here to hash).
+  b.model_identity = StrCat(info->architecture(), "/", b.width, "/", info->name());
+  b.dispatcher = std::make_shared<gateway::Dispatcher>(
+      [set = b.workers.get()] { return set->Snapshot(); },
+      std::min<int64_t>(options.max_batch_tokens, std::max<uint32_t>(1, info->max_batch_tokens())));
+  b.window = std::max<int>(3, 2 * static_cast<int>(b.workers->All().size()));
+  return b;
+}
+
+// One unit of work: consecutive records, tokenized, and its answer once it comes.
+struct Unit {
+  std::vector<std::string> ids;  // JSON ids
+  std::vector<int64_t> indices;  // records' indices in the input
+  int64_t tokens = 0;
+  std::future<absl::StatusOr<gateway::ReplicaResult>> result;
+};
+
+bool Retriable(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsResourceExhausted(s) ||
+         absl::IsAborted(s) || absl::IsInternal(s) || absl::IsUnknown(s) || absl::IsCancelled(s);
+}
+
+// Runs one unit through the dispatcher; a unit the pool could not answer (every worker down, the
+// deadline passed) is tried again after a pause, up to `retries` times.
+absl::StatusOr<gateway::ReplicaResult> RunUnit(std::shared_ptr<gateway::Dispatcher> dispatcher,
+                                               std::vector<gateway::Sequence> seqs,
+                                               quiver::v1::OutputOptions output, int timeout_s,
+                                               int retries) {
+  absl::StatusOr<gateway::ReplicaResult> r = absl::UnknownError("not run");
+  for (int attempt = 0;; ++attempt) {
+    r = dispatcher->Run(gateway::CallKind::kEmbed, seqs, output,
+                        std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
+    if (r.ok() || !Retriable(r.status()) || attempt >= retries) return r;
+    spdlog::warn("quiver embed: a batch failed ({}); trying again ({} of {})", r.status().message(),
+                 attempt + 1, retries);
+    std::this_thread::sleep_for(std::chrono::seconds(1 << std::min(attempt, 4)));
+  }
+}
+
+std::string FormatRow(const std::string& id, int64_t index, const uint8_t* row,
+                      quiver::v1::OutputType type, int64_t cols) {
+  std::string line = StrCat("{\"id\":", id, ",\"index\":", index, ",\"embedding\":[");
+  for (int64_t j = 0; j < cols; ++j) {
+    if (j > 0) line += ',';
+    if (type == quiver::v1::OUTPUT_F32) {
+      float v;
+      std::memcpy(&v, row + 4 * j, 4);
+      line += fmt::format("{}", v);  // the shortest form that reads back to the same float
+    } else if (type == quiver::v1::OUTPUT_INT8) {
+      line += std::to_string(static_cast<int8_t>(row[j]));
+    } else {
+      line += std::to_string(row[j]);
+    }
+  }
+  line += "]}\n";
+  return line;
 }
 
 }  // namespace
 
 int RunEmbed(const EmbedOptions& options) {
-  absl::StatusOr<std::vector<std::string>> texts = ReadTexts(options);
-  if (!texts.ok()) {
-    std::fprintf(stderr, "quiver embed: %s\n", std::string(texts.status().message()).c_str());
-    return 2;
+  // --- what to read, which slice of it, where to write ---------------------------------------
+  Shard shard;
+  if (!options.shard.empty()) {
+    absl::StatusOr<Shard> s = ParseShard(options.shard);
+    if (!s.ok()) return Fail(2, s.status().message());
+    shard = *s;
+  } else if (options.shards > 0) {
+    absl::StatusOr<Shard> s = ShardFromJobIndex(options.shards, std::getenv("JOB_COMPLETION_INDEX"));
+    if (!s.ok()) return Fail(2, s.status().message());
+    shard = *s;
   }
-  if (texts->empty()) {
-    std::fprintf(stderr, "quiver embed: no texts (give --text or --input)\n");
-    return 2;
+  absl::StatusOr<Progress::Mode> progress_mode = Progress::ParseMode(options.progress);
+  if (!progress_mode.ok()) return Fail(2, progress_mode.status().message());
+  InputFormat format = InputFormat::kText;
+  InputScan scan;
+  if (!options.input_path.empty()) {
+    absl::StatusOr<InputFormat> f = ParseInputFormat(options.input_format, options.input_path);
+    if (!f.ok()) return Fail(2, f.status().message());
+    format = *f;
+    absl::StatusOr<InputScan> s = ScanInput(options.input_path);
+    if (!s.ok()) return Fail(2, s.status().message());
+    scan = *s;
+  } else {
+    scan = ScanTexts(options.texts);
   }
-  engine::EngineOptions engine_options;
-  engine_options.num_threads = options.threads;
-  engine_options.attention_backend = options.attention_backend;
-  // A batch closes at max_batch_tokens or kMaxBatchSeqs sequences (the CUDA buffers' sizes).
-  constexpr int64_t kMaxBatchSeqs = 512;
-  if (absl::Status s = engine::ApplyDeviceSettings(options.device, options.max_batch_tokens,
-                                                   kMaxBatchSeqs, engine_options);
-      !s.ok()) {
-    std::fprintf(stderr, "quiver embed: %s\n", std::string(s.message()).c_str());
-    return 2;
+  if (scan.records == 0) return Fail(2, "no texts (give --text or a non-empty --input)");
+  const auto [first, end] = ShardRange(scan.records, shard);
+  const std::string output_path = ExpandShard(options.output_path, shard);
+  const bool to_file = !output_path.empty();
+  const bool npy = output_path.ends_with(".npy");
+  const std::string ids_path =
+      npy ? output_path.substr(0, output_path.size() - 4) + ".ids.jsonl" : std::string();
+  const std::string checkpoint_path = to_file ? output_path + ".checkpoint" : std::string();
+
+  // --- the engine or the worker pool ----------------------------------------------------------
+  absl::StatusOr<Backend> backend =
+      options.workers.empty() ? LocalBackend(options) : WorkerBackend(options);
+  if (!backend.ok()) {
+    return Fail(absl::IsInvalidArgument(backend.status()) ? 2 : 1, backend.status().message());
   }
-  auto eng = engine::Engine::Load(options.model_dir, engine_options);
-  if (!eng.ok()) {
-    std::fprintf(stderr, "quiver embed: %s\n", std::string(eng.status().message()).c_str());
-    return 1;
+  if (options.dimensions > backend->width) {
+    return Fail(2, StrCat("--dimensions ", options.dimensions, " is more than the model's ",
+                          backend->width));
   }
-  if ((*eng)->is_scorer()) {
-    std::fprintf(stderr, "quiver embed: %s is a scoring model, not an embedding model\n",
-                 options.model_dir.c_str());
-    return 2;
-  }
-  // int8 weights must agree with the f32 engine before anything is written.
-  if (absl::Status gate =
-          engine_options.quantize == engine::ops::WeightPrecision::kInt8
-              ? CheckFidelity(**eng, options.model_dir, options.device.min_int8_cosine)
-              : absl::OkStatus();
-      !gate.ok()) {
-    std::fprintf(stderr, "quiver embed: %s\n", std::string(gate.message()).c_str());
-    return 1;
-  }
-  auto tok = tokenizer::Tokenizer::FromFile((*eng)->folder().tokenizer_path);
-  if (!tok.ok()) {
-    std::fprintf(stderr, "quiver embed: %s\n", std::string(tok.status().message()).c_str());
-    return 1;
-  }
-  const int64_t max_tokens = std::min<int64_t>(
-      (*eng)->folder().pooling.max_seq_length.value_or((*eng)->max_input_tokens()),
-      (*eng)->max_input_tokens());
+  auto tok = tokenizer::Tokenizer::FromFile(backend->tokenizer_path);
+  if (!tok.ok()) return Fail(1, tok.status().message());
   tokenizer::EncodeOptions encode;
-  encode.truncation = tokenizer::Truncation{static_cast<size_t>(max_tokens)};
+  encode.truncation = tokenizer::Truncation{static_cast<size_t>(backend->max_tokens)};
 
-  engine::OutputOptions output;
-  output.dimensions = options.dimensions;
-  if (options.normalize) output.normalize = true;
-  output.output_type = options.dtype == "int8"     ? engine::OutputType::kInt8
-                       : options.dtype == "binary" ? engine::OutputType::kBinary
-                                                   : engine::OutputType::kF32;
+  quiver::v1::OutputOptions output;
+  if (options.normalize) output.set_normalize(true);
+  output.set_dimensions(static_cast<uint32_t>(options.dimensions));
+  output.set_output_type(options.dtype == "int8"     ? quiver::v1::OUTPUT_INT8
+                         : options.dtype == "binary" ? quiver::v1::OUTPUT_BINARY
+                                                     : quiver::v1::OUTPUT_F32);
+  const int64_t dims = options.dimensions > 0 ? options.dimensions : backend->width;
+  const int64_t cols = options.dtype == "binary" ? (dims + 7) / 8 : dims;
+  const int64_t row_bytes = options.dtype == "f32" ? 4 * cols : cols;
+  const char* descr = options.dtype == "f32" ? "<f4" : options.dtype == "int8" ? "|i1" : "|u1";
 
-  // Tokenize all, then submit ragged batches of up to max_batch_tokens; keep them in flight.
-  std::vector<engine::LazyResult> results;
-  std::vector<int64_t> batch_sizes;
-  engine::RaggedBatch batch;
-  batch.output = output;
+  // --- resume from a checkpoint, or start the outputs -----------------------------------------
+  const std::string fingerprint = StrCat(
+      "input=", scan.bytes, ":", scan.hash, ";format=", static_cast<int>(format), ";shard=",
+      shard.index, "/", shard.count, ";model=", backend->model_identity, ";max_tokens=",
+      backend->max_tokens, ";dims=", dims, ";dtype=", options.dtype, ";normalize=",
+      options.normalize, ";npy=", npy);
+  Checkpoint checkpoint;
+  checkpoint.fingerprint = fingerprint;
+  bool resume = false;
+  if (to_file) {
+    absl::StatusOr<std::optional<Checkpoint>> found = ReadCheckpoint(checkpoint_path);
+    if (!found.ok()) return Fail(2, StrCat(found.status().message(), " (--restart ignores it)"));
+    if (found->has_value() && !options.restart) {
+      if ((*found)->fingerprint != fingerprint) {
+        return Fail(2, StrCat(checkpoint_path, " is from a job with another input, shard, model "
+                              "or output options; run the same command to resume it, or add "
+                              "--restart to start over"));
+      }
+      checkpoint = **found;
+      resume = true;
+    }
+  }
+  absl::StatusOr<OutputFile> out =
+      to_file ? OutputFile::Open(output_path, resume ? checkpoint.output_bytes : -1)
+              : OutputFile::Stdout();
+  if (!out.ok()) return Fail(2, out.status().message());
+  std::optional<OutputFile> ids_out;
+  if (npy) {
+    absl::StatusOr<OutputFile> f = OutputFile::Open(ids_path, resume ? checkpoint.ids_bytes : -1);
+    if (!f.ok()) return Fail(2, f.status().message());
+    ids_out = *std::move(f);
+  }
+  if (!resume && npy) {
+    if (absl::Status s = out->Append(NpyHeader(descr, end - first, cols)); !s.ok()) {
+      return Fail(1, s.message());
+    }
+  }
+  absl::StatusOr<RecordReader> reader = options.input_path.empty()
+                                            ? RecordReader::FromTexts(options.texts)
+                                            : RecordReader::OpenFile(options.input_path, format);
+  if (!reader.ok()) return Fail(2, reader.status().message());
+  if (absl::Status s = reader->Skip(first + checkpoint.records_done); !s.ok()) {
+    return Fail(2, s.message());
+  }
+  if (resume) {
+    spdlog::info("quiver embed: resuming {} at record {} of {} (from {})", output_path,
+                 checkpoint.records_done, end - first, checkpoint_path);
+  }
+  spdlog::info("quiver embed: {} records [{}, {}) of {} (shard {}/{}) -> {} ({} x {} {})",
+               end - first, first, end, scan.records, shard.index, shard.count,
+               to_file ? output_path : "stdout", end - first, cols, options.dtype);
+
+  // --- the loop: read and tokenize a unit, send it, commit the oldest in order ----------------
+  Progress progress(*progress_mode, end - first, checkpoint.records_done,
+                    std::chrono::seconds(options.progress_interval_s));
+  int64_t next = first + checkpoint.records_done;  // the next record to read
+  int64_t committed = 0, tokens_done = 0;           // this run's
+  auto last_checkpoint = std::chrono::steady_clock::now();
+  std::deque<Unit> in_flight;
   tokenizer::Encoding enc;
-  for (size_t i = 0; i < texts->size(); ++i) {
-    absl::Status status = (*tok)->Encode((*texts)[i], encode, &enc);
-    if (!status.ok()) {
-      std::fprintf(stderr, "quiver embed: text %zu: %s\n", i,
-                   std::string(status.message()).c_str());
-      return 2;
-    }
-    if (batch.num_seqs() > 0 &&
-        (batch.num_tokens() + static_cast<int64_t>(enc.ids.size()) > options.max_batch_tokens ||
-         batch.num_seqs() >= kMaxBatchSeqs)) {
-      batch_sizes.push_back(batch.num_seqs());
-      results.push_back((*eng)->Submit(std::move(batch)));
-      batch = engine::RaggedBatch();
-      batch.output = output;
-    }
-    std::vector<int32_t> ids(enc.ids.begin(), enc.ids.end());
-    std::vector<int32_t> types(enc.type_ids.begin(), enc.type_ids.end());
-    batch.Add(ids, &types);
-  }
-  batch_sizes.push_back(batch.num_seqs());
-  results.push_back((*eng)->Submit(std::move(batch)));
+  Record record;
 
-  const bool npy = options.output_path.size() > 4 &&
-                   options.output_path.compare(options.output_path.size() - 4, 4, ".npy") == 0;
-  std::ofstream file;
-  if (!options.output_path.empty()) {
-    file.open(options.output_path, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      std::fprintf(stderr, "quiver embed: cannot write %s\n", options.output_path.c_str());
-      return 2;
+  bool consistent = true;  // false while a commit is half written
+  auto save = [&]() -> absl::Status {
+    if (!to_file) return absl::OkStatus();
+    if (absl::Status s = out->Sync(); !s.ok()) return s;
+    if (ids_out) {
+      if (absl::Status s = ids_out->Sync(); !s.ok()) return s;
     }
-  }
-  std::ostream& out = options.output_path.empty() ? std::cout : file;
-  int64_t index = 0;
-  bool header_written = false;
-  for (const engine::LazyResult& r : results) {
-    const absl::StatusOr<engine::EngineOutput>& o = r.Wait();
-    if (!o.ok()) {
-      std::fprintf(stderr, "quiver embed: %s\n", std::string(o.status().message()).c_str());
-      return 1;
+    checkpoint.output_bytes = out->bytes();
+    checkpoint.ids_bytes = ids_out ? ids_out->bytes() : 0;
+    last_checkpoint = std::chrono::steady_clock::now();
+    return WriteCheckpoint(checkpoint_path, checkpoint);
+  };
+  auto commit = [&](Unit& unit) -> absl::Status {
+    absl::StatusOr<gateway::ReplicaResult> r = unit.result.get();
+    if (!r.ok()) return r.status();
+    const int64_t n = static_cast<int64_t>(unit.ids.size());
+    if (r->num_seqs != n || static_cast<int64_t>(r->data.size()) != n * row_bytes) {
+      return absl::InternalError(StrCat("a batch of ", n, " texts came back with ", r->num_seqs,
+                                        " rows of ", r->data.size(), " bytes"));
     }
-    const int64_t row_bytes = static_cast<int64_t>(o->data.size()) / std::max<int64_t>(1, o->num_seqs);
+    consistent = false;
     if (npy) {
-      if (!header_written) {
-        const char* descr = o->output_type == engine::OutputType::kF32    ? "<f4"
-                            : o->output_type == engine::OutputType::kInt8 ? "|i1"
-                                                                          : "|u1";
-        const int64_t cols = o->output_type == engine::OutputType::kF32 ? o->dimensions
-                                                                        : row_bytes;
-        WriteNpyHeader(out, descr, static_cast<int64_t>(texts->size()), cols);
-        header_written = true;
+      if (absl::Status s = out->Append(r->data); !s.ok()) return s;
+      std::string ids;
+      for (const std::string& id : unit.ids) ids += id + "\n";
+      if (absl::Status s = ids_out->Append(ids); !s.ok()) return s;
+    } else {
+      std::string lines;
+      for (int64_t i = 0; i < n; ++i) {
+        lines += FormatRow(unit.ids[i], unit.indices[i],
+                           reinterpret_cast<const uint8_t*>(r->data.data()) + i * row_bytes,
+                           r->output_type, cols);
       }
-      out.write(reinterpret_cast<const char*>(o->data.data()),
-                static_cast<std::streamsize>(o->data.size()));
-      continue;
+      if (absl::Status s = out->Append(lines); !s.ok()) return s;
     }
-    std::string line;
-    for (int64_t s = 0; s < o->num_seqs; ++s, ++index) {
-      line = StrCat("{\"index\":", index, ",\"embedding\":[");
-      const uint8_t* row = o->data.data() + s * row_bytes;
-      for (int64_t j = 0; j < (o->output_type == engine::OutputType::kF32 ? o->dimensions
-                                                                         : row_bytes);
-           ++j) {
-        if (j > 0) line += ',';
-        if (o->output_type == engine::OutputType::kF32) {
-          float v;
-          std::memcpy(&v, row + 4 * j, 4);
-          line += fmt::format("{}", v);  // shortest round-trip form
-        } else if (o->output_type == engine::OutputType::kInt8) {
-          line += std::to_string(static_cast<int8_t>(row[j]));
-        } else {
-          line += std::to_string(row[j]);
+    consistent = true;
+    committed += n;
+    tokens_done += unit.tokens;
+    checkpoint.records_done += n;
+    if (std::chrono::steady_clock::now() - last_checkpoint >= std::chrono::seconds(1)) {
+      return save();
+    }
+    return absl::OkStatus();
+  };
+  auto fail_and_keep = [&](const absl::Status& s) {
+    // What was committed stays committed: the next run resumes there.
+    if (consistent && committed > 0) (void)save();
+    if (*progress_mode == Progress::Mode::kBar) std::fprintf(stderr, "\n");
+    if (to_file) {
+      return Fail(absl::IsInvalidArgument(s) ? 2 : 1,
+                  StrCat(s.message(), "; ", checkpoint.records_done, " of ", end - first,
+                         " records are written, and the same command resumes from there"));
+    }
+    return Fail(absl::IsInvalidArgument(s) ? 2 : 1, s.message());
+  };
+
+  while (next < end || !in_flight.empty()) {
+    // Fill the window.
+    while (next < end && static_cast<int>(in_flight.size()) < backend->window) {
+      Unit unit;
+      std::vector<gateway::Sequence> seqs;
+      while (next < end) {
+        absl::StatusOr<bool> got = reader->Next(&record);
+        if (!got.ok()) return fail_and_keep(got.status());
+        if (!*got) return fail_and_keep(absl::DataLossError(
+                       StrCat(options.input_path, " ended before record ", next,
+                              " (did it change while the job ran?)")));
+        if (absl::Status s = (*tok)->Encode(record.text, encode, &enc); !s.ok()) {
+          return fail_and_keep(
+              absl::InvalidArgumentError(StrCat("record ", record.index, ": ", s.message())));
         }
+        gateway::Sequence seq;
+        seq.ids = enc.ids;
+        if (std::any_of(enc.type_ids.begin(), enc.type_ids.end(), [](uint32_t t) { return t; })) {
+          seq.type_ids = enc.type_ids;
+        }
+        unit.tokens += static_cast<int64_t>(seq.ids.size());
+        seqs.push_back(std::move(seq));
+        unit.ids.push_back(record.id_json);
+        unit.indices.push_back(record.index);
+        ++next;
+        if (unit.tokens >= options.max_batch_tokens || seqs.size() >= 512) break;
       }
-      line += "]}\n";
-      out << line;
+      unit.result = std::async(std::launch::async, RunUnit, backend->dispatcher, std::move(seqs),
+                               output, options.request_timeout_s, options.retries);
+      in_flight.push_back(std::move(unit));
     }
+    // Commit the oldest when it is done; redraw the progress while waiting.
+    Unit& oldest = in_flight.front();
+    while (oldest.result.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+      progress.Update(committed, tokens_done);
+    }
+    if (absl::Status s = commit(oldest); !s.ok()) {
+      in_flight.pop_front();
+      for (Unit& u : in_flight) u.result.wait();
+      in_flight.clear();
+      return fail_and_keep(s);
+    }
+    in_flight.pop_front();
+    progress.Update(committed, tokens_done);
   }
-  out.flush();
-  return out ? 0 : 1;
+  if (absl::Status s = to_file ? out->Sync() : absl::OkStatus(); !s.ok()) return Fail(1, s.message());
+  if (ids_out) {
+    if (absl::Status s = ids_out->Sync(); !s.ok()) return Fail(1, s.message());
+  }
+  progress.Finish(committed, tokens_done);
+  if (to_file) std::filesystem::remove(checkpoint_path);
+  return 0;
 }
 
 }  // namespace quiver::app

@@ -212,10 +212,51 @@ int main(int argc, char** argv) {
   embed_cmd->add_option("--model", embed.model_dir, "Hugging Face model folder")
       ->capture_default_str();
   auto* text_opt = embed_cmd->add_option("--text", embed.texts, "A text to embed (repeatable)");
-  embed_cmd->add_option("--input", embed.input_path, "JSON lines file of {\"text\": ...}")
+  embed_cmd->add_option("--input", embed.input_path,
+                        "Input: JSON lines {\"id\": ..., \"text\": ...} (id optional: the "
+                        "record's index) or plain text, one text per line; blank lines skipped")
       ->excludes(text_opt);
+  embed_cmd->add_option("--input-format", embed.input_format,
+                        "jsonl, text, or auto (JSON lines for *.jsonl, *.ndjson, *.json)")
+      ->check(CLI::IsMember({"auto", "jsonl", "text"}))
+      ->capture_default_str();
   embed_cmd->add_option("--output", embed.output_path,
-                        "Output file: *.npy for a NumPy matrix, else JSON lines (default stdout)");
+                        "Output file: *.npy for a NumPy matrix with the ids in NAME.ids.jsonl, "
+                        "else JSON lines {\"id\", \"index\", \"embedding\"} (default stdout). "
+                        "'{shard}' in it becomes the shard's index. A file output is resumable: "
+                        "a killed job run again goes on from OUTPUT.checkpoint");
+  auto* shard_opt = embed_cmd->add_option(
+      "--shard", embed.shard,
+      "I/N: embed only shard I (from 0) of N, a contiguous slice of the records, so the shards' "
+      "outputs in order concatenate to the whole");
+  embed_cmd->add_option("--shards", embed.shards,
+                        "N shards, this one's index from JOB_COMPLETION_INDEX (a Kubernetes "
+                        "Indexed Job with N completions)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(shard_opt);
+  embed_cmd->add_option("--workers", embed.workers,
+                        "Run through quiver workers (host:port,... or dns:NAME:PORT) with the "
+                        "gateway's balancing and retry, instead of a local engine; --model then "
+                        "gives the tokenizer only");
+  embed_cmd->add_flag("--restart", embed.restart,
+                      "Ignore OUTPUT.checkpoint and start the output over");
+  embed_cmd->add_option("--progress", embed.progress,
+                        "auto (a bar on a terminal, else log lines), bar, log or off")
+      ->check(CLI::IsMember({"auto", "bar", "log", "off"}))
+      ->capture_default_str();
+  embed_cmd->add_option("--progress-interval", embed.progress_interval_s,
+                        "Seconds between progress log lines when stderr is not a terminal")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  embed_cmd->add_option("--request-timeout", embed.request_timeout_s,
+                        "Seconds one batch may take, retries on other workers included")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  embed_cmd->add_option("--retries", embed.retries,
+                        "Times a batch that no worker could answer is tried again (after 1, 2, "
+                        "4, ... s) before the job stops, resumable")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
   embed_cmd->add_option("--dimensions", embed.dimensions,
                         "Matryoshka truncation to this many dimensions (0: the model's width)")
       ->check(CLI::NonNegativeNumber);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/strings.h"
+#include "spdlog/spdlog.h"
 
 namespace quiver::gateway {
 namespace {
@@ -173,7 +174,25 @@ void GrpcReplicaSet::Resolve() {
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
-    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) == 0) {
+    const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+    if (rc != 0) {
+      // A failed lookup (the DNS server unreachable, a timeout, NXDOMAIN while a headless Service
+      // has no ready pods) keeps the workers we have: their health checks say whether they are
+      // still there, and dropping them all would fail every request until the next answer.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!resolve_failing_) {
+        spdlog::warn("quiver gateway: resolving {} failed ({}); keeping the {} workers found "
+                     "before", host, gai_strerror(rc), replicas_.size());
+      }
+      resolve_failing_ = true;
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (resolve_failing_) spdlog::info("quiver gateway: resolving {} works again", host);
+      resolve_failing_ = false;
+    }
+    {
       for (addrinfo* p = res; p != nullptr; p = p->ai_next) {
         char buf[INET6_ADDRSTRLEN] = {0};
         if (p->ai_family == AF_INET) {

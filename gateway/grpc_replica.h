@@ -75,6 +75,7 @@ class GrpcReplicaSet {
   MetricsRegistry* metrics_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<GrpcReplica>> replicas_;
+  bool resolve_failing_ = false;  // the last lookup failed (logged once, until one works)
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread resolver_;

@@ -21,6 +21,10 @@ DEB_PACKAGES=(
   libboost-dev libsimdjson-dev libfmt-dev libspdlog-dev libcli11-dev
   libutf8proc-dev libpcre2-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev ccache
+  # tests/reliability/multihost_test.py: hosts as network namespaces, DNS discovery by dnsmasq
+  # (the -base package: the binary only, no system service); tests/app/embed_job_cli_test.py's
+  # pseudo-terminal comes from util-linux's `script`
+  iproute2 dnsmasq-base util-linux
 )
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do
@@ -34,6 +38,15 @@ if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# --- kubectl validates deploy/kubernetes (tests/deploy): the machine image's, else Debian's ----
+if ! command -v kubectl >/dev/null 2>&1; then
+  log "installing Debian's kubernetes-client (kubectl) for the manifest tests"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends kubernetes-client
 fi
 
 # --- Python venv for tests and benchmarks (never torch: tests read committed fixtures) -----------

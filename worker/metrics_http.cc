@@ -55,10 +55,26 @@ void MetricsHttpServer::Serve() {
     char buf[2048];
     const ssize_t n = ::recv(client, buf, sizeof(buf) - 1, 0);
     std::string response;
-    if (n > 0 && std::strncmp(buf, "GET /metrics", 12) == 0) {
+    const std::string_view request(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    // "GET /path" followed by a space or a query.
+    const auto is = [&](std::string_view path) {
+      const std::string get = StrCat("GET ", path);
+      return request.starts_with(get) && request.size() > get.size() &&
+             (request[get.size()] == ' ' || request[get.size()] == '?');
+    };
+    const auto text = [](std::string_view status, std::string_view body) {
+      return StrCat("HTTP/1.1 ", status, "\r\nContent-Type: text/plain\r\nContent-Length: ",
+                    body.size(), "\r\nConnection: close\r\n\r\n", body);
+    };
+    if (is("/metrics")) {
       const std::string body = registry_->Render();
       response = StrCat("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
                         "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+    } else if (is("/health")) {
+      response = text("200 OK", "ok\n");
+    } else if (is("/ready")) {
+      response = ready_ && ready_() ? text("200 OK", "ready\n")
+                                    : text("503 Service Unavailable", "not ready\n");
     } else {
       response = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     }

@@ -62,6 +62,8 @@ int RunWorker(const WorkerOptions& options) {
     return 1;
   }
   MetricsHttpServer metrics_http(&metrics);
+  std::atomic<bool> ready{false};  // the gate passed and no stop signal yet: GET /ready is 200
+  metrics_http.SetReadiness([&ready] { return ready.load(); });
   if (options.metrics_port >= 0) {
     if (absl::Status s = metrics_http.Start(options.metrics_host, options.metrics_port); !s.ok()) {
       spdlog::error("quiver worker: {}", s.message());
@@ -79,6 +81,7 @@ int RunWorker(const WorkerOptions& options) {
   absl::Status gate = options.readiness_gate ? options.readiness_gate(**engine) : absl::OkStatus();
   if (gate.ok()) {
     server->GetHealthCheckService()->SetServingStatus(true);
+    ready = true;
   } else {
     spdlog::error("quiver worker: not ready: {}", gate.message());
   }
@@ -87,6 +90,7 @@ int RunWorker(const WorkerOptions& options) {
   spdlog::info("quiver worker: {} received; draining ({} tokens admitted)", signal_name,
                scheduler.queued_tokens());
   server->GetHealthCheckService()->SetServingStatus(false);
+  ready = false;
   scheduler.Drain();  // refuses new chunks (UNAVAILABLE), finishes every admitted one
   // Keep answering UNAVAILABLE for a moment, so that clients and balancers that have not yet seen
   // NOT_SERVING get a clean refusal to retry elsewhere rather than a cut connection.

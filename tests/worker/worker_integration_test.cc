@@ -284,6 +284,19 @@ TEST(WorkerIntegrationTest, MetricsEndpointServesPrometheusText) {
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof(buf), pipe)) text.append(buf, n);
   pclose(pipe);
+  // The Kubernetes probes: /health while it runs, /ready once the model is loaded (it is: the
+  // worker answered), 404 for anything else.
+  const std::string probe = "python3 -c \"import urllib.request,urllib.error\n"
+                            "for p in ('/health','/ready','/readyz'):\n"
+                            " try: print(p, urllib.request.urlopen('http://127.0.0.1:" +
+                            std::to_string(worker.metrics_port()) + "'+p).status)\n"
+                            " except urllib.error.HTTPError as e: print(p, e.code)\"";
+  FILE* probes = popen(probe.c_str(), "r");
+  ASSERT_NE(probes, nullptr);
+  std::string answers;
+  while (size_t n = fread(buf, 1, sizeof(buf), probes)) answers.append(buf, n);
+  pclose(probes);
+  EXPECT_EQ(answers, "/health 200\n/ready 200\n/readyz 404\n");
   for (const char* name : {"quiver_scheduler_batch_tokens_bucket", "quiver_scheduler_queue_wait_seconds",
                            "quiver_scheduler_compute_seconds", "quiver_scheduler_admitted_tokens",
                            "quiver_scheduler_rejected_total", "quiver_worker_requests_total{outcome=\"ok\"} 1"}) {
