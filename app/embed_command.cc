@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -379,32 +380,51 @@ int RunEmbed(const EmbedOptions& options) {
     return Fail(absl::IsInvalidArgument(s) ? 2 : 1, s.message());
   };
 
-  while (next < end || !in_flight.empty()) {
-    // Fill the window.
-    while (next < end && static_cast<int>(in_flight.size()) < backend->window) {
+  // A record read and tokenized that did not fit in the unit before.
+  struct Pending {
+    std::string id_json;
+    int64_t index = 0;
+    gateway::Sequence seq;
+  };
+  std::optional<Pending> carry;
+  while (next < end || carry || !in_flight.empty()) {
+    // Fill the window: units of consecutive records up to --max-batch-tokens (a record that
+    // would pass it starts the next unit; a longer one is a unit of its own).
+    while ((next < end || carry) && static_cast<int>(in_flight.size()) < backend->window) {
       Unit unit;
       std::vector<gateway::Sequence> seqs;
-      while (next < end) {
-        absl::StatusOr<bool> got = reader->Next(&record);
-        if (!got.ok()) return fail_and_keep(got.status());
-        if (!*got) return fail_and_keep(absl::DataLossError(
-                       StrCat(options.input_path, " ended before record ", next,
-                              " (did it change while the job ran?)")));
-        if (absl::Status s = (*tok)->Encode(record.text, encode, &enc); !s.ok()) {
-          return fail_and_keep(
-              absl::InvalidArgumentError(StrCat("record ", record.index, ": ", s.message())));
+      while (next < end || carry) {
+        if (!carry) {
+          absl::StatusOr<bool> got = reader->Next(&record);
+          if (!got.ok()) return fail_and_keep(got.status());
+          if (!*got) {
+            return fail_and_keep(absl::DataLossError(StrCat(
+                options.input_path, " ended before record ", next,
+                " (did it change while the job ran?)")));
+          }
+          if (absl::Status s = (*tok)->Encode(record.text, encode, &enc); !s.ok()) {
+            return fail_and_keep(
+                absl::InvalidArgumentError(StrCat("record ", record.index, ": ", s.message())));
+          }
+          ++next;
+          Pending p{record.id_json, record.index, {}};
+          p.seq.ids = enc.ids;
+          if (std::any_of(enc.type_ids.begin(), enc.type_ids.end(),
+                          [](uint32_t t) { return t != 0; })) {
+            p.seq.type_ids = enc.type_ids;
+          }
+          carry = std::move(p);
         }
-        gateway::Sequence seq;
-        seq.ids = enc.ids;
-        if (std::any_of(enc.type_ids.begin(), enc.type_ids.end(), [](uint32_t t) { return t; })) {
-          seq.type_ids = enc.type_ids;
+        const int64_t len = static_cast<int64_t>(carry->seq.ids.size());
+        if (!seqs.empty() &&
+            (unit.tokens + len > options.max_batch_tokens || seqs.size() >= 512)) {
+          break;
         }
-        unit.tokens += static_cast<int64_t>(seq.ids.size());
-        seqs.push_back(std::move(seq));
-        unit.ids.push_back(record.id_json);
-        unit.indices.push_back(record.index);
-        ++next;
-        if (unit.tokens >= options.max_batch_tokens || seqs.size() >= 512) break;
+        unit.tokens += len;
+        seqs.push_back(std::move(carry->seq));
+        unit.ids.push_back(std::move(carry->id_json));
+        unit.indices.push_back(carry->index);
+        carry.reset();
       }
       unit.result = std::async(std::launch::async, RunUnit, backend->dispatcher, std::move(seqs),
                                output, options.request_timeout_s, options.retries);
