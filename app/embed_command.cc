@@ -89,8 +89,8 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
     return absl::InvalidArgumentError(
         StrCat(options.model_dir, " is a scoring model, not an embedding model"));
   }
-  // int8 weights must agree with the f32 engine before anything is written.
-  if (engine_options.quantize == engine::ops::WeightPrecision::kInt8) {
+  // int8 or bf16 weights must agree with the f32 engine before anything is written.
+  if (engine_options.quantize != engine::ops::WeightPrecision::kF32) {
     if (absl::Status gate = CheckFidelity(*b.engine, options.model_dir,
                                           options.device.min_int8_cosine);
         !gate.ok()) {

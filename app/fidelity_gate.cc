@@ -12,10 +12,18 @@ namespace quiver::app {
 
 absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir,
                            double min_int8_cosine) {
-  const bool int8 = engine.options().quantize == engine::ops::WeightPrecision::kInt8;
-  if (engine.options().device.device == engine::Device::kCpu && !int8) return absl::OkStatus();
-  const std::string what = int8 ? StrCat(engine.options().device.ToString(), " with int8 weights")
-                                : engine.options().device.ToString();
+  const engine::ops::WeightPrecision precision = engine.options().quantize;
+  const bool int8 = precision == engine::ops::WeightPrecision::kInt8;
+  if (engine.options().device.device == engine::Device::kCpu &&
+      precision == engine::ops::WeightPrecision::kF32) {
+    return absl::OkStatus();
+  }
+  // bf16 weights on the CPU are held to the GPU's bound (it computes in bf16 too).
+  const std::string what =
+      precision != engine::ops::WeightPrecision::kF32
+          ? StrCat(engine.options().device.ToString(), " with ",
+                   engine::ops::WeightPrecisionName(precision), " weights")
+          : engine.options().device.ToString();
   auto tok = tokenizer::Tokenizer::FromFile(engine.folder().tokenizer_path);
   if (!tok.ok()) return tok.status();
   // Short enough for any model and any batch limit: 14 texts of at most 256 tokens.

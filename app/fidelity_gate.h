@@ -2,7 +2,8 @@
 // says it is ready: the fixed texts below, tokenized with the model's tokenizer, go through the
 // engine and a CPU f32 engine loaded from the same folder; readiness is refused (the numbers
 // logged) when a cosine falls below 0.999 on a GPU (engine/runtime/fidelity.h) or below
-// `min_int8_cosine` for int8 weights (--min-int8-cosine, 0.99 by default), or when running the
+// `min_int8_cosine` for int8 weights (--min-int8-cosine, 0.99 by default; bf16 weights on the
+// CPU are held to 0.999, as a GPU), or when running the
 // same batch again (with lazy graphs: captured, then replayed) does not give the first run's
 // bytes. A CPU f32 engine needs no gate.
 // Composition code: it joins the tokenizer and the engine, which never see each other.

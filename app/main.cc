@@ -82,9 +82,11 @@ void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {
   cmd.add_option("--quantize", device.quantize,
                  "CPU: 'int8' keeps the encoder's Linear weights in int8 per output channel and "
                  "quantizes activations per token as each layer runs (attention, norms and task "
-                 "heads stay f32); the fidelity gate compares it with f32 at start-up. A model "
-                 "folder's quiver.json may set it ({\"quantize\": \"int8\"}); this flag wins")
-      ->check(CLI::IsMember({"none", "int8"}))
+                 "heads stay f32); 'bf16' keeps them in bf16 and rounds activations to bf16, "
+                 "summing in f32 (hosts with AVX512_BF16 only); the fidelity gate compares "
+                 "either with f32 at start-up. A model folder's quiver.json may set it "
+                 "({\"quantize\": \"int8\"}); this flag wins")
+      ->check(CLI::IsMember({"none", "int8", "bf16"}))
       ->capture_default_str();
   cmd.add_option("--min-int8-cosine", device.min_int8_cosine,
                  "with --quantize int8: the smallest cosine to the f32 engine, on fixed corpus "

@@ -4,7 +4,7 @@
 //
 //   quiver_engine_bench --model models/all-MiniLM-L6-v2 --inputs .cache/bench/inputs.json
 //                       [--threads 2] [--seconds 4] [--suites latency,scoring,throughput]
-//                       [--lengths 128,512,4096] [--quantize int8]
+//                       [--lengths 128,512,4096] [--quantize int8|bf16]
 //
 // Inputs come from bench/make_inputs.py (texts cut to exact token lengths); they are tokenized
 // here with quiver's tokenizer, outside the timed part, and every length is checked. Prints JSON.
@@ -302,8 +302,10 @@ int main(int argc, char** argv) {
   options.num_threads = o.threads;
   if (o.quantize == "int8") {
     options.quantize = quiver::engine::ops::WeightPrecision::kInt8;
+  } else if (o.quantize == "bf16") {
+    options.quantize = quiver::engine::ops::WeightPrecision::kBf16;
   } else if (o.quantize != "none") {
-    std::fprintf(stderr, "--quantize %s is not one of none, int8\n", o.quantize.c_str());
+    std::fprintf(stderr, "--quantize %s is not one of none, int8, bf16\n", o.quantize.c_str());
     return 2;
   }
   absl::StatusOr<std::unique_ptr<Engine>> loaded = Engine::Load(o.model, options);

@@ -115,9 +115,10 @@ absl::Status ApplyModelSettings(const std::string& model_dir, DeviceSettings& se
   }
   for (const auto& [key, value] : json->members()) {
     if (key == "quantize") {
-      if (!value.is_string() || (value.as_string() != "none" && value.as_string() != "int8")) {
+      if (!value.is_string() || (value.as_string() != "none" && value.as_string() != "int8" &&
+                                 value.as_string() != "bf16")) {
         return absl::InvalidArgumentError(
-            StrCat(path, ": \"quantize\" must be \"none\" or \"int8\""));
+            StrCat(path, ": \"quantize\" must be \"none\", \"int8\" or \"bf16\""));
       }
       if (!settings.quantize_given) settings.quantize = value.as_string();
     } else if (key == "min_int8_cosine") {
@@ -153,21 +154,27 @@ absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_bat
                                              " and --max-batch-seqs ", max_batch_seqs,
                                              " must be positive"));
   }
-  if (settings.quantize != "none" && settings.quantize != "int8") {
+  if (settings.quantize != "none" && settings.quantize != "int8" && settings.quantize != "bf16") {
     return absl::InvalidArgumentError(
-        StrCat("--quantize '", settings.quantize, "' is not one of none, int8"));
+        StrCat("--quantize '", settings.quantize, "' is not one of none, int8, bf16"));
   }
   if (!(settings.min_int8_cosine >= -1.0 && settings.min_int8_cosine <= 1.0)) {
     return absl::InvalidArgumentError(StrCat("--min-int8-cosine ", settings.min_int8_cosine,
                                              " must be a cosine, in [-1, 1]"));
   }
-  if (settings.quantize == "int8" && device->device != Device::kCpu) {
+  if (settings.quantize != "none" && device->device != Device::kCpu) {
     return absl::InvalidArgumentError(
-        StrCat("--quantize int8 runs on the CPU; on ", device->ToString(),
+        StrCat("--quantize ", settings.quantize, " runs on the CPU; on ", device->ToString(),
                " the engine computes in bf16 (leave --quantize out)"));
   }
-  options.quantize =
-      settings.quantize == "int8" ? ops::WeightPrecision::kInt8 : ops::WeightPrecision::kF32;
+  options.quantize = settings.quantize == "int8"   ? ops::WeightPrecision::kInt8
+                     : settings.quantize == "bf16" ? ops::WeightPrecision::kBf16
+                                                   : ops::WeightPrecision::kF32;
+  if (!ops::WeightPrecisionSupported(device->device, options.quantize)) {
+    return absl::InvalidArgumentError(StrCat(
+        "--quantize bf16 needs a CPU with AVX512_BF16 (and a kernel path of avx512 or above); "
+        "this one: ", cpu::CpuSummary(), ". Use --quantize int8 or none"));
+  }
   options.device = *device;
   options.cuda_graphs = *graphs;
   options.max_graphs = settings.max_graphs;
@@ -185,7 +192,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   if (absl::StatusOr<cpu::CpuPath> path = cpu::ChosenCpuPath(); !path.ok()) return path.status();
   if (device != Device::kCpu && options.quantize != ops::WeightPrecision::kF32) {
     return absl::InvalidArgumentError(
-        StrCat(model_dir, ": int8 weights run on the CPU, not on ", options.device.ToString()));
+        StrCat(model_dir, ": ", ops::WeightPrecisionName(options.quantize),
+               " weights run on the CPU, not on ", options.device.ToString()));
+  }
+  if (!ops::WeightPrecisionSupported(device, options.quantize)) {
+    return absl::InvalidArgumentError(
+        StrCat(model_dir, ": ", ops::WeightPrecisionName(options.quantize),
+               " weights need a CPU with AVX512_BF16 and the avx512 path or above (",
+               cpu::CpuSummary(), ")"));
   }
   if (device == Device::kCuda) {
     QUIVER_RETURN_IF_ERROR(CudaUseDevice(options.device.index));
@@ -413,7 +427,9 @@ std::string Engine::DeviceSummary() const {
           : std::string();
   if (options_.device.device == Device::kCpu) {
     return StrCat("device=cpu (", cpu::CpuSummary(), ")",
-                  options_.quantize == ops::WeightPrecision::kInt8 ? " weights=int8" : "",
+                  options_.quantize == ops::WeightPrecision::kF32
+                      ? ""
+                      : StrCat(" weights=", ops::WeightPrecisionName(options_.quantize)),
                   fallback);
   }
   constexpr double kMiB = 1024.0 * 1024.0;

@@ -31,6 +31,15 @@ struct CpuInt8Linear final : PreparedLinear {
   cpu::QuantizedWeights quantized;
 };
 
+struct CpuBf16Linear final : PreparedLinear {
+  CpuBf16Linear(const float* w, int64_t n, int64_t k) : bf16(w, n, k) {}
+  cpu::Bf16Weights bf16;
+};
+
+const cpu::Bf16Weights& CpuBf16(const LinearWeights& w) {
+  return static_cast<const CpuBf16Linear&>(*w.prepared).bf16;
+}
+
 const cpu::PackedWeights& CpuPacked(const LinearWeights& w) {
   return static_cast<const CpuPackedLinear&>(*w.prepared).packed;
 }
@@ -133,6 +142,20 @@ void CheckWeights(std::string_view op, const ExecContext& ctx, const LinearWeigh
 
 }  // namespace
 
+const char* WeightPrecisionName(WeightPrecision p) {
+  switch (p) {
+    case WeightPrecision::kInt8: return "int8";
+    case WeightPrecision::kBf16: return "bf16";
+    default: return "f32";
+  }
+}
+
+bool WeightPrecisionSupported(Device device, WeightPrecision p) {
+  if (p == WeightPrecision::kF32) return true;
+  if (device != Device::kCpu) return false;
+  return p == WeightPrecision::kInt8 || cpu::Bf16Supported();
+}
+
 LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias, WeightPrecision precision) {
   const ExecContext host{Device::kCpu, nullptr};
   Check("PrepareLinear", "weight", host, weight, DType::kF32, {-1, -1});
@@ -145,14 +168,20 @@ LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias, WeightPre
                 {w.out_features});
   w.bias = bias;
   w.precision = precision;
-  if (precision == WeightPrecision::kInt8 && device != Device::kCpu) {
-    internal::Fail("PrepareLinear",
-                   StrCat("int8 weights run on the CPU only, not on ", DeviceName(device)));
+  if (precision != WeightPrecision::kF32 && device != Device::kCpu) {
+    internal::Fail("PrepareLinear", StrCat(WeightPrecisionName(precision),
+                                           " weights run on the CPU only, not on ",
+                                           DeviceName(device)));
+  }
+  if (precision == WeightPrecision::kBf16 && !cpu::Bf16Supported()) {
+    internal::Fail("PrepareLinear", "bf16 weights need AVX512_BF16 and the avx512 path or above");
   }
   switch (device) {
     case Device::kCpu:
       if (precision == WeightPrecision::kInt8) {
         w.prepared = std::make_shared<CpuInt8Linear>(weight.f32(), w.out_features, w.in_features);
+      } else if (precision == WeightPrecision::kBf16) {
+        w.prepared = std::make_shared<CpuBf16Linear>(weight.f32(), w.out_features, w.in_features);
       } else {
         w.prepared = std::make_shared<CpuPackedLinear>(weight.f32(), w.out_features, w.in_features);
       }
@@ -186,6 +215,9 @@ void Linear(const ExecContext& ctx, const Tensor& x, const LinearWeights& w, con
     case Device::kCpu:
       if (w.precision == WeightPrecision::kInt8) {
         cpu::Linear(*ctx.pool, x.f32(), CpuQuantized(w), bias, y.f32(), num_tokens, epilogue,
+                    residual.empty() ? nullptr : residual.f32());
+      } else if (w.precision == WeightPrecision::kBf16) {
+        cpu::Linear(*ctx.pool, x.f32(), CpuBf16(w), bias, y.f32(), num_tokens, epilogue,
                     residual.empty() ? nullptr : residual.f32());
       } else {
         cpu::Linear(*ctx.pool, x.f32(), CpuPacked(w), bias, y.f32(), num_tokens, epilogue,
@@ -229,6 +261,10 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
     case Device::kCpu:
       if (w.precision == WeightPrecision::kInt8) {
         cpu::LinearAddLayerNorm(*ctx.pool, x.f32(), CpuQuantized(w),
+                                w.bias.empty() ? nullptr : w.bias.f32(), io.f32(), gamma.f32(),
+                                beta.f32(), scratch.f32(), num_tokens, eps);
+      } else if (w.precision == WeightPrecision::kBf16) {
+        cpu::LinearAddLayerNorm(*ctx.pool, x.f32(), CpuBf16(w),
                                 w.bias.empty() ? nullptr : w.bias.f32(), io.f32(), gamma.f32(),
                                 beta.f32(), scratch.f32(), num_tokens, eps);
       } else {

@@ -26,8 +26,13 @@ class PreparedLinear {
 };
 
 // How a layer's weights are kept: f32, or (CPU only) int8 per output channel with activations
-// quantized per row as the layer runs (kernels/cpu/gemm_int8.h; `--quantize int8`).
-enum class WeightPrecision { kF32, kInt8 };
+// quantized per row as the layer runs (kernels/cpu/gemm_int8.h; `--quantize int8`), or bf16 with
+// activations rounded to bf16 as the layer runs (kernels/cpu/gemm_bf16.h; `--quantize bf16`,
+// where the host has AVX512_BF16).
+enum class WeightPrecision { kF32, kInt8, kBf16 };
+const char* WeightPrecisionName(WeightPrecision p);  // "f32", "int8", "bf16"
+// Whether this host can run `p` (bf16: AVX512_BF16 and the avx512 path or above).
+bool WeightPrecisionSupported(Device device, WeightPrecision p);
 
 struct LinearWeights {
   int64_t out_features = 0;

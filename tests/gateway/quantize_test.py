@@ -4,7 +4,8 @@ for the fixture texts stay within the gate's default bound (cosine 0.99) of sent
 f32 embeddings. Asked for a bound int8 cannot reach (--min-int8-cosine 0.999999), the server stays
 unready (/ready 503) and logs the numbers. --quantize on a GPU device is refused at start-up.
 A model folder's quiver.json sets both (the flags win over it); a bad one is refused naming the
-key.
+key. --quantize bf16: ready through the same gate (bound 0.999) where the CPU has AVX512_BF16,
+refused naming it elsewhere.
 
     quantize_test.py QUIVER SOURCE_DIR
 """
@@ -59,6 +60,32 @@ def main():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+    # bf16 weights: served through the same gate (bound 0.999) where the CPU has AVX512_BF16,
+    # refused at start-up naming the instruction set where it does not.
+    version = subprocess.run([QUIVER, "version"], capture_output=True, text=True).stdout
+    if "bf16 weights by vdpbf16ps" in version:
+        proc, port, log = serving.start(QUIVER, MODEL, ["--quantize", "bf16"],
+                                        prefix="quiver-bf16-")
+        try:
+            text = open(log).read()
+            m = re.search(r"fidelity gate on cpu with bf16 weights: .*min cosine ([0-9.]+)", text)
+            check("the bf16 gate ran at start-up and logged its min cosine", m is not None,
+                  text[-600:])
+            status, out = serving.post_json(port, "/embed", {
+                "inputs": [r["text"] for r in rows[:40]], "truncate": True}, timeout=120)
+            worst = min(cosine(o, r["embedding"]) for o, r in zip(out, rows[:40])) \
+                if status == 200 else -1.0
+            check(f"bf16: 40 texts within 0.999 of sentence-transformers f32 (worst {worst:.6f})",
+                  worst >= 0.999)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    else:
+        result = subprocess.run([QUIVER, "serve", "--model", MODEL, "--port", "0", "--quantize",
+                                 "bf16"], capture_output=True, text=True, timeout=60)
+        check("--quantize bf16 without AVX512_BF16 is refused at start-up, naming it",
+              result.returncode != 0 and "AVX512_BF16" in result.stderr, result.stderr[-300:])
 
     log = tempfile.NamedTemporaryFile(prefix="quiver-int8-strict-", suffix=".log", delete=False).name
     proc = subprocess.Popen([QUIVER, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", "0",

@@ -16,6 +16,8 @@
 #define QUIVER_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define QUIVER_TARGET_AVX512_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define QUIVER_TARGET_AVX512_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 #define QUIVER_TARGET_AMX \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,amx-tile,amx-int8")))
 

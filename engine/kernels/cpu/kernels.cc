@@ -118,6 +118,36 @@ struct Int8Product {
   }
 };
 
+// x's rows rounded to bf16 for w (gemm_bf16.h) and multiplied, 64 rows at a time (as
+// Int8Product, so that an epilogue reads its rows from L2). With in_tiles each tile converts its
+// own rows (a tile then holds whole rows); else Bf16Converted() did all rows first.
+struct Bf16Product {
+  static constexpr int64_t kStepRows = 64;
+  const float* x;
+  uint16_t* a;
+  const Bf16Weights& w;
+  bool in_tiles;
+  int64_t n() const { return w.n(); }
+  void Convert(int64_t r0, int64_t r1) const { Bf16Rows(x, w.k(), w.k(), r0, r1, a); }
+  void operator()(const float* bias, float* y, int64_t r0, int64_t rows, int64_t c0,
+                  int64_t c1) const {
+    if (in_tiles) Convert(r0, r0 + rows);
+    Bf16Gemm(a + r0 * 2 * w.k_pairs(), w, bias, y + r0 * n(), n(), rows, c0, c1);
+  }
+};
+
+// The bf16 rows in buffers of the calling thread (as Quantized() below does for int8).
+Bf16Product Bf16Converted(ThreadPool& pool, const float* x, const Bf16Weights& w, int64_t m,
+                          const Tiles& t) {
+  thread_local std::vector<uint16_t> buffer;
+  buffer.resize(static_cast<size_t>(m * 2 * w.k_pairs()));
+  const Bf16Product product{x, buffer.data(), w, /*in_tiles=*/t.col_blocks == 1};
+  if (!product.in_tiles) {
+    ForRowShares(pool, m, [&](int64_t r0, int64_t r1) { product.Convert(r0, r1); });
+  }
+  return product;
+}
+
 // Buffers for an Int8Product's quantized rows: q for int16 rows, hi / lo for the amx path's
 // split ones (the tiles read 16 rows at a time from a tile's first row, which need not be a
 // multiple of 16: 15 rows past the last must be readable), and the rows' scales.
@@ -277,6 +307,22 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const QuantizedWeights
   const Tiles t = SplitProduct(m, w.n(), pool.num_threads());
   RunLinearAddLayerNorm(pool, t, Quantized(pool, x, w, m, t), bias, io, gamma, beta, scratch, m,
                         eps);
+}
+
+void Linear(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias, float* y,
+            int64_t m, Epilogue epilogue, const float* residual) {
+  if (m == 0) return;
+  const Tiles t = SplitProduct(m, w.n(), pool.num_threads());
+  RunLinear(pool, t, Bf16Converted(pool, x, w, m, t), bias, y, m, epilogue, residual);
+}
+
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
+                        float* io, const float* gamma, const float* beta, float* scratch, int64_t m,
+                        float eps) {
+  if (m == 0) return;
+  const Tiles t = SplitProduct(m, w.n(), pool.num_threads());
+  RunLinearAddLayerNorm(pool, t, Bf16Converted(pool, x, w, m, t), bias, io, gamma, beta, scratch,
+                        m, eps);
 }
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include "engine/base/op_types.h"
 #include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/gemm_bf16.h"
 #include "engine/kernels/cpu/gemm_int8.h"
 
 namespace quiver::engine {
@@ -39,6 +40,14 @@ void Linear(ThreadPool& pool, const float* x, const QuantizedWeights& w, const f
 void LinearAddLayerNorm(ThreadPool& pool, const float* x, const QuantizedWeights& w,
                         const float* bias, float* io, const float* gamma, const float* beta,
                         float* scratch, int64_t m, float eps);
+
+// The same with bf16 weights (gemm_bf16.h): each tile rounds its own rows of x to bf16 just
+// before its product. Only where Bf16Supported().
+void Linear(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias, float* y,
+            int64_t m, Epilogue epilogue = Epilogue::kNone, const float* residual = nullptr);
+void LinearAddLayerNorm(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
+                        float* io, const float* gamma, const float* beta, float* scratch, int64_t m,
+                        float eps);
 
 // io[m, n] = LayerNorm(io + epilogue(io · Upᵀ + up_bias) · Downᵀ + down_bias): a post-LN
 // block's feed-forward with int8 weights (Up [inter, n], Down [n, inter]), fused per block of

@@ -1,0 +1,55 @@
+// The bf16 form of a Linear layer (`--quantize bf16`, on hosts with AVX512_BF16): y = x · Wᵀ +
+// bias with W rounded to bf16 once at load and each row of x rounded to bf16 as the layer runs
+// (round to nearest even, vcvtneps2bf16), the products summed in f32 by vdpbf16ps (pairs of k:
+// 32 multiply-adds per instruction, twice the f32 FMA's 16). No scales: bf16 keeps f32's range,
+// so nothing is calibrated and no row can overflow; what is lost is mantissa (8 bits), which
+// costs far less fidelity than int8 (docs/benchmarks.md). An element's result depends only on
+// its row of x and column of W: batching never changes it.
+//
+// Layout: panels of kPanel (16) output columns; per pair of k, the panel's 16 columns hold
+// (W[c][k], W[c][k + 1]) as bf16 (64 bytes, one zmm). Activations: rows of 2 · k_pairs bf16, the
+// odd tail zero. Only where Bf16Supported(): there is no other path (the f32 and int8 ones are
+// the alternatives), and Engine::Load refuses `--quantize bf16` elsewhere.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace quiver::engine::cpu {
+
+// AVX512_BF16 on this host, and the active path at least avx512 (QUIVER_CPU_ISA=avx2 turns it
+// off with the rest of AVX-512).
+bool Bf16Supported();
+
+class Bf16Weights {
+ public:
+  static constexpr int64_t kPanel = 16;
+
+  Bf16Weights() = default;
+  // w is [n, k] row-major f32 (a PyTorch Linear weight). Needs Bf16Supported().
+  Bf16Weights(const float* w, int64_t n, int64_t k);
+
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  int64_t k_pairs() const { return (k_ + 1) / 2; }
+  const uint16_t* panel(int64_t p) const { return data_.get() + p * k_pairs() * 2 * kPanel; }
+
+ private:
+  struct Free {
+    void operator()(uint16_t* p) const;
+  };
+  int64_t n_ = 0, k_ = 0;
+  std::unique_ptr<uint16_t, Free> data_;  // 64-byte aligned
+};
+
+// Rows [r0, r1) of x [m, k] (row stride ldx) rounded to bf16: a [m, 2 · k_pairs] (the odd tail
+// zero).
+void Bf16Rows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1, uint16_t* a);
+
+// y[r, c] = Σ_k a[r, k] · W[c, k] + bias[c] (bias may be null), f32 sums from the bias in pairs
+// of k, for rows [0, m) and columns [c0, c1) on the calling thread; a from Bf16Rows (row stride
+// 2 · k_pairs), y row stride ldy; c0 a multiple of kPanel.
+void Bf16Gemm(const uint16_t* a, const Bf16Weights& w, const float* bias, float* y, int64_t ldy,
+              int64_t m, int64_t c0, int64_t c1);
+
+}  // namespace quiver::engine::cpu

@@ -1,0 +1,188 @@
+// The bf16 GEMM (gemm_bf16.h) against its definition computed here independently: weights and
+// activations rounded to bf16 (round to nearest even), products summed in double, at shapes
+// that cross its panel (16 columns), its two-panel and 14-row blocks, its k passes and odd
+// depths. Then how far it lands from the f32 product (the rounding error, bounded), the
+// batch-invariance property, and the op layer's dispatch. Skipped, saying why, on a host
+// without AVX512_BF16 (or with QUIVER_CPU_ISA below avx512): bf16 has no other path.
+#include "engine/kernels/cpu/gemm_bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#include "engine/base/thread_pool.h"
+#include "engine/kernels/cpu/cpu_features.h"
+#include "engine/ops/linear.h"
+
+namespace quiver::engine::cpu {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// f32 -> bf16 -> f32, round to nearest even on the 16 bits dropped (finite inputs).
+float RoundBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  bits &= 0xFFFF0000u;
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
+
+#define QUIVER_REQUIRE_BF16()                                                        \
+  if (!Bf16Supported()) {                                                            \
+    GTEST_SKIP() << "no bf16 path here (needs AVX512_BF16 and the avx512 path): " \
+                 << CpuSummary();                                                    \
+  }
+
+std::vector<uint16_t> Rows(const std::vector<float>& x, int64_t m, int64_t k) {
+  std::vector<uint16_t> a(static_cast<size_t>(m * ((k + 1) / 2 * 2)), 0x7777);
+  Bf16Rows(x.data(), k, k, 0, m, a.data());
+  return a;
+}
+
+TEST(Bf16GemmTest, MatchesItsDefinition) {
+  QUIVER_REQUIRE_BF16();
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 8},
+                         {7, 33, 301},
+                         {15, 384, 384},
+                         {6, 5, 257},
+                         {29, 48, 1536},
+                         {14, 64, 385}}) {
+    const std::vector<float> x = Random(m * k, 1, 3.0f), w = Random(n * k, 2, 0.2f),
+                             bias = Random(n, 3);
+    const Bf16Weights packed(w.data(), n, k);
+    const std::vector<uint16_t> a = Rows(x, m, k);
+    // The conversion: each value rounded to nearest even, the odd tail zero.
+    for (int64_t i = 0; i < k; ++i) {
+      float back;
+      const uint32_t bits = uint32_t{a[i]} << 16;
+      std::memcpy(&back, &bits, 4);
+      ASSERT_EQ(back, RoundBf16(x[i])) << i;
+    }
+    if (k % 2 == 1) ASSERT_EQ(a[k], 0);
+    std::vector<float> y(m * n, 99.0f);
+    Bf16Gemm(a.data(), packed, bias.data(), y.data(), n, m, 0, n);
+    double worst_f32 = 0, scale_f32 = 0;
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        double want = bias[c], exact = bias[c], mag = std::abs(bias[c]);
+        for (int64_t i = 0; i < k; ++i) {
+          const double p = double(RoundBf16(x[r * k + i])) * RoundBf16(w[c * k + i]);
+          want += p;
+          mag += std::abs(p);
+          exact += double(x[r * k + i]) * w[c * k + i];
+        }
+        // f32 sums of exact products: k roundings at most, each within 2^-24 of the magnitude.
+        ASSERT_NEAR(y[r * n + c], want, 1e-7 * double(k) * mag + 1e-6)
+            << m << "x" << n << "x" << k << " at " << r << "," << c;
+        worst_f32 = std::max(worst_f32, std::abs(y[r * n + c] - exact));
+        scale_f32 = std::max(scale_f32, std::abs(exact));
+      }
+    }
+    // bf16's 8-bit mantissas on both sides: within 1% of the product's scale.
+    EXPECT_LE(worst_f32, 0.01 * scale_f32) << m << "x" << n << "x" << k;
+  }
+}
+
+TEST(Bf16GemmTest, RowsAndColumnRangesDoNotChangeAnyBit) {
+  QUIVER_REQUIRE_BF16();
+  const int64_t m = 31, n = 80, k = 531;
+  const std::vector<float> x = Random(m * k, 4), w = Random(n * k, 5), bias = Random(n, 6);
+  const Bf16Weights packed(w.data(), n, k);
+  const std::vector<uint16_t> all = Rows(x, m, k);
+  std::vector<float> whole(m * n);
+  Bf16Gemm(all.data(), packed, bias.data(), whole.data(), n, m, 0, n);
+  for (int64_t r = 0; r < m; ++r) {
+    const std::vector<float> row(x.begin() + r * k, x.begin() + (r + 1) * k);
+    const std::vector<uint16_t> one = Rows(row, 1, k);
+    std::vector<float> y(n);
+    Bf16Gemm(one.data(), packed, bias.data(), y.data(), n, 1, 0, 16);
+    Bf16Gemm(one.data(), packed, bias.data(), y.data(), n, 1, 16, n);
+    for (int64_t c = 0; c < n; ++c) ASSERT_EQ(y[c], whole[r * n + c]) << r << "," << c;
+  }
+  std::vector<float> no_bias(m * n);
+  Bf16Gemm(all.data(), packed, nullptr, no_bias.data(), n, m, 0, n);
+  std::vector<float> zeros(n, 0.0f), with_zero(m * n);
+  Bf16Gemm(all.data(), packed, zeros.data(), with_zero.data(), n, m, 0, n);
+  EXPECT_EQ(no_bias, with_zero);
+}
+
+}  // namespace
+}  // namespace quiver::engine::cpu
+
+namespace quiver::engine {
+namespace {
+
+// Through the ops layer: bf16 weights run Linear (every epilogue) and LinearAddLayerNorm within
+// bf16's rounding of the f32 layer; CUDA is refused; so is bf16 where the host lacks it.
+TEST(Bf16LinearOpTest, EveryEpilogueStaysNearF32) {
+  const int64_t m = 70, n = 40, k = 72;
+  const std::vector<float> x = cpu::Random(m * k, 11), w = cpu::Random(n * k, 12, 0.3f),
+                           bias = cpu::Random(n, 13), residual = cpu::Random(m * n, 14);
+  auto host = [](const std::vector<float>& v, std::initializer_list<int64_t> shape) {
+    return Tensor(v.data(), DType::kF32, Device::kCpu, shape);
+  };
+  if (!cpu::Bf16Supported()) {
+    EXPECT_FALSE(ops::WeightPrecisionSupported(Device::kCpu, ops::WeightPrecision::kBf16));
+    EXPECT_THROW(ops::PrepareLinear(Device::kCpu, host(w, {n, k}), Tensor(),
+                                    ops::WeightPrecision::kBf16),
+                 std::invalid_argument);
+    GTEST_SKIP() << "no bf16 path here: " << cpu::CpuSummary();
+  }
+  ThreadPool pool(2);
+  const ExecContext ctx{Device::kCpu, &pool};
+  const ops::LinearWeights f32 = ops::PrepareLinear(Device::kCpu, host(w, {n, k}), host(bias, {n}));
+  const ops::LinearWeights bf16 = ops::PrepareLinear(Device::kCpu, host(w, {n, k}),
+                                                     host(bias, {n}), ops::WeightPrecision::kBf16);
+  auto close = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::abs(double(b[i])));
+      worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    }
+    EXPECT_LE(worst, 0.01 * scale) << what;
+    EXPECT_GT(worst, 0.0) << what << ": bit-equal to f32, so not bf16";
+  };
+  for (Epilogue e :
+       {Epilogue::kNone, Epilogue::kGeluErf, Epilogue::kGeluTanh, Epilogue::kResidual}) {
+    std::vector<float> a(m * n), b(m * n);
+    const Tensor r = e == Epilogue::kResidual ? host(residual, {m, n}) : Tensor();
+    ops::Linear(ctx, host(x, {m, k}), bf16, Tensor(a.data(), DType::kF32, Device::kCpu, {m, n}), e,
+                r);
+    ops::Linear(ctx, host(x, {m, k}), f32, Tensor(b.data(), DType::kF32, Device::kCpu, {m, n}), e,
+                r);
+    close(a, b, "Linear");
+  }
+  const std::vector<float> gamma = cpu::Random(n, 15), beta = cpu::Random(n, 16);
+  std::vector<float> io_a = residual, io_b = residual, scratch(m * n);
+  for (auto [weights, io] : {std::pair{&bf16, &io_a}, std::pair{&f32, &io_b}}) {
+    ops::LinearAddLayerNorm(ctx, host(x, {m, k}), *weights,
+                            Tensor(io->data(), DType::kF32, Device::kCpu, {m, n}), host(gamma, {n}),
+                            host(beta, {n}), 1e-12f,
+                            Tensor(scratch.data(), DType::kF32, Device::kCpu, {m, n}));
+  }
+  close(io_a, io_b, "LinearAddLayerNorm");
+  try {
+    ops::PrepareLinear(Device::kCuda, host(w, {n, k}), Tensor(), ops::WeightPrecision::kBf16);
+    ADD_FAILURE() << "bf16 CPU weights prepared for CUDA";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU only"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace quiver::engine
