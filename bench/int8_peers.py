@@ -1,7 +1,8 @@
 """quiver's int8 engine against the int8 peers a careful user would pick, side by side.
 
 Systems, all at the same thread count on the same model (all-MiniLM-L6-v2 by default):
-  - quiver engine f32 and --quantize int8: quiver_engine_bench --stdin (one process each);
+  - quiver engine f32, --quantize int8 and, on a host with AVX512_BF16, --quantize bf16:
+    quiver_engine_bench --stdin (one process each);
   - OpenVINO f32 (INFERENCE_PRECISION_HINT f32, so that a bf16-capable host is not measured in
     bf16) and OpenVINO int8 by NNCF post-training quantization (nncf.quantize, ModelType
     TRANSFORMER, calibrated on 300 corpus documents that are not among the measured texts);
@@ -126,8 +127,10 @@ def ort_peers(onnx_path, work, tokenize, threads):
     return out
 
 
-def openvino_peers(onnx_path, tokenize, calibration, threads):
-    """OpenVINO f32, and NNCF's post-training int8 of the same model."""
+def openvino_peers(onnx_path, tokenize, calibration, threads, bf16=False):
+    """OpenVINO f32, and NNCF's post-training int8 of the same model; with bf16 (a host with
+    AVX512_BF16 or AMX-BF16), OpenVINO with INFERENCE_PRECISION_HINT bf16 too (its default on
+    such hosts)."""
     import nncf
     import openvino as ov
     core = ov.Core()
@@ -145,9 +148,12 @@ def openvino_peers(onnx_path, tokenize, calibration, threads):
     quantized = nncf.quantize(model, dataset, model_type=nncf.ModelType.TRANSFORMER,
                               subset_size=len(calibration))
     out = {}
-    for name, m in ((f"OpenVINO {ov.__version__} f32", model),
-                    (f"OpenVINO {ov.__version__} + NNCF {nncf.__version__} int8", quantized)):
-        compiled = core.compile_model(m, "CPU", config)
+    systems = [(f"OpenVINO {ov.__version__} f32", model, "f32"),
+               (f"OpenVINO {ov.__version__} + NNCF {nncf.__version__} int8", quantized, "f32")]
+    if bf16:
+        systems.append((f"OpenVINO {ov.__version__} bf16", model, "bf16"))
+    for name, m, hint in systems:
+        compiled = core.compile_model(m, "CPU", dict(config, INFERENCE_PRECISION_HINT=hint))
 
         def embed(texts, compiled=compiled):
             inputs, mask = feed(texts)
@@ -228,7 +234,8 @@ def main():
     peers = {}
     peers.update(st_peer(args.model, args.threads))
     peers.update(ort_peers(args.onnx, work, tokenize, args.threads))
-    peers.update(openvino_peers(args.onnx, tokenize, calibration, args.threads))
+    host_bf16 = "avx512_bf16" in cpu_line()[1] or "amx_bf16" in cpu_line()[1]
+    peers.update(openvino_peers(args.onnx, tokenize, calibration, args.threads, bf16=host_bf16))
     if not args.no_ctranslate2:
         peers.update(ctranslate2_peers(args.model, work, tokenize, args.threads))
 
@@ -245,7 +252,7 @@ def main():
         fidelity[name] = {"min_cosine": float(cos.min()), "mean_cosine": float(cos.mean())}
         print(f"{name}: min cosine {cos.min():.6f}", file=sys.stderr)
     gated = {n: e for n, e in peers.items()
-             if "int8" in n or fidelity[n]["min_cosine"] >= 0.9999}
+             if "int8" in n or "bf16" in n or fidelity[n]["min_cosine"] >= 0.9999}
     # Past the gate, every system takes the longest latency input whole (all-MiniLM-L6-v2 has
     # 512 positions), as quiver's engine does.
     tokenize.set_max_len(max(256, *lengths))
@@ -256,10 +263,12 @@ def main():
     # quiver_engine_bench through a wrapper per (path, precision): QUIVER_CPU_ISA and --quantize.
     engines = {}
     for path in [""] + [p for p in args.forced_paths.split(",") if p]:
-        for precision in ("f32", "int8"):
+        # bf16 weights where the host has them and the path is avx512 or above.
+        bf16 = host_bf16 and path not in ("avx2", "generic")
+        for precision in ("f32", "int8") + (("bf16",) if bf16 else ()):
             wrapper = os.path.join(work, f"engine-bench-{path or 'best'}-{precision}.sh")
             env = f"QUIVER_CPU_ISA={path} " if path else ""
-            quantize = " --quantize int8" if precision == "int8" else ""
+            quantize = f" --quantize {precision}" if precision != "f32" else ""
             with open(wrapper, "w") as f:
                 f.write(f'#!/bin/sh\n{env}exec "{os.path.abspath(args.engine_bench)}"'
                         f'{quantize} "$@"\n')

@@ -3,9 +3,11 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "common/file.h"
 #include "common/metrics.h"
@@ -78,6 +80,22 @@ int RunWorker(const WorkerOptions& options) {
       options.limits.max_batch_tokens, options.limits.max_batch_seqs,
       options.limits.max_queued_tokens, options.threads);
   spdlog::info("quiver worker: {}", (*engine)->DeviceSummary());
+  // Warm-up before readiness: one short sequence through the engine, so that the first real
+  // chunk does not pay for first-touch allocations and the threads' start (a GPU's gate below
+  // runs its own batches too).
+  {
+    engine::RaggedBatch warm;
+    const std::vector<int32_t> ids(8, 0);
+    warm.Add(ids);
+    const auto start = std::chrono::steady_clock::now();
+    if (absl::StatusOr<engine::EngineOutput> out = (*engine)->Run(std::move(warm)); !out.ok()) {
+      spdlog::warn("quiver worker: warm-up batch failed: {}", out.status().message());
+    } else {
+      spdlog::info("quiver worker: warm-up batch in {:.1f} ms",
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             start).count());
+    }
+  }
   absl::Status gate = options.readiness_gate ? options.readiness_gate(**engine) : absl::OkStatus();
   if (gate.ok()) {
     server->GetHealthCheckService()->SetServingStatus(true);
