@@ -14,6 +14,7 @@
 // contiguous slice of the records, so the shards' outputs concatenate to the whole.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -63,6 +64,32 @@ int Fail(int code, absl::string_view message) {
   return code;
 }
 
+// What identifies a model folder's outputs for a checkpoint: the bytes of its config and
+// tokenizer, and the size and modification time of each weights file (hashing gigabytes of
+// weights at every start would cost more than it saves).
+std::string FolderFingerprint(const std::string& dir) {
+  std::string out;
+  for (const char* name : {"config.json", "tokenizer.json", "modules.json",
+                           "sentence_bert_config.json", "1_Pooling/config.json"}) {
+    absl::StatusOr<InputScan> scan = ScanInput((std::filesystem::path(dir) / name).string());
+    out += StrCat(name, "=", scan.ok() ? scan->hash : 0, ";");
+  }
+  std::error_code ec;
+  std::vector<std::string> weights;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with(".safetensors")) continue;
+    std::error_code size_ec, time_ec;
+    const auto size = entry.file_size(size_ec);
+    const auto time = entry.last_write_time(time_ec);
+    weights.push_back(StrCat(name, "=", size_ec ? 0 : size, "@",
+                             time_ec ? 0 : time.time_since_epoch().count(), ";"));
+  }
+  std::sort(weights.begin(), weights.end());
+  for (const std::string& w : weights) out += w;
+  return StrCat(ScanTexts({out}).hash);
+}
+
 absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
   Backend b;
   absl::StatusOr<engine::ModelOptions> model = ResolveModelOptions(options.model_dir);
@@ -102,11 +129,9 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
   b.max_tokens = std::min<int64_t>(
       b.engine->folder().pooling.max_seq_length.value_or(b.engine->max_input_tokens()),
       b.engine->max_input_tokens());
-  absl::StatusOr<std::string> config =
-      ReadFile((std::filesystem::path(options.model_dir) / "config.json").string());
   b.model_identity = StrCat(b.engine->folder().architecture, "/", b.width, "/",
-                            std::hash<std::string>()(config.ok() ? *config : ""), "/",
-                            options.device.quantize);
+                            FolderFingerprint(options.model_dir), "/", options.device.device, "/",
+                            options.device.quantize, "/", options.attention_backend);
   b.scheduler = std::make_unique<scheduler::Scheduler>(b.engine.get(), limits, b.metrics.get());
   auto replica = std::make_shared<LocalReplica>("local", b.engine.get(), b.scheduler.get());
   b.dispatcher = std::make_shared<gateway::Dispatcher>(
@@ -141,8 +166,11 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
   b.tokenizer_path = (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
   b.width = info->hidden_size();
   b.max_tokens = info->max_seq_length() > 0 ? info->max_seq_length() : info->max_input_tokens();
-  // The workers' model: its name and shape (their weights are not here to hash).
-  b.model_identity = StrCat(info->architecture(), "/", b.width, "/", info->name());
+  // The workers' model: its name and shape (their weights are not here to hash), and the
+  // tokenizer used here.
+  absl::StatusOr<InputScan> tokenizer = ScanInput(b.tokenizer_path);
+  b.model_identity = StrCat(info->architecture(), "/", b.width, "/", info->name(), "/",
+                            tokenizer.ok() ? tokenizer->hash : 0);
   b.dispatcher = std::make_shared<gateway::Dispatcher>(
       [set = b.workers.get()] { return set->Snapshot(); },
       std::min<int64_t>(options.max_batch_tokens, std::max<uint32_t>(1, info->max_batch_tokens())));
@@ -271,10 +299,18 @@ int RunEmbed(const EmbedOptions& options) {
   Checkpoint checkpoint;
   checkpoint.fingerprint = fingerprint;
   bool resume = false;
-  if (to_file) {
+  if (to_file && options.restart) {
+    // Gone before anything is written: a --restart run killed early must not resume the old job.
+    std::error_code ec;
+    std::filesystem::remove(checkpoint_path, ec);
+    if (ec) return Fail(1, StrCat(checkpoint_path, ": cannot remove: ", ec.message()));
+  } else if (to_file) {
     absl::StatusOr<std::optional<Checkpoint>> found = ReadCheckpoint(checkpoint_path);
-    if (!found.ok()) return Fail(2, StrCat(found.status().message(), " (--restart ignores it)"));
-    if (found->has_value() && !options.restart) {
+    if (!found.ok()) {
+      return Fail(absl::IsUnavailable(found.status()) ? 1 : 2,
+                  StrCat(found.status().message(), " (--restart removes it and starts over)"));
+    }
+    if (found->has_value()) {
       if ((*found)->fingerprint != fingerprint) {
         return Fail(2, StrCat(checkpoint_path, " is from a job with another input, shard, model "
                               "or output options; run the same command to resume it, or add "
@@ -287,11 +323,12 @@ int RunEmbed(const EmbedOptions& options) {
   absl::StatusOr<OutputFile> out =
       to_file ? OutputFile::Open(output_path, resume ? checkpoint.output_bytes : -1)
               : OutputFile::Stdout();
-  if (!out.ok()) return Fail(2, out.status().message());
+  // A checkpoint the file does not match is the user's to sort out (2); an I/O error may pass (1).
+  if (!out.ok()) return Fail(absl::IsDataLoss(out.status()) ? 2 : 1, out.status().message());
   std::optional<OutputFile> ids_out;
   if (npy) {
     absl::StatusOr<OutputFile> f = OutputFile::Open(ids_path, resume ? checkpoint.ids_bytes : -1);
-    if (!f.ok()) return Fail(2, f.status().message());
+    if (!f.ok()) return Fail(absl::IsDataLoss(f.status()) ? 2 : 1, f.status().message());
     ids_out = *std::move(f);
   }
   if (!resume && npy) {
@@ -325,6 +362,7 @@ int RunEmbed(const EmbedOptions& options) {
   Record record;
 
   bool consistent = true;  // false while a commit is half written
+  int64_t saved_records = checkpoint.records_done;  // what the checkpoint on disk says
   auto save = [&]() -> absl::Status {
     if (!to_file) return absl::OkStatus();
     if (absl::Status s = out->Sync(); !s.ok()) return s;
@@ -334,7 +372,9 @@ int RunEmbed(const EmbedOptions& options) {
     checkpoint.output_bytes = out->bytes();
     checkpoint.ids_bytes = ids_out ? ids_out->bytes() : 0;
     last_checkpoint = std::chrono::steady_clock::now();
-    return WriteCheckpoint(checkpoint_path, checkpoint);
+    absl::Status written = WriteCheckpoint(checkpoint_path, checkpoint);
+    if (written.ok()) saved_records = checkpoint.records_done;
+    return written;
   };
   auto commit = [&](Unit& unit) -> absl::Status {
     absl::StatusOr<gateway::ReplicaResult> r = unit.result.get();
@@ -372,12 +412,15 @@ int RunEmbed(const EmbedOptions& options) {
     // What was committed stays committed: the next run resumes there.
     if (consistent && committed > 0) (void)save();
     if (*progress_mode == Progress::Mode::kBar) std::fprintf(stderr, "\n");
+    const bool bad_input = absl::IsInvalidArgument(s) || absl::IsDataLoss(s);
     if (to_file) {
-      return Fail(absl::IsInvalidArgument(s) ? 2 : 1,
-                  StrCat(s.message(), "; ", checkpoint.records_done, " of ", end - first,
-                         " records are written, and the same command resumes from there"));
+      return Fail(bad_input ? 2 : 1,
+                  StrCat(s.message(), "; ", saved_records, " of ", end - first,
+                         " records are written",
+                         bad_input ? " (a changed input starts over: run with --restart)"
+                                   : ", and the same command resumes from there"));
     }
-    return Fail(absl::IsInvalidArgument(s) ? 2 : 1, s.message());
+    return Fail(bad_input ? 2 : 1, s.message());
   };
 
   // A record read and tokenized that did not fit in the unit before.
@@ -404,7 +447,8 @@ int RunEmbed(const EmbedOptions& options) {
           }
           if (absl::Status s = (*tok)->Encode(record.text, encode, &enc); !s.ok()) {
             return fail_and_keep(
-                absl::InvalidArgumentError(StrCat("record ", record.index, ": ", s.message())));
+                absl::InvalidArgumentError(StrCat(reader->where(), " (record ", record.index,
+                                                "): ", s.message())));
           }
           ++next;
           Pending p{record.id_json, record.index, {}};
@@ -449,7 +493,11 @@ int RunEmbed(const EmbedOptions& options) {
     if (absl::Status s = ids_out->Sync(); !s.ok()) return Fail(1, s.message());
   }
   progress.Finish(committed, tokens_done);
-  if (to_file) std::filesystem::remove(checkpoint_path);
+  if (to_file) {
+    std::error_code ec;
+    std::filesystem::remove(checkpoint_path, ec);
+    if (ec) spdlog::warn("quiver embed: done, but {} stays: {}", checkpoint_path, ec.message());
+  }
   return 0;
 }
 

@@ -156,6 +156,10 @@ absl::Status RecordReader::Skip(int64_t n) {
   return absl::OkStatus();
 }
 
+std::string RecordReader::where() const {
+  return file_ != nullptr ? StrCat(path_, ":", line_) : StrCat("--text ", index_);
+}
+
 absl::StatusOr<bool> RecordReader::Next(Record* out) {
   if (file_ == nullptr) {
     if (index_ >= static_cast<int64_t>(texts_.size())) return false;
@@ -285,7 +289,9 @@ std::string ExpandShard(std::string path, const Shard& shard) {
 
 absl::StatusOr<std::optional<Checkpoint>> ReadCheckpoint(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::optional<Checkpoint>();
+  const bool exists = std::filesystem::exists(path, ec);
+  if (ec) return absl::UnavailableError(StrCat(path, ": ", ec.message()));
+  if (!exists) return std::optional<Checkpoint>();
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
   absl::StatusOr<JsonValue> json = JsonValue::Parse(*text);

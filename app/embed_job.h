@@ -46,6 +46,8 @@ class RecordReader {
   absl::StatusOr<bool> Next(Record* out);
   // Skips `n` records without parsing them (the lines are still read).
   absl::Status Skip(int64_t n);
+  // Where the last record came from, for messages: "docs.jsonl:17", or "--text 3".
+  std::string where() const;
 
  private:
   RecordReader() = default;

@@ -175,10 +175,17 @@ void GrpcReplicaSet::Resolve() {
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* res = nullptr;
     const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
-    if (rc != 0) {
-      // A failed lookup (the DNS server unreachable, a timeout, NXDOMAIN while a headless Service
-      // has no ready pods) keeps the workers we have: their health checks say whether they are
-      // still there, and dropping them all would fail every request until the next answer.
+    // The name answered with no address (NXDOMAIN or no records: a headless Service with no
+    // ready pods): no workers. Their addresses may be reused by other pods.
+    const bool no_such_name = rc == EAI_NONAME
+#ifdef EAI_NODATA
+                              || rc == EAI_NODATA
+#endif
+        ;
+    if (rc != 0 && !no_such_name) {
+      // A lookup that failed (the DNS server unreachable, a timeout) keeps the workers we have:
+      // their health checks say whether they are still there, and dropping them all would fail
+      // every request until the next answer.
       std::lock_guard<std::mutex> lock(mu_);
       if (!resolve_failing_) {
         spdlog::warn("quiver gateway: resolving {} failed ({}); keeping the {} workers found "
@@ -192,7 +199,7 @@ void GrpcReplicaSet::Resolve() {
       if (resolve_failing_) spdlog::info("quiver gateway: resolving {} works again", host);
       resolve_failing_ = false;
     }
-    {
+    if (rc == 0) {
       for (addrinfo* p = res; p != nullptr; p = p->ai_next) {
         char buf[INET6_ADDRSTRLEN] = {0};
         if (p->ai_family == AF_INET) {

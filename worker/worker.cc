@@ -63,6 +63,9 @@ int RunWorker(const WorkerOptions& options) {
     spdlog::error("quiver worker: cannot listen on {}", options.listen);
     return 1;
   }
+  // The default health service starts SERVING; gateways must not send chunks before the warm-up
+  // and the fidelity gate below (nor ever, when the gate fails).
+  server->GetHealthCheckService()->SetServingStatus(false);
   MetricsHttpServer metrics_http(&metrics);
   std::atomic<bool> ready{false};  // the gate passed and no stop signal yet: GET /ready is 200
   metrics_http.SetReadiness([&ready] { return ready.load(); });

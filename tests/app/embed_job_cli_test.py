@@ -98,11 +98,16 @@ def main():
     kills = 0
     for attempt in range(4):
         proc = subprocess.Popen([QUIVER, "embed", "--model", MODEL, "--progress", "off",
-                                 "--input", src, "--output", out],
+                                 "--input", src, "--output", out, "--restart"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # Between 30% and 80% of an uninterrupted run (model loading included).
-        delay = ref_seconds * rng.uniform(0.3, 0.8)
+        # Once the first checkpoint is there, a random point up to 70% of an uninterrupted run.
+        started = time.time()
+        while proc.poll() is None and not os.path.exists(out + ".checkpoint") \
+                and time.time() - started < ref_seconds:
+            time.sleep(0.01)
+        delay = rng.uniform(0.0, max(0.0, 0.7 * ref_seconds - (time.time() - started)))
         time.sleep(delay)
+        delay = time.time() - started
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         cp = out + ".checkpoint"
@@ -136,9 +141,11 @@ def main():
     for attempt in range(6):
         proc = subprocess.Popen([QUIVER, "embed", "--model", MODEL, "--progress", "off",
                                  "--input", small, "--output", out_jl, "--max-batch-tokens",
-                                 "512"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 "512", "--restart"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
-        while time.time() < deadline and not os.path.exists(out_jl + ".checkpoint"):
+        while time.time() < deadline and proc.poll() is None \
+                and not os.path.exists(out_jl + ".checkpoint"):
             time.sleep(0.01)
         time.sleep(rng.uniform(0.0, 0.5))
         proc.send_signal(signal.SIGKILL)
@@ -222,7 +229,8 @@ def main():
                              small, "--output", f"{work}/other.npy", "--max-batch-tokens", "256"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while time.time() < deadline and not os.path.exists(f"{work}/other.npy.checkpoint"):
+    while time.time() < deadline and proc.poll() is None \
+            and not os.path.exists(f"{work}/other.npy.checkpoint"):
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -236,6 +244,11 @@ def main():
               == npy_rows(ref)[1][:1000 * 384 * 4], r.stderr[-300:])
     else:
         check("the job wrote a checkpoint before it finished", False)
+    # --restart with a checkpoint from another job: removed at once, the new job runs.
+    r = embed("--input", small, "--output", f"{work}/other.npy", "--max-batch-tokens", "256",
+              "--restart")
+    check("--restart leaves no checkpoint of the old job behind",
+          r.returncode == 0 and not os.path.exists(f"{work}/other.npy.checkpoint"), r.stderr[-300:])
     for args, needle in ((["--shard", "3/3"], "--shard"), (["--shard", "x"], "--shard"),
                          (["--shards", "2"], "JOB_COMPLETION_INDEX")):
         env = {k: v for k, v in os.environ.items() if k != "JOB_COMPLETION_INDEX"}

@@ -5,8 +5,9 @@ Each host is a network namespace with its own address on a bridge (iproute2: ip 
 dnsmasq, on a host of its own, serves the workers' service name with one A record per worker
 (as a Kubernetes headless Service does), and the gateway runs with --workers dns:NAME:PORT and
 that server in its resolv.conf (/etc/netns/NS/resolv.conf, which `ip netns exec` mounts). The
-whole test runs in a network namespace of its own (unshare --net), so the machine's own network
-is never touched.
+whole test runs in network and mount namespaces of its own (unshare --net --mount, with tmpfs over
+/run/netns and /etc/netns), and every process it starts dies with it (PR_SET_PDEATHSIG): the
+machine's own network is never touched, and a test killed by its timeout leaves nothing behind.
 
 Under a steady load from 8 clients, with every answer compared bit for bit with answers taken
 before (quiver's outputs do not depend on batching):
@@ -25,6 +26,7 @@ Exits 77 (ctest's SKIP_RETURN_CODE) with the reason when network namespaces, uns
 are not available (not root, a container without CAP_SYS_ADMIN, ...).
 """
 
+import ctypes
 import json
 import os
 import re
@@ -45,6 +47,11 @@ RESOLVE_MS = 500
 HEALTH_MS = 300
 NET = "10.77.0"
 HOSTS = {"dns": 2, "gw": 10, "w1": 11, "w2": 12, "w3": 13}
+
+
+def die_with_parent():
+    """preexec_fn: SIGKILL this child when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 def skip(reason):
@@ -84,7 +91,8 @@ class Hosts:
 
     def run(self, name, argv, log):
         proc = subprocess.Popen(["ip", "netns", "exec", self.prefix + name, *argv],
-                                stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+                                stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+                                preexec_fn=die_with_parent)
         self.procs.append(proc)
         return proc
 
@@ -139,6 +147,11 @@ def gauge(base, name, replica):
 
 
 def inner(quiver, model, corpus):
+    # This mount namespace's own /run/netns and /etc/netns: named namespaces and their
+    # resolv.conf files vanish with it.
+    for d in ("/run/netns", "/etc/netns"):
+        os.makedirs(d, exist_ok=True)
+        sh("mount", "-t", "tmpfs", "tmpfs", d)
     work = tempfile.mkdtemp(prefix="quiver-multihost-")
     hosts = Hosts()
     failures = []
@@ -243,19 +256,19 @@ def inner(quiver, model, corpus):
                           10 * RESOLVE_MS / 1000)
         print(f"scale-up: w3 got its first chunk {took if took is None else round(took, 2)} s "
               f"after its record was published (re-resolve {RESOLVE_MS} ms, health {HEALTH_MS} ms)")
-        if took is None or took > (RESOLVE_MS + 2 * HEALTH_MS) / 1000 + 1.0:
+        if took is None or took > (RESOLVE_MS + 2 * HEALTH_MS) / 1000 + 3.0:
             failures.append(f"scale-up: w3 not used within the re-resolve interval ({took})")
         time.sleep(1.5)
 
         # 2. Scale-down: w1's record removed, then w1 stopped as a Deployment would.
         publish(["w2", "w3"])
         removed_at = time.time()
-        time.sleep(RESOLVE_MS / 1000 + 0.3)
+        time.sleep(RESOLVE_MS / 1000 + 1.5)
         before = chunks_by_replica(base).get(worker_addr["w1"], 0)
         time.sleep(1.5)
         after = chunks_by_replica(base).get(worker_addr["w1"], 0)
-        print(f"scale-down: w1 got {after - before:.0f} chunks between {RESOLVE_MS + 300} ms and "
-              f"{RESOLVE_MS + 1800} ms after its record was removed")
+        print(f"scale-down: w1 got {after - before:.0f} chunks between {RESOLVE_MS + 1500} ms and "
+              f"{RESOLVE_MS + 3000} ms after its record was removed")
         if after != before:
             failures.append(f"scale-down: w1 still got chunks {time.time() - removed_at:.1f} s "
                             f"after its record was removed")
@@ -326,14 +339,28 @@ def main():
     for tool in ("ip", "unshare", "dnsmasq"):
         if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}"):
             skip(f"{tool} is not installed (scripts/setup.sh installs iproute2 and dnsmasq-base)")
-    probe = subprocess.run(["unshare", "--net", "sh", "-c",
-                            "ip link add qbr0 type bridge && ip netns add qmhprobe$$ && "
-                            "ip netns del qmhprobe$$"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        skip(f"network namespaces are not available here: {probe.stderr.strip()[:300]}")
-    env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-    sys.exit(subprocess.run(["unshare", "--net", sys.executable, os.path.abspath(__file__),
-                             "--inner", quiver, model, corpus], env=env).returncode)
+    unshare = ["unshare", "--net", "--mount", "--propagation", "private"]
+    etc_netns_existed = os.path.isdir("/etc/netns")
+    probe = subprocess.run(unshare + ["sh", "-c",
+                                      "mkdir -p /run/netns /etc/netns && "
+                                      "mount -t tmpfs tmpfs /run/netns && "
+                                      "mount -t tmpfs tmpfs /etc/netns && "
+                                      "ip link add qbr0 type bridge && ip netns add qmhprobe && "
+                                      "ip netns del qmhprobe"], capture_output=True, text=True)
+    try:
+        if probe.returncode != 0:
+            skip(f"network namespaces are not available here: {probe.stderr.strip()[:300]}")
+        env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+        code = subprocess.run(unshare + [sys.executable, os.path.abspath(__file__), "--inner",
+                                         quiver, model, corpus], env=env,
+                              preexec_fn=die_with_parent).returncode
+    finally:
+        if not etc_netns_existed:  # the mount point made for the tmpfs, empty out here
+            try:
+                os.rmdir("/etc/netns")
+            except OSError:
+                pass
+    sys.exit(code)
 
 
 if __name__ == "__main__":
