@@ -64,6 +64,7 @@ struct EmbedOptions {
   int progress_interval_s = 10;
   int request_timeout_s = 600;  // per batch, retries within it included
   int retries = 5;              // a batch the pool could not answer is tried again this often
+  double checkpoint_interval_s = 1.0;  // the least time between two checkpoints (0: every batch)
   int startup_timeout_s = 60;   // --workers: how long to wait for one to answer
   int64_t dimensions = 0;
   bool normalize = false;   // force L2 normalization (default: what the model's modules say)

@@ -7,7 +7,7 @@
 // The work goes through the gateway's Dispatcher, to the in-process engine (a LocalReplica, as
 // in `quiver serve`) or to a pool of `quiver worker`s (--workers, balanced and retried as the
 // gateway does), in units of --max-batch-tokens, several in flight, committed in input order.
-// After each commit (at most once a second) the outputs are synced and a checkpoint
+// After each commit (at most once per --checkpoint-interval, 1 s) the outputs are synced and a checkpoint
 // (OUTPUT.checkpoint) says how far they are complete: a killed job run again with the same
 // arguments cuts its outputs back to that point and goes on, and ends with the bytes an
 // uninterrupted run writes. --shard I/N (or --shards N with JOB_COMPLETION_INDEX) takes a
@@ -403,7 +403,8 @@ int RunEmbed(const EmbedOptions& options) {
     committed += n;
     tokens_done += unit.tokens;
     checkpoint.records_done += n;
-    if (std::chrono::steady_clock::now() - last_checkpoint >= std::chrono::seconds(1)) {
+    if (std::chrono::steady_clock::now() - last_checkpoint >=
+        std::chrono::duration<double>(options.checkpoint_interval_s)) {
       return save();
     }
     return absl::OkStatus();

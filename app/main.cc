@@ -254,6 +254,11 @@ int main(int argc, char** argv) {
                         "Seconds one batch may take, retries on other workers included")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  embed_cmd->add_option("--checkpoint-interval", embed.checkpoint_interval_s,
+                        "Least seconds between two checkpoints (each syncs the outputs to disk); "
+                        "0 writes one after every batch. A killed job redoes at most this much")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
   embed_cmd->add_option("--retries", embed.retries,
                         "Times a batch that no worker could answer is tried again (after 1, 2, "
                         "4, ... s) before the job stops, resumable")
