@@ -19,6 +19,7 @@
 #include "engine/base/thread_pool.h"
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/ops/linear.h"
+#include "tests/engine/quantized_linear_check.h"
 
 namespace quiver::engine::cpu {
 namespace {
@@ -128,60 +129,19 @@ namespace quiver::engine {
 namespace {
 
 // Through the ops layer: bf16 weights run Linear (every epilogue) and LinearAddLayerNorm within
-// bf16's rounding of the f32 layer; CUDA is refused; so is bf16 where the host lacks it.
+// bf16's rounding of the f32 layer (1%; 70 rows: whole 64-row steps and a tail), CUDA refused;
+// where the host lacks bf16, PrepareLinear refuses it.
 TEST(Bf16LinearOpTest, EveryEpilogueStaysNearF32) {
-  const int64_t m = 70, n = 40, k = 72;
-  const std::vector<float> x = cpu::Random(m * k, 11), w = cpu::Random(n * k, 12, 0.3f),
-                           bias = cpu::Random(n, 13), residual = cpu::Random(m * n, 14);
-  auto host = [](const std::vector<float>& v, std::initializer_list<int64_t> shape) {
-    return Tensor(v.data(), DType::kF32, Device::kCpu, shape);
-  };
   if (!cpu::Bf16Supported()) {
     EXPECT_FALSE(ops::WeightPrecisionSupported(Device::kCpu, ops::WeightPrecision::kBf16));
-    EXPECT_THROW(ops::PrepareLinear(Device::kCpu, host(w, {n, k}), Tensor(),
+    const std::vector<float> w = testing::RandomValues(16 * 8, 1);
+    EXPECT_THROW(ops::PrepareLinear(Device::kCpu,
+                                    Tensor(w.data(), DType::kF32, Device::kCpu, {16, 8}), Tensor(),
                                     ops::WeightPrecision::kBf16),
                  std::invalid_argument);
     GTEST_SKIP() << "no bf16 path here: " << cpu::CpuSummary();
   }
-  ThreadPool pool(2);
-  const ExecContext ctx{Device::kCpu, &pool};
-  const ops::LinearWeights f32 = ops::PrepareLinear(Device::kCpu, host(w, {n, k}), host(bias, {n}));
-  const ops::LinearWeights bf16 = ops::PrepareLinear(Device::kCpu, host(w, {n, k}),
-                                                     host(bias, {n}), ops::WeightPrecision::kBf16);
-  auto close = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
-    double scale = 0, worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      scale = std::max(scale, std::abs(double(b[i])));
-      worst = std::max(worst, std::abs(double(a[i]) - b[i]));
-    }
-    EXPECT_LE(worst, 0.01 * scale) << what;
-    EXPECT_GT(worst, 0.0) << what << ": bit-equal to f32, so not bf16";
-  };
-  for (Epilogue e :
-       {Epilogue::kNone, Epilogue::kGeluErf, Epilogue::kGeluTanh, Epilogue::kResidual}) {
-    std::vector<float> a(m * n), b(m * n);
-    const Tensor r = e == Epilogue::kResidual ? host(residual, {m, n}) : Tensor();
-    ops::Linear(ctx, host(x, {m, k}), bf16, Tensor(a.data(), DType::kF32, Device::kCpu, {m, n}), e,
-                r);
-    ops::Linear(ctx, host(x, {m, k}), f32, Tensor(b.data(), DType::kF32, Device::kCpu, {m, n}), e,
-                r);
-    close(a, b, "Linear");
-  }
-  const std::vector<float> gamma = cpu::Random(n, 15), beta = cpu::Random(n, 16);
-  std::vector<float> io_a = residual, io_b = residual, scratch(m * n);
-  for (auto [weights, io] : {std::pair{&bf16, &io_a}, std::pair{&f32, &io_b}}) {
-    ops::LinearAddLayerNorm(ctx, host(x, {m, k}), *weights,
-                            Tensor(io->data(), DType::kF32, Device::kCpu, {m, n}), host(gamma, {n}),
-                            host(beta, {n}), 1e-12f,
-                            Tensor(scratch.data(), DType::kF32, Device::kCpu, {m, n}));
-  }
-  close(io_a, io_b, "LinearAddLayerNorm");
-  try {
-    ops::PrepareLinear(Device::kCuda, host(w, {n, k}), Tensor(), ops::WeightPrecision::kBf16);
-    ADD_FAILURE() << "bf16 CPU weights prepared for CUDA";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("CPU only"), std::string::npos) << e.what();
-  }
+  testing::ExpectLayerNearF32(ops::WeightPrecision::kBf16, 0.01, 70, 40, 72);
 }
 
 }  // namespace
