@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -193,18 +194,25 @@ bool Retriable(const absl::Status& s) {
 
 // Runs one unit through the dispatcher; a unit the pool could not answer (every worker down, the
 // deadline passed) is tried again after a pause, up to `retries` times.
+// `abort` (set when the job stops on an error) ends the unit at once: its calls are cancelled as
+// a gateway's are when the client leaves, and no retry follows.
 absl::StatusOr<gateway::ReplicaResult> RunUnit(std::shared_ptr<gateway::Dispatcher> dispatcher,
                                                std::vector<gateway::Sequence> seqs,
                                                quiver::v1::OutputOptions output, int timeout_s,
-                                               int retries) {
+                                               int retries,
+                                               std::shared_ptr<const std::atomic<bool>> abort) {
   absl::StatusOr<gateway::ReplicaResult> r = absl::UnknownError("not run");
   for (int attempt = 0;; ++attempt) {
-    r = dispatcher->Run(gateway::CallKind::kEmbed, seqs, output,
-                        std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
-    if (r.ok() || !Retriable(r.status()) || attempt >= retries) return r;
+    gateway::CallContext call(std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
+    call.client_gone = [abort] { return abort->load(std::memory_order_relaxed); };
+    r = dispatcher->Run(gateway::CallKind::kEmbed, seqs, output, call);
+    if (r.ok() || !Retriable(r.status()) || attempt >= retries || abort->load()) return r;
     spdlog::warn("quiver embed: a batch failed ({}); trying again ({} of {})", r.status().message(),
                  attempt + 1, retries);
-    std::this_thread::sleep_for(std::chrono::seconds(1 << std::min(attempt, 4)));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1 << std::min(attempt, 4));
+    while (std::chrono::steady_clock::now() < until && !abort->load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 }
 
@@ -409,7 +417,12 @@ int RunEmbed(const EmbedOptions& options) {
     }
     return absl::OkStatus();
   };
+  auto abort = std::make_shared<std::atomic<bool>>(false);
   auto fail_and_keep = [&](const absl::Status& s) {
+    // Units still in flight are cancelled, not waited for to their deadlines.
+    abort->store(true);
+    for (Unit& u : in_flight) u.result.wait();
+    in_flight.clear();
     // What was committed stays committed: the next run resumes there.
     if (consistent && committed > 0) (void)save();
     if (*progress_mode == Progress::Mode::kBar) std::fprintf(stderr, "\n");
@@ -472,7 +485,7 @@ int RunEmbed(const EmbedOptions& options) {
         carry.reset();
       }
       unit.result = std::async(std::launch::async, RunUnit, backend->dispatcher, std::move(seqs),
-                               output, options.request_timeout_s, options.retries);
+                               output, options.request_timeout_s, options.retries, abort);
       in_flight.push_back(std::move(unit));
     }
     // Commit the oldest when it is done; redraw the progress while waiting.
@@ -482,8 +495,6 @@ int RunEmbed(const EmbedOptions& options) {
     }
     if (absl::Status s = commit(oldest); !s.ok()) {
       in_flight.pop_front();
-      for (Unit& u : in_flight) u.result.wait();
-      in_flight.clear();
       return fail_and_keep(s);
     }
     in_flight.pop_front();

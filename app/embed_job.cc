@@ -28,7 +28,12 @@ uint64_t Fnv1a(uint64_t h, std::string_view bytes) {
   return h;
 }
 
-// One line without its '\n'; false at the end of the file.
+// The longest line a record may take; a longer one (a file without newlines, say) is refused
+// rather than read whole into memory. Texts are cut to the model's input length anyway.
+constexpr size_t kMaxLineBytes = size_t{64} << 20;
+
+// One line without its '\n'; false at the end of the file. `line` holds at most kMaxLineBytes + 1
+// bytes; the rest of a longer line is read and dropped (the caller refuses it).
 bool ReadLine(std::FILE* file, std::string& line) {
   line.clear();
   int c;
@@ -36,7 +41,7 @@ bool ReadLine(std::FILE* file, std::string& line) {
   while ((c = std::getc(file)) != EOF) {
     any = true;
     if (c == '\n') return true;
-    line.push_back(static_cast<char>(c));
+    if (line.size() <= kMaxLineBytes) line.push_back(static_cast<char>(c));
   }
   return any;
 }
@@ -171,6 +176,10 @@ absl::StatusOr<bool> RecordReader::Next(Record* out) {
   while (ReadLine(file_, buf_)) {
     ++line_;
     if (!IsRecordLine(buf_)) continue;
+    if (buf_.size() > kMaxLineBytes) {
+      return absl::InvalidArgumentError(StrCat(path_, ":", line_, ": the line is longer than ",
+                                               kMaxLineBytes >> 20, " MiB"));
+    }
     const std::string_view line = WithoutCr(buf_);
     out->index = index_;
     if (format_ == InputFormat::kText) {
@@ -213,14 +222,29 @@ absl::StatusOr<InputScan> ScanInput(const std::string& path) {
   if (file == nullptr) {
     return absl::NotFoundError(StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
+  // In blocks, never a whole line in memory: a line is a record unless it is empty or a lone
+  // '\r' (IsRecordLine).
   InputScan scan;
   scan.hash = kFnvOffset;
-  std::string line;
-  while (ReadLine(file, line)) {
-    scan.bytes += static_cast<int64_t>(line.size()) + 1;
-    scan.hash = Fnv1a(Fnv1a(scan.hash, line), "\n");
-    if (IsRecordLine(line)) ++scan.records;
+  std::vector<char> block(size_t{1} << 16);
+  int64_t length = 0;  // of the current line so far
+  char first = 0;
+  const auto end_line = [&] {
+    if (length >= 2 || (length == 1 && first != '\r')) ++scan.records;
+    length = 0;
+  };
+  for (size_t n; (n = std::fread(block.data(), 1, block.size(), file)) > 0;) {
+    scan.bytes += static_cast<int64_t>(n);
+    scan.hash = Fnv1a(scan.hash, std::string_view(block.data(), n));
+    for (size_t i = 0; i < n; ++i) {
+      if (block[i] == '\n') {
+        end_line();
+      } else if (length++ == 0) {
+        first = block[i];
+      }
+    }
   }
+  end_line();
   const bool failed = std::ferror(file) != 0;
   std::fclose(file);
   if (failed) return Errno("read", path);

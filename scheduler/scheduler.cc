@@ -111,7 +111,7 @@ absl::Status Scheduler::Enqueue(Chunk chunk, ChunkDone done) {
 void Scheduler::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
   draining_ = true;
-  drained_.wait(lock, [&] { return queue_.empty() && in_flight_.empty(); });
+  drained_.wait(lock, [&] { return queue_.empty() && in_flight_.empty() && hooks_pending_ == 0; });
 }
 
 void Scheduler::SubmitBatches() {
@@ -182,6 +182,7 @@ void Scheduler::SubmitBatches() {
     batch_tokens_->Observe(static_cast<double>(packed.num_tokens()));
     batch_seqs_->Observe(static_cast<double>(packed.num_seqs()));
     batch.submitted = now;
+    ++hooks_pending_;
     batch.result = engine_->Submit(std::move(packed), [this] { OnBatchReady(); });
     in_flight_.push_back(std::move(batch));
   }
@@ -232,7 +233,10 @@ void Scheduler::OnBatchReady() {
   // A CPU engine's figures never change after load (published once, at construction).
   if (engine_->options().device.device != engine::Device::kCpu) PublishEngineStats();
   SubmitBatches();
-  if (queue_.empty() && in_flight_.empty()) drained_.notify_all();
+  // The last touch of this object by the engine's thread: Drain may return (and the scheduler
+  // go) once this hook has released mu_.
+  --hooks_pending_;
+  if (queue_.empty() && in_flight_.empty() && hooks_pending_ == 0) drained_.notify_all();
 }
 
 }  // namespace quiver::scheduler

@@ -82,6 +82,10 @@ class Scheduler {
   std::deque<InFlight> in_flight_;
   int64_t admitted_tokens_ = 0;  // queued + in flight
   bool draining_ = false;
+  // Engine completion hooks (OnBatchReady) submitted and not yet finished. A hook may find its
+  // batch already delivered by the one before it; Drain (and so the destructor) also waits for
+  // the hooks themselves, which would otherwise run on a destroyed scheduler.
+  int64_t hooks_pending_ = 0;
 
   // Metrics (owned by the registry).
   Gauge* queue_chunks_;

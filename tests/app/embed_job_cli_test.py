@@ -267,6 +267,15 @@ def main():
     check("a bad input line exits 2 naming the file and line",
           r.returncode == 2 and "bad.jsonl:2" in r.stderr, r.stderr[-300:])
 
+    huge = os.path.join(work, "huge.txt")
+    with open(huge, "w") as f:
+        f.write("a short line\n" + "x" * (65 << 20))  # no newline: one line past the 64 MiB cap
+    r = embed("--input", huge, "--output", f"{work}/huge.npy")
+    check("a line past 64 MiB exits 2 naming the file and line, not read whole",
+          r.returncode == 2 and "huge.txt:2" in r.stderr and "64 MiB" in r.stderr,
+          r.stderr[-300:])
+    os.remove(huge)
+
     if failures:
         print(f"{len(failures)} FAILED; files in {work}")
         sys.exit(1)
