@@ -14,7 +14,9 @@ before (quiver's outputs do not depend on batching):
   1. scale-up: a third worker's record is added; the gateway must send it chunks within its
      re-resolve interval (plus the health check that admits a new worker);
   2. scale-down: the first worker's record is removed; the gateway must stop sending it chunks
-     within the interval; then it is stopped (SIGTERM), as a Deployment would;
+     within the interval; then it is stopped (SIGTERM), as a Deployment would; then the DNS
+     server stops answering for 4 s (SIGSTOP): lookups time out and the gateway must keep the
+     workers it has (and say so), and say when resolving works again;
   3. a host cut off: the second worker's link goes down (no reset, packets dropped) while DNS
      still lists it; the gateway must fail over (health checks, hedges, retries);
   then the link comes back and that worker must get chunks again.
@@ -275,6 +277,21 @@ def inner(quiver, model, corpus):
         workers["w1"][0].send_signal(signal.SIGTERM)
         workers["w1"][0].wait(timeout=30)
         time.sleep(1)
+
+        # 2b. DNS down (dnsmasq stopped): lookups time out, the gateway keeps w2 and w3.
+        dns.send_signal(signal.SIGSTOP)
+        before = chunks_by_replica(base)
+        time.sleep(4)
+        after = chunks_by_replica(base)
+        dns.send_signal(signal.SIGCONT)
+        kept = all(after.get(worker_addr[w], 0) > before.get(worker_addr[w], 0) for w in ("w2", "w3"))
+        print(f"dns down 4 s: chunks to w2 +{after.get(worker_addr['w2'], 0) - before.get(worker_addr['w2'], 0):.0f},"
+              f" w3 +{after.get(worker_addr['w3'], 0) - before.get(worker_addr['w3'], 0):.0f}")
+        if not kept or "keeping the 2 workers found before" not in open(gw_log).read():
+            failures.append("dns down: the gateway did not keep its workers while lookups failed")
+        took = wait_until(lambda: "works again" in open(gw_log).read(), 10)
+        if took is None:
+            failures.append("dns back: the gateway did not say resolving works again")
 
         # 3. A host cut off: w2's link down while DNS still lists it.
         hosts.link("w2", False)
