@@ -58,7 +58,7 @@ struct EngineOptions {
   bool pad_to_buckets = false;    // CPU: pad every batch to its graph bucket (what CUDA runs)
   ModelOptions model;
   DeviceSpec device;
-  // kInt8: the base model's Linear layers in int8 (CPU only; heads stay f32).
+  // kInt8 / kBf16: the base model's Linear layers in int8 or bf16 (CPU only; heads stay f32).
   ops::WeightPrecision quantize = ops::WeightPrecision::kF32;
   // CUDA only. The largest batch: persistent buffers are sized once at load for its bucket (or
   // for one sequence at the model's limit, if that is more) and never reallocated (graphs hold
@@ -84,7 +84,7 @@ struct DeviceSettings {
   std::string cuda_graphs = "lazy";
   int64_t max_graphs = 1024;
   int64_t graph_max_tokens = 16384;
-  std::string quantize = "none";  // --quantize: none or int8
+  std::string quantize = "none";  // --quantize: none, int8 or bf16
   double min_int8_cosine = 0.99;  // --min-int8-cosine: the int8 fidelity gate's bound
   // Whether the command line gave --quantize / --min-int8-cosine: a model folder's quiver.json
   // (ApplyModelSettings) sets only what it did not.
