@@ -24,13 +24,7 @@
 namespace quiver::engine::cpu {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::RandomValues;  // tests/engine/quantized_linear_check.h
 
 // f32 -> bf16 -> f32, round to nearest even on the 16 bits dropped (finite inputs).
 float RoundBf16(float x) {
@@ -63,8 +57,8 @@ TEST(Bf16GemmTest, MatchesItsDefinition) {
                          {6, 5, 257},
                          {29, 48, 1536},
                          {14, 64, 385}}) {
-    const std::vector<float> x = Random(m * k, 1, 3.0f), w = Random(n * k, 2, 0.2f),
-                             bias = Random(n, 3);
+    const std::vector<float> x = RandomValues(m * k, 1, 3.0f), w = RandomValues(n * k, 2, 0.2f),
+                             bias = RandomValues(n, 3);
     const Bf16Weights packed(w.data(), n, k);
     const std::vector<uint16_t> a = Rows(x, m, k);
     // The conversion: each value rounded to nearest even, the odd tail zero.
@@ -102,7 +96,8 @@ TEST(Bf16GemmTest, MatchesItsDefinition) {
 TEST(Bf16GemmTest, RowsAndColumnRangesDoNotChangeAnyBit) {
   QUIVER_REQUIRE_BF16();
   const int64_t m = 31, n = 80, k = 531;
-  const std::vector<float> x = Random(m * k, 4), w = Random(n * k, 5), bias = Random(n, 6);
+  const std::vector<float> x = RandomValues(m * k, 4), w = RandomValues(n * k, 5),
+                           bias = RandomValues(n, 6);
   const Bf16Weights packed(w.data(), n, k);
   const std::vector<uint16_t> all = Rows(x, m, k);
   std::vector<float> whole(m * n);

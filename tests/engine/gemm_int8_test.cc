@@ -22,13 +22,7 @@
 namespace quiver::engine::cpu {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::RandomValues;  // tests/engine/quantized_linear_check.h
 
 // Symmetric per-row quantization of v [rows, k] to [-levels, levels]: values and scales.
 void Quantize(const std::vector<float>& v, int64_t rows, int64_t k, int levels, std::vector<int>& q,
@@ -66,8 +60,8 @@ TEST(QuantizedGemmTest, MatchesItsDefinition) {
                          {13, 384, 384},
                          {6, 5, 257},
                          {20, 48, 1536}}) {
-    const std::vector<float> x = Random(m * k, 1, 3.0f), w = Random(n * k, 2, 0.2f),
-                             bias = Random(n, 3);
+    const std::vector<float> x = RandomValues(m * k, 1, 3.0f), w = RandomValues(n * k, 2, 0.2f),
+                             bias = RandomValues(n, 3);
     const QuantizedWeights packed(w.data(), n, k);
     // As many activation levels as int32 sums over k allow, at most 13 bits.
     const int levels = packed.activation_levels();
@@ -101,7 +95,8 @@ TEST(QuantizedGemmTest, MatchesItsDefinition) {
 
 TEST(QuantizedGemmTest, RowsAndColumnRangesDoNotChangeAnyBit) {
   const int64_t m = 19, n = 80, k = 131;
-  const std::vector<float> x = Random(m * k, 4), w = Random(n * k, 5), bias = Random(n, 6);
+  const std::vector<float> x = RandomValues(m * k, 4), w = RandomValues(n * k, 5),
+                           bias = RandomValues(n, 6);
   const QuantizedWeights packed(w.data(), n, k);
   const int levels = packed.activation_levels();
   const QuantizedRows all = QuantizeAll(x, m, k, levels);
@@ -120,9 +115,9 @@ TEST(QuantizedGemmTest, RowsAndColumnRangesDoNotChangeAnyBit) {
 
 TEST(QuantizedGemmTest, ZeroRowsAndNoBias) {
   const int64_t m = 3, n = 17, k = 10;
-  std::vector<float> x = Random(m * k, 7);
+  std::vector<float> x = RandomValues(m * k, 7);
   std::fill(x.begin() + k, x.begin() + 2 * k, 0.0f);  // row 1 all zero
-  const std::vector<float> w = Random(n * k, 8);
+  const std::vector<float> w = RandomValues(n * k, 8);
   const QuantizedWeights packed(w.data(), n, k);
   const QuantizedRows run = QuantizeAll(x, m, k, packed.activation_levels());
   EXPECT_EQ(run.scale[1], 0.0f);
