@@ -173,6 +173,12 @@ LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias, WeightPre
                                            " weights run on the CPU only, not on ",
                                            DeviceName(device)));
   }
+  if (precision == WeightPrecision::kInt8 && w.in_features > cpu::QuantizedWeights::kMaxDepth) {
+    internal::Fail("PrepareLinear",
+                   StrCat("int8 weights take at most ", cpu::QuantizedWeights::kMaxDepth,
+                          " input features (their int32 sums would overflow); this layer has ",
+                          w.in_features));
+  }
   if (precision == WeightPrecision::kBf16 && !cpu::Bf16Supported()) {
     internal::Fail("PrepareLinear", "bf16 weights need AVX512_BF16 and the avx512 path or above");
   }

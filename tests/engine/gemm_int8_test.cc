@@ -1,6 +1,7 @@
 // The int8 GEMM (gemm_int8.h) against its definition computed here independently: weights
-// quantized per output channel and activations per row (symmetric, round to nearest even,
-// [-127, 127]), products summed exactly, scaled and biased in double; at shapes that cross its
+// quantized per output channel (symmetric, round to nearest even, [-127, 127]) and activations
+// per row (asymmetric, 256 levels over the row's range and 0), products summed exactly, scaled
+// and biased in double; at shapes that cross its
 // panel (16 columns), row (6) blocks and odd depths. Then how far it lands from the f32 product
 // (the quantization error, bounded), and the batch-invariance property: a row's result does not
 // depend on the rows around it or on how the columns were cut.
@@ -41,16 +42,41 @@ void Quantize(const std::vector<float>& v, int64_t rows, int64_t k, int levels, 
   }
 }
 
+// Asymmetric per-row quantization of v [rows, k] on 256 levels over [min(0, v), max(0, v)]:
+// values p (x = scale · p, p in [-zero, 255 - zero]) and scales.
+void QuantizeAsymmetric(const std::vector<float>& v, int64_t rows, int64_t k, std::vector<int>& q,
+                        std::vector<double>& scale) {
+  q.assign(v.size(), 0);
+  scale.assign(static_cast<size_t>(rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto first = v.begin() + r * k, last = first + k;
+    const float lo = std::min(0.0f, *std::min_element(first, last));
+    const float hi = std::max(0.0f, *std::max_element(first, last));
+    if (hi - lo == 0.0f) continue;
+    scale[r] = (hi - lo) / 255.0f;
+    const float inv = 255.0f / (hi - lo);
+    const int zero = static_cast<int>(std::nearbyint(-lo * inv));
+    ASSERT_GE(zero, 0);
+    ASSERT_LE(zero, 255);
+    for (int64_t i = 0; i < k; ++i) {
+      const int p = static_cast<int>(std::nearbyint(v[r * k + i] * inv));
+      ASSERT_GE(p, -zero - 1);  // rounding may cross the range by one step at most
+      ASSERT_LE(p, 256 - zero);
+      q[r * k + i] = std::clamp(p, -zero, 255 - zero);
+    }
+  }
+}
+
 struct QuantizedRows {
   std::vector<int16_t> q;
   std::vector<float> scale;
 };
 
-QuantizedRows QuantizeAll(const std::vector<float>& x, int64_t m, int64_t k, int levels) {
+QuantizedRows QuantizeAll(const std::vector<float>& x, int64_t m, int64_t k) {
   QuantizedRows run;
   run.q.assign(static_cast<size_t>(m * ((k + 1) / 2 * 2)), 7);
   run.scale.assign(static_cast<size_t>(m), -1.0f);
-  QuantizeRows(x.data(), k, k, levels, 0, m, run.q.data(), run.scale.data());
+  QuantizeRows(x.data(), k, k, 0, m, run.q.data(), run.scale.data());
   return run;
 }
 
@@ -60,20 +86,30 @@ TEST(QuantizedGemmTest, MatchesItsDefinition) {
                          {13, 384, 384},
                          {6, 5, 257},
                          {20, 48, 1536}}) {
-    const std::vector<float> x = RandomValues(m * k, 1, 3.0f), w = RandomValues(n * k, 2, 0.2f),
-                             bias = RandomValues(n, 3);
+    std::vector<float> x = RandomValues(m * k, 1, 3.0f);
+    const std::vector<float> w = RandomValues(n * k, 2, 0.2f), bias = RandomValues(n, 3);
+    // Rows of every sign: all positive (zero point 0), all negative (255), mixed.
+    for (int64_t i = 0; i < k && m > 2; ++i) {
+      x[i] = std::abs(x[i]);
+      x[k + i] = -std::abs(x[k + i]);
+    }
     const QuantizedWeights packed(w.data(), n, k);
-    // As many activation levels as int32 sums over k allow, at most 13 bits.
-    const int levels = packed.activation_levels();
-    EXPECT_EQ(levels, std::min<int64_t>(8191, ((int64_t{1} << 31) - 1) / ((k + 1) / 2 * 2 * 127)));
-    const QuantizedRows run = QuantizeAll(x, m, k, levels);
+    const QuantizedRows run = QuantizeAll(x, m, k);
     std::vector<float> y(m * n, 99.0f);
     QuantizedGemm(run.q.data(), run.scale.data(), packed, bias.data(), y.data(), n, m, 0, n);
     std::vector<int> qx, qw;
     std::vector<double> sx, sw;
-    Quantize(x, m, k, levels, qx, sx);
+    QuantizeAsymmetric(x, m, k, qx, sx);
     Quantize(w, n, k, 127, qw, sw);
-    for (int64_t c = 0; c < n; ++c) ASSERT_FLOAT_EQ(packed.scales()[c], float(sw[c]));
+    for (int64_t c = 0; c < n; ++c) {
+      ASSERT_FLOAT_EQ(packed.scales()[c], float(sw[c]));
+      int sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += qw[c * k + i];
+      ASSERT_EQ(packed.column_sums()[c], sum);
+    }
+    for (size_t i = 0; i < qx.size(); ++i) {
+      ASSERT_EQ(run.q[i / k * ((k + 1) / 2 * 2) + i % k], qx[i]) << i;
+    }
     double worst_f32 = 0, scale_f32 = 0;
     for (int64_t r = 0; r < m; ++r) {
       ASSERT_FLOAT_EQ(run.scale[r], float(sx[r]));
@@ -88,7 +124,7 @@ TEST(QuantizedGemmTest, MatchesItsDefinition) {
         scale_f32 = std::max(scale_f32, std::abs(exact));
       }
     }
-    // The quantization error itself (mostly the weights' 8 bits): 2% of the product's scale.
+    // The quantization error itself (8-bit weights and activations): 2% of the product's scale.
     EXPECT_LE(worst_f32, 0.02 * scale_f32) << m << "x" << n << "x" << k;
   }
 }
@@ -98,14 +134,13 @@ TEST(QuantizedGemmTest, RowsAndColumnRangesDoNotChangeAnyBit) {
   const std::vector<float> x = RandomValues(m * k, 4), w = RandomValues(n * k, 5),
                            bias = RandomValues(n, 6);
   const QuantizedWeights packed(w.data(), n, k);
-  const int levels = packed.activation_levels();
-  const QuantizedRows all = QuantizeAll(x, m, k, levels);
+  const QuantizedRows all = QuantizeAll(x, m, k);
   std::vector<float> whole(m * n);
   QuantizedGemm(all.q.data(), all.scale.data(), packed, bias.data(), whole.data(), n, m, 0, n);
   for (int64_t r = 0; r < m; ++r) {
     // The row alone, quantized alone, in two column ranges.
     const std::vector<float> row(x.begin() + r * k, x.begin() + (r + 1) * k);
-    const QuantizedRows one = QuantizeAll(row, 1, k, levels);
+    const QuantizedRows one = QuantizeAll(row, 1, k);
     std::vector<float> y(n);
     QuantizedGemm(one.q.data(), one.scale.data(), packed, bias.data(), y.data(), n, 1, 0, 32);
     QuantizedGemm(one.q.data(), one.scale.data(), packed, bias.data(), y.data(), n, 1, 32, n);
@@ -119,7 +154,7 @@ TEST(QuantizedGemmTest, ZeroRowsAndNoBias) {
   std::fill(x.begin() + k, x.begin() + 2 * k, 0.0f);  // row 1 all zero
   const std::vector<float> w = RandomValues(n * k, 8);
   const QuantizedWeights packed(w.data(), n, k);
-  const QuantizedRows run = QuantizeAll(x, m, k, packed.activation_levels());
+  const QuantizedRows run = QuantizeAll(x, m, k);
   EXPECT_EQ(run.scale[1], 0.0f);
   std::vector<float> y(m * n, 5.0f);
   QuantizedGemm(run.q.data(), run.scale.data(), packed, nullptr, y.data(), n, m, 0, n);

@@ -230,7 +230,7 @@ std::string CpuSummary() {
         path = "avx512 (f32 FMA 16 lanes, int8 vpmaddwd 512-bit)";
         break;
       case CpuPath::kAvx512Vnni:
-        path = "avx512_vnni (f32 FMA 16 lanes, int8 vpdpwssd)";
+        path = "avx512_vnni (f32 FMA 16 lanes, int8 vpdpbusd)";
         break;
       case CpuPath::kAmx:
         path = "amx (f32 FMA 16 lanes, int8 AMX tiles)";

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/kernels/cpu/cpu_features.h"
@@ -126,22 +127,22 @@ void RunMicroKernel(int64_t rows, const int16_t* a, int64_t lda, const int8_t* b
 void QuantizedWeights::Free::operator()(int8_t* p) const { std::free(p); }
 
 QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n), k_(k) {
+  if (k > kMaxDepth) throw std::invalid_argument("int8 weights: k above kMaxDepth");
   const int64_t pairs = k_pairs(), panels = (n + kPanel - 1) / kPanel;
-  constexpr int64_t kMaxSum = (int64_t{1} << 31) - 1;
-  levels_ = static_cast<int32_t>(std::clamp<int64_t>(kMaxSum / (2 * pairs * 127), 1, 8191));
   // 16-byte aligned panels for the kernel's aligned loads.
   const size_t bytes = static_cast<size_t>(panels * pairs * 2 * kPanel);
   data_.reset(static_cast<int8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
   if (data_ == nullptr) throw std::bad_alloc();
   std::memset(data_.get(), 0, bytes);
   scales_.reset(new float[static_cast<size_t>(n)]);
+  sums_.reset(new int32_t[static_cast<size_t>(n)]);
   std::vector<int8_t> q(static_cast<size_t>(k));
   const std::vector<CpuPath>& paths = SupportedCpuPaths();
-  if (std::find(paths.begin(), paths.end(), CpuPath::kAmx) != paths.end()) {
-    const size_t amx_bytes = static_cast<size_t>(panels * amx_depth() * kPanel);
-    amx_.reset(static_cast<int8_t*>(std::aligned_alloc(64, (amx_bytes + 63) / 64 * 64)));
-    if (amx_ == nullptr) throw std::bad_alloc();
-    std::memset(amx_.get(), 0, amx_bytes);
+  if (std::find(paths.begin(), paths.end(), CpuPath::kAvx512Vnni) != paths.end()) {
+    const size_t quad_bytes = static_cast<size_t>(panels * quad_depth() * kPanel);
+    quads_.reset(static_cast<int8_t*>(std::aligned_alloc(64, (quad_bytes + 63) / 64 * 64)));
+    if (quads_ == nullptr) throw std::bad_alloc();
+    std::memset(quads_.get(), 0, quad_bytes);
   }
   for (int64_t c = 0; c < n; ++c) {
     const float* row = w + c * k;
@@ -150,56 +151,84 @@ QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n)
     const float s = amax / 127.0f;
     scales_[c] = s;
     const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    int32_t sum = 0;
     for (int64_t kk = 0; kk < k; ++kk) {
       q[kk] = static_cast<int8_t>(std::clamp(std::nearbyint(row[kk] * inv), -127.0f, 127.0f));
+      sum += q[kk];
     }
+    sums_[c] = sum;
     int8_t* panel = data_.get() + (c / kPanel) * pairs * 2 * kPanel;
     const int64_t j = c % kPanel, half = j < 8 ? 0 : 16, lane = 2 * (j % 8);
     for (int64_t p = 0; p < pairs; ++p) {
       panel[p * 2 * kPanel + half + lane] = q[2 * p];
       panel[p * 2 * kPanel + half + lane + 1] = 2 * p + 1 < k ? q[2 * p + 1] : 0;
     }
-    if (amx_ != nullptr) {
-      int8_t* amx = amx_.get() + (c / kPanel) * amx_depth() * kPanel;
-      for (int64_t kk = 0; kk < k; ++kk) amx[(kk / 4) * 4 * kPanel + 4 * j + kk % 4] = q[kk];
+    if (quads_ != nullptr) {
+      int8_t* quad = quads_.get() + (c / kPanel) * quad_depth() * kPanel;
+      for (int64_t kk = 0; kk < k; ++kk) quad[(kk / 4) * 4 * kPanel + 4 * j + kk % 4] = q[kk];
     }
   }
 }
 
-void QuantizeRows(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t r0, int64_t r1,
-                  int16_t* q, float* scale) {
+void QuantizeRows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1, int16_t* q,
+                  float* scale) {
   if (ActiveCpuPath() >= CpuPath::kAvx512) {
-    QuantizeRowsAvx512(x, ldx, k, levels, r0, r1, q, scale);
+    QuantizeRowsAvx512(x, ldx, k, r0, r1, q, scale);
     return;
   }
   const int64_t width = (k + 1) / 2 * 2;
   for (int64_t r = r0; r < r1; ++r) {
     const float* row = x + r * ldx;
     int16_t* out = q + r * width;
-    const float amax = vec::MaxAbs(row, k);
-    // A row whose largest value is too small for levels / amax to be finite (below about 1e-35)
-    // or infinite is quantized as zeros.
-    const float inv = ActivationInverse(amax, levels);
-    scale[r] = ActivationScale(amax, levels, inv);
-    if (inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
+    float lo = 0.0f, hi = 0.0f;
+    for (int64_t i = 0; i < k; ++i) {  // NaNs skipped, as RowRangeAvx512
+      lo = row[i] < lo ? row[i] : lo;
+      hi = row[i] > hi ? row[i] : hi;
+    }
+    const RowQuantization rq = QuantizeRange(lo, hi);
+    scale[r] = rq.scale;
+    if (rq.inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
       std::fill(out, out + width, int16_t{0});
       continue;
     }
+    const auto least = static_cast<float>(-rq.zero), most = static_cast<float>(255 - rq.zero);
     int64_t i = 0;
 #if QUIVER_VEC_AVX2
-    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256 vinv = _mm256_set1_ps(rq.inv);
+    const __m256i vleast = _mm256_set1_epi32(-rq.zero), vmost = _mm256_set1_epi32(255 - rq.zero);
     for (; i + 16 <= k; i += 16) {
-      // Round to nearest even (the MXCSR default), as std::nearbyint below.
-      const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(row + i), vinv));
-      const __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(row + i + 8), vinv));
+      // Round to nearest even (the MXCSR default), as std::nearbyint below, then clamp.
+      const __m256i lo8 = _mm256_min_epi32(
+          _mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(row + i), vinv)),
+                           vleast),
+          vmost);
+      const __m256i hi8 = _mm256_min_epi32(
+          _mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(row + i + 8), vinv)),
+                           vleast),
+          vmost);
       // packs interleaves the 128-bit halves: put them back in order.
-      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo8, hi8), 0xD8);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
     }
 #endif
-    for (; i < k; ++i) out[i] = static_cast<int16_t>(std::nearbyint(row[i] * inv));
+    for (; i < k; ++i) {
+      out[i] = static_cast<int16_t>(std::clamp(std::nearbyint(row[i] * rq.inv), least, most));
+    }
     if (width > k) out[k] = 0;
   }
+}
+
+void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
+                    int64_t r1, uint8_t* u, int32_t* zero, float* scale) {
+  if (ActiveCpuPath() < CpuPath::kAvx512Vnni) std::abort();  // see gemm_int8.h
+  QuantizeRowsU8Avx512(x, ldx, k, depth, r0, r1, u, zero, scale);
+}
+
+void QuantizedGemmU8(const uint8_t* u, const int32_t* zero, const float* scale,
+                     const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                     int64_t m, int64_t c0, int64_t c1) {
+  if (ActiveCpuPath() < CpuPath::kAvx512Vnni || w.quad_panel(0) == nullptr) std::abort();
+  QuantizedGemmU8Avx512(u, zero, scale, w, bias, y, ldy, m, c0, c1);
 }
 
 void QuantizedGemm(const int16_t* q, const float* scale, const QuantizedWeights& w,

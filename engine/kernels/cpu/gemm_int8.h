@@ -1,17 +1,25 @@
 // The int8 form of a Linear layer (`--quantize int8`): y = x · Wᵀ + bias with W quantized once
 // at load, symmetric per output channel (w_c = s_c · q_c, q in [-127, 127], s_c = max|W_c| / 127),
-// and x quantized per row when the layer runs (x_r = a_r · p_r, p in [-L, L], a_r = max|x_r| / L:
-// dynamic, per token; L = activation_levels(), up to 13 bits). The products are summed in int32
-// (exact), then
-// y[r, c] = a_r · s_c · Σ p_r q_c + bias[c] in f32. An element's result depends only on its row
-// of x and column of W, as in gemm.h: batching never changes it.
+// and x quantized per row when the layer runs (dynamic, per token), asymmetric on 256 levels:
+// the row's range [lo, hi] (lo = min(0, min x_r), hi = max(0, max x_r)) in steps of
+// a_r = (hi - lo) / 255, x_r = a_r · p_r with p integer in [-z_r, 255 - z_r], z_r =
+// round(-lo / a_r) the row's zero point: unsigned bytes u = p + z as the VNNI and AMX products
+// read them. The products are summed in int32 (exact: |Σ p q| <= 255 · 127 · k, k <= kMaxDepth),
+// then y[r, c] = a_r · s_c · Σ p_r q_c + bias[c] in f32. An element's result depends only on its
+// row of x and column of W, as in gemm.h: batching never changes it. (On all-MiniLM-L6-v2 the
+// asymmetric bytes cost 0.99724 -> 0.99618 in worst cosine against keeping 13-bit activations,
+// at twice the products per instruction; symmetric ones [-127, 127] fell to 0.98777.)
 //
-// Kernel: AVX2 vpmaddwd on int16 pairs (each int8 value widened to int16: exact, no saturation;
-// 16 multiply-adds per instruction, twice the f32 FMA's 8). Layout: panels of kPanel (16)
-// output columns; per pair of k, the panel's 16 columns hold (q[c][k], q[c][k + 1]) as int8.
-// Without AVX2, the same sums in plain loops. The AVX-512, VNNI and AMX paths (isa_paths.h,
-// chosen by ActiveCpuPath()) compute the same integers; on a host with AMX the weights are also
-// kept in the layout its tile products read (amx_panel): twice the int8 weight memory there.
+// Kernels, each computing the same integers (so every path gives the same bits):
+// - rows as int16 p (QuantizeRows) times the weights' pair layout (panel): AVX2 vpmaddwd on int16
+//   pairs (16 multiply-adds per instruction), AVX-512 vpmaddwd / vpdpwssd (32), AMX tiles over p
+//   split in bytes; without AVX2, plain loops. Layout: panels of kPanel (16) output columns;
+//   per pair of k, the panel's 16 columns hold (q[c][k], q[c][k + 1]) as int8.
+// - rows as bytes u = p + z (QuantizeRowsU8) times the quad layout (quad_panel: per group of 4 k,
+//   each column's 4 values, as vpdpbusd and AMX's tdpbusd read them): AVX-512 VNNI vpdpbusd (64
+//   multiply-adds per instruction), Σ p q = Σ u q - z · Σ q with the columns' sums kept at load.
+// The quad layout exists only where the host has the avx512_vnni path (it doubles the int8
+// weight memory there).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +30,9 @@ namespace quiver::engine::cpu {
 class QuantizedWeights {
  public:
   static constexpr int64_t kPanel = 16;
-  static constexpr int64_t kAmxDepth = 64;  // k per AMX tile product
+  static constexpr int64_t kQuadDepth = 64;  // the quad layout's k is a multiple (an AMX tile's)
+  // The largest k whose int32 sums cannot overflow (255 · 127 · k < 2^31).
+  static constexpr int64_t kMaxDepth = 65536;
 
   QuantizedWeights() = default;
   // w is [n, k] row-major f32 (a PyTorch Linear weight).
@@ -32,19 +42,15 @@ class QuantizedWeights {
   int64_t k() const { return k_; }
   // k rounded up to pairs: the row length of quantized activations (QuantizeRows).
   int64_t k_pairs() const { return (k_ + 1) / 2; }
-  // The activations' quantization levels: x_r = a_r · p_r with p in [-levels, levels]. The
-  // kernel multiplies int16 by int16, so activations keep more than 8 bits at no cost: as many
-  // as the int32 sums allow without overflow over k (2 · k_pairs · levels · 127 < 2^31), at most
-  // 8191 (13 bits).
-  int32_t activation_levels() const { return levels_; }
-  const float* scales() const { return scales_.get(); }  // [n]: s_c
+  const float* scales() const { return scales_.get(); }        // [n]: s_c
+  const int32_t* column_sums() const { return sums_.get(); }  // [n]: Σ_k q[c][k]
   const int8_t* panel(int64_t p) const { return data_.get() + p * k_pairs() * 2 * kPanel; }
-  // The AMX layout, only where the host has the amx path (else null): k padded with zeros to
-  // amx_depth() (a multiple of kAmxDepth); panel p holds, for each group g of 4 k, the 16
-  // columns' q[c][4g .. 4g + 3], 64 bytes.
-  int64_t amx_depth() const { return (k_ + kAmxDepth - 1) / kAmxDepth * kAmxDepth; }
-  const int8_t* amx_panel(int64_t p) const {
-    return amx_ == nullptr ? nullptr : amx_.get() + p * amx_depth() * kPanel;
+  // The quad layout, only where the host has the avx512_vnni path (else null): k padded with
+  // zeros to quad_depth() (a multiple of kQuadDepth); panel p holds, for each group g of 4 k,
+  // the 16 columns' q[c][4g .. 4g + 3], 64 bytes.
+  int64_t quad_depth() const { return (k_ + kQuadDepth - 1) / kQuadDepth * kQuadDepth; }
+  const int8_t* quad_panel(int64_t p) const {
+    return quads_ == nullptr ? nullptr : quads_.get() + p * quad_depth() * kPanel;
   }
 
  private:
@@ -52,23 +58,34 @@ class QuantizedWeights {
     void operator()(int8_t* p) const;
   };
   int64_t n_ = 0, k_ = 0;
-  int32_t levels_ = 127;
-  std::unique_ptr<int8_t, Free> data_;  // 64-byte aligned
-  std::unique_ptr<int8_t, Free> amx_;   // 64-byte aligned, or null
+  std::unique_ptr<int8_t, Free> data_;   // 64-byte aligned
+  std::unique_ptr<int8_t, Free> quads_;  // 64-byte aligned, or null
   std::unique_ptr<float[]> scales_;
+  std::unique_ptr<int32_t[]> sums_;
 };
 
-// Rows [r0, r1) of x [m, k] (row stride ldx) quantized per row to [-levels, levels]:
-// q [m, 2 * k_pairs] int16 (the odd tail zero) and scale [m] (a_r = max|x_r| / levels; 0 for an
-// all-zero row).
-void QuantizeRows(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t r0, int64_t r1,
-                  int16_t* q, float* scale);
+// Rows [r0, r1) of x [m, k] (row stride ldx) quantized per row as above: q [m, 2 * k_pairs]
+// int16 p (the odd tail zero) and scale [m] (a_r; 0, and p all zero, for a row whose range is 0
+// or not finite).
+void QuantizeRows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1, int16_t* q,
+                  float* scale);
 
-// The amx path's form of the same rows (where w.amx_panel is not null): each p of QuantizeRows
+// The same rows as bytes u = p + z (u [m, depth], depth = w.quad_depth(), the rest of each row
+// zero) and zero points z [m], with the same scales. avx512_vnni path and above only.
+void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
+                    int64_t r1, uint8_t* u, int32_t* zero, float* scale);
+
+// QuantizedGemm over rows from QuantizeRowsU8 (row stride w.quad_depth()), on vpdpbusd: the
+// same bits. avx512_vnni path and above only (w.quad_panel not null).
+void QuantizedGemmU8(const uint8_t* u, const int32_t* zero, const float* scale,
+                     const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                     int64_t m, int64_t c0, int64_t c1);
+
+// The amx path's form of the same rows (where w.quad_panel is not null): each p of QuantizeRows
 // as 256 · hi + lo, hi [m, depth] signed bytes and lo [m, depth] unsigned ones (depth =
-// w.amx_depth(), the rest of each row zero), and the same scales. Rows [r0, r1).
-void QuantizeRowsSplit(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t depth,
-                       int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo, float* scale);
+// w.quad_depth(), the rest of each row zero), and the same scales. Rows [r0, r1).
+void QuantizeRowsSplit(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
+                       int64_t r1, int8_t* hi, uint8_t* lo, float* scale);
 
 // QuantizedGemm over split rows, on the amx path's tiles (the same bits): hi and lo must be
 // readable for m rounded up to a multiple of 16 rows (what the rows past m hold does not

@@ -1,17 +1,18 @@
 // QuantizedGemm on AMX-INT8 (isa_paths.h).
 //
-// A tile product multiplies bytes, and the activations are 16-bit (gemm_int8.h keeps up to 13
-// bits: 8 cost 0.99723 -> 0.98777 in worst cosine on all-MiniLM-L6-v2). So each activation p
-// is split exactly as p = 256 · hi + lo, hi = p >> 8 a signed byte (|hi| <= 32) and lo = p & 255
-// an unsigned one, and Σ p·q = 256 · Σ hi·q + Σ lo·q: one tdpbssd (signed x signed) and one
-// tdpbusd (unsigned x signed) per step, each summing exactly in int32 (|Σ lo·q| <= 255 · 127 · k);
-// the final 256 · hi + lo wraps in int32 arithmetic to the exact sum, which fits (the levels are
-// chosen so). The integers are the other paths' and so is the f32 epilogue: the same bits.
+// Each activation p (gemm_int8.h: an integer in [-255, 255]) is split exactly as p = 256 · hi +
+// lo, hi = p >> 8 a signed byte (0 or -1) and lo = p & 255 an unsigned one, and Σ p·q = 256 ·
+// Σ hi·q + Σ lo·q: one tdpbssd (signed x signed) and one tdpbusd (unsigned x signed) per step,
+// each summing exactly in int32 (|Σ lo·q| <= 255 · 127 · k); the final 256 · hi + lo wraps in
+// int32 arithmetic to the exact sum, which fits (k <= kMaxDepth). The integers are the other
+// paths' and so is the f32 epilogue: the same bits. (The bytes u = p + z of QuantizeRowsU8 would
+// take one tdpbusd and a correction, as the avx512_vnni path does; not done: no AMX host was at
+// hand to measure it when the activations became bytes.)
 //
 // Tiles (palette 1): per block of 16 rows x 32 columns, C = tmm0/tmm1 (hi sums of the two
 // panels) and tmm2/tmm3 (lo sums), A = tmm4 (hi bytes) and tmm5 (lo bytes), 16 rows x 64 k;
 // B = tmm6/tmm7, one panel's 16 columns x 64 k in the 4-byte groups the instruction reads
-// (QuantizedWeights::amx_panel). The engine quantizes rows straight into hi / lo bytes
+// (QuantizedWeights::quad_panel). The engine quantizes rows straight into hi / lo bytes
 // (QuantizeRowsSplit, 16 lanes, the same values as QuantizeRows) and multiplies them with
 // QuantizedGemmSplit; QuantizedGemm's int16 rows are split here once per call, in a buffer of
 // the calling thread. A tile reads 16 rows at a time, so rows up to the next multiple of 16
@@ -34,7 +35,7 @@ namespace {
 
 constexpr int64_t kPanel = QuantizedWeights::kPanel;
 constexpr int64_t kTileRows = 16;
-constexpr int64_t kTileDepth = QuantizedWeights::kAmxDepth;  // k per tile product (64 bytes)
+constexpr int64_t kTileDepth = QuantizedWeights::kQuadDepth;  // k per tile product (64 bytes)
 
 struct alignas(64) TileConfig {
   uint8_t palette_id = 1;
@@ -93,7 +94,7 @@ QUIVER_TARGET_AMX void Run(const int8_t* hi, const uint8_t* lo, const float* sca
                            const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
                            int64_t m, int64_t c0, int64_t c1) {
   static const TileConfig kConfig = MakeConfig();
-  const int64_t depth = w.amx_depth(), steps = depth / kTileDepth;
+  const int64_t depth = w.quad_depth(), steps = depth / kTileDepth;
   const int64_t panel_bytes = depth * kPanel;  // bytes of one B panel
   alignas(64) int32_t sums[4][kTileRows * kPanel];
   _tile_loadconfig(&kConfig);
@@ -104,7 +105,7 @@ QUIVER_TARGET_AMX void Run(const int8_t* hi, const uint8_t* lo, const float* sca
     for (int64_t col = c0; col < c1; col += 2 * kPanel) {
       const int64_t cols = std::min(2 * kPanel, c1 - col);
       const bool two = cols > kPanel;
-      const int8_t* b0 = w.amx_panel(col / kPanel);
+      const int8_t* b0 = w.quad_panel(col / kPanel);
       const int8_t* b1 = two ? b0 + panel_bytes : nullptr;
       _tile_zero(0);
       _tile_zero(1);
@@ -141,35 +142,35 @@ QUIVER_TARGET_AMX void Run(const int8_t* hi, const uint8_t* lo, const float* sca
   _tile_release();
 }
 
-// QuantizeRows' p = nearbyint(x · inv) on 16 lanes (the same rounding, the same bits), split.
-QUIVER_TARGET_AVX512 void QuantizeSplit(const float* x, int64_t ldx, int64_t k, int32_t levels,
-                                        int64_t depth, int64_t r0, int64_t r1, int8_t* hi,
-                                        uint8_t* lo, float* scale) {
-  const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+// QuantizeRows' p on 16 lanes (the same range, rounding and clamp: the same bits), split.
+QUIVER_TARGET_AVX512 void QuantizeSplit(const float* x, int64_t ldx, int64_t k, int64_t depth,
+                                        int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo,
+                                        float* scale) {
   for (int64_t r = r0; r < r1; ++r) {
     const float* row = x + r * ldx;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < k; i += 16) {
-      const __mmask16 mask = k - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - i)) - 1);
-      acc = _mm512_max_ps(acc, _mm512_and_ps(_mm512_maskz_loadu_ps(mask, row + i), magnitude));
-    }
-    const float amax = _mm512_reduce_max_ps(acc);
-    const float inv = ActivationInverse(amax, levels);
-    scale[r] = ActivationScale(amax, levels, inv);
-    const __m512 vinv = _mm512_set1_ps(inv);
+    float least, most;
+    RowRangeAvx512(row, k, &least, &most);
+    const RowQuantization rq = QuantizeRange(least, most);
+    scale[r] = rq.scale;
     int8_t* out_hi = hi + r * depth;
     uint8_t* out_lo = lo + r * depth;
-    if (inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
+    if (rq.inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
       std::fill(out_hi, out_hi + depth, int8_t{0});
       std::fill(out_lo, out_lo + depth, uint8_t{0});
       continue;
     }
+    const __m512 vinv = _mm512_set1_ps(rq.inv);
+    const __m512i least_p = _mm512_set1_epi32(-rq.zero), most_p = _mm512_set1_epi32(255 - rq.zero);
     const __m512i low_byte = _mm512_set1_epi32(0xff);
     for (int64_t i = 0; i < depth; i += 16) {
       const __mmask16 mask =
           k - i >= 16 ? __mmask16(0xffff) : __mmask16(k > i ? (1u << (k - i)) - 1 : 0);
-      const __m512i p =
-          _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, row + i), vinv));
+      // Past k the loads read zeros: p = 0 there (0 is within [-zero, 255 - zero]).
+      const __m512i p = _mm512_min_epi32(
+          _mm512_max_epi32(
+              _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, row + i), vinv)),
+              least_p),
+          most_p);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out_hi + i),
                        _mm512_cvtepi32_epi8(_mm512_srai_epi32(p, 8)));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out_lo + i),
@@ -182,13 +183,13 @@ QUIVER_TARGET_AVX512 void QuantizeSplit(const float* x, int64_t ldx, int64_t k, 
 
 void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeights& w,
                       const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1) {
-  if (w.amx_panel(0) == nullptr) {  // no AMX layout was allocated: a weight without columns
+  if (w.quad_panel(0) == nullptr) {  // no AMX layout was allocated: a weight without columns
     QuantizedGemmAvx512(q, scale, w, bias, y, ldy, m, c0, c1, /*vnni=*/true);
     return;
   }
   thread_local std::vector<int8_t> hi;
   thread_local std::vector<uint8_t> lo;
-  const int64_t depth = w.amx_depth(), padded = (m + kTileRows - 1) / kTileRows * kTileRows;
+  const int64_t depth = w.quad_depth(), padded = (m + kTileRows - 1) / kTileRows * kTileRows;
   const size_t size = static_cast<size_t>(padded * depth);
   if (hi.size() < size) {
     hi.resize(size);
@@ -198,9 +199,9 @@ void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeigh
   Run(hi.data(), lo.data(), scale, w, bias, y, ldy, m, c0, c1);
 }
 
-void QuantizeRowsSplit(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t depth,
-                       int64_t r0, int64_t r1, int8_t* hi, uint8_t* lo, float* scale) {
-  QuantizeSplit(x, ldx, k, levels, depth, r0, r1, hi, lo, scale);
+void QuantizeRowsSplit(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
+                       int64_t r1, int8_t* hi, uint8_t* lo, float* scale) {
+  QuantizeSplit(x, ldx, k, depth, r0, r1, hi, lo, scale);
 }
 
 void QuantizedGemmSplit(const int8_t* hi, const uint8_t* lo, const float* scale,

@@ -1,14 +1,18 @@
-// QuantizedGemm on AVX-512 (isa_paths.h): the panels of gemm_int8.h two at a time, 12 rows x
-// 32 columns of int32 sums in 24 zmm accumulators. A panel's 16 columns of one k pair are 32
-// int8 values, widened to 32 int16 in one zmm (columns 0-7 in the low half, 8-15 in the high,
-// each as its pair), so one vpmaddwd (AVX-512 BW, then vpaddd) or one vpdpwssd (AVX-512 VNNI)
-// adds a row's two products to all 16 columns. The sums are exact integers, as on the AVX2
-// path, and the f32 epilogue the same fused multiply-add: the paths give the same bits.
+// QuantizedGemm and QuantizedGemmU8 on AVX-512 (isa_paths.h): the panels of gemm_int8.h two
+// at a time, 12 rows x 32 columns of int32 sums in 24 zmm accumulators; each step broadcasts 4
+// bytes of a row to all lanes.
+// - int16 rows: a panel's 16 columns of one k pair are 32 int8 values, widened to 32 int16 in
+//   one zmm (columns 0-7 in the low half, 8-15 in the high, each as its pair), so one vpmaddwd
+//   (AVX-512 BW, then vpaddd) or one vpdpwssd (AVX-512 VNNI) adds a row's two products to all
+//   16 columns.
+// - byte rows (u = p + z): a panel's 16 columns of 4 k are the quad layout's 64 bytes, so one
+//   vpdpbusd adds a row's four products to all 16 columns; the epilogue subtracts z · Σ q.
+// The sums are exact integers, the same as the AVX2 path's, and so is the f32 epilogue: the
+// paths give the same bits.
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -25,34 +29,47 @@ namespace {
 constexpr int64_t kPanel = QuantizedWeights::kPanel;
 constexpr int64_t kRows = 12;  // rows of y per micro-kernel call
 
-template <bool kVnni>
-struct Madd;
+// What one step multiplies: int16 pairs by vpmaddwd + vpaddd or vpdpwssd, or bytes by vpdpbusd.
+enum class Op { kMaddwd, kDpwssd, kDpbusd };
 
-template <>
-struct Madd<false> {
-  // In place on the accumulator, as Madd<true> (the intrinsics spilled accumulators here too).
-  QUIVER_TARGET_AVX512 static __m512i Add(__m512i acc, __m512i x, __m512i w) {
+// acc += the products of x (the broadcast row values) and w, in place on the accumulator. GCC
+// 12's intrinsics (_mm512_dpwssd_epi32 and the others) left the accumulators' registers untied:
+// they were copied and spilled to the stack on every step (half the speed).
+template <Op kOp>
+QUIVER_TARGET_AVX512_VNNI inline __m512i Madd(__m512i acc, __m512i x, __m512i w) {
+  if constexpr (kOp == Op::kMaddwd) {
     __m512i product;
     __asm__("vpmaddwd %3, %2, %1\n\tvpaddd %1, %0, %0"
             : "+v"(acc), "=&v"(product)
             : "v"(x), "v"(w));
-    return acc;
-  }
-};
-
-template <>
-struct Madd<true> {
-  // vpdpwssd in place on the accumulator. GCC 12's _mm512_dpwssd_epi32 left the accumulators'
-  // registers untied: it copied and spilled them to the stack on every step (half the speed).
-  QUIVER_TARGET_AVX512_VNNI static __m512i Add(__m512i acc, __m512i x, __m512i w) {
+  } else if constexpr (kOp == Op::kDpwssd) {
     __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
-    return acc;
+  } else {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));  // x unsigned, w signed
   }
-};
+  return acc;
+}
 
-// y = acc · (row scale · column scale) + bias for the columns `mask` selects of one panel.
-QUIVER_TARGET_AVX512 inline void Epilogue(__m512i acc, float row_scale, const float* col_scale,
+// One step's weights of a panel: 16 columns x 2 k widened to int16, or x 4 k as bytes.
+template <Op kOp>
+QUIVER_TARGET_AVX512 inline __m512i LoadStep(const int8_t* b, int64_t step) {
+  if constexpr (kOp == Op::kDpbusd) {
+    return _mm512_load_si512(b + step * 4 * kPanel);
+  } else {
+    return _mm512_cvtepi8_epi16(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(b + step * 2 * kPanel)));
+  }
+}
+
+// y = (acc - zero · col_sum) · (row scale · column scale) + bias for the columns `mask` selects
+// of one panel (col_sum null: no zero point).
+QUIVER_TARGET_AVX512 inline void Epilogue(__m512i acc, int32_t zero, const int32_t* col_sum,
+                                          float row_scale, const float* col_scale,
                                           const float* bias, float* y, __mmask16 mask) {
+  if (col_sum != nullptr) {
+    acc = _mm512_sub_epi32(
+        acc, _mm512_mullo_epi32(_mm512_set1_epi32(zero), _mm512_maskz_loadu_epi32(mask, col_sum)));
+  }
   const __m512 cs = _mm512_maskz_loadu_ps(mask, col_scale);
   const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(mask, bias) : _mm512_setzero_ps();
   const __m512 r =
@@ -60,133 +77,215 @@ QUIVER_TARGET_AVX512 inline void Epilogue(__m512i acc, float row_scale, const fl
   _mm512_mask_storeu_ps(y, mask, r);
 }
 
-// Rows [0, R) of y over one or two panels (kTwo): int32 sums over all k pairs, then the
-// epilogue. Accumulators are named variables, as in gemm_avx512.cc.
-template <int R, bool kTwo, bool kVnni, bool kPacked>
-QUIVER_TARGET_AVX512_VNNI void MicroKernel(const int16_t* a, int64_t lda, const int8_t* b0,
-                                           const int8_t* b1, int64_t pairs, const float* row_scale,
-                                           const float* col_scale, const float* bias, float* y,
-                                           int64_t ldy, __mmask16 mask0, __mmask16 mask1) {
+// What a micro-kernel reads besides the rows: the two panels (b1 = b0 for one), the steps over
+// k, the rows' scales and zero points (null for int16 rows), the columns' scales, sums (null for
+// int16 rows) and bias (may be null), and the masks of the columns to store.
+struct Block {
+  const int8_t* b0;
+  const int8_t* b1;
+  int64_t steps;
+  const float* row_scale;
+  const int32_t* zero;
+  const float* col_scale;
+  const int32_t* col_sum;
+  const float* bias;
+  __mmask16 mask0, mask1;
+};
+
+// Rows [0, R) of y over one or two panels (kTwo): int32 sums over all steps, then the epilogue.
+// a holds each row's steps as 4-byte words, row stride lda words, or packed per 12 rows as
+// [steps][12] (kPacked). Accumulators are named variables, as in gemm_avx512.cc.
+template <int R, bool kTwo, Op kOp, bool kPacked>
+QUIVER_TARGET_AVX512_VNNI void MicroKernel(const int32_t* a, int64_t lda, const Block& blk,
+                                           float* y, int64_t ldy) {
   const __m512i zero = _mm512_setzero_si512();
   __m512i c0a = zero, c0b = zero, c1a = zero, c1b = zero, c2a = zero, c2b = zero, c3a = zero,
           c3b = zero, c4a = zero, c4b = zero, c5a = zero, c5b = zero, c6a = zero, c6b = zero,
           c7a = zero, c7b = zero, c8a = zero, c8b = zero, c9a = zero, c9b = zero, c10a = zero,
           c10b = zero, c11a = zero, c11b = zero;
+  const int8_t* b0 = blk.b0;
+  const int8_t* b1 = blk.b1;
 #define QUIVER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-  for (int64_t p = 0; p < pairs; ++p) {
-    const __m512i w0 = _mm512_cvtepi8_epi16(
-        _mm256_load_si256(reinterpret_cast<const __m256i*>(b0 + p * 2 * kPanel)));
-    const __m512i w1 = kTwo ? _mm512_cvtepi8_epi16(_mm256_load_si256(
-                                  reinterpret_cast<const __m256i*>(b1 + p * 2 * kPanel)))
-                            : w0;
-#define QUIVER_MADD(i)                                                              \
-  if constexpr (R > i) {                                                            \
-    int32_t pair;                                                                   \
-    std::memcpy(&pair, kPacked ? a + 2 * (p * kRows + i) : a + i * lda + 2 * p, 4); \
-    const __m512i x = _mm512_set1_epi32(pair);                                      \
-    c##i##a = Madd<kVnni>::Add(c##i##a, x, w0);                                     \
-    if constexpr (kTwo) c##i##b = Madd<kVnni>::Add(c##i##b, x, w1);                 \
+  for (int64_t p = 0; p < blk.steps; ++p) {
+    const __m512i w0 = LoadStep<kOp>(b0, p);
+    const __m512i w1 = kTwo ? LoadStep<kOp>(b1, p) : w0;
+#define QUIVER_MADD(i)                                                            \
+  if constexpr (R > i) {                                                          \
+    const __m512i x = _mm512_set1_epi32(kPacked ? a[p * kRows + i] : a[i * lda + p]); \
+    c##i##a = Madd<kOp>(c##i##a, x, w0);                                          \
+    if constexpr (kTwo) c##i##b = Madd<kOp>(c##i##b, x, w1);                      \
   }
     QUIVER_ROWS(QUIVER_MADD)
 #undef QUIVER_MADD
   }
-  const float* bias1 = bias != nullptr ? bias + kPanel : nullptr;
-#define QUIVER_STORE(i)                                                                        \
-  if constexpr (R > i) {                                                                       \
-    Epilogue(c##i##a, row_scale[i], col_scale, bias, y + i * ldy, mask0);                      \
-    if constexpr (kTwo) {                                                                      \
-      Epilogue(c##i##b, row_scale[i], col_scale + kPanel, bias1, y + i * ldy + kPanel, mask1); \
-    }                                                                                          \
+  const float* bias1 = blk.bias != nullptr ? blk.bias + kPanel : nullptr;
+  const int32_t* sum1 = blk.col_sum != nullptr ? blk.col_sum + kPanel : nullptr;
+#define QUIVER_STORE(i)                                                                       \
+  if constexpr (R > i) {                                                                      \
+    const int32_t z = blk.zero != nullptr ? blk.zero[i] : 0;                                  \
+    Epilogue(c##i##a, z, blk.col_sum, blk.row_scale[i], blk.col_scale, blk.bias, y + i * ldy, \
+             blk.mask0);                                                                      \
+    if constexpr (kTwo) {                                                                     \
+      Epilogue(c##i##b, z, sum1, blk.row_scale[i], blk.col_scale + kPanel, bias1,             \
+               y + i * ldy + kPanel, blk.mask1);                                              \
+    }                                                                                         \
   }
   QUIVER_ROWS(QUIVER_STORE)
 #undef QUIVER_STORE
 #undef QUIVER_ROWS
 }
 
-using Kernel = void (*)(const int16_t*, int64_t, const int8_t*, const int8_t*, int64_t,
-                        const float*, const float*, const float*, float*, int64_t, __mmask16,
-                        __mmask16);
+using Kernel = void (*)(const int32_t*, int64_t, const Block&, float*, int64_t);
 
-template <bool kTwo, bool kVnni, bool kPacked, int... R>
+template <bool kTwo, Op kOp, bool kPacked, int... R>
 constexpr std::array<Kernel, sizeof...(R)> MakeTable(std::integer_sequence<int, R...>) {
-  return {&MicroKernel<R + 1, kTwo, kVnni, kPacked>...};
+  return {&MicroKernel<R + 1, kTwo, kOp, kPacked>...};
 }
 
-template <bool kTwo, bool kVnni, bool kPacked>
-constexpr auto kTable = MakeTable<kTwo, kVnni, kPacked>(std::make_integer_sequence<int, kRows>());
+template <bool kTwo, Op kOp, bool kPacked>
+constexpr auto kTable = MakeTable<kTwo, kOp, kPacked>(std::make_integer_sequence<int, kRows>());
 
-template <bool kVnni, bool kPacked>
-const std::array<Kernel, kRows>& Table(bool two) {
-  return two ? kTable<true, kVnni, kPacked> : kTable<false, kVnni, kPacked>;
+template <Op kOp>
+const std::array<Kernel, kRows>& Table(bool two, bool packed) {
+  if (packed) return two ? kTable<true, kOp, true> : kTable<false, kOp, true>;
+  return two ? kTable<true, kOp, false> : kTable<false, kOp, false>;
 }
 
 // As in gemm_avx512.cc: packing the rows pays where a call spans many columns.
 constexpr int64_t kMinPackedCols = 8 * kPanel;
+
+// The product over rows of `steps` 4-byte words each (row stride lda words), for ops of kOp.
+template <Op kOp>
+void Run(const int32_t* a, int64_t lda, int64_t steps, const float* scale, const int32_t* zero,
+         const QuantizedWeights& w, const float* bias, float* y, int64_t ldy, int64_t m,
+         int64_t c0, int64_t c1) {
+  // The rows' words packed per block of 12 rows as [steps][12]: the broadcasts read one
+  // sequential stream, not 12 strided ones (the packing is a bitwise copy).
+  const bool pack = c1 - c0 >= kMinPackedCols;
+  thread_local std::vector<int32_t> packed;
+  if (pack) {
+    packed.resize(static_cast<size_t>((m + kRows - 1) / kRows * kRows * steps));
+    for (int64_t r = 0; r < m; r += kRows) {
+      PackRowsAvx512(reinterpret_cast<const float*>(a + r * lda), lda, std::min(kRows, m - r),
+                     steps, reinterpret_cast<float*>(packed.data() + r * steps), kRows);
+    }
+  }
+  const std::array<Kernel, kRows>& one = Table<kOp>(false, pack);
+  const std::array<Kernel, kRows>& two = Table<kOp>(true, pack);
+  for (int64_t col = c0; col < c1; col += 2 * kPanel) {
+    const int64_t cols = std::min(2 * kPanel, c1 - col);
+    const bool both = cols > kPanel;
+    Block blk;
+    blk.b0 = kOp == Op::kDpbusd ? w.quad_panel(col / kPanel) : w.panel(col / kPanel);
+    blk.b1 = both ? (kOp == Op::kDpbusd ? w.quad_panel(col / kPanel + 1)
+                                        : w.panel(col / kPanel + 1))
+                  : blk.b0;
+    blk.steps = steps;
+    blk.col_scale = w.scales() + col;
+    blk.col_sum = zero != nullptr ? w.column_sums() + col : nullptr;
+    blk.bias = bias != nullptr ? bias + col : nullptr;
+    blk.mask0 = static_cast<__mmask16>((1u << std::min(cols, kPanel)) - 1);
+    blk.mask1 = static_cast<__mmask16>(both ? (1u << (cols - kPanel)) - 1 : 0);
+    const std::array<Kernel, kRows>& table = both ? two : one;
+    for (int64_t r = 0; r < m; r += kRows) {
+      blk.row_scale = scale + r;
+      blk.zero = zero != nullptr ? zero + r : nullptr;
+      const int32_t* rows = pack ? packed.data() + r * steps : a + r * lda;
+      table[std::min(kRows, m - r) - 1](rows, lda, blk, y + r * ldy + col, ldy);
+    }
+  }
+}
 
 }  // namespace
 
 void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWeights& w,
                          const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
                          int64_t c1, bool vnni) {
-  const int64_t pairs = w.k_pairs(), lda = 2 * pairs;
-  // The rows' int16 pairs, as int32, packed per block of 12 rows as [pairs][12]: the broadcasts
-  // read one sequential stream, not 12 strided ones (the packing is a bitwise copy).
-  const bool pack = c1 - c0 >= kMinPackedCols;
-  thread_local std::vector<int16_t> packed;
-  if (pack) {
-    packed.resize(static_cast<size_t>((m + kRows - 1) / kRows * kRows * lda));
-    for (int64_t r = 0; r < m; r += kRows) {
-      PackRowsAvx512(reinterpret_cast<const float*>(q + r * lda), pairs, std::min(kRows, m - r),
-                     pairs, reinterpret_cast<float*>(packed.data() + r * lda), kRows);
-    }
-  }
-  for (int64_t col = c0; col < c1; col += 2 * kPanel) {
-    const int64_t cols = std::min(2 * kPanel, c1 - col);
-    const bool two = cols > kPanel;
-    const int8_t* b0 = w.panel(col / kPanel);
-    const int8_t* b1 = two ? w.panel(col / kPanel + 1) : nullptr;
-    const auto mask0 = static_cast<__mmask16>((1u << std::min(cols, kPanel)) - 1);
-    const auto mask1 = static_cast<__mmask16>(two ? (1u << (cols - kPanel)) - 1 : 0);
-    const std::array<Kernel, kRows>& table =
-        vnni ? (pack ? Table<true, true>(two) : Table<true, false>(two))
-             : (pack ? Table<false, true>(two) : Table<false, false>(two));
-    const float* col_bias = bias != nullptr ? bias + col : nullptr;
-    for (int64_t r = 0; r < m; r += kRows) {
-      const int16_t* a = pack ? packed.data() + r * lda : q + r * lda;
-      table[std::min(kRows, m - r) - 1](a, lda, b0, b1, pairs, scale + r, w.scales() + col,
-                                        col_bias, y + r * ldy + col, ldy, mask0, mask1);
-    }
+  const int64_t pairs = w.k_pairs();
+  const auto* a = reinterpret_cast<const int32_t*>(q);  // each int16 pair as one word
+  if (vnni) {
+    Run<Op::kDpwssd>(a, pairs, pairs, scale, nullptr, w, bias, y, ldy, m, c0, c1);
+  } else {
+    Run<Op::kMaddwd>(a, pairs, pairs, scale, nullptr, w, bias, y, ldy, m, c0, c1);
   }
 }
 
-QUIVER_TARGET_AVX512 void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int32_t levels,
-                                             int64_t r0, int64_t r1, int16_t* q, float* scale) {
+void QuantizedGemmU8Avx512(const uint8_t* u, const int32_t* zero, const float* scale,
+                           const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                           int64_t m, int64_t c0, int64_t c1) {
+  const int64_t quads = w.quad_depth() / 4;
+  Run<Op::kDpbusd>(reinterpret_cast<const int32_t*>(u), quads, quads, scale, zero, w, bias, y,
+                   ldy, m, c0, c1);
+}
+
+QUIVER_TARGET_AVX512 void RowRangeAvx512(const float* row, int64_t k, float* lo, float* hi) {
+  __m512 least = _mm512_setzero_ps(), most = least;
+  for (int64_t i = 0; i < k; i += 16) {
+    const auto mask = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, row + i);  // zeros past k: within [lo, hi]
+    // min(v, acc) gives acc where v is NaN: NaNs are skipped, as in QuantizeRows.
+    least = _mm512_min_ps(v, least);
+    most = _mm512_max_ps(v, most);
+  }
+  *lo = _mm512_reduce_min_ps(least);  // a minimum and a maximum: the same in any order
+  *hi = _mm512_reduce_max_ps(most);
+}
+
+// p = clamp(nearbyint(x · inv), -zero, 255 - zero) for 16 values (masked loads read zeros).
+QUIVER_TARGET_AVX512 inline __m512i QuantizeStep(const float* x, __mmask16 mask,
+                                                 const RowQuantization& rq) {
+  // Round to nearest even (the MXCSR default), as QuantizeRows.
+  const __m512i p = _mm512_cvtps_epi32(
+      _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x), _mm512_set1_ps(rq.inv)));
+  return _mm512_min_epi32(_mm512_max_epi32(p, _mm512_set1_epi32(-rq.zero)),
+                          _mm512_set1_epi32(255 - rq.zero));
+}
+
+QUIVER_TARGET_AVX512 void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int64_t r0,
+                                             int64_t r1, int16_t* q, float* scale) {
   const int64_t width = (k + 1) / 2 * 2;
-  const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   for (int64_t r = r0; r < r1; ++r) {
     const float* row = x + r * ldx;
     int16_t* out = q + r * width;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < k; i += 16) {
-      const auto mask = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
-      acc = _mm512_max_ps(acc, _mm512_and_ps(_mm512_maskz_loadu_ps(mask, row + i), magnitude));
-    }
-    const float amax = _mm512_reduce_max_ps(acc);  // a maximum: the same in any order
-    const float inv = ActivationInverse(amax, levels);
-    scale[r] = ActivationScale(amax, levels, inv);
-    if (inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
+    float lo, hi;
+    RowRangeAvx512(row, k, &lo, &hi);
+    const RowQuantization rq = QuantizeRange(lo, hi);
+    scale[r] = rq.scale;
+    if (rq.inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
       std::fill(out, out + width, int16_t{0});
       continue;
     }
-    const __m512 vinv = _mm512_set1_ps(inv);
     for (int64_t i = 0; i < k; i += 16) {
       const auto mask = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
-      // Round to nearest even (the MXCSR default), as QuantizeRows; |p| <= levels fits int16.
-      const __m512i p =
-          _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, row + i), vinv));
-      _mm256_mask_storeu_epi16(out + i, mask, _mm512_cvtsepi32_epi16(p));
+      _mm256_mask_storeu_epi16(out + i, mask, _mm512_cvtepi32_epi16(QuantizeStep(row + i, mask, rq)));
     }
     if (width > k) out[k] = 0;
+  }
+}
+
+QUIVER_TARGET_AVX512 void QuantizeRowsU8Avx512(const float* x, int64_t ldx, int64_t k,
+                                               int64_t depth, int64_t r0, int64_t r1, uint8_t* u,
+                                               int32_t* zero, float* scale) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = x + r * ldx;
+    uint8_t* out = u + r * depth;
+    float lo, hi;
+    RowRangeAvx512(row, k, &lo, &hi);
+    const RowQuantization rq = QuantizeRange(lo, hi);
+    scale[r] = rq.scale;
+    zero[r] = rq.zero;
+    if (rq.inv == 0.0f) {  // zeros, written: x · 0 is NaN for an infinite x
+      std::fill(out, out + depth, uint8_t{0});
+      continue;
+    }
+    const __m512i z = _mm512_set1_epi32(rq.zero);
+    for (int64_t i = 0; i < depth; i += 16) {
+      const __mmask16 mask =
+          k - i >= 16 ? __mmask16(0xffff) : __mmask16(k > i ? (1u << (k - i)) - 1 : 0);
+      // u = p + z in [0, 255]; past k, 0 (the weights there are 0 too).
+      const __m512i v = _mm512_maskz_add_epi32(mask, QuantizeStep(row + i, mask, rq), z);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(v));
+    }
   }
 }
 
@@ -200,9 +299,17 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
                          int64_t c1, bool) {
   QuantizedGemm(q, scale, w, bias, y, ldy, m, c0, c1);
 }
-void QuantizeRowsAvx512(const float*, int64_t, int64_t, int32_t, int64_t, int64_t, int16_t*,
-                        float*) {
+void RowRangeAvx512(const float*, int64_t, float*, float*) { std::abort(); }
+void QuantizeRowsAvx512(const float*, int64_t, int64_t, int64_t, int64_t, int16_t*, float*) {
   std::abort();  // the avx512 paths exist on x86-64 only
+}
+void QuantizeRowsU8Avx512(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, uint8_t*,
+                          int32_t*, float*) {
+  std::abort();
+}
+void QuantizedGemmU8Avx512(const uint8_t*, const int32_t*, const float*, const QuantizedWeights&,
+                           const float*, float*, int64_t, int64_t, int64_t, int64_t) {
+  std::abort();
 }
 }  // namespace quiver::engine::cpu
 

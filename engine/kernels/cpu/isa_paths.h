@@ -6,6 +6,7 @@
 // where ActiveCpuPath() allows.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -23,15 +24,20 @@
 
 namespace quiver::engine::cpu {
 
-// A row's quantization (gemm_int8.h) from its largest magnitude: levels / amax, or 0 where that
-// is not finite or amax is not positive (the row then quantizes as zeros; the int16 values must
-// stay within [-levels, levels]); and the row's scale amax / levels (0 with it).
-inline float ActivationInverse(float amax, int32_t levels) {
-  const float inv = static_cast<float>(levels) / amax;
-  return amax > 0.0f && std::isfinite(inv) && std::isfinite(amax) ? inv : 0.0f;
-}
-inline float ActivationScale(float amax, int32_t levels, float inv) {
-  return inv > 0.0f ? amax / static_cast<float>(levels) : 0.0f;
+// A row's quantization (gemm_int8.h) from its least and greatest values lo <= 0 <= hi: the
+// inverse step 255 / (hi - lo), the step (the row's scale) and the zero point; all three 0 where
+// the range is 0 or the inverse not finite (the row then quantizes as zeros). Every path
+// quantizes through this, then p = clamp(nearbyint(x · inv), -zero, 255 - zero).
+struct RowQuantization {
+  float inv = 0.0f, scale = 0.0f;
+  int32_t zero = 0;
+};
+inline RowQuantization QuantizeRange(float lo, float hi) {
+  const float range = hi - lo;
+  const float inv = 255.0f / range;
+  if (!(range > 0.0f) || !std::isfinite(range) || !std::isfinite(inv)) return {};
+  return {inv, range / 255.0f,
+          static_cast<int32_t>(std::clamp(std::nearbyint(-lo * inv), 0.0f, 255.0f))};
 }
 
 // AVX-512 F: R x 32 blocks of y (two panels at a time, 12 rows), the products in k order.
@@ -49,9 +55,19 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
                          const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
                          int64_t c1, bool vnni);
 
+// The least and greatest of a row's k values and 0 (lo <= 0 <= hi), on 16 lanes; NaNs skipped.
+void RowRangeAvx512(const float* row, int64_t k, float* lo, float* hi);
+
 // QuantizeRows (gemm_int8.h) on 16 lanes: the same values and scales.
-void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int32_t levels, int64_t r0,
-                        int64_t r1, int16_t* q, float* scale);
+void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1,
+                        int16_t* q, float* scale);
+
+// QuantizeRowsU8 and QuantizedGemmU8 (gemm_int8.h): AVX-512 VNNI.
+void QuantizeRowsU8Avx512(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
+                          int64_t r1, uint8_t* u, int32_t* zero, float* scale);
+void QuantizedGemmU8Avx512(const uint8_t* u, const int32_t* zero, const float* scale,
+                           const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                           int64_t m, int64_t c0, int64_t c1);
 
 // AMX-INT8: 16 x 16 tiles of int32 sums, each int16 activation split as 256 · hi + lo (hi a
 // signed byte, lo an unsigned one) into two tile products, tdpbssd and tdpbusd; the integers
