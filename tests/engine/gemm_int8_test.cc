@@ -13,6 +13,7 @@
 #include <cmath>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -173,6 +174,30 @@ namespace {
 // is refused on another device.
 TEST(Int8LinearOpTest, EveryEpilogueStaysNearF32AndOtherDevicesAreRefused) {
   testing::ExpectLayerNearF32(ops::WeightPrecision::kInt8, 0.02, 9, 40, 72);
+}
+
+// A layer deeper than the int32 sums allow (255 · 127 · k < 2^31) is refused at load, naming
+// the limit; one at the limit is prepared.
+TEST(Int8LinearOpTest, LayersDeeperThanTheSumsAllowAreRefused) {
+  const int64_t limit = cpu::QuantizedWeights::kMaxDepth;
+  ASSERT_LT(255 * 127 * limit, (int64_t{1} << 31));
+  for (int64_t k : {limit, limit + 1}) {
+    std::vector<float> w(static_cast<size_t>(k), 0.5f);
+    const Tensor weight(w.data(), DType::kF32, Device::kCpu, {1, k});
+    if (k == limit) {
+      EXPECT_EQ(ops::PrepareLinear(Device::kCpu, weight, Tensor(), ops::WeightPrecision::kInt8)
+                    .precision,
+                ops::WeightPrecision::kInt8);
+      continue;
+    }
+    try {
+      ops::PrepareLinear(Device::kCpu, weight, Tensor(), ops::WeightPrecision::kInt8);
+      ADD_FAILURE() << "an int8 layer of depth " << k << " was prepared";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("at most 65536 input features"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace
