@@ -567,6 +567,11 @@ Engine::Running Engine::Start(Pending item) {
     }
     // Plan: once per batch, read-only for the whole layer loop.
     BuildPlan(input, pad, info(), plan_, folder_->pooling.include_prompt);
+    // Reduced-precision weights: attention's products in bf16 too, where the host has it.
+    plan_.attention.bf16_products = options_.device.device == Device::kCpu &&
+                                    options_.quantize != ops::WeightPrecision::kF32 &&
+                                    ops::WeightPrecisionSupported(Device::kCpu,
+                                                                  ops::WeightPrecision::kBf16);
     BatchWork work;
     work.plan = &plan_;
     work.attention = &AttentionFor(plan_.attention.max_seqlen);

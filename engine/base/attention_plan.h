@@ -45,6 +45,11 @@ struct AttentionPlan {
   const float* position_bias = nullptr;
   int64_t bias_max_distance = 0;
 
+  // CPU: the products Q·Kᵀ and P·V in bf16 (f32 sums; the softmax stays f32), which the engine
+  // asks for where its weights are int8 or bf16 and the host has AVX512_BF16; the flash
+  // backend's unmasked runs honour it, the others compute in f32.
+  bool bf16_products = false;
+
   bool has_masks() const { return window >= 0 || position_bias != nullptr; }
 };
 

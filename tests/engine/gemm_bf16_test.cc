@@ -117,6 +117,46 @@ TEST(Bf16GemmTest, RowsAndColumnRangesDoNotChangeAnyBit) {
   EXPECT_EQ(no_bias, with_zero);
 }
 
+// Repacking in place (attention's K and V per head): Pack from rows of a wider stride and
+// PackTransposed from vᵀ give the products of weights packed from compact copies, bit for bit,
+// at odd depths and partial panels, also after a larger pack reused the buffer; with
+// accumulate the sums start from y.
+TEST(Bf16GemmTest, RepackingAndAccumulatingMatchCompactWeights) {
+  QUIVER_REQUIRE_BF16();
+  Bf16Weights strided, transposed;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{20, 128, 64},
+                         {13, 17, 33},
+                         {3, 32, 128},
+                         {1, 5, 1}}) {
+    const int64_t ld = k + 7;
+    const std::vector<float> wide = RandomValues(n * ld, 21, 0.5f), x = RandomValues(m * k, 22);
+    std::vector<float> w(n * k), v(k * n);  // w compact [n, k]; v = wᵀ [k, n]
+    for (int64_t c = 0; c < n; ++c) {
+      for (int64_t i = 0; i < k; ++i) {
+        w[c * k + i] = wide[c * ld + i];
+        v[i * n + c] = w[c * k + i];
+      }
+    }
+    const Bf16Weights compact(w.data(), n, k);
+    strided.Pack(wide.data(), n, k, ld);
+    transposed.PackTransposed(v.data(), k, n, n);
+    const std::vector<uint16_t> a = Rows(x, m, k);
+    std::vector<float> want(m * n), y1(m * n), y2(m * n);
+    Bf16Gemm(a.data(), compact, nullptr, want.data(), n, m, 0, n);
+    Bf16Gemm(a.data(), strided, nullptr, y1.data(), n, m, 0, n);
+    Bf16Gemm(a.data(), transposed, nullptr, y2.data(), n, m, 0, n);
+    EXPECT_EQ(y1, want) << m << "x" << n << "x" << k;
+    EXPECT_EQ(y2, want) << m << "x" << n << "x" << k;
+    const std::vector<float> start = RandomValues(m * n, 23);
+    std::vector<float> acc = start;
+    Bf16Gemm(a.data(), compact, nullptr, acc.data(), n, m, 0, n, /*accumulate=*/true);
+    for (size_t i = 0; i < acc.size(); ++i) {
+      ASSERT_NEAR(acc[i], start[i] + want[i], 1e-5 * (std::abs(start[i]) + std::abs(want[i]) + 1))
+          << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace quiver::engine::cpu
 

@@ -7,6 +7,7 @@
 #include "engine/kernels/cpu/attention_common.h"
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/gemm_bf16.h"
 #include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/vec.h"
 
@@ -30,6 +31,45 @@ float SoftmaxExpSumRow(float* x, int64_t n, float scale, float shift) {
 }
 
 constexpr int64_t kKeyBlock = 512;
+
+// The recurrence's two products on f32 panels (PackedGemm): the default.
+struct F32Products {
+  PackedWeights k, v;
+  void PackBlock(const float* kb, const float* vb, int64_t keys, int64_t d, int64_t ld) {
+    k.Pack(kb, keys, d, ld);
+    v.PackTransposed(vb, keys, d, ld);
+  }
+  // s [rows, keys] = q · Kᵀ for q rows of stride q_stride.
+  void Scores(const float* q, int64_t q_stride, int64_t rows, float* s) {
+    PackedGemm(q, q_stride, k, nullptr, s, k.n(), rows, 0, k.n());
+  }
+  // o (row stride o_stride) = (accumulate ? o : 0) + p · V for p [rows, keys].
+  void Accumulate(const float* p, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
+    PackedGemm(p, v.k(), v, nullptr, o, o_stride, rows, 0, v.n(), accumulate);
+  }
+};
+
+// The same products in bf16 (AttentionPlan::bf16_products): Q, K, P and V rounded to bf16
+// (nearest even) and multiplied by vdpbf16ps with f32 sums, twice the f32 FMA's rate; the
+// softmax and its running max and sum stay f32.
+struct Bf16Products {
+  Bf16Weights k, v;
+  std::vector<uint16_t> rows_bf16;
+  void PackBlock(const float* kb, const float* vb, int64_t keys, int64_t d, int64_t ld) {
+    k.Pack(kb, keys, d, ld);
+    v.PackTransposed(vb, keys, d, ld);
+  }
+  void Scores(const float* q, int64_t q_stride, int64_t rows, float* s) {
+    rows_bf16.resize(static_cast<size_t>(rows * 2 * k.k_pairs()));
+    Bf16Rows(q, q_stride, k.k(), 0, rows, rows_bf16.data());
+    Bf16Gemm(rows_bf16.data(), k, nullptr, s, k.n(), rows, 0, k.n());
+  }
+  void Accumulate(const float* p, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
+    rows_bf16.resize(static_cast<size_t>(rows * 2 * v.k_pairs()));
+    Bf16Rows(p, v.k(), v.k(), 0, rows, rows_bf16.data());
+    Bf16Gemm(rows_bf16.data(), v, nullptr, o, o_stride, rows, 0, v.n(), accumulate);
+  }
+};
 
 // A run of queries [run_begin, run_end) of one (sequence, head) under a sliding window or a
 // position bias: the same recurrence, each query's scores limited to its visible keys
@@ -103,12 +143,67 @@ void MaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, cons
   }
 }
 
+// A run of queries [run_begin, run_end) of one (sequence, head) without masks: the recurrence
+// over key blocks from the sequence start (causal: up to the run's last query).
+template <typename Products>
+void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* kb,
+                 const float* vb, int64_t kv_stride, float* out, int64_t begin, int64_t len,
+                 int64_t run_begin, int64_t run_end, int64_t h, Products& products) {
+  const int64_t d = plan.head_dim;
+  const int64_t out_stride = OutStride(plan);
+  thread_local std::vector<float> scores, running_max, running_sum;
+  scores.resize(static_cast<size_t>(kQueryBlock * kKeyBlock));
+  running_max.assign(static_cast<size_t>(run_end - run_begin),
+                     -std::numeric_limits<float>::infinity());
+  running_sum.assign(static_cast<size_t>(run_end - run_begin), 0.0f);
+  const int64_t run_key_end = plan.causal ? run_end : len;
+  for (int64_t k0 = 0; k0 < run_key_end; k0 += kKeyBlock) {
+    const int64_t keys = std::min(kKeyBlock, run_key_end - k0);
+    products.PackBlock(kb + k0 * kv_stride, vb + k0 * kv_stride, keys, d, kv_stride);
+    for (int64_t q0 = run_begin; q0 < run_end; q0 += kQueryBlock) {
+      const int64_t rows = std::min(kQueryBlock, run_end - q0);
+      if (plan.causal && k0 >= q0 + rows) continue;  // keys after this block's last query
+      const float* qb = q + (begin + q0) * q_stride + h * d;
+      float* ob = out + (begin + q0) * out_stride + h * d;
+      float* sc = scores.data();
+      products.Scores(qb, q_stride, rows, sc);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = sc + r * keys;
+        const size_t state = static_cast<size_t>(q0 - run_begin + r);
+        // Causal: query q0 + r sees keys up to itself; the rest of its row weighs nothing.
+        const int64_t visible =
+            plan.causal ? std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys) : keys;
+        if (visible == 0) {  // a block wholly after this query (not reached with these sizes)
+          std::fill(row, row + keys, 0.0f);
+          continue;
+        }
+        // The scale is positive, so the largest scaled score is the scaled largest score.
+        const float new_max = std::max(running_max[state], plan.scale * vec::Max(row, visible));
+        const float correction = std::exp(running_max[state] - new_max);
+        const float sum = SoftmaxExpSumRow(row, visible, plan.scale, new_max);
+        std::fill(row + visible, row + keys, 0.0f);
+        running_sum[state] = running_sum[state] * correction + sum;
+        running_max[state] = new_max;
+        if (k0 > 0 && correction != 1.0f) {
+          float* o = ob + r * out_stride;
+          for (int64_t c = 0; c < d; ++c) o[c] *= correction;
+        }
+      }
+      products.Accumulate(sc, rows, ob, out_stride, /*accumulate=*/k0 > 0);
+    }
+  }
+  for (int64_t r = 0; r < run_end - run_begin; ++r) {
+    const float inv = 1.0f / running_sum[static_cast<size_t>(r)];
+    float* o = out + (begin + run_begin + r) * out_stride + h * d;
+    for (int64_t c = 0; c < d; ++c) o[c] *= inv;
+  }
+}
+
 }  // namespace
 
 void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
                     const float* v, int64_t kv_stride, float* out, ThreadPool& pool) {
   const int64_t d = plan.head_dim;
-  const int64_t out_stride = OutStride(plan);
   // Items: (sequence, run of query blocks) x head, at least four per thread where the batch
   // has that many query blocks; a run never crosses a sequence.
   int64_t query_blocks = 0;
@@ -141,54 +236,14 @@ void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride,
       MaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run.begin, run.end, h);
       return;
     }
-    thread_local std::vector<float> scores, running_max, running_sum;
-    thread_local PackedWeights k_packed, v_packed;
-    scores.resize(static_cast<size_t>(kQueryBlock * kKeyBlock));
-    running_max.assign(static_cast<size_t>(run.end - run.begin),
-                       -std::numeric_limits<float>::infinity());
-    running_sum.assign(static_cast<size_t>(run.end - run.begin), 0.0f);
-    const int64_t run_key_end = plan.causal ? run.end : len;
-    for (int64_t k0 = 0; k0 < run_key_end; k0 += kKeyBlock) {
-      const int64_t keys = std::min(kKeyBlock, run_key_end - k0);
-      k_packed.Pack(kb + k0 * kv_stride, keys, d, kv_stride);
-      v_packed.PackTransposed(vb + k0 * kv_stride, keys, d, kv_stride);
-      for (int64_t q0 = run.begin; q0 < run.end; q0 += kQueryBlock) {
-        const int64_t rows = std::min(kQueryBlock, run.end - q0);
-        if (plan.causal && k0 >= q0 + rows) continue;  // keys after this block's last query
-        const float* qb = q + (begin + q0) * q_stride + h * d;
-        float* ob = out + (begin + q0) * out_stride + h * d;
-        float* sc = scores.data();
-        PackedGemm(qb, q_stride, k_packed, nullptr, sc, keys, rows, 0, keys);
-        for (int64_t r = 0; r < rows; ++r) {
-          float* row = sc + r * keys;
-          const size_t state = static_cast<size_t>(q0 - run.begin + r);
-          // Causal: query q0 + r sees keys up to itself; the rest of its row weighs nothing.
-          const int64_t visible =
-              plan.causal ? std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys) : keys;
-          if (visible == 0) {  // a block wholly after this query (not reached with these sizes)
-            std::fill(row, row + keys, 0.0f);
-            continue;
-          }
-          // The scale is positive, so the largest scaled score is the scaled largest score.
-          const float new_max = std::max(running_max[state], plan.scale * vec::Max(row, visible));
-          const float correction = std::exp(running_max[state] - new_max);
-          const float sum = SoftmaxExpSumRow(row, visible, plan.scale, new_max);
-          std::fill(row + visible, row + keys, 0.0f);
-          running_sum[state] = running_sum[state] * correction + sum;
-          running_max[state] = new_max;
-          if (k0 > 0 && correction != 1.0f) {
-            float* o = ob + r * out_stride;
-            for (int64_t c = 0; c < d; ++c) o[c] *= correction;
-          }
-        }
-        PackedGemm(sc, keys, v_packed, nullptr, ob, out_stride, rows, 0, d,
-                   /*accumulate=*/k0 > 0);
-      }
-    }
-    for (int64_t r = 0; r < run.end - run.begin; ++r) {
-      const float inv = 1.0f / running_sum[static_cast<size_t>(r)];
-      float* o = out + (begin + run.begin + r) * out_stride + h * d;
-      for (int64_t c = 0; c < d; ++c) o[c] *= inv;
+    if (plan.bf16_products) {
+      thread_local Bf16Products products;
+      UnmaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run.begin, run.end, h,
+                  products);
+    } else {
+      thread_local F32Products products;
+      UnmaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run.begin, run.end, h,
+                  products);
     }
   });
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/isa_paths.h"
@@ -119,20 +120,59 @@ __mmask16 ColumnMask(int64_t cols) {
 
 }  // namespace
 
-Bf16Weights::Bf16Weights(const float* w, int64_t n, int64_t k) : n_(n), k_(k) {
-  const int64_t pairs = k_pairs(), panels = (n + kPanel - 1) / kPanel;
-  const size_t elems = static_cast<size_t>(panels * pairs * 2 * kPanel);
-  data_.reset(static_cast<uint16_t*>(std::aligned_alloc(64, (elems * 2 + 63) / 64 * 64)));
-  if (data_ == nullptr) throw std::bad_alloc();
-  std::memset(data_.get(), 0, elems * 2);
-  std::unique_ptr<uint16_t[]> row(new uint16_t[static_cast<size_t>(k)]);
-  for (int64_t c = 0; c < n; ++c) {
-    ToBf16(w + c * k, k, row.get());
-    uint16_t* panel = data_.get() + (c / kPanel) * pairs * 2 * kPanel;
-    const int64_t j = c % kPanel;
-    for (int64_t p = 0; p < pairs; ++p) {
-      panel[p * 2 * kPanel + 2 * j] = row[2 * p];
-      panel[p * 2 * kPanel + 2 * j + 1] = 2 * p + 1 < k ? row[2 * p + 1] : 0;
+uint16_t* Bf16Weights::Reserve(int64_t n, int64_t k) {
+  n_ = n;
+  k_ = k;
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  const int64_t elems = panels * k_pairs() * 2 * kPanel;
+  if (elems > capacity_ || data_ == nullptr) {
+    data_.reset(static_cast<uint16_t*>(
+        std::aligned_alloc(64, (static_cast<size_t>(elems) * 2 + 63) / 64 * 64)));
+    if (data_ == nullptr) throw std::bad_alloc();
+    capacity_ = elems;
+  }
+  std::memset(data_.get(), 0, static_cast<size_t>(elems) * 2);
+  return data_.get();
+}
+
+void Bf16Weights::Pack(const float* w, int64_t n, int64_t k, int64_t ldw) {
+  uint16_t* data = Reserve(n, k);
+  const int64_t pairs = k_pairs(), width = 2 * pairs;
+  // Each column's row in bf16 (its pairs as 32-bit words), then each panel's 16 rows of words
+  // transposed into the panel (word p of column j at p · 16 + j) by PackRowsAvx512's 16 x 16
+  // register transpose: no scattered 16-bit stores.
+  thread_local std::vector<uint16_t> rows;
+  rows.resize(static_cast<size_t>(kPanel * width));
+  for (int64_t c0 = 0; c0 < n; c0 += kPanel) {
+    const int64_t cols = std::min(kPanel, n - c0);
+    for (int64_t j = 0; j < cols; ++j) {
+      ToBf16(w + (c0 + j) * ldw, k, rows.data() + j * width);
+      if (width > k) rows[static_cast<size_t>(j * width + k)] = 0;
+    }
+    PackRowsAvx512(reinterpret_cast<const float*>(rows.data()), pairs, cols, pairs,
+                   reinterpret_cast<float*>(data + (c0 / kPanel) * pairs * 2 * kPanel), kPanel);
+  }
+}
+
+QUIVER_TARGET_AVX512_BF16 void Bf16Weights::PackTransposed(const float* v, int64_t k, int64_t n,
+                                                           int64_t ldv) {
+  uint16_t* data = Reserve(n, k);
+  const int64_t pairs = k_pairs();
+  // Pair p of k: rows 2p and 2p + 1 of v in bf16, 16 columns at a time, interleaved into the
+  // panel's 32-bit words (row 2p's value low, 2p + 1's high).
+  for (int64_t p = 0; p < pairs; ++p) {
+    const float* even = v + 2 * p * ldv;
+    const float* odd = 2 * p + 1 < k ? even + ldv : nullptr;
+    for (int64_t c0 = 0; c0 < n; c0 += kPanel) {
+      const __mmask16 mask = ColumnMask(n - c0);
+      const __m256bh lo = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, even + c0));
+      // Past k (odd k), the pair's second value is zero: zeros convert to zeros.
+      const __m256bh hi = _mm512_cvtneps_pbh(
+          odd != nullptr ? _mm512_maskz_loadu_ps(mask, odd + c0) : _mm512_setzero_ps());
+      const __m512i words = _mm512_or_si512(
+          _mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(lo)),
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(hi)), 16));
+      _mm512_store_si512(data + (c0 / kPanel) * pairs * 2 * kPanel + p * 2 * kPanel, words);
     }
   }
 }
@@ -146,7 +186,7 @@ void Bf16Rows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1, ui
 }
 
 void Bf16Gemm(const uint16_t* a, const Bf16Weights& w, const float* bias, float* y, int64_t ldy,
-              int64_t m, int64_t c0, int64_t c1) {
+              int64_t m, int64_t c0, int64_t c1, bool accumulate) {
   const int64_t pairs = w.k_pairs(), lda = 2 * pairs;
   alignas(64) float init[2 * kPanel];
   for (int64_t col = c0; col < c1; col += 2 * kPanel) {
@@ -164,7 +204,7 @@ void Bf16Gemm(const uint16_t* a, const Bf16Weights& w, const float* bias, float*
         const int64_t rows = std::min(kRows, m - r);
         const Kernel kernel = two ? kTable<true>[rows - 1] : kTable<false>[rows - 1];
         kernel(a + r * lda + 2 * p0, lda, b0 + p0 * 2 * kPanel, b1 + p0 * 2 * kPanel, pc,
-               y + r * ldy + col, ldy, p0 == 0 ? init : nullptr, mask0, mask1);
+               y + r * ldy + col, ldy, p0 == 0 && !accumulate ? init : nullptr, mask0, mask1);
       }
     }
   }
@@ -172,10 +212,17 @@ void Bf16Gemm(const uint16_t* a, const Bf16Weights& w, const float* bias, float*
 
 #else  // not x86-64: Bf16Supported() is false and nothing calls these.
 
-Bf16Weights::Bf16Weights(const float*, int64_t n, int64_t k) : n_(n), k_(k) {}
+void Bf16Weights::Pack(const float*, int64_t n, int64_t k, int64_t) {
+  n_ = n;
+  k_ = k;
+}
+void Bf16Weights::PackTransposed(const float*, int64_t k, int64_t n, int64_t) {
+  n_ = n;
+  k_ = k;
+}
 void Bf16Rows(const float*, int64_t, int64_t, int64_t, int64_t, uint16_t*) {}
 void Bf16Gemm(const uint16_t*, const Bf16Weights&, const float*, float*, int64_t, int64_t, int64_t,
-              int64_t) {}
+              int64_t, bool) {}
 
 #endif
 

@@ -27,7 +27,13 @@ class Bf16Weights {
 
   Bf16Weights() = default;
   // w is [n, k] row-major f32 (a PyTorch Linear weight). Needs Bf16Supported().
-  Bf16Weights(const float* w, int64_t n, int64_t k);
+  Bf16Weights(const float* w, int64_t n, int64_t k) { Pack(w, n, k, k); }
+
+  // Repacks in place, reusing the allocation when it is large enough (attention packs K and V
+  // per head this way, as PackedWeights does). Pack: W = w[n, k] with row stride ldw.
+  // PackTransposed: W = vᵀ for v [k, n] with row stride ldv, i.e. W[c, kk] = v[kk, c].
+  void Pack(const float* w, int64_t n, int64_t k, int64_t ldw);
+  void PackTransposed(const float* v, int64_t k, int64_t n, int64_t ldv);
 
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
@@ -38,7 +44,9 @@ class Bf16Weights {
   struct Free {
     void operator()(uint16_t* p) const;
   };
-  int64_t n_ = 0, k_ = 0;
+  uint16_t* Reserve(int64_t n, int64_t k);
+
+  int64_t n_ = 0, k_ = 0, capacity_ = 0;
   std::unique_ptr<uint16_t, Free> data_;  // 64-byte aligned
 };
 
@@ -48,8 +56,9 @@ void Bf16Rows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1, ui
 
 // y[r, c] = Σ_k a[r, k] · W[c, k] + bias[c] (bias may be null), f32 sums from the bias in pairs
 // of k, for rows [0, m) and columns [c0, c1) on the calling thread; a from Bf16Rows (row stride
-// 2 · k_pairs), y row stride ldy; c0 a multiple of kPanel.
+// 2 · k_pairs), y row stride ldy; c0 a multiple of kPanel. With accumulate, the sums start from
+// y instead (bias then ignored).
 void Bf16Gemm(const uint16_t* a, const Bf16Weights& w, const float* bias, float* y, int64_t ldy,
-              int64_t m, int64_t c0, int64_t c1);
+              int64_t m, int64_t c0, int64_t c1, bool accumulate = false);
 
 }  // namespace quiver::engine::cpu
