@@ -426,11 +426,14 @@ std::string Engine::DeviceSummary() const {
                    "this model's attention)")
           : std::string();
   if (options_.device.device == Device::kCpu) {
+    const bool bf16_attention =
+        options_.quantize != ops::WeightPrecision::kF32 &&
+        ops::WeightPrecisionSupported(Device::kCpu, ops::WeightPrecision::kBf16);
     return StrCat("device=cpu (", cpu::CpuSummary(), ")",
                   options_.quantize == ops::WeightPrecision::kF32
                       ? ""
                       : StrCat(" weights=", ops::WeightPrecisionName(options_.quantize)),
-                  fallback);
+                  bf16_attention ? " attention_products=bf16" : "", fallback);
   }
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(
@@ -567,7 +570,8 @@ Engine::Running Engine::Start(Pending item) {
     }
     // Plan: once per batch, read-only for the whole layer loop.
     BuildPlan(input, pad, info(), plan_, folder_->pooling.include_prompt);
-    // Reduced-precision weights: attention's products in bf16 too, where the host has it.
+    // Reduced-precision weights: attention's products in bf16 too, where the host has it
+    // (DeviceSummary says so).
     plan_.attention.bf16_products = options_.device.device == Device::kCpu &&
                                     options_.quantize != ops::WeightPrecision::kF32 &&
                                     ops::WeightPrecisionSupported(Device::kCpu,

@@ -212,7 +212,9 @@ void QuantizeRows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1
     }
 #endif
     for (; i < k; ++i) {
-      out[i] = static_cast<int16_t>(std::clamp(std::nearbyint(row[i] * rq.inv), least, most));
+      // A NaN goes to the least value, as the vector conversion's integer indefinite does.
+      const float v = std::nearbyint(row[i] * rq.inv);
+      out[i] = static_cast<int16_t>(v >= least ? std::min(v, most) : least);
     }
     if (width > k) out[k] = 0;
   }
