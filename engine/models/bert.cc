@@ -326,9 +326,7 @@ class BertModel final : public Model {
                                       : c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf
                                                                 : ops::Epilogue::kGeluTanh;
     for (const Layer& l : layers_) {
-      ops::Linear(exec, x_act, l.qkv, qkv);
-      ops::Attention(exec, ctx.attention, plan, qkv.Columns(0, h), qkv.Columns(h, 2 * h),
-                     qkv.Columns(2 * h, 3 * h), attended);
+      ops::QkvAttention(exec, x_act, l.qkv, qkv, ctx.attention, plan, attended);
       if (relu) {
         ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch, x_copy);
         ops::Linear(exec, x_act, l.intermediate, inter);

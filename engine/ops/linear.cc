@@ -2,6 +2,7 @@
 
 #include "common/strings.h"
 #include "engine/kernels/cpu/kernels.h"
+#include "engine/ops/attention.h"
 #include "engine/ops/check.h"
 #ifdef QUIVER_WITH_CUDA
 #include <vector>
@@ -376,6 +377,51 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
       *ctx.pool, io.f32(), CpuQuantized(up), up.bias.empty() ? nullptr : up.bias.f32(), epilogue,
       CpuQuantized(down), down.bias.empty() ? nullptr : down.bias.f32(), gamma.f32(), beta.f32(),
       inter.f32(), scratch.f32(), num_tokens, eps, first != nullptr ? &attention_output : nullptr);
+}
+
+void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
+                  const Tensor& qkv, const AttentionBackend& backend, const AttentionPlan& plan,
+                  const Tensor& out) {
+  const int64_t q_width = plan.num_heads * plan.head_dim;
+  const int64_t kv_width = plan.num_kv_heads * plan.head_dim;
+  if (w.out_features != q_width + 2 * kv_width) {
+    internal::Fail("QkvAttention",
+                   StrCat("weights [", w.out_features, ", ", w.in_features, "] do not give q (",
+                          q_width, ") and k, v (", kv_width, " each) columns"));
+  }
+  const bool fused = ctx.device == Device::kCpu && w.ready() &&
+                     backend.device() == Device::kCpu && backend.name() == "flash" &&
+                     plan.num_seqs > 0 && plan.num_kv_heads > 0 &&
+                     plan.num_heads % plan.num_kv_heads == 0 &&
+                     cpu::QkvAttentionIsFused(*ctx.pool, plan);
+  if (!fused) {
+    Linear(ctx, x, w, qkv);
+    Attention(ctx, backend, plan, qkv.Columns(0, q_width),
+              qkv.Columns(q_width, q_width + kv_width),
+              qkv.Columns(q_width + kv_width, q_width + 2 * kv_width), out);
+    return;
+  }
+  // The checks Linear and Attention make, once.
+  CheckWeights("QkvAttention", ctx, w);
+  const int64_t num_tokens = plan.cu_seqlens[plan.num_seqs];
+  CheckContiguous("QkvAttention", "x", ctx, x, DType::kF32, {num_tokens, w.in_features});
+  CheckContiguous("QkvAttention", "qkv", ctx, qkv, DType::kF32, {num_tokens, w.out_features});
+  CheckContiguous("QkvAttention", "out", ctx, out, DType::kF32, {num_tokens, q_width});
+  internal::CheckDisjoint("QkvAttention", "x", x, "qkv", qkv);
+  internal::CheckDisjoint("QkvAttention", "out", out, "qkv", qkv);
+  internal::CheckDisjoint("QkvAttention", "out", out, "x", x);
+  const float* bias = w.bias.empty() ? nullptr : w.bias.f32();
+  switch (w.precision) {
+    case WeightPrecision::kInt8:
+      cpu::QkvAttention(*ctx.pool, x.f32(), CpuQuantized(w), bias, qkv.f32(), plan, out.f32());
+      return;
+    case WeightPrecision::kBf16:
+      cpu::QkvAttention(*ctx.pool, x.f32(), CpuBf16(w), bias, qkv.f32(), plan, out.f32());
+      return;
+    case WeightPrecision::kF32:
+      cpu::QkvAttention(*ctx.pool, x.f32(), CpuPacked(w), bias, qkv.f32(), plan, out.f32());
+      return;
+  }
 }
 
 }  // namespace quiver::engine::ops

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "engine/attention/backend.h"
+#include "engine/base/attention_plan.h"
 #include "engine/base/exec_context.h"
 #include "engine/base/op_types.h"
 #include "engine/base/tensor.h"
@@ -87,5 +89,17 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
                              const Tensor& gamma, const Tensor& beta, float eps,
                              const Tensor& inter, const Tensor& scratch, const Tensor& normed = {},
                              const AttentionOutputArgs* first = nullptr);
+
+// A self-attention's fused projection and the attention over it: qkv = x · Wᵀ + bias, then
+// Attention(backend, plan) over its columns q = [0, q_width), k = [q_width, q_width + kv_width),
+// v = the next kv_width (q_width = plan.num_heads · head_dim, kv_width = plan.num_kv_heads ·
+// head_dim, W [q_width + 2 kv_width, in]) into out [num_tokens, q_width]; i.e. Linear(x, w, qkv)
+// followed by ops::Attention, with the same arguments and the same results. On the CPU with the
+// flash backend and a batch of many sequences, the two run per sequence on one thread
+// (kernels/cpu/kernels.h, QkvAttention: its qkv rows are still in cache for its attention; the
+// same bits).
+void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
+                  const Tensor& qkv, const AttentionBackend& backend, const AttentionPlan& plan,
+                  const Tensor& out);
 
 }  // namespace quiver::engine::ops

@@ -37,4 +37,11 @@ void TiledAttention(const AttentionPlan& plan, const float* q, int64_t q_stride,
 void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
                     const float* v, int64_t kv_stride, float* out, ThreadPool& pool);
 
+// FlashAttention's rows of one sequence of the plan (every head), on the calling thread: the
+// same bits as FlashAttention gives them (a row's result depends on its query and its sequence's
+// keys only). For callers that run whole sequences per task (kernels.h, QkvAttention).
+void FlashAttentionSequence(const AttentionPlan& plan, int64_t seq, const float* q,
+                            int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
+                            float* out);
+
 }  // namespace quiver::engine::cpu

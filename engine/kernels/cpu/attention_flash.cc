@@ -32,7 +32,8 @@ float SoftmaxExpSumRow(float* x, int64_t n, float scale, float shift) {
 
 constexpr int64_t kKeyBlock = 512;
 
-// The recurrence's two products on f32 panels (PackedGemm): the default.
+// The recurrence's two products on f32 panels (PackedGemm): the default. P is the score block
+// itself, its rows turned into e^x in place.
 struct F32Products {
   PackedWeights k, v;
   void PackBlock(const float* kb, const float* vb, int64_t keys, int64_t d, int64_t ld) {
@@ -43,31 +44,44 @@ struct F32Products {
   void Scores(const float* q, int64_t q_stride, int64_t rows, float* s) {
     PackedGemm(q, q_stride, k, nullptr, s, k.n(), rows, 0, k.n());
   }
-  // o (row stride o_stride) = (accumulate ? o : 0) + p · V for p [rows, keys].
-  void Accumulate(const float* p, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
-    PackedGemm(p, v.k(), v, nullptr, o, o_stride, rows, 0, v.n(), accumulate);
+  // Row r of P from row r of the scores (`row`, k.n() of them): e^(x · scale - shift) for the
+  // first `visible`, zeros after; returns the sum of the visible ones.
+  float Exp(float* row, int64_t /*r*/, int64_t visible, float scale, float shift) {
+    const float sum = visible > 0 ? SoftmaxExpSumRow(row, visible, scale, shift) : 0.0f;
+    std::fill(row + visible, row + k.n(), 0.0f);
+    return sum;
+  }
+  // o (row stride o_stride) = (accumulate ? o : 0) + P · V for P's first `rows` rows (s).
+  void Accumulate(const float* s, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
+    PackedGemm(s, v.k(), v, nullptr, o, o_stride, rows, 0, v.n(), accumulate);
   }
 };
 
 // The same products in bf16 (AttentionPlan::bf16_products): Q, K, P and V rounded to bf16
 // (nearest even) and multiplied by vdpbf16ps with f32 sums, twice the f32 FMA's rate; the
-// softmax and its running max and sum stay f32.
+// softmax and its running max and sum stay f32, each e^x rounded to bf16 as it is computed.
 struct Bf16Products {
   Bf16Weights k, v;
-  std::vector<uint16_t> rows_bf16;
+  std::vector<uint16_t> q_bf16, p_bf16;
   void PackBlock(const float* kb, const float* vb, int64_t keys, int64_t d, int64_t ld) {
     k.Pack(kb, keys, d, ld);
     v.PackTransposed(vb, keys, d, ld);
+    p_bf16.resize(static_cast<size_t>(kQueryBlock * 2 * v.k_pairs()));
   }
   void Scores(const float* q, int64_t q_stride, int64_t rows, float* s) {
-    rows_bf16.resize(static_cast<size_t>(rows * 2 * k.k_pairs()));
-    Bf16Rows(q, q_stride, k.k(), 0, rows, rows_bf16.data());
-    Bf16Gemm(rows_bf16.data(), k, nullptr, s, k.n(), rows, 0, k.n());
+    q_bf16.resize(static_cast<size_t>(rows * 2 * k.k_pairs()));
+    Bf16Rows(q, q_stride, k.k(), 0, rows, q_bf16.data());
+    Bf16Gemm(q_bf16.data(), k, nullptr, s, k.n(), rows, 0, k.n());
   }
-  void Accumulate(const float* p, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
-    rows_bf16.resize(static_cast<size_t>(rows * 2 * v.k_pairs()));
-    Bf16Rows(p, v.k(), v.k(), 0, rows, rows_bf16.data());
-    Bf16Gemm(rows_bf16.data(), v, nullptr, o, o_stride, rows, 0, v.n(), accumulate);
+  float Exp(float* row, int64_t r, int64_t visible, float scale, float shift) {
+    const int64_t width = 2 * v.k_pairs();
+    uint16_t* p = p_bf16.data() + r * width;
+    const float sum = visible > 0 ? SoftmaxExpSumBf16Avx512(row, visible, scale, shift, p) : 0.0f;
+    std::fill(p + visible, p + width, uint16_t{0});
+    return sum;
+  }
+  void Accumulate(const float* /*s*/, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
+    Bf16Gemm(p_bf16.data(), v, nullptr, o, o_stride, rows, 0, v.n(), accumulate);
   }
 };
 
@@ -174,14 +188,13 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
         const int64_t visible =
             plan.causal ? std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys) : keys;
         if (visible == 0) {  // a block wholly after this query (not reached with these sizes)
-          std::fill(row, row + keys, 0.0f);
+          products.Exp(row, r, 0, plan.scale, 0.0f);
           continue;
         }
         // The scale is positive, so the largest scaled score is the scaled largest score.
         const float new_max = std::max(running_max[state], plan.scale * vec::Max(row, visible));
         const float correction = std::exp(running_max[state] - new_max);
-        const float sum = SoftmaxExpSumRow(row, visible, plan.scale, new_max);
-        std::fill(row + visible, row + keys, 0.0f);
+        const float sum = products.Exp(row, r, visible, plan.scale, new_max);
         running_sum[state] = running_sum[state] * correction + sum;
         running_max[state] = new_max;
         if (k0 > 0 && correction != 1.0f) {
@@ -199,11 +212,33 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
   }
 }
 
+// Queries [run_begin, run_end) of sequence `seq`, head h, on the calling thread.
+void RunHead(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
+             const float* v, int64_t kv_stride, float* out, int64_t seq, int64_t run_begin,
+             int64_t run_end, int64_t h) {
+  const int64_t d = plan.head_dim;
+  const int64_t begin = plan.cu_seqlens[seq];
+  const int64_t len = plan.cu_seqlens[seq + 1] - begin;
+  const int64_t kvh = KvHead(plan, h);
+  const float* kb = k + begin * kv_stride + kvh * d;
+  const float* vb = v + begin * kv_stride + kvh * d;
+  if (plan.has_masks()) {
+    MaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run_begin, run_end, h);
+  } else if (plan.bf16_products) {
+    thread_local Bf16Products products;
+    UnmaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run_begin, run_end, h,
+                products);
+  } else {
+    thread_local F32Products products;
+    UnmaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run_begin, run_end, h,
+                products);
+  }
+}
+
 }  // namespace
 
 void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
                     const float* v, int64_t kv_stride, float* out, ThreadPool& pool) {
-  const int64_t d = plan.head_dim;
   // Items: (sequence, run of query blocks) x head, at least four per thread where the batch
   // has that many query blocks; a run never crosses a sequence.
   int64_t query_blocks = 0;
@@ -226,26 +261,19 @@ void FlashAttention(const AttentionPlan& plan, const float* q, int64_t q_stride,
   const auto& items = runs;
   pool.ParallelFor(static_cast<int64_t>(items.size()) * plan.num_heads, [&](int64_t item) {
     const QueryRun run = items[item / plan.num_heads];
-    const int64_t h = item % plan.num_heads;
-    const int64_t begin = plan.cu_seqlens[run.seq];
-    const int64_t len = plan.cu_seqlens[run.seq + 1] - begin;
-    const int64_t kvh = KvHead(plan, h);
-    const float* kb = k + begin * kv_stride + kvh * d;
-    const float* vb = v + begin * kv_stride + kvh * d;
-    if (plan.has_masks()) {
-      MaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run.begin, run.end, h);
-      return;
-    }
-    if (plan.bf16_products) {
-      thread_local Bf16Products products;
-      UnmaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run.begin, run.end, h,
-                  products);
-    } else {
-      thread_local F32Products products;
-      UnmaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run.begin, run.end, h,
-                  products);
-    }
+    RunHead(plan, q, q_stride, k, v, kv_stride, out, run.seq, run.begin, run.end,
+            item % plan.num_heads);
   });
+}
+
+void FlashAttentionSequence(const AttentionPlan& plan, int64_t seq, const float* q,
+                            int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
+                            float* out) {
+  const int64_t len = plan.cu_seqlens[seq + 1] - plan.cu_seqlens[seq];
+  if (len == 0) return;
+  for (int64_t h = 0; h < plan.num_heads; ++h) {
+    RunHead(plan, q, q_stride, k, v, kv_stride, out, seq, 0, len, h);
+  }
 }
 
 }  // namespace quiver::engine::cpu

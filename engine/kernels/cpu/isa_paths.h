@@ -79,5 +79,8 @@ void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeigh
 void GeluErfAvx512(float* x, int64_t n);
 // vec::SoftmaxExpSum on 16 lanes (AVX-512 F): the same bits, the sum too.
 float SoftmaxExpSumAvx512(float* x, int64_t n, float scale, float shift);
+// The same sum, with each e^x also rounded to bf16 (nearest even) into out[0, n) (AVX512_BF16):
+// the main 16-lane steps store only the bf16 values, x keeps its e^x past the last whole step.
+float SoftmaxExpSumBf16Avx512(float* x, int64_t n, float scale, float shift, uint16_t* out);
 
 }  // namespace quiver::engine::cpu

@@ -7,6 +7,7 @@
 
 #include "engine/base/half.h"
 #include "engine/base/thread_pool.h"
+#include "engine/kernels/cpu/attention.h"
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/vec.h"
@@ -381,6 +382,75 @@ void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights
     QuantizedRows(inter + r0 * width, down, down_bias, scratch + r0 * n, rows, Epilogue::kNone);
     AddNormRows(io, scratch, gamma, beta, n, eps, r0, r0 + rows);
   });
+}
+
+bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan) {
+  const int64_t threads = pool.num_threads();
+  if (plan.num_seqs < 4 * threads) return false;
+  int64_t longest = 0;
+  for (int64_t s = 0; s < plan.num_seqs; ++s) {
+    longest = std::max<int64_t>(longest, plan.cu_seqlens[s + 1] - plan.cu_seqlens[s]);
+  }
+  // The longest sequence at most half a thread's share of the tokens (its attention grows with
+  // the square of its length, so a longer one would leave the other threads waiting).
+  return longest * 2 * threads <= plan.cu_seqlens[plan.num_seqs];
+}
+
+namespace {
+
+// y [rows, w.n()] = x [rows, w.k()] · Wᵀ + bias on the calling thread, for each form of weights
+// (the same bits as Linear gives these rows).
+void ProjectRows(const float* x, const QuantizedWeights& w, const float* bias, float* y,
+                 int64_t rows) {
+  QuantizedRows(x, w, bias, y, rows, Epilogue::kNone);
+}
+void ProjectRows(const float* x, const PackedWeights& w, const float* bias, float* y,
+                 int64_t rows) {
+  PackedGemm(x, w.k(), w, bias, y, w.n(), rows, 0, w.n());
+}
+void ProjectRows(const float* x, const Bf16Weights& w, const float* bias, float* y,
+                 int64_t rows) {
+  thread_local std::vector<uint16_t> a;
+  a.resize(static_cast<size_t>(rows * 2 * w.k_pairs()));
+  Bf16Rows(x, w.k(), w.k(), 0, rows, a.data());
+  Bf16Gemm(a.data(), w, bias, y, w.n(), rows, 0, w.n());
+}
+
+template <typename Weights>
+void RunQkvAttention(ThreadPool& pool, const float* x, const Weights& w, const float* bias,
+                     float* qkv, const AttentionPlan& plan, float* out) {
+  const int64_t n = w.n(), k = w.k();
+  const int64_t q_width = plan.num_heads * plan.head_dim;
+  const int64_t kv_width = plan.num_kv_heads * plan.head_dim;
+  thread_local std::vector<int64_t> order;
+  order.resize(static_cast<size_t>(plan.num_seqs));
+  for (int64_t s = 0; s < plan.num_seqs; ++s) order[static_cast<size_t>(s)] = s;
+  const auto length = [&](int64_t s) { return plan.cu_seqlens[s + 1] - plan.cu_seqlens[s]; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return length(a) > length(b); });
+  const std::vector<int64_t>& seqs = order;  // this thread's, not each worker's own
+  pool.ParallelFor(plan.num_seqs, [&](int64_t i) {
+    const int64_t s = seqs[static_cast<size_t>(i)];
+    const int64_t begin = plan.cu_seqlens[s];
+    if (length(s) == 0) return;
+    ProjectRows(x + begin * k, w, bias, qkv + begin * n, length(s));
+    FlashAttentionSequence(plan, s, qkv, n, qkv + q_width, qkv + q_width + kv_width, n, out);
+  });
+}
+
+}  // namespace
+
+void QkvAttention(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out) {
+  RunQkvAttention(pool, x, w, bias, qkv, plan, out);
+}
+void QkvAttention(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out) {
+  RunQkvAttention(pool, x, w, bias, qkv, plan, out);
+}
+void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out) {
+  RunQkvAttention(pool, x, w, bias, qkv, plan, out);
 }
 
 void Embedding(ThreadPool& pool, const int32_t* ids, const int32_t* positions,

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "engine/base/attention_plan.h"
 #include "engine/base/op_types.h"
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/kernels/cpu/gemm_bf16.h"
@@ -74,6 +75,22 @@ void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights
                              const float* down_bias, const float* gamma, const float* beta,
                              float* inter, float* scratch, int64_t m, float eps,
                              const AttentionOutput* first = nullptr);
+
+// qkv [m, n] = x [m, w.k()] · Wᵀ + bias (W [n, k] int8, f32 or bf16), then the flash backend's
+// attention (attention.h) over its columns: q = [0, q_width), k = [q_width, q_width + kv_width),
+// v the next kv_width (q_width = plan.num_heads · head_dim, kv_width = plan.num_kv_heads ·
+// head_dim, n = q_width + 2 kv_width) into out [m, q_width]. Whole sequences per task, longest
+// first: a sequence's qkv rows are still in its thread's cache when its attention reads them,
+// instead of the whole batch's streaming through memory between the two. The same bits as
+// Linear(x, w) followed by FlashAttention. Worth it only with several sequences per thread and
+// none too long for its share (QkvAttentionIsFused).
+bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan);
+void QkvAttention(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out);
+void QkvAttention(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out);
+void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out);
 
 // x[m, n] = word[ids] (+ position[positions] if position is non-null) (+ type[type_ids] if type
 // is non-null; type_ids null means all zeros), over the pool. With gamma non-null the row is

@@ -81,6 +81,27 @@ QUIVER_TARGET_AVX512 float SoftmaxExpSumAvx512(float* x, int64_t n, float scale,
                                 _mm512_extractf32x8_ps(acc, 1), scale, shift);
 }
 
+QUIVER_TARGET_AVX512_BF16 float SoftmaxExpSumBf16Avx512(float* x, int64_t n, float scale,
+                                                         float shift, uint16_t* out) {
+  const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = SoftmaxExp(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vm));
+    const __m256bh p = _mm512_cvtneps_pbh(e);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), reinterpret_cast<const __m256i&>(p));
+    acc = _mm512_add_ps(acc, e);
+  }
+  const float sum = vec::SoftmaxExpSumTail(x, i, n, _mm512_castps512_ps256(acc),
+                                           _mm512_extractf32x8_ps(acc, 1), scale, shift);
+  if (i < n) {  // the tail's e^x, left in x by SoftmaxExpSumTail
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m256bh p = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x + i));
+    _mm256_mask_storeu_epi16(out + i, mask, reinterpret_cast<const __m256i&>(p));
+  }
+  return sum;
+}
+
 }  // namespace quiver::engine::cpu
 
 #else  // not x86-64: never called (cpu_features.h offers no avx512 path)
@@ -90,6 +111,7 @@ QUIVER_TARGET_AVX512 float SoftmaxExpSumAvx512(float* x, int64_t n, float scale,
 namespace quiver::engine::cpu {
 void GeluErfAvx512(float*, int64_t) { std::abort(); }
 float SoftmaxExpSumAvx512(float*, int64_t, float, float) { std::abort(); }
+float SoftmaxExpSumBf16Avx512(float*, int64_t, float, float, uint16_t*) { std::abort(); }
 }  // namespace quiver::engine::cpu
 
 #endif
