@@ -376,7 +376,7 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
   cpu::FeedForwardAddLayerNorm(
       *ctx.pool, io.f32(), CpuQuantized(up), up.bias.empty() ? nullptr : up.bias.f32(), epilogue,
       CpuQuantized(down), down.bias.empty() ? nullptr : down.bias.f32(), gamma.f32(), beta.f32(),
-      inter.f32(), scratch.f32(), num_tokens, eps, first != nullptr ? &attention_output : nullptr);
+      num_tokens, eps, first != nullptr ? &attention_output : nullptr);
 }
 
 void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,

@@ -97,7 +97,7 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
 // followed by ops::Attention, with the same arguments and the same results. On the CPU with the
 // flash backend and a batch of many sequences, the two run per sequence on one thread
 // (kernels/cpu/kernels.h, QkvAttention: its qkv rows are still in cache for its attention; the
-// same bits).
+// same bits). qkv is a workspace: the fused path leaves the rows of short sequences unwritten.
 void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
                   const Tensor& qkv, const AttentionBackend& backend, const AttentionPlan& plan,
                   const Tensor& out);

@@ -323,7 +323,7 @@ TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
       for (Epilogue e : {Epilogue::kGeluErf, Epilogue::kGeluTanh, Epilogue::kNone}) {
         std::vector<float> fused = x, inter(m * width), scratch(m * n);
         FeedForwardAddLayerNorm(pool, fused.data(), up, bu.data(), e, down, bd.data(), gamma.data(),
-                                beta.data(), inter.data(), scratch.data(), m, 1e-12f);
+                                beta.data(), m, 1e-12f);
         std::vector<float> layers = x;
         Linear(pool, layers.data(), up, bu.data(), inter.data(), m, e);
         LinearAddLayerNorm(pool, inter.data(), down, bd.data(), layers.data(), gamma.data(),
@@ -334,8 +334,7 @@ TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
         const AttentionOutput first{attended.data(), &o, bo.data(), gamma1.data(), beta1.data()};
         std::vector<float> fused_all = x;
         FeedForwardAddLayerNorm(pool, fused_all.data(), up, bu.data(), e, down, bd.data(),
-                                gamma.data(), beta.data(), inter.data(), scratch.data(), m, 1e-12f,
-                                &first);
+                                gamma.data(), beta.data(), m, 1e-12f, &first);
         std::vector<float> layers_all = x;
         LinearAddLayerNorm(pool, attended.data(), o, bo.data(), layers_all.data(), gamma1.data(),
                            beta1.data(), scratch.data(), m, 1e-12f);
@@ -391,16 +390,21 @@ TEST_F(CpuPathsTest, FusedQkvAttentionEqualsItsTwoStepsOnEveryPath) {
       p.bf16_products = v.bf16;
       p.window = v.window;
       auto compare = [&](const auto& weights, const char* form) {
-        std::vector<float> qkv(m * n), fused(m * heads * d, -1.0f);
-        QkvAttention(pool, x.data(), weights, bias.data(), qkv.data(), p, fused.data());
         std::vector<float> qkv2(m * n), steps(m * heads * d, -2.0f);
         Linear(pool, x.data(), weights, bias.data(), qkv2.data(), m);
         FlashAttention(p, qkv2.data(), n, qkv2.data() + heads * d,
                        qkv2.data() + (heads + kv_heads) * d, n, steps.data(), pool);
-        EXPECT_TRUE(SameBits(qkv, qkv2)) << CpuPathName(path) << " " << form;
+        // The projections in the threads' buffers (the default), and in qkv (no buffer allowed).
+        std::vector<float> qkv(m * n), fused(m * heads * d, -1.0f);
+        QkvAttention(pool, x.data(), weights, bias.data(), qkv.data(), p, fused.data());
         EXPECT_TRUE(SameBits(fused, steps))
             << CpuPathName(path) << " " << form << " causal=" << v.causal << " bf16=" << v.bf16
             << " window=" << v.window;
+        std::vector<float> fused_qkv(m * heads * d, -3.0f);
+        QkvAttention(pool, x.data(), weights, bias.data(), qkv.data(), p, fused_qkv.data(),
+                     /*thread_row_bytes=*/0);
+        EXPECT_TRUE(SameBits(qkv, qkv2)) << CpuPathName(path) << " " << form;
+        EXPECT_TRUE(SameBits(fused_qkv, steps)) << CpuPathName(path) << " " << form;
       };
       compare(qkv_w, "int8");
       compare(qkv_f32, "f32");

@@ -55,8 +55,8 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const Bf16Weights& w, 
 // kFeedForwardRows rows, each block whole on one thread: its [rows, inter] intermediate is still
 // in cache when the down projection quantizes and reads it, instead of streaming the whole
 // batch's through memory. The same bits as Linear(up, epilogue) into inter, then
-// LinearAddLayerNorm(down). inter [m, inter] and scratch [m, n] hold the intermediate and the
-// down projection (contents undefined after). Worth it only with several blocks per thread
+// LinearAddLayerNorm(down). Each block's intermediate and projections stay in buffers of the
+// thread that runs it (never written back to memory). Worth it only with several blocks per thread
 // (FeedForwardIsFused); epilogue kNone, kGeluErf or kGeluTanh.
 // With `first` set, each block first runs the attention's output projection and its residual +
 // LayerNorm on its rows (io = LayerNorm(io + attended · Oᵀ + o_bias)), the same bits as
@@ -73,24 +73,29 @@ bool FeedForwardIsFused(const ThreadPool& pool, int64_t m);
 void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights& up,
                              const float* up_bias, Epilogue epilogue, const QuantizedWeights& down,
                              const float* down_bias, const float* gamma, const float* beta,
-                             float* inter, float* scratch, int64_t m, float eps,
-                             const AttentionOutput* first = nullptr);
+                             int64_t m, float eps, const AttentionOutput* first = nullptr);
 
 // qkv [m, n] = x [m, w.k()] · Wᵀ + bias (W [n, k] int8, f32 or bf16), then the flash backend's
 // attention (attention.h) over its columns: q = [0, q_width), k = [q_width, q_width + kv_width),
 // v the next kv_width (q_width = plan.num_heads · head_dim, kv_width = plan.num_kv_heads ·
 // head_dim, n = q_width + 2 kv_width) into out [m, q_width]. Whole sequences per task, longest
 // first: a sequence's qkv rows are still in its thread's cache when its attention reads them,
-// instead of the whole batch's streaming through memory between the two. The same bits as
+// instead of the whole batch's streaming through memory between the two; a sequence's rows up to
+// thread_row_bytes go to a buffer of its thread rather than to qkv (whose rows for it are then
+// left unwritten), so that they are never written back to memory either. The same bits as
 // Linear(x, w) followed by FlashAttention. Worth it only with several sequences per thread and
 // none too long for its share (QkvAttentionIsFused).
+constexpr int64_t kQkvThreadRowBytes = int64_t{4} << 20;
 bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan);
 void QkvAttention(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
-                  float* qkv, const AttentionPlan& plan, float* out);
+                  float* qkv, const AttentionPlan& plan, float* out,
+                  int64_t thread_row_bytes = kQkvThreadRowBytes);
 void QkvAttention(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
-                  float* qkv, const AttentionPlan& plan, float* out);
+                  float* qkv, const AttentionPlan& plan, float* out,
+                  int64_t thread_row_bytes = kQkvThreadRowBytes);
 void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
-                  float* qkv, const AttentionPlan& plan, float* out);
+                  float* qkv, const AttentionPlan& plan, float* out,
+                  int64_t thread_row_bytes = kQkvThreadRowBytes);
 
 // x[m, n] = word[ids] (+ position[positions] if position is non-null) (+ type[type_ids] if type
 // is non-null; type_ids null means all zeros), over the pool. With gamma non-null the row is
