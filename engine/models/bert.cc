@@ -334,7 +334,7 @@ class BertModel final : public Model {
         ops::LinearAddLayerNorm(exec, inter, l.out, x, l.ln2_g, l.ln2_b, eps, scratch, x_copy);
       } else {
         // The output projection, LayerNorm and the feed-forward: fused per block of rows where
-        // the op can (int8 on the CPU), else the three layers.
+        // the op can (on the CPU, long batches), else the three layers.
         const ops::AttentionOutputArgs first{attended, &l.o, l.ln1_g, l.ln1_b};
         ops::FeedForwardAddLayerNorm(exec, x_act, l.intermediate, up_epilogue, l.out, x, l.ln2_g,
                                      l.ln2_b, eps, inter, scratch, x_copy, &first);

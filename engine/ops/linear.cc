@@ -1,5 +1,7 @@
 #include "engine/ops/linear.h"
 
+#include <type_traits>
+
 #include "common/strings.h"
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/attention.h"
@@ -317,11 +319,11 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
   if (first != nullptr && first->o == nullptr) {
     internal::Fail("FeedForwardAddLayerNorm", "first->o is null");
   }
+  const WeightPrecision precision = up.precision;
   const bool fused =
-      ctx.device == Device::kCpu && up.precision == WeightPrecision::kInt8 &&
-      down.precision == WeightPrecision::kInt8 && normed.empty() && up.ready() && down.ready() &&
-      x.data<void>() == io.data<void>() &&
-      (first == nullptr || (first->o->precision == WeightPrecision::kInt8 && first->o->ready())) &&
+      ctx.device == Device::kCpu && down.precision == precision && normed.empty() && up.ready() &&
+      down.ready() && x.data<void>() == io.data<void>() &&
+      (first == nullptr || (first->o->precision == precision && first->o->ready())) &&
       cpu::FeedForwardIsFused(*ctx.pool, x.dim(0));
   if (!fused) {
     if (first != nullptr) {
@@ -350,7 +352,6 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
   internal::CheckDisjoint("FeedForwardAddLayerNorm", "io", io, "inter", inter);
   internal::CheckDisjoint("FeedForwardAddLayerNorm", "io", io, "scratch", scratch);
   internal::CheckDisjoint("FeedForwardAddLayerNorm", "inter", inter, "scratch", scratch);
-  cpu::AttentionOutput attention_output;
   if (first != nullptr) {
     const LinearWeights& o = *first->o;
     CheckWeights("FeedForwardAddLayerNorm", ctx, o);
@@ -369,14 +370,33 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
                             "scratch", scratch);
     internal::CheckDisjoint("FeedForwardAddLayerNorm", "first->attended", first->attended, "inter",
                             inter);
-    attention_output = {first->attended.f32(), &CpuQuantized(o),
-                        o.bias.empty() ? nullptr : o.bias.f32(), first->gamma.f32(),
-                        first->beta.f32()};
   }
-  cpu::FeedForwardAddLayerNorm(
-      *ctx.pool, io.f32(), CpuQuantized(up), up.bias.empty() ? nullptr : up.bias.f32(), epilogue,
-      CpuQuantized(down), down.bias.empty() ? nullptr : down.bias.f32(), gamma.f32(), beta.f32(),
-      num_tokens, eps, first != nullptr ? &attention_output : nullptr);
+  // The kernel for the weights' form, with the output projection's arguments in its terms.
+  const auto run = [&](const auto& up_w, const auto& down_w, const auto* o_w) {
+    using Weights = std::remove_cv_t<std::remove_reference_t<decltype(up_w)>>;
+    cpu::AttentionOutputOf<Weights> attention_output{};
+    if (first != nullptr) {
+      attention_output = {first->attended.f32(), o_w,
+                          first->o->bias.empty() ? nullptr : first->o->bias.f32(),
+                          first->gamma.f32(), first->beta.f32()};
+    }
+    cpu::FeedForwardAddLayerNorm(*ctx.pool, io.f32(), up_w,
+                                 up.bias.empty() ? nullptr : up.bias.f32(), epilogue, down_w,
+                                 down.bias.empty() ? nullptr : down.bias.f32(), gamma.f32(),
+                                 beta.f32(), num_tokens, eps,
+                                 first != nullptr ? &attention_output : nullptr);
+  };
+  switch (precision) {
+    case WeightPrecision::kInt8:
+      run(CpuQuantized(up), CpuQuantized(down), first != nullptr ? &CpuQuantized(*first->o) : nullptr);
+      return;
+    case WeightPrecision::kBf16:
+      run(CpuBf16(up), CpuBf16(down), first != nullptr ? &CpuBf16(*first->o) : nullptr);
+      return;
+    case WeightPrecision::kF32:
+      run(CpuPacked(up), CpuPacked(down), first != nullptr ? &CpuPacked(*first->o) : nullptr);
+      return;
+  }
 }
 
 void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,

@@ -71,9 +71,10 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
 // A post-LN block's feed-forward: inter = epilogue(x · Upᵀ + b_up), then
 // io = LayerNorm(io + inter · Downᵀ + b_down), i.e. Linear(x, up, inter, epilogue) followed by
 // LinearAddLayerNorm(inter, down, io, ...), with the same arguments and the same results. Where
-// x is io itself on the CPU with int8 weights and the batch is long enough, the two run fused
-// per block of rows (kernels/cpu/kernels.h, FeedForwardAddLayerNorm: the intermediate stays in
-// cache; the same bits). epilogue: kNone, kGeluErf or kGeluTanh.
+// x is io itself on the CPU, the layers' weights share one form (f32, int8 or bf16) and the
+// batch is long enough, the two run fused per block of rows (kernels/cpu/kernels.h,
+// FeedForwardAddLayerNorm: the intermediate stays in cache; the same bits; inter and scratch
+// are then not written). epilogue: kNone, kGeluErf or kGeluTanh.
 //
 // With `first`, the attention's output projection and its residual + LayerNorm run before, as
 // LinearAddLayerNorm(first->attended, *first->o, io, first->gamma, first->beta, eps, scratch,

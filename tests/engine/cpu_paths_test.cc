@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "engine/base/thread_pool.h"
@@ -299,9 +300,9 @@ TEST_F(CpuPathsTest, LinearLayersOverThePoolHaveTheSameBitsOnEveryPath) {
   }
 }
 
-// The fused int8 feed-forward (per block of rows on one thread) against the two layers it
-// replaces, on every path: the same bits, for a batch of whole blocks, one with a ragged last
-// block, each GELU form and none.
+// The fused feed-forward (per block of rows on one thread) against the two layers it replaces,
+// on every path and for int8, f32 and bf16 weights: the same bits, for a batch of whole blocks,
+// one with a ragged last block, each GELU form and none.
 TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
   PathGuard guard;
   ThreadPool pool(2);
@@ -309,40 +310,53 @@ TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
   const std::vector<float> wu = Random(width * n, 51, 0.2f), bu = Random(width, 52, 0.5f),
                            wd = Random(n * width, 53, 0.1f), bd = Random(n, 54, 0.5f),
                            gamma = Random(n, 55, 1.0f), beta = Random(n, 56, 0.5f);
-  const QuantizedWeights up(wu.data(), width, n), down(wd.data(), n, width);
   const int64_t attended_width = 72;  // the attention's output width need not be n
   const std::vector<float> wo = Random(n * attended_width, 58, 0.2f), bo = Random(n, 59, 0.5f),
                            gamma1 = Random(n, 60, 1.0f), beta1 = Random(n, 61, 0.5f);
-  const QuantizedWeights o(wo.data(), n, attended_width);
+  const QuantizedWeights up8(wu.data(), width, n), down8(wd.data(), n, width),
+      o8(wo.data(), n, attended_width);
+  const PackedWeights up32(wu.data(), width, n), down32(wd.data(), n, width),
+      o32(wo.data(), n, attended_width);
   for (int64_t m : {int64_t{512}, int64_t{777}}) {
     ASSERT_TRUE(FeedForwardIsFused(pool, m));
     const std::vector<float> x = Random(m * n, 57, 2.0f);
     const std::vector<float> attended = Random(m * attended_width, 62, 1.5f);
     for (CpuPath path : SupportedCpuPaths()) {
       ASSERT_TRUE(SetActiveCpuPath(path).ok());
-      for (Epilogue e : {Epilogue::kGeluErf, Epilogue::kGeluTanh, Epilogue::kNone}) {
-        std::vector<float> fused = x, inter(m * width), scratch(m * n);
-        FeedForwardAddLayerNorm(pool, fused.data(), up, bu.data(), e, down, bd.data(), gamma.data(),
-                                beta.data(), m, 1e-12f);
-        std::vector<float> layers = x;
-        Linear(pool, layers.data(), up, bu.data(), inter.data(), m, e);
-        LinearAddLayerNorm(pool, inter.data(), down, bd.data(), layers.data(), gamma.data(),
-                           beta.data(), scratch.data(), m, 1e-12f);
-        EXPECT_TRUE(SameBits(fused, layers)) << CpuPathName(path) << " m=" << m;
+      auto compare = [&](const auto& up, const auto& down, const auto& o, const char* form) {
+        for (Epilogue e : {Epilogue::kGeluErf, Epilogue::kGeluTanh, Epilogue::kNone}) {
+          std::vector<float> fused = x, inter(m * width), scratch(m * n);
+          FeedForwardAddLayerNorm(pool, fused.data(), up, bu.data(), e, down, bd.data(),
+                                  gamma.data(), beta.data(), m, 1e-12f);
+          std::vector<float> layers = x;
+          Linear(pool, layers.data(), up, bu.data(), inter.data(), m, e);
+          LinearAddLayerNorm(pool, inter.data(), down, bd.data(), layers.data(), gamma.data(),
+                             beta.data(), scratch.data(), m, 1e-12f);
+          EXPECT_TRUE(SameBits(fused, layers)) << CpuPathName(path) << " " << form << " m=" << m;
 
-        // With the attention's output projection and its LayerNorm first.
-        const AttentionOutput first{attended.data(), &o, bo.data(), gamma1.data(), beta1.data()};
-        std::vector<float> fused_all = x;
-        FeedForwardAddLayerNorm(pool, fused_all.data(), up, bu.data(), e, down, bd.data(),
-                                gamma.data(), beta.data(), m, 1e-12f, &first);
-        std::vector<float> layers_all = x;
-        LinearAddLayerNorm(pool, attended.data(), o, bo.data(), layers_all.data(), gamma1.data(),
-                           beta1.data(), scratch.data(), m, 1e-12f);
-        Linear(pool, layers_all.data(), up, bu.data(), inter.data(), m, e);
-        LinearAddLayerNorm(pool, inter.data(), down, bd.data(), layers_all.data(), gamma.data(),
-                           beta.data(), scratch.data(), m, 1e-12f);
-        EXPECT_TRUE(SameBits(fused_all, layers_all)) << CpuPathName(path) << " m=" << m;
-        EXPECT_FALSE(SameBits(fused_all, fused));
+          // With the attention's output projection and its LayerNorm first.
+          using Weights = std::remove_cv_t<std::remove_reference_t<decltype(up)>>;
+          const AttentionOutputOf<Weights> first{attended.data(), &o, bo.data(), gamma1.data(),
+                                                 beta1.data()};
+          std::vector<float> fused_all = x;
+          FeedForwardAddLayerNorm(pool, fused_all.data(), up, bu.data(), e, down, bd.data(),
+                                  gamma.data(), beta.data(), m, 1e-12f, &first);
+          std::vector<float> layers_all = x;
+          LinearAddLayerNorm(pool, attended.data(), o, bo.data(), layers_all.data(), gamma1.data(),
+                             beta1.data(), scratch.data(), m, 1e-12f);
+          Linear(pool, layers_all.data(), up, bu.data(), inter.data(), m, e);
+          LinearAddLayerNorm(pool, inter.data(), down, bd.data(), layers_all.data(), gamma.data(),
+                             beta.data(), scratch.data(), m, 1e-12f);
+          EXPECT_TRUE(SameBits(fused_all, layers_all))
+              << CpuPathName(path) << " " << form << " m=" << m;
+          EXPECT_FALSE(SameBits(fused_all, fused));
+        }
+      };
+      compare(up8, down8, o8, "int8");
+      compare(up32, down32, o32, "f32");
+      if (Bf16Supported()) {
+        compare(Bf16Weights(wu.data(), width, n), Bf16Weights(wd.data(), n, width),
+                Bf16Weights(wo.data(), n, attended_width), "bf16");
       }
     }
   }

@@ -365,11 +365,33 @@ bool FeedForwardIsFused(const ThreadPool& pool, int64_t m) {
   return m >= 4 * kFeedForwardRows * pool.num_threads();
 }
 
-void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights& up,
-                             const float* up_bias, Epilogue epilogue, const QuantizedWeights& down,
-                             const float* down_bias, const float* gamma, const float* beta,
-                             int64_t m, float eps,
-                             const AttentionOutput* first) {
+namespace {
+
+// y [rows, w.n()] = epilogue(x [rows, w.k()] · Wᵀ + bias) on the calling thread, for each form of
+// weights (the same bits as Linear gives these rows).
+void RowsProduct(const float* x, const QuantizedWeights& w, const float* bias, float* y,
+                 int64_t rows, Epilogue epilogue) {
+  QuantizedRows(x, w, bias, y, rows, epilogue);
+}
+void RowsProduct(const float* x, const PackedWeights& w, const float* bias, float* y,
+                 int64_t rows, Epilogue epilogue) {
+  PackedGemm(x, w.k(), w, bias, y, w.n(), rows, 0, w.n());
+  ApplyEpilogue(y, nullptr, w.n(), 0, rows, 0, w.n(), epilogue);
+}
+void RowsProduct(const float* x, const Bf16Weights& w, const float* bias, float* y,
+                 int64_t rows, Epilogue epilogue) {
+  thread_local std::vector<uint16_t> a;
+  a.resize(static_cast<size_t>(rows * 2 * w.k_pairs()));
+  Bf16Rows(x, w.k(), w.k(), 0, rows, a.data());
+  Bf16Gemm(a.data(), w, bias, y, w.n(), rows, 0, w.n());
+  ApplyEpilogue(y, nullptr, w.n(), 0, rows, 0, w.n(), epilogue);
+}
+
+template <typename Weights>
+void FeedForwardBlocks(ThreadPool& pool, float* io, const Weights& up, const float* up_bias,
+                       Epilogue epilogue, const Weights& down, const float* down_bias,
+                       const float* gamma, const float* beta, int64_t m, float eps,
+                       const AttentionOutputOf<Weights>* first) {
   const int64_t n = down.n(), width = up.n();
   pool.ParallelFor((m + kFeedForwardRows - 1) / kFeedForwardRows, [&](int64_t block) {
     const int64_t r0 = block * kFeedForwardRows, rows = std::min(kFeedForwardRows, m - r0);
@@ -384,14 +406,35 @@ void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights
     float* const out = block_out.data();
     float* const x = io + r0 * n;
     if (first != nullptr) {
-      QuantizedRows(first->attended + r0 * first->o->k(), *first->o, first->bias, out, rows,
-                    Epilogue::kNone);
+      RowsProduct(first->attended + r0 * first->o->k(), *first->o, first->bias, out, rows,
+                  Epilogue::kNone);
       AddNormRows(x, out, first->gamma, first->beta, n, eps, 0, rows);
     }
-    QuantizedRows(x, up, up_bias, in, rows, epilogue);
-    QuantizedRows(in, down, down_bias, out, rows, Epilogue::kNone);
+    RowsProduct(x, up, up_bias, in, rows, epilogue);
+    RowsProduct(in, down, down_bias, out, rows, Epilogue::kNone);
     AddNormRows(x, out, gamma, beta, n, eps, 0, rows);
   });
+}
+
+}  // namespace
+
+void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights& up,
+                             const float* up_bias, Epilogue epilogue, const QuantizedWeights& down,
+                             const float* down_bias, const float* gamma, const float* beta,
+                             int64_t m, float eps, const AttentionOutput* first) {
+  FeedForwardBlocks(pool, io, up, up_bias, epilogue, down, down_bias, gamma, beta, m, eps, first);
+}
+void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const PackedWeights& up,
+                             const float* up_bias, Epilogue epilogue, const PackedWeights& down,
+                             const float* down_bias, const float* gamma, const float* beta,
+                             int64_t m, float eps, const AttentionOutputOf<PackedWeights>* first) {
+  FeedForwardBlocks(pool, io, up, up_bias, epilogue, down, down_bias, gamma, beta, m, eps, first);
+}
+void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const Bf16Weights& up,
+                             const float* up_bias, Epilogue epilogue, const Bf16Weights& down,
+                             const float* down_bias, const float* gamma, const float* beta,
+                             int64_t m, float eps, const AttentionOutputOf<Bf16Weights>* first) {
+  FeedForwardBlocks(pool, io, up, up_bias, epilogue, down, down_bias, gamma, beta, m, eps, first);
 }
 
 bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan) {
@@ -407,24 +450,6 @@ bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan) {
 }
 
 namespace {
-
-// y [rows, w.n()] = x [rows, w.k()] · Wᵀ + bias on the calling thread, for each form of weights
-// (the same bits as Linear gives these rows).
-void ProjectRows(const float* x, const QuantizedWeights& w, const float* bias, float* y,
-                 int64_t rows) {
-  QuantizedRows(x, w, bias, y, rows, Epilogue::kNone);
-}
-void ProjectRows(const float* x, const PackedWeights& w, const float* bias, float* y,
-                 int64_t rows) {
-  PackedGemm(x, w.k(), w, bias, y, w.n(), rows, 0, w.n());
-}
-void ProjectRows(const float* x, const Bf16Weights& w, const float* bias, float* y,
-                 int64_t rows) {
-  thread_local std::vector<uint16_t> a;
-  a.resize(static_cast<size_t>(rows * 2 * w.k_pairs()));
-  Bf16Rows(x, w.k(), w.k(), 0, rows, a.data());
-  Bf16Gemm(a.data(), w, bias, y, w.n(), rows, 0, w.n());
-}
 
 template <typename Weights>
 void RunQkvAttention(ThreadPool& pool, const float* x, const Weights& w, const float* bias,
@@ -444,14 +469,14 @@ void RunQkvAttention(ThreadPool& pool, const float* x, const Weights& w, const f
     const int64_t begin = plan.cu_seqlens[s], len = length(s);
     if (len == 0) return;
     if (len * n * static_cast<int64_t>(sizeof(float)) > thread_row_bytes) {
-      ProjectRows(x + begin * k, w, bias, qkv + begin * n, len);
+      RowsProduct(x + begin * k, w, bias, qkv + begin * n, len, Epilogue::kNone);
       FlashAttentionSequence(plan, s, qkv, n, qkv + q_width, qkv + q_width + kv_width, n, out);
       return;
     }
     // The rows in this thread's buffer, the attention over them as a batch of one sequence.
     thread_local std::vector<float> rows;
     rows.resize(static_cast<size_t>(len * n));
-    ProjectRows(x + begin * k, w, bias, rows.data(), len);
+    RowsProduct(x + begin * k, w, bias, rows.data(), len, Epilogue::kNone);
     const int32_t bounds[2] = {0, static_cast<int32_t>(len)};
     AttentionPlan one = plan;
     one.cu_seqlens = bounds;

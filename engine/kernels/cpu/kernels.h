@@ -51,29 +51,41 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const Bf16Weights& w, 
                         float eps);
 
 // io[m, n] = LayerNorm(io + epilogue(io · Upᵀ + up_bias) · Downᵀ + down_bias): a post-LN
-// block's feed-forward with int8 weights (Up [inter, n], Down [n, inter]), fused per block of
-// kFeedForwardRows rows, each block whole on one thread: its [rows, inter] intermediate is still
-// in cache when the down projection quantizes and reads it, instead of streaming the whole
-// batch's through memory. The same bits as Linear(up, epilogue) into inter, then
-// LinearAddLayerNorm(down). Each block's intermediate and projections stay in buffers of the
-// thread that runs it (never written back to memory). Worth it only with several blocks per thread
-// (FeedForwardIsFused); epilogue kNone, kGeluErf or kGeluTanh.
+// block's feed-forward (Up [inter, n], Down [n, inter]; int8, f32 or bf16 weights), fused per
+// block of kFeedForwardRows rows, each block whole on one thread: its [rows, inter] intermediate
+// is still in cache when the down projection reads it, instead of streaming the whole batch's
+// through memory. The same bits as Linear(up, epilogue) into inter, then LinearAddLayerNorm(down).
+// Each block's intermediate and projections stay in buffers of the thread that runs it (never
+// written back to memory). Worth it only with several blocks per thread (FeedForwardIsFused);
+// epilogue kNone, kGeluErf or kGeluTanh.
 // With `first` set, each block first runs the attention's output projection and its residual +
 // LayerNorm on its rows (io = LayerNorm(io + attended · Oᵀ + o_bias)), the same bits as
 // LinearAddLayerNorm(attended, o): the whole post-LN layer after attention, per block of rows.
 constexpr int64_t kFeedForwardRows = 64;
-struct AttentionOutput {
+template <typename Weights>
+struct AttentionOutputOf {
   const float* attended;  // [m, o->k()]
-  const QuantizedWeights* o;
+  const Weights* o;
   const float* bias;  // [n] or null
   const float* gamma;
   const float* beta;
 };
+using AttentionOutput = AttentionOutputOf<QuantizedWeights>;
 bool FeedForwardIsFused(const ThreadPool& pool, int64_t m);
 void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const QuantizedWeights& up,
                              const float* up_bias, Epilogue epilogue, const QuantizedWeights& down,
                              const float* down_bias, const float* gamma, const float* beta,
                              int64_t m, float eps, const AttentionOutput* first = nullptr);
+void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const PackedWeights& up,
+                             const float* up_bias, Epilogue epilogue, const PackedWeights& down,
+                             const float* down_bias, const float* gamma, const float* beta,
+                             int64_t m, float eps,
+                             const AttentionOutputOf<PackedWeights>* first = nullptr);
+void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const Bf16Weights& up,
+                             const float* up_bias, Epilogue epilogue, const Bf16Weights& down,
+                             const float* down_bias, const float* gamma, const float* beta,
+                             int64_t m, float eps,
+                             const AttentionOutputOf<Bf16Weights>* first = nullptr);
 
 // qkv [m, n] = x [m, w.k()] · Wᵀ + bias (W [n, k] int8, f32 or bf16), then the flash backend's
 // attention (attention.h) over its columns: q = [0, q_width), k = [q_width, q_width + kv_width),
