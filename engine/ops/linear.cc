@@ -380,15 +380,15 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
                           first->o->bias.empty() ? nullptr : first->o->bias.f32(),
                           first->gamma.f32(), first->beta.f32()};
     }
-    cpu::FeedForwardAddLayerNorm(*ctx.pool, io.f32(), up_w,
-                                 up.bias.empty() ? nullptr : up.bias.f32(), epilogue, down_w,
-                                 down.bias.empty() ? nullptr : down.bias.f32(), gamma.f32(),
-                                 beta.f32(), num_tokens, eps,
-                                 first != nullptr ? &attention_output : nullptr);
+    cpu::FeedForwardAddLayerNorm(
+        *ctx.pool, io.f32(), up_w, up.bias.empty() ? nullptr : up.bias.f32(), epilogue, down_w,
+        down.bias.empty() ? nullptr : down.bias.f32(), gamma.f32(), beta.f32(), num_tokens, eps,
+        first != nullptr ? &attention_output : nullptr);
   };
   switch (precision) {
     case WeightPrecision::kInt8:
-      run(CpuQuantized(up), CpuQuantized(down), first != nullptr ? &CpuQuantized(*first->o) : nullptr);
+      run(CpuQuantized(up), CpuQuantized(down),
+          first != nullptr ? &CpuQuantized(*first->o) : nullptr);
       return;
     case WeightPrecision::kBf16:
       run(CpuBf16(up), CpuBf16(down), first != nullptr ? &CpuBf16(*first->o) : nullptr);
@@ -409,15 +409,13 @@ void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& 
                    StrCat("weights [", w.out_features, ", ", w.in_features, "] do not give q (",
                           q_width, ") and k, v (", kv_width, " each) columns"));
   }
-  const bool fused = ctx.device == Device::kCpu && w.ready() &&
-                     backend.device() == Device::kCpu && backend.name() == "flash" &&
-                     plan.num_seqs > 0 && plan.num_kv_heads > 0 &&
+  const bool fused = ctx.device == Device::kCpu && w.ready() && backend.device() == Device::kCpu &&
+                     backend.name() == "flash" && plan.num_seqs > 0 && plan.num_kv_heads > 0 &&
                      plan.num_heads % plan.num_kv_heads == 0 &&
                      cpu::QkvAttentionIsFused(*ctx.pool, plan);
   if (!fused) {
     Linear(ctx, x, w, qkv);
-    Attention(ctx, backend, plan, qkv.Columns(0, q_width),
-              qkv.Columns(q_width, q_width + kv_width),
+    Attention(ctx, backend, plan, qkv.Columns(0, q_width), qkv.Columns(q_width, q_width + kv_width),
               qkv.Columns(q_width + kv_width, q_width + 2 * kv_width), out);
     return;
   }

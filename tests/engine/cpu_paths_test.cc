@@ -18,8 +18,8 @@
 #include "engine/base/thread_pool.h"
 #include "engine/kernels/cpu/attention.h"
 #include "engine/kernels/cpu/cpu_features.h"
-#include "engine/kernels/cpu/gemm_bf16.h"
 #include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/gemm_bf16.h"
 #include "engine/kernels/cpu/gemm_int8.h"
 #include "engine/kernels/cpu/kernels.h"
 
@@ -363,9 +363,10 @@ TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
 }
 
 // The fused projection and attention (per sequence on one thread) against the two steps it
-// replaces, on every path and for int8, f32 and bf16 weights: the same bits, with grouped heads, bidirectional and causal, a
-// sliding window, and the bf16 products where the host has them; a sequence of no tokens among
-// them. And where it applies: enough sequences, none too long for its share.
+// replaces, on every path and for int8, f32 and bf16 weights: the same bits, with grouped heads,
+// bidirectional and causal, a sliding window, and the bf16 products where the host has them; a
+// sequence of no tokens among them. And where it applies: enough sequences, none too long for its
+// share.
 TEST_F(CpuPathsTest, FusedQkvAttentionEqualsItsTwoStepsOnEveryPath) {
   PathGuard guard;
   ThreadPool pool(2);
@@ -392,9 +393,11 @@ TEST_F(CpuPathsTest, FusedQkvAttentionEqualsItsTwoStepsOnEveryPath) {
     bool causal, bf16;
     int64_t window;
   };
-  const std::vector<Variant> variants = {
-      {false, false, -1}, {true, false, -1}, {false, false, 20}, {false, true, -1},
-      {true, true, -1}};
+  const std::vector<Variant> variants = {{false, false, -1},
+                                         {true, false, -1},
+                                         {false, false, 20},
+                                         {false, true, -1},
+                                         {true, true, -1}};
   for (CpuPath path : SupportedCpuPaths()) {
     ASSERT_TRUE(SetActiveCpuPath(path).ok());
     for (const Variant& v : variants) {

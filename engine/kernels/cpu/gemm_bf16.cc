@@ -174,8 +174,9 @@ QUIVER_TARGET_AVX512_BF16 void Bf16Weights::PackTransposed(const float* v, int64
       const __m512bh both = _mm512_cvtne2ps_pbh(
           odd != nullptr ? _mm512_maskz_loadu_ps(mask, odd + c0) : _mm512_setzero_ps(),
           _mm512_maskz_loadu_ps(mask, even + c0));
-      _mm512_store_si512(data + (c0 / kPanel) * pairs * 2 * kPanel + p * 2 * kPanel,
-                         _mm512_permutexvar_epi16(interleave, reinterpret_cast<const __m512i&>(both)));
+      _mm512_store_si512(
+          data + (c0 / kPanel) * pairs * 2 * kPanel + p * 2 * kPanel,
+          _mm512_permutexvar_epi16(interleave, reinterpret_cast<const __m512i&>(both)));
     }
   }
 }

@@ -373,13 +373,13 @@ void RowsProduct(const float* x, const QuantizedWeights& w, const float* bias, f
                  int64_t rows, Epilogue epilogue) {
   QuantizedRows(x, w, bias, y, rows, epilogue);
 }
-void RowsProduct(const float* x, const PackedWeights& w, const float* bias, float* y,
-                 int64_t rows, Epilogue epilogue) {
+void RowsProduct(const float* x, const PackedWeights& w, const float* bias, float* y, int64_t rows,
+                 Epilogue epilogue) {
   PackedGemm(x, w.k(), w, bias, y, w.n(), rows, 0, w.n());
   ApplyEpilogue(y, nullptr, w.n(), 0, rows, 0, w.n(), epilogue);
 }
-void RowsProduct(const float* x, const Bf16Weights& w, const float* bias, float* y,
-                 int64_t rows, Epilogue epilogue) {
+void RowsProduct(const float* x, const Bf16Weights& w, const float* bias, float* y, int64_t rows,
+                 Epilogue epilogue) {
   thread_local std::vector<uint16_t> a;
   a.resize(static_cast<size_t>(rows * 2 * w.k_pairs()));
   Bf16Rows(x, w.k(), w.k(), 0, rows, a.data());

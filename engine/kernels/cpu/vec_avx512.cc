@@ -82,7 +82,7 @@ QUIVER_TARGET_AVX512 float SoftmaxExpSumAvx512(float* x, int64_t n, float scale,
 }
 
 QUIVER_TARGET_AVX512_BF16 float SoftmaxExpSumBf16Avx512(float* x, int64_t n, float scale,
-                                                         float shift, uint16_t* out) {
+                                                        float shift, uint16_t* out) {
   const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(shift);
   __m512 acc = _mm512_setzero_ps();
   int64_t i = 0;
