@@ -80,5 +80,27 @@ TEST(SoftmaxExpTest, SixteenLanesGiveTheSameBits) {
   }
 }
 
+// The same bits at the ends of the range too, where the 16-lane form scales by vscalefps and the
+// 8-lane one multiplies by a built power of two: below the lower clamp, near and past the upper
+// one (e^x finite up to it, then held there), and every value around them.
+TEST(SoftmaxExpTest, SixteenLanesGiveTheSameBitsAtTheEndsOfTheRange) {
+  const auto& paths = SupportedCpuPaths();
+  if (std::find(paths.begin(), paths.end(), CpuPath::kAvx512) == paths.end()) {
+    GTEST_SKIP() << "no avx512 path on this host";
+  }
+  std::vector<float> x = {-1e30f, -1000.0f, -88.0f, -87.336544f, -87.3f, 88.0f, 88.37626f,
+                          88.4f,  88.72283f, 88.8f,  1e30f,      0.0f};
+  for (float v = -87.5f; v < -87.0f; v += 1e-3f) x.push_back(v);
+  for (float v = 88.0f; v < 89.0f; v += 1e-3f) x.push_back(v);
+  std::vector<float> a = x, b = x;
+  const int64_t n = static_cast<int64_t>(x.size());
+  vec::SoftmaxExpSum(a.data(), n, 1.0f, 0.0f);
+  SoftmaxExpSumAvx512(b.data(), n, 1.0f, 0.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << "x " << x[i];
+    EXPECT_TRUE(std::isfinite(a[i])) << "x " << x[i];
+  }
+}
+
 }  // namespace
 }  // namespace quiver::engine::cpu

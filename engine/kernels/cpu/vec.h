@@ -91,9 +91,11 @@ inline float MaxAbs(const float* x, int64_t n) {
 // from -87 to 1, against libmvec's 2.5; tests/engine/softmax_exp_test.cc). x is clamped
 // to [-87.3, 88.7], so below -87.3 the result is 2^-126 (about 1e-38), not 0: next to the 1 that
 // every softmax row holds, that is nothing. Inlined, unlike libmvec's expf, which also handles
-// what softmax never gives it.
+// what softmax never gives it. Above, x is clamped to 88.37626, the largest float whose n is 127
+// (e^x is then 2.4e38, where it was infinity from 88.376 to 88.723 when the clamp was 88.72283
+// and n could reach 128), so that the 16-lane version's vscalefps gives the same bits.
 inline __m256 SoftmaxExp(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.336544f)), _mm256_set1_ps(88.72283f));
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.336544f)), _mm256_set1_ps(88.37626f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);

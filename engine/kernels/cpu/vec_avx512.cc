@@ -17,7 +17,7 @@ namespace {
 
 // vec::SoftmaxExp on 16 lanes.
 QUIVER_TARGET_AVX512 inline __m512 SoftmaxExp(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.336544f)), _mm512_set1_ps(88.72283f));
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.336544f)), _mm512_set1_ps(88.37626f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -29,9 +29,10 @@ QUIVER_TARGET_AVX512 inline __m512 SoftmaxExp(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  // p · 2^n by vscalefps: n is an integer in [-126, 127], so this is the one rounding of the
+  // product p · 2^n that vec::SoftmaxExp's multiplication by the built power of two makes: the
+  // same bits, in one instruction for four.
+  return _mm512_scalef_ps(p, n);
 }
 
 // vec::ErfAs on 16 lanes.
