@@ -37,19 +37,18 @@ QUIVER_TARGET_AVX512 inline __m512 SoftmaxExp(__m512 x) {
 
 // vec::ErfAs on 16 lanes.
 QUIVER_TARGET_AVX512 inline __m512 ErfAs(__m512 z) {
+  const __m512 t = _mm512_mul_ps(z, z);
+  __m512 p = _mm512_set1_ps(vec::kErfP[5]);
+  for (int i = 4; i >= 0; --i) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(vec::kErfP[i]));
+  __m512 q = _mm512_set1_ps(vec::kErfQ[4]);
+  for (int i = 3; i >= 0; --i) q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(vec::kErfQ[i]));
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(1.0f));
+  const __m512 r = _mm512_div_ps(_mm512_mul_ps(z, p), q);
   const __m512 sign_bit = _mm512_set1_ps(-0.0f);
-  const __m512 a = _mm512_andnot_ps(sign_bit, z);
-  const __m512 t = _mm512_div_ps(
-      _mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), a, _mm512_set1_ps(1.0f)));
-  __m512 p = _mm512_set1_ps(1.061405429f);
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-  p = _mm512_mul_ps(p, t);
-  const __m512 e = SoftmaxExp(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a));
-  const __m512 r = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
-  return _mm512_or_ps(r, _mm512_and_ps(sign_bit, z));
+  const __mmask16 saturated = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign_bit, z),
+                                                 _mm512_set1_ps(vec::kErfSaturation), _CMP_GE_OQ);
+  const __m512 one = _mm512_or_ps(_mm512_and_ps(sign_bit, z), _mm512_set1_ps(1.0f));
+  return _mm512_mask_blend_ps(saturated, r, one);
 }
 
 QUIVER_TARGET_AVX512 inline __m512 GeluErf(__m512 v) {
