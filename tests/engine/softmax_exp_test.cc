@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "engine/kernels/cpu/cpu_features.h"
@@ -100,6 +101,43 @@ TEST(SoftmaxExpTest, SixteenLanesGiveTheSameBitsAtTheEndsOfTheRange) {
     EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << "x " << x[i];
     EXPECT_TRUE(std::isfinite(a[i])) << "x " << x[i];
   }
+}
+
+// The bf16 products' form (attention with AVX512_BF16): each stored value the bf16 rounding of
+// e^(x scale - shift) within 3e-6 (relative) before it, so within 2^-8 + 3e-6 of it; the sum of
+// the unrounded values within 3e-6 of the exact sum; every length around the vector widths;
+// nothing written past n; -infinity gives (about) 0, not NaN.
+TEST(SoftmaxExpTest, Bf16FormWithinItsBound) {
+  if (!HostCpuFeatures().avx512_bf16) GTEST_SKIP() << "no AVX512_BF16 on this host";
+  for (int64_t n : {1, 5, 15, 16, 17, 31, 32, 33, 47, 128, 509}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = -0.0137f * static_cast<float>((i * 37) % 1009);
+    const float scale = 0.17677669f, shift = -0.25f;
+    std::vector<uint16_t> out(static_cast<size_t>(n + 3), 0xabcd);
+    std::vector<float> y = x;
+    const float sum = SoftmaxExpSumBf16Avx512(y.data(), n, scale, shift, out.data());
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << "n " << n;
+    double want_sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = std::exp(double{x[i]} * scale - shift);
+      want_sum += want;
+      const uint32_t bits = uint32_t{out[static_cast<size_t>(i)]} << 16;
+      float got;
+      std::memcpy(&got, &bits, sizeof(got));
+      EXPECT_LE(std::abs(got - want) / want, 1.0 / 256 + 3e-6) << "n " << n << " i " << i;
+    }
+    EXPECT_LE(std::abs(sum - want_sum) / want_sum, 3e-6 + 1e-6) << "n " << n;
+    for (int64_t i = n; i < n + 3; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], 0xabcd);
+  }
+  std::vector<float> edge = {-std::numeric_limits<float>::infinity(), -1e30f, -100.0f, 0.0f,
+                             std::nanf("")};
+  std::vector<uint16_t> out(edge.size());
+  SoftmaxExpSumBf16Avx512(edge.data(), static_cast<int64_t>(edge.size()), 1.0f, 0.0f,
+                          out.data());
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(out[i], 0x0100) << i;  // below 2^-125, not NaN
+  EXPECT_EQ(out[3], 0x3f80);                                       // 1
+  EXPECT_EQ(out[4] & 0x7f80, 0x7f80);                              // NaN stays NaN
+  EXPECT_NE(out[4] & 0x007f, 0);
 }
 
 }  // namespace
