@@ -21,6 +21,7 @@
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/kernels/cpu/gemm_bf16.h"
 #include "engine/kernels/cpu/gemm_int8.h"
+#include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/kernels.h"
 
 namespace quiver::engine::cpu {
@@ -214,14 +215,17 @@ TEST_F(CpuPathsTest, ByteRowsOnTheVnniPathGiveTheSameBits) {
   }
 }
 
-// The amx path's own quantization (rows split into high and low bytes as they are quantized)
-// and its product over them give the int16 rows' bits on the avx2 path.
-TEST_F(CpuPathsTest, SplitRowsOnTheAmxPathGiveTheSameBits) {
+// The amx path's byte products (tdpbusd tiles, QuantizedGemmU8Amx) give vpdpbusd's bits, over
+// rows that end inside a tile and rows read past m, and its self-check agrees (so the engine's
+// layers use the tiles there).
+TEST_F(CpuPathsTest, BytesOnTheAmxPathGiveTheSameBits) {
   const auto& paths = SupportedCpuPaths();
   if (std::find(paths.begin(), paths.end(), CpuPath::kAmx) == paths.end()) {
     GTEST_SKIP() << "no amx path on this host";
   }
   PathGuard guard;
+  ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAmx).ok());
+  EXPECT_TRUE(AmxBytesAgree());
   for (const auto& [m, n, k] : Shapes()) {
     std::vector<float> x = Random(m * k, 31, 3.0f);
     const std::vector<float> w = Random(n * k, 32, 0.2f), bias = Random(n, 33, 1.0f);
@@ -231,31 +235,25 @@ TEST_F(CpuPathsTest, SplitRowsOnTheAmxPathGiveTheSameBits) {
       x[2 * k + k / 2] = -5.0f;
       x[3 * k + k - 1] = -std::numeric_limits<float>::infinity();
     }
-    ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAmx).ok());
     const QuantizedWeights packed(w.data(), n, k);
     const int64_t depth = packed.quad_depth(), padded = (m + 15) / 16 * 16;
-    std::vector<int8_t> hi(padded * depth, 3);
-    std::vector<uint8_t> lo(padded * depth, 5);
-    std::vector<float> split_scale(m);
-    QuantizeRowsSplit(x.data(), k, k, depth, 0, m, hi.data(), lo.data(), split_scale.data());
-    std::vector<float> y(m * n, 0.5f);
-    QuantizedGemmSplit(hi.data(), lo.data(), split_scale.data(), packed, bias.data(), y.data(), n,
-                       m, 0, n);
-
-    ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAvx2).ok());
-    const int64_t width = 2 * packed.k_pairs();
-    std::vector<int16_t> q(m * width);
+    std::vector<uint8_t> u(padded * depth, 5);
+    std::vector<int32_t> zero(m);
     std::vector<float> scale(m);
-    QuantizeRows(x.data(), k, k, 0, m, q.data(), scale.data());
-    std::vector<float> reference(m * n, 0.5f);
-    QuantizedGemm(q.data(), scale.data(), packed, bias.data(), reference.data(), n, m, 0, n);
-    EXPECT_TRUE(SameBits(split_scale, scale)) << "m=" << m << " k=" << k;
-    EXPECT_TRUE(SameBits(y, reference)) << "m=" << m << " n=" << n << " k=" << k;
-    for (int64_t r = 0; r < m; ++r) {  // the split itself, and zeros past k
-      for (int64_t i = 0; i < depth; ++i) {
-        const int expected = i < k ? q[r * width + i] : 0;
-        ASSERT_EQ(256 * hi[r * depth + i] + lo[r * depth + i], expected) << r << "," << i;
-      }
+    QuantizeRowsU8(x.data(), k, k, depth, 0, m, u.data(), zero.data(), scale.data());
+    std::vector<float> tiles(m * n, 0.5f), vnni(m * n, 0.5f);
+    QuantizedGemmU8Amx(u.data(), zero.data(), scale.data(), packed, bias.data(), tiles.data(), n,
+                       m, 0, n);
+    QuantizedGemmU8Avx512(u.data(), zero.data(), scale.data(), packed, bias.data(), vnni.data(),
+                          n, m, 0, n);
+    EXPECT_TRUE(SameBits(tiles, vnni)) << "m=" << m << " n=" << n << " k=" << k;
+    if (n > 32) {  // a column range inside the row, as a tile of the engine's products takes
+      std::vector<float> part(m * n, 0.5f), want(m * n, 0.5f);
+      QuantizedGemmU8Amx(u.data(), zero.data(), scale.data(), packed, bias.data(), part.data(), n,
+                         m, 16, n - 3);
+      QuantizedGemmU8Avx512(u.data(), zero.data(), scale.data(), packed, bias.data(), want.data(),
+                            n, m, 16, n - 3);
+      EXPECT_TRUE(SameBits(part, want)) << "m=" << m << " n=" << n << " k=" << k;
     }
   }
 }

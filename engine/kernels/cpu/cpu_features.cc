@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/strings.h"
+#include "engine/kernels/cpu/isa_paths.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -233,7 +234,9 @@ std::string CpuSummary() {
         path = "avx512_vnni (f32 FMA 16 lanes, int8 vpdpbusd)";
         break;
       case CpuPath::kAmx:
-        path = "amx (f32 FMA 16 lanes, int8 AMX tiles)";
+        path = AmxBytesAgree()
+                   ? "amx (f32 FMA 16 lanes, int8 tdpbusd tiles)"
+                   : "amx (f32 FMA 16 lanes, int8 vpdpbusd: the tiles failed their self-check)";
         break;
     }
   }

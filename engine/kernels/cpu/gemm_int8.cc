@@ -230,6 +230,10 @@ void QuantizedGemmU8(const uint8_t* u, const int32_t* zero, const float* scale,
                      const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
                      int64_t m, int64_t c0, int64_t c1) {
   if (ActiveCpuPath() < CpuPath::kAvx512Vnni || w.quad_panel(0) == nullptr) std::abort();
+  if (ActiveCpuPath() == CpuPath::kAmx && AmxBytesAgree()) {
+    QuantizedGemmU8Amx(u, zero, scale, w, bias, y, ldy, m, c0, c1);
+    return;
+  }
   QuantizedGemmU8Avx512(u, zero, scale, w, bias, y, ldy, m, c0, c1);
 }
 

@@ -17,7 +17,8 @@
 //   per pair of k, the panel's 16 columns hold (q[c][k], q[c][k + 1]) as int8.
 // - rows as bytes u = p + z (QuantizeRowsU8) times the quad layout (quad_panel: per group of 4 k,
 //   each column's 4 values, as vpdpbusd and AMX's tdpbusd read them): AVX-512 VNNI vpdpbusd (64
-//   multiply-adds per instruction), Σ p q = Σ u q - z · Σ q with the columns' sums kept at load.
+//   multiply-adds per instruction), AMX tdpbusd (16 x 16 x 64 per instruction, where its
+//   self-check agrees), Σ p q = Σ u q - z · Σ q with the columns' sums kept at load.
 // The quad layout exists only where the host has the avx512_vnni path (it doubles the int8
 // weight memory there).
 #pragma once
@@ -80,19 +81,6 @@ void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64
 void QuantizedGemmU8(const uint8_t* u, const int32_t* zero, const float* scale,
                      const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
                      int64_t m, int64_t c0, int64_t c1);
-
-// The amx path's form of the same rows (where w.quad_panel is not null): each p of QuantizeRows
-// as 256 · hi + lo, hi [m, depth] signed bytes and lo [m, depth] unsigned ones (depth =
-// w.quad_depth(), the rest of each row zero), and the same scales. Rows [r0, r1).
-void QuantizeRowsSplit(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
-                       int64_t r1, int8_t* hi, uint8_t* lo, float* scale);
-
-// QuantizedGemm over split rows, on the amx path's tiles (the same bits): hi and lo must be
-// readable for m rounded up to a multiple of 16 rows (what the rows past m hold does not
-// matter).
-void QuantizedGemmSplit(const int8_t* hi, const uint8_t* lo, const float* scale,
-                        const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
-                        int64_t m, int64_t c0, int64_t c1);
 
 // y[r, c] = scale[r] · s_c · Σ_k q[r, k] · W_q[c, k] + bias[c] (bias may be null) for rows
 // [0, m) and columns [c0, c1) on the calling thread; q, scale from QuantizeRows (row stride

@@ -198,6 +198,17 @@ void Run(const int32_t* a, int64_t lda, int64_t steps, const float* scale, const
 
 }  // namespace
 
+QUIVER_TARGET_AVX512 void Int8EpilogueRowsAvx512(const int32_t* sums, int64_t rows,
+                                                 const int32_t* zero, const int32_t* col_sum,
+                                                 const float* row_scale, const float* col_scale,
+                                                 const float* bias, float* y, int64_t ldy,
+                                                 uint16_t mask) {
+  for (int64_t i = 0; i < rows; ++i) {
+    Epilogue(_mm512_load_si512(sums + i * kPanel), zero[i], col_sum, row_scale[i], col_scale,
+             bias, y + i * ldy, static_cast<__mmask16>(mask));
+  }
+}
+
 void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWeights& w,
                          const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
                          int64_t c1, bool vnni) {

@@ -69,6 +69,26 @@ void QuantizedGemmU8Avx512(const uint8_t* u, const int32_t* zero, const float* s
                            const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
                            int64_t m, int64_t c0, int64_t c1);
 
+// The avx512_vnni path's f32 epilogue (y = (sum - zero · col_sum) · (row scale · column scale)
+// + bias) for `rows` rows of one panel's 16 columns: sums [rows][16] int32, 64-byte aligned;
+// the columns `mask` selects are stored. The amx path's byte products end with it: the same
+// bits.
+void Int8EpilogueRowsAvx512(const int32_t* sums, int64_t rows, const int32_t* zero,
+                            const int32_t* col_sum, const float* row_scale,
+                            const float* col_scale, const float* bias, float* y, int64_t ldy,
+                            uint16_t mask);
+
+// AMX-INT8: QuantizedGemmU8 in tiles, one tdpbusd per step (unsigned bytes times the signed
+// weights, the integers vpdpbusd gives) and Int8EpilogueRowsAvx512: the same bits. u must be
+// readable for m rounded up to a multiple of 16 rows (what those rows hold does not matter).
+void QuantizedGemmU8Amx(const uint8_t* u, const int32_t* zero, const float* scale,
+                        const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                        int64_t m, int64_t c0, int64_t c1);
+// Whether QuantizedGemmU8Amx gave vpdpbusd's bits on a fixed product, checked once per process
+// (on a host with the amx path only): where not, a line on stderr, and QuantizedGemmU8 keeps to
+// vpdpbusd.
+bool AmxBytesAgree();
+
 // AMX-INT8: 16 x 16 tiles of int32 sums, each int16 activation split as 256 · hi + lo (hi a
 // signed byte, lo an unsigned one) into two tile products, tdpbssd and tdpbusd; the integers
 // are the same as the other paths' (exact), so is the f32 epilogue.

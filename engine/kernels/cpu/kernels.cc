@@ -80,9 +80,9 @@ struct F32Product {
   }
 };
 
-// x's rows quantized for w (gemm_int8.h) and multiplied: with hi / lo set, split for the amx
-// path's tiles (QuantizeRowsSplit); with u / zero set, as bytes for vpdpbusd (QuantizeRowsU8,
-// the avx512_vnni path); else as int16 in q (QuantizeRows). With in_tiles, each tile quantizes
+// x's rows quantized for w (gemm_int8.h) and multiplied: with u / zero set, as bytes for
+// vpdpbusd or the amx path's tiles (QuantizeRowsU8, QuantizedGemmU8); else as int16 in q
+// (QuantizeRows). With in_tiles, each tile quantizes
 // its own rows just before its product (a tile then holds whole rows, one column block: no two
 // tiles share a row), while they are in cache; else Quantized() did all rows.
 struct Int8Product {
@@ -93,8 +93,6 @@ struct Int8Product {
   static constexpr int64_t kStepRows = 64;
   const float* x;
   int16_t* q;
-  int8_t* hi;
-  uint8_t* lo;
   uint8_t* u;
   int32_t* zero;
   float* scale;
@@ -102,9 +100,7 @@ struct Int8Product {
   bool in_tiles;
   int64_t n() const { return w.n(); }
   void Quantize(int64_t r0, int64_t r1) const {
-    if (hi != nullptr) {
-      QuantizeRowsSplit(x, w.k(), w.k(), w.quad_depth(), r0, r1, hi, lo, scale);
-    } else if (u != nullptr) {
+    if (u != nullptr) {
       QuantizeRowsU8(x, w.k(), w.k(), w.quad_depth(), r0, r1, u, zero, scale);
     } else {
       QuantizeRows(x, w.k(), w.k(), r0, r1, q, scale);
@@ -114,10 +110,7 @@ struct Int8Product {
                   int64_t c1) const {
     if (in_tiles) Quantize(r0, r0 + rows);
     const int64_t depth = w.quad_depth();
-    if (hi != nullptr) {
-      QuantizedGemmSplit(hi + r0 * depth, lo + r0 * depth, scale + r0, w, bias, y + r0 * n(), n(),
-                         rows, c0, c1);
-    } else if (u != nullptr) {
+    if (u != nullptr) {
       QuantizedGemmU8(u + r0 * depth, zero + r0, scale + r0, w, bias, y + r0 * n(), n(), rows, c0,
                       c1);
     } else {
@@ -163,28 +156,21 @@ Bf16Product Bf16Converted(ThreadPool& pool, const float* x, const Bf16Weights& w
 // scales.
 struct Int8Rows {
   std::vector<int16_t> q;
-  std::vector<int8_t> hi;
-  std::vector<uint8_t> lo;  // also the byte rows
+  std::vector<uint8_t> u;
   std::vector<int32_t> zero;
   std::vector<float> scale;
 
   // A product of x's `rows` rows and w over these buffers (grown as needed).
   Int8Product Bind(const float* x, const QuantizedWeights& w, int64_t rows, bool in_tiles) {
     scale.resize(static_cast<size_t>(rows));
-    Int8Product product{x, nullptr, nullptr, nullptr, nullptr, nullptr, scale.data(), w, in_tiles};
-    const CpuPath path = ActiveCpuPath();
-    if (path >= CpuPath::kAvx512Vnni && w.quad_panel(0) != nullptr) {
+    Int8Product product{x, nullptr, nullptr, nullptr, scale.data(), w, in_tiles};
+    if (ActiveCpuPath() >= CpuPath::kAvx512Vnni && w.quad_panel(0) != nullptr) {
+      // 15 rows more: the amx path's tiles read 16 rows at a time.
       const size_t size = static_cast<size_t>((rows + 15) * w.quad_depth());
-      if (lo.size() < size) lo.resize(size);
-      if (path == CpuPath::kAmx) {
-        if (hi.size() < size) hi.resize(size);
-        product.hi = hi.data();
-        product.lo = lo.data();
-      } else {
-        zero.resize(static_cast<size_t>(rows));
-        product.u = lo.data();
-        product.zero = zero.data();
-      }
+      if (u.size() < size) u.resize(size);
+      zero.resize(static_cast<size_t>(rows));
+      product.u = u.data();
+      product.zero = zero.data();
     } else {
       q.resize(static_cast<size_t>(rows * 2 * w.k_pairs()));
       product.q = q.data();
