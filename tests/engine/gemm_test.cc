@@ -3,6 +3,7 @@
 // property the engine's batch invariance rests on: a row's result does not depend on the rows
 // around it or on how the columns were cut.
 #include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/isa_paths.h"
 
 #include <gtest/gtest.h>
 
@@ -62,6 +63,29 @@ TEST(PackedGemmTest, AccumulatesAndPacksTransposed) {
       double want = 1.0;
       for (int64_t i = 0; i < k; ++i) want += double(x[r * k + i]) * v[i * n + c];
       ASSERT_NEAR(y[r * n + c], want, 1e-4);
+    }
+  }
+}
+
+
+// The micro-kernel calls cover the rows once, in order, none longer than the kernel, and no call
+// is left with fewer than block / 2 rows where m has a full block: 128 rows of 14 end 8 + 8.
+TEST(PackedGemmTest, KernelCallsCoverTheRowsWithoutAShortLastCall) {
+  EXPECT_EQ(KernelRows(128, 112, 14), 8);
+  EXPECT_EQ(KernelRows(128, 120, 14), 8);
+  for (int64_t block : {12, 14}) {
+    for (int64_t m = 1; m <= 200; ++m) {
+      int64_t r = 0, calls = 0;
+      while (r < m) {
+        const int64_t rows = KernelRows(m, r, block);
+        ASSERT_GE(rows, 1);
+        ASSERT_LE(rows, block);
+        if (m >= block) EXPECT_GE(2 * rows, block) << "m " << m << " r " << r;
+        r += rows;
+        ++calls;
+      }
+      EXPECT_EQ(r, m);
+      EXPECT_EQ(calls, (m + block - 1) / block) << "m " << m;
     }
   }
 }

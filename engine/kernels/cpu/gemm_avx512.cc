@@ -128,18 +128,19 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
                       float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
   const int64_t k = w.k();
   const bool pack = c1 - c0 >= kMinPackedCols;
-  // x's rows for one k pass, packed per block of 14 rows as [k][14] (GotoBLAS' packed A): the
-  // micro-kernel's broadcasts then read one sequential stream, not 14 strided ones.
+  // x's rows for one k pass, packed per micro-kernel call (KernelRows) as [k][14] (GotoBLAS'
+  // packed A): the micro-kernel's broadcasts then read one sequential stream, not 14 strided
+  // ones.
   thread_local std::vector<float> packed;
   if (pack)
     packed.resize(static_cast<size_t>((m + kRows - 1) / kRows * kRows * std::min(kDepth, k)));
   alignas(64) float first[2 * kPanel];
   for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
     const int64_t kc = std::min(kDepth, k - k0);
-    if (pack) {
-      for (int64_t r = 0; r < m; r += kRows) {
-        PackRowsAvx512(x + r * ldx + k0, ldx, std::min(kRows, m - r), kc, packed.data() + r * kc,
-                       kRows);
+    if (pack) {  // call j's rows at packed + j · kRows · kc
+      for (int64_t r = 0, j = 0, rows = 0; r < m; r += rows, ++j) {
+        rows = KernelRows(m, r, kRows);
+        PackRowsAvx512(x + r * ldx + k0, ldx, rows, kc, packed.data() + j * kRows * kc, kRows);
       }
     }
     for (int64_t col = c0; col < c1; col += 2 * kPanel) {
@@ -157,10 +158,10 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
       }
       const auto& table = pack ? (two ? kTable<true, true> : kTable<false, true>)
                                : (two ? kTable<true, false> : kTable<false, false>);
-      for (int64_t r = 0; r < m; r += kRows) {
-        const float* a = pack ? packed.data() + r * kc : x + r * ldx + k0;
-        table[std::min(kRows, m - r) - 1](a, ldx, b0, b1, kc, y + r * ldy + col, ldy, init, mask0,
-                                          mask1);
+      for (int64_t r = 0, j = 0, rows = 0; r < m; r += rows, ++j) {
+        rows = KernelRows(m, r, kRows);
+        const float* a = pack ? packed.data() + j * kRows * kc : x + r * ldx + k0;
+        table[rows - 1](a, ldx, b0, b1, kc, y + r * ldy + col, ldy, init, mask0, mask1);
       }
     }
   }

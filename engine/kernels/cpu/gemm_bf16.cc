@@ -204,8 +204,8 @@ void Bf16Gemm(const uint16_t* a, const Bf16Weights& w, const float* bias, float*
     const uint16_t* b1 = two ? w.panel(col / kPanel + 1) : b0;
     for (int64_t p0 = 0; p0 < pairs; p0 += kDepthPairs) {
       const int64_t pc = std::min(kDepthPairs, pairs - p0);
-      for (int64_t r = 0; r < m; r += kRows) {
-        const int64_t rows = std::min(kRows, m - r);
+      for (int64_t r = 0, rows = 0; r < m; r += rows) {
+        rows = KernelRows(m, r, kRows);
         const Kernel kernel = two ? kTable<true>[rows - 1] : kTable<false>[rows - 1];
         kernel(a + r * lda + 2 * p0, lda, b0 + p0 * 2 * kPanel, b1 + p0 * 2 * kPanel, pc,
                y + r * ldy + col, ldy, p0 == 0 && !accumulate ? init : nullptr, mask0, mask1);

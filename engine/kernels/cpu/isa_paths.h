@@ -40,6 +40,19 @@ inline RowQuantization QuantizeRange(float lo, float hi) {
           static_cast<int32_t>(std::clamp(std::nearbyint(-lo * inv), 0.0f, 255.0f))};
 }
 
+// The rows of the micro-kernel call that starts at row r of m, for kernels of up to `block`
+// rows: `block` each, but where m leaves fewer than block / 2 rows over, the last two calls share
+// the last block + (m mod block) rows evenly (128 rows of 14: 8 + 8 at the end, not 14 + 2; a
+// 2-row call makes 4 multiply-adds per 4 loads and ran at a third of the rate). Which call
+// computes a row never changes its result.
+inline int64_t KernelRows(int64_t m, int64_t r, int64_t block) {
+  const int64_t rem = m % block;
+  if (rem == 0 || 2 * rem >= block || m < block) return std::min(block, m - r);
+  const int64_t shared = m - block - rem;  // where the last two calls begin
+  if (r < shared) return block;
+  return r == shared ? (block + rem + 1) / 2 : m - r;
+}
+
 // AVX-512 F: R x 32 blocks of y (two panels at a time, 12 rows), the products in k order.
 void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,
                       float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate);
