@@ -242,10 +242,10 @@ TEST_F(CpuPathsTest, BytesOnTheAmxPathGiveTheSameBits) {
     std::vector<float> scale(m);
     QuantizeRowsU8(x.data(), k, k, depth, 0, m, u.data(), zero.data(), scale.data());
     std::vector<float> tiles(m * n, 0.5f), vnni(m * n, 0.5f);
-    QuantizedGemmU8Amx(u.data(), zero.data(), scale.data(), packed, bias.data(), tiles.data(), n,
-                       m, 0, n);
-    QuantizedGemmU8Avx512(u.data(), zero.data(), scale.data(), packed, bias.data(), vnni.data(),
-                          n, m, 0, n);
+    QuantizedGemmU8Amx(u.data(), zero.data(), scale.data(), packed, bias.data(), tiles.data(), n, m,
+                       0, n);
+    QuantizedGemmU8Avx512(u.data(), zero.data(), scale.data(), packed, bias.data(), vnni.data(), n,
+                          m, 0, n);
     EXPECT_TRUE(SameBits(tiles, vnni)) << "m=" << m << " n=" << n << " k=" << k;
     if (n > 32) {  // a column range inside the row, as a tile of the engine's products takes
       std::vector<float> part(m * n, 0.5f), want(m * n, 0.5f);

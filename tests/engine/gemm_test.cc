@@ -3,13 +3,14 @@
 // property the engine's batch invariance rests on: a row's result does not depend on the rows
 // around it or on how the columns were cut.
 #include "engine/kernels/cpu/gemm.h"
-#include "engine/kernels/cpu/isa_paths.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
+
+#include "engine/kernels/cpu/isa_paths.h"
 
 namespace quiver::engine::cpu {
 namespace {
@@ -66,7 +67,6 @@ TEST(PackedGemmTest, AccumulatesAndPacksTransposed) {
     }
   }
 }
-
 
 // The micro-kernel calls cover the rows once, in order, none longer than the kernel, and no call
 // is left with fewer than block / 2 rows where m has a full block: 128 rows of 14 end 8 + 8.

@@ -89,8 +89,8 @@ TEST(SoftmaxExpTest, SixteenLanesGiveTheSameBitsAtTheEndsOfTheRange) {
   if (std::find(paths.begin(), paths.end(), CpuPath::kAvx512) == paths.end()) {
     GTEST_SKIP() << "no avx512 path on this host";
   }
-  std::vector<float> x = {-1e30f, -1000.0f, -88.0f, -87.336544f, -87.3f, 88.0f, 88.37626f,
-                          88.4f,  88.72283f, 88.8f,  1e30f,      0.0f};
+  std::vector<float> x = {-1e30f,    -1000.0f, -88.0f,    -87.336544f, -87.3f, 88.0f,
+                          88.37626f, 88.4f,    88.72283f, 88.8f,       1e30f,  0.0f};
   for (float v = -87.5f; v < -87.0f; v += 1e-3f) x.push_back(v);
   for (float v = 88.0f; v < 89.0f; v += 1e-3f) x.push_back(v);
   std::vector<float> a = x, b = x;
@@ -132,11 +132,10 @@ TEST(SoftmaxExpTest, Bf16FormWithinItsBound) {
   std::vector<float> edge = {-std::numeric_limits<float>::infinity(), -1e30f, -100.0f, 0.0f,
                              std::nanf("")};
   std::vector<uint16_t> out(edge.size());
-  SoftmaxExpSumBf16Avx512(edge.data(), static_cast<int64_t>(edge.size()), 1.0f, 0.0f,
-                          out.data());
+  SoftmaxExpSumBf16Avx512(edge.data(), static_cast<int64_t>(edge.size()), 1.0f, 0.0f, out.data());
   for (size_t i = 0; i < 3; ++i) EXPECT_LT(out[i], 0x0100) << i;  // below 2^-125, not NaN
-  EXPECT_EQ(out[3], 0x3f80);                                       // 1
-  EXPECT_EQ(out[4] & 0x7f80, 0x7f80);                              // NaN stays NaN
+  EXPECT_EQ(out[3], 0x3f80);                                      // 1
+  EXPECT_EQ(out[4] & 0x7f80, 0x7f80);                             // NaN stays NaN
   EXPECT_NE(out[4] & 0x007f, 0);
 }
 

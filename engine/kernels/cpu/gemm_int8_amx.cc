@@ -19,8 +19,8 @@
 // 32 columns, C = tmm0/tmm1 (hi sums of the two panels) and tmm2/tmm3 (lo sums), A = tmm4 (hi
 // bytes) and tmm5 (lo bytes), B = tmm6/tmm7. QuantizedGemm's int16 rows are split here once
 // per call, in a buffer of the calling thread (only QuantizedGemm's callers take this form: the
-// engine's layers quantize to bytes on this path). A tile reads 16 rows at a time, so rows up to the next multiple of 16 past m must be
-// readable (their sums are never stored).
+// engine's layers quantize to bytes on this path). A tile reads 16 rows at a time, so rows up to
+// the next multiple of 16 past m must be readable (their sums are never stored).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -150,8 +150,8 @@ QUIVER_TARGET_AMX void Run(const int8_t* hi, const uint8_t* lo, const float* sca
 
 // u [m rounded up to 16, depth] bytes, row stride depth; zero [m] their zero points.
 QUIVER_TARGET_AMX void RunBytes(const uint8_t* u, const int32_t* zero, const float* scale,
-                                const QuantizedWeights& w, const float* bias, float* y,
-                                int64_t ldy, int64_t m, int64_t c0, int64_t c1) {
+                                const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                                int64_t m, int64_t c0, int64_t c1) {
   static const TileConfig kConfig = MakeConfig();
   const int64_t depth = w.quad_depth(), steps = depth / kTileDepth;
   const int64_t panel_bytes = depth * kPanel;  // bytes of one B panel
@@ -266,8 +266,8 @@ bool AmxBytesAgree() {
     std::vector<float> scale(m), tiles(m * n), vnni(m * n);
     QuantizeRowsU8Avx512(x.data(), k, k, depth, 0, m, u.data(), zero.data(), scale.data());
     RunBytes(u.data(), zero.data(), scale.data(), w, bias.data(), tiles.data(), n, m, 0, n);
-    QuantizedGemmU8Avx512(u.data(), zero.data(), scale.data(), w, bias.data(), vnni.data(), n, m,
-                          0, n);
+    QuantizedGemmU8Avx512(u.data(), zero.data(), scale.data(), w, bias.data(), vnni.data(), n, m, 0,
+                          n);
     const bool same = std::memcmp(tiles.data(), vnni.data(), tiles.size() * sizeof(float)) == 0;
     if (!same) {
       std::fprintf(stderr,

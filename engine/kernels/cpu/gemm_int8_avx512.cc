@@ -204,8 +204,8 @@ QUIVER_TARGET_AVX512 void Int8EpilogueRowsAvx512(const int32_t* sums, int64_t ro
                                                  const float* bias, float* y, int64_t ldy,
                                                  uint16_t mask) {
   for (int64_t i = 0; i < rows; ++i) {
-    Epilogue(_mm512_load_si512(sums + i * kPanel), zero[i], col_sum, row_scale[i], col_scale,
-             bias, y + i * ldy, static_cast<__mmask16>(mask));
+    Epilogue(_mm512_load_si512(sums + i * kPanel), zero[i], col_sum, row_scale[i], col_scale, bias,
+             y + i * ldy, static_cast<__mmask16>(mask));
   }
 }
 

@@ -87,9 +87,8 @@ void QuantizedGemmU8Avx512(const uint8_t* u, const int32_t* zero, const float* s
 // the columns `mask` selects are stored. The amx path's byte products end with it: the same
 // bits.
 void Int8EpilogueRowsAvx512(const int32_t* sums, int64_t rows, const int32_t* zero,
-                            const int32_t* col_sum, const float* row_scale,
-                            const float* col_scale, const float* bias, float* y, int64_t ldy,
-                            uint16_t mask);
+                            const int32_t* col_sum, const float* row_scale, const float* col_scale,
+                            const float* bias, float* y, int64_t ldy, uint16_t mask);
 
 // AMX-INT8: QuantizedGemmU8 in tiles, one tdpbusd per step (unsigned bytes times the signed
 // weights, the integers vpdpbusd gives) and Int8EpilogueRowsAvx512: the same bits. u must be

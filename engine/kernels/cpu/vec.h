@@ -208,8 +208,8 @@ inline __m256 ErfAs(__m256 z) {
   q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.0f));
   const __m256 r = _mm256_div_ps(_mm256_mul_ps(z, p), q);
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
-  const __m256 saturated = _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, z),
-                                         _mm256_set1_ps(kErfSaturation), _CMP_GE_OQ);
+  const __m256 saturated =
+      _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, z), _mm256_set1_ps(kErfSaturation), _CMP_GE_OQ);
   const __m256 one = _mm256_or_ps(_mm256_and_ps(sign_bit, z), _mm256_set1_ps(1.0f));
   return _mm256_blendv_ps(r, one, saturated);
 }
