@@ -101,8 +101,6 @@ QUIVER_TARGET_AVX512 inline __m512 ExpForBf16(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-}  // namespace
-
 // One step of SoftmaxExpSumBf16Avx512 over x[i, i + 16), lanes outside `mask` zero in the sum
 // and not stored.
 QUIVER_TARGET_AVX512_BF16 inline __m512 ExpBf16Step(const float* x, __mmask16 mask, __m512 scale,
@@ -113,6 +111,8 @@ QUIVER_TARGET_AVX512_BF16 inline __m512 ExpBf16Step(const float* x, __mmask16 ma
   _mm256_mask_storeu_epi16(out, mask, reinterpret_cast<const __m256i&>(p));
   return _mm512_add_ps(acc, e);
 }
+
+}  // namespace
 
 QUIVER_TARGET_AVX512_BF16 float SoftmaxExpSumBf16Avx512(float* x, int64_t n, float scale,
                                                         float shift, uint16_t* out) {
