@@ -80,7 +80,9 @@ TEST(PackedGemmTest, KernelCallsCoverTheRowsWithoutAShortLastCall) {
         const int64_t rows = KernelRows(m, r, block);
         ASSERT_GE(rows, 1);
         ASSERT_LE(rows, block);
-        if (m >= block) EXPECT_GE(2 * rows, block) << "m " << m << " r " << r;
+        if (m >= block) {
+          EXPECT_GE(2 * rows, block) << "m " << m << " r " << r;
+        }
         r += rows;
         ++calls;
       }

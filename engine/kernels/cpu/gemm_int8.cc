@@ -240,7 +240,7 @@ void QuantizedGemmU8(const uint8_t* u, const int32_t* zero, const float* scale,
 void QuantizedGemm(const int16_t* q, const float* scale, const QuantizedWeights& w,
                    const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1) {
   switch (ActiveCpuPath()) {
-    case CpuPath::kAmx: QuantizedGemmAmx(q, scale, w, bias, y, ldy, m, c0, c1); return;
+    case CpuPath::kAmx:  // int16 rows: the engine's layers take bytes there (QuantizedGemmU8)
     case CpuPath::kAvx512Vnni:
       QuantizedGemmAvx512(q, scale, w, bias, y, ldy, m, c0, c1, /*vnni=*/true);
       return;

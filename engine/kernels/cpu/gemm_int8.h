@@ -12,8 +12,8 @@
 //
 // Kernels, each computing the same integers (so every path gives the same bits):
 // - rows as int16 p (QuantizeRows) times the weights' pair layout (panel): AVX2 vpmaddwd on int16
-//   pairs (16 multiply-adds per instruction), AVX-512 vpmaddwd / vpdpwssd (32), AMX tiles over p
-//   split in bytes; without AVX2, plain loops. Layout: panels of kPanel (16) output columns;
+//   pairs (16 multiply-adds per instruction), AVX-512 vpmaddwd / vpdpwssd (32; the amx path's
+//   too); without AVX2, plain loops. Layout: panels of kPanel (16) output columns;
 //   per pair of k, the panel's 16 columns hold (q[c][k], q[c][k + 1]) as int8.
 // - rows as bytes u = p + z (QuantizeRowsU8) times the quad layout (quad_panel: per group of 4 k,
 //   each column's 4 values, as vpdpbusd and AMX's tdpbusd read them): AVX-512 VNNI vpdpbusd (64

@@ -101,12 +101,6 @@ void QuantizedGemmU8Amx(const uint8_t* u, const int32_t* zero, const float* scal
 // vpdpbusd.
 bool AmxBytesAgree();
 
-// AMX-INT8: 16 x 16 tiles of int32 sums, each int16 activation split as 256 · hi + lo (hi a
-// signed byte, lo an unsigned one) into two tile products, tdpbssd and tdpbusd; the integers
-// are the same as the other paths' (exact), so is the f32 epilogue.
-void QuantizedGemmAmx(const int16_t* q, const float* scale, const QuantizedWeights& w,
-                      const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1);
-
 // vec::GeluErf on 16 lanes (AVX-512 F): the same bits.
 void GeluErfAvx512(float* x, int64_t n);
 // vec::SoftmaxExpSum on 16 lanes (AVX-512 F): the same bits, the sum too.
