@@ -128,8 +128,9 @@ void QuantizedGemmU8Amx(const uint8_t* u, const int32_t* zero, const float* scal
 
 bool AmxBytesAgree() {
   static const bool agree = [] {
-    // Three panels (the last one partial), four steps of k (the last one padded), 37 rows (two
-    // pairs of tiles and a lone one, partly past m), rows of each sign and a constant one.
+    // Three panels (the last one partial), four steps of k (the last one padded), 37 rows (a
+    // pair of 16-row tiles, then a lone one reading past m), rows of both signs, one all positive
+    // and a constant one.
     constexpr int64_t m = 37, n = 40, k = 200;
     std::vector<float> wf(n * k), x(m * k), bias(n);
     uint32_t state = 12345;

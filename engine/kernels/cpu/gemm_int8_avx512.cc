@@ -230,27 +230,16 @@ void QuantizedGemmU8Avx512(const uint8_t* u, const int32_t* zero, const float* s
 }
 
 QUIVER_TARGET_AVX512 void RowRangeAvx512(const float* row, int64_t k, float* lo, float* hi) {
-  // min(v, acc) gives acc where v is NaN: NaNs are skipped, as in QuantizeRows. Two pairs of
-  // chains (one pair waited on the latency of vminps / vmaxps: 4.4 cycles per 16 values).
-  __m512 least0 = _mm512_setzero_ps(), most0 = least0, least1 = least0, most1 = least0;
-  int64_t i = 0;
-  for (; i + 32 <= k; i += 32) {
-    const __m512 v0 = _mm512_loadu_ps(row + i), v1 = _mm512_loadu_ps(row + i + 16);
-    least0 = _mm512_min_ps(v0, least0);
-    most0 = _mm512_max_ps(v0, most0);
-    least1 = _mm512_min_ps(v1, least1);
-    most1 = _mm512_max_ps(v1, most1);
-  }
-  for (; i < k; i += 16) {
+  __m512 least = _mm512_setzero_ps(), most = least;
+  for (int64_t i = 0; i < k; i += 16) {
     const auto mask = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
     const __m512 v = _mm512_maskz_loadu_ps(mask, row + i);  // zeros past k: within [lo, hi]
-    least0 = _mm512_min_ps(v, least0);
-    most0 = _mm512_max_ps(v, most0);
+    // min(v, acc) gives acc where v is NaN: NaNs are skipped, as in QuantizeRows.
+    least = _mm512_min_ps(v, least);
+    most = _mm512_max_ps(v, most);
   }
-  // A minimum and a maximum: the same in any order (but for the sign of a zero, which
-  // QuantizeRange's lo = min(0, .), hi = max(0, .) makes no difference to).
-  *lo = _mm512_reduce_min_ps(_mm512_min_ps(least0, least1));
-  *hi = _mm512_reduce_max_ps(_mm512_max_ps(most0, most1));
+  *lo = _mm512_reduce_min_ps(least);  // a minimum and a maximum: the same in any order
+  *hi = _mm512_reduce_max_ps(most);
 }
 
 // p = clamp(nearbyint(x · inv), -zero, 255 - zero) for 16 values (masked loads read zeros).

@@ -43,8 +43,8 @@ inline RowQuantization QuantizeRange(float lo, float hi) {
 // The rows of the micro-kernel call that starts at row r of m, for kernels of up to `block`
 // rows: `block` each, but where m leaves fewer than block / 2 rows over, the last two calls share
 // the last block + (m mod block) rows evenly (128 rows of 14: 8 + 8 at the end, not 14 + 2; a
-// 2-row call makes 4 multiply-adds per 4 loads and ran at a third of the rate). Which call
-// computes a row never changes its result.
+// 2-row call makes 4 multiply-adds per 4 loads, and cost 1.4x a 14-row call's time per row in
+// f32 batch-1 at 128 tokens on Zen 4, perf). Which call computes a row never changes its result.
 inline int64_t KernelRows(int64_t m, int64_t r, int64_t block) {
   const int64_t rem = m % block;
   if (rem == 0 || 2 * rem >= block || m < block) return std::min(block, m - r);
