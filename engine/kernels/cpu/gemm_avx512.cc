@@ -79,10 +79,18 @@ constexpr std::array<Kernel, sizeof...(R)> MakeTable(std::integer_sequence<int, 
 template <bool kTwo, bool kPacked>
 constexpr auto kTable = MakeTable<kTwo, kPacked>(std::make_integer_sequence<int, kRows>());
 
-// Packing x costs about as much per element as a few columns of products: it pays where a call
-// covers many columns (throughput: whole rows of a wide layer), not for the narrow column tiles
-// of batch-1 latency (measured: docs/benchmarks.md).
-constexpr int64_t kMinPackedCols = 8 * kPanel;
+// Whether to pack x's rows for a call over `cols` columns. Packing costs about as much per
+// element as a few columns of products, and what it saves depends on x's row stride: rows a
+// multiple of 2 KiB apart (ldx a multiple of 512 floats: the feed-forward's 1536-wide
+// intermediate, a score block of 512 keys) fall on the same two sets of L1, where 14 strided
+// broadcast streams evict each other, so there it pays from 256 columns (the feed-forward's
+// down projection over whole rows); other strides run the strided kernel as fast as the packed
+// one, so packing pays only over whole rows of a wide layer (1,024 columns and up). Measured in
+// one process, the two rules alternating (docs/benchmarks.md): 128 columns for every stride ran
+// batch-1 1.4% slower at 128 and 512 tokens.
+bool PackRows(int64_t cols, int64_t ldx) {
+  return cols >= (ldx % 512 == 0 ? 16 : 64) * kPanel;
+}
 
 }  // namespace
 
@@ -127,7 +135,7 @@ QUIVER_TARGET_AVX512 void PackRowsAvx512(const float* x, int64_t ldx, int64_t ro
 void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,
                       float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
   const int64_t k = w.k();
-  const bool pack = c1 - c0 >= kMinPackedCols;
+  const bool pack = PackRows(c1 - c0, ldx);
   // x's rows for one k pass, packed per micro-kernel call (KernelRows) as [k][14] (GotoBLAS'
   // packed A): the micro-kernel's broadcasts then read one sequential stream, not 14 strided
   // ones.

@@ -346,9 +346,13 @@ void QuantizedRows(const float* x, const QuantizedWeights& w, const float* bias,
 }  // namespace
 
 bool FeedForwardIsFused(const ThreadPool& pool, int64_t m) {
-  // Four blocks per thread or more, so that a thread slowed by a neighbour leaves its remaining
-  // blocks to the others (fewer rows: the unfused layers, which split columns too).
-  return m >= 4 * kFeedForwardRows * pool.num_threads();
+  // A block per thread or more (fewer rows: the unfused layers, which split columns too). With
+  // one or two blocks per thread a thread slowed by a neighbour leaves the others waiting, but
+  // the unfused layers cost more than that: each layer's rows pass between the cores' caches
+  // (a tile's columns for the residual and LayerNorm, which read whole rows), and each column
+  // tile packs or strides over all the rows. Measured at 128 tokens, batch 1, 2 threads, fused
+  // against unfused in one process: f32 -2.3%, int8 -9%, bf16 -12% (docs/benchmarks.md).
+  return m >= kFeedForwardRows * pool.num_threads();
 }
 
 namespace {

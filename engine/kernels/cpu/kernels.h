@@ -56,7 +56,7 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const Bf16Weights& w, 
 // is still in cache when the down projection reads it, instead of streaming the whole batch's
 // through memory. The same bits as Linear(up, epilogue) into inter, then LinearAddLayerNorm(down).
 // Each block's intermediate and projections stay in buffers of the thread that runs it (never
-// written back to memory). Worth it only with several blocks per thread (FeedForwardIsFused);
+// written back to memory). Used from one block per thread (FeedForwardIsFused);
 // epilogue kNone, kGeluErf or kGeluTanh.
 // With `first` set, each block first runs the attention's output projection and its residual +
 // LayerNorm on its rows (io = LayerNorm(io + attended · Oᵀ + o_bias)), the same bits as
