@@ -88,9 +88,7 @@ constexpr auto kTable = MakeTable<kTwo, kPacked>(std::make_integer_sequence<int,
 // one, so packing pays only over whole rows of a wide layer (1,024 columns and up). Measured in
 // one process, the two rules alternating (docs/benchmarks.md): 128 columns for every stride ran
 // batch-1 1.4% slower at 128 and 512 tokens.
-bool PackRows(int64_t cols, int64_t ldx) {
-  return cols >= (ldx % 512 == 0 ? 16 : 64) * kPanel;
-}
+bool PackRows(int64_t cols, int64_t ldx) { return cols >= (ldx % 512 == 0 ? 16 : 64) * kPanel; }
 
 }  // namespace
 

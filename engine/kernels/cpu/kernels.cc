@@ -114,8 +114,7 @@ struct Int8Product {
       QuantizedGemmU8(u + r0 * depth, zero + r0, scale + r0, w, bias, y + r0 * n(), n(), rows, c0,
                       c1);
     } else {
-      QuantizedGemm(q + r0 * 2 * w.k_pairs(), scale + r0, w, bias, y + r0 * n(), n(), rows, c0,
-                    c1);
+      QuantizedGemm(q + r0 * 2 * w.k_pairs(), scale + r0, w, bias, y + r0 * n(), n(), rows, c0, c1);
     }
   }
 };
@@ -323,8 +322,8 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const Bf16Weights& w, 
                         float eps) {
   if (m == 0) return;
   const Tiles t = SplitProduct(m, w.n(), pool.num_threads());
-  RunLinearAddLayerNorm(pool, t, Bf16Converted(pool, x, w, m, t), bias, io, gamma, beta, scratch,
-                        m, eps);
+  RunLinearAddLayerNorm(pool, t, Bf16Converted(pool, x, w, m, t), bias, io, gamma, beta, scratch, m,
+                        eps);
 }
 
 namespace {
