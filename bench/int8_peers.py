@@ -17,10 +17,14 @@ tests/fixtures/minilm/embeddings.jsonl, whose sentence-transformers f32 embeddin
 file; a f32 peer must reach cosine 0.9999 on every text, and for int8 peers the minimum is
 reported (quiver's own is GoldenTest.MiniLmInt8*, on the same texts).
 
-Timing, in interleaved rounds (these machines drift): each round every system embeds --batches
-batches of the 100 x 128-token texts of bench/make_inputs.py (throughput), then --block batch-1
-calls at each of --lengths tokens (latency); the first call of a turn is a warm-up and not
-counted. quiver runs on the best kernel path the host has (engine/kernels/cpu/cpu_features.h),
+Timing, in interleaved rounds (these machines drift): throughput first, --rounds rounds in each
+of which every system embeds --batches batches of the 100 x 128-token texts of
+bench/make_inputs.py; then latency, --latency-rounds rounds in each of which, per length of
+--lengths, every system makes --block batch-1 calls (the order of the systems rotated each
+round), so that the blocks compared lie seconds apart, not a throughput round apart; the first
+call of a turn is a warm-up and not counted. Latency is reported as the p50 over all calls and,
+for quiver f32 against the best f32 peer, also as the median over rounds of the ratio of the two
+block medians. quiver runs on the best kernel path the host has (engine/kernels/cpu/cpu_features.h),
 and also forced to each path of --forced-paths (QUIVER_CPU_ISA), e.g. avx2 on an AVX-512 host.
 
     int8_peers.py --engine-bench build/quiver_engine_bench --out result.json
@@ -209,6 +213,7 @@ def main():
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--batches", type=int, default=2)
     p.add_argument("--block", type=int, default=8)
+    p.add_argument("--latency-rounds", type=int, default=12)
     p.add_argument("--lengths", default="128,512", help="batch-1 latency lengths (tokens)")
     p.add_argument("--forced-paths", default="",
                    help="kernel paths to run quiver on besides the best one, e.g. avx2")
@@ -278,15 +283,27 @@ def main():
 
     rates = {n: [] for n in list(engines) + list(gated)}
     latency = {n: {length: [] for length in lengths} for n in rates}
-    for r in range(args.rounds + 1):  # round 0 warms every system up and is dropped
+    block_medians = {n: {length: [] for length in lengths} for n in rates}
+
+    def latency_block(name, length, r):
+        """--block timed batch-1 calls of `length` tokens (after one untimed call), in ms."""
+        if name in engines:
+            return engines[name].latency(length, args.block + 1)[1:]
+        texts_n = inputs["sets"][str(length)]
+        ms = []
+        for i in range(args.block + 1):
+            t = time.perf_counter()
+            gated[name]([texts_n[(r * args.block + i) % len(texts_n)]])
+            ms.append((time.perf_counter() - t) * 1e3)
+        return ms[1:]
+
+    # Throughput: every system in turn, --rounds rounds (round 0 warms every system up and is
+    # dropped).
+    for r in range(args.rounds + 1):
         for name, tool in engines.items():
             rate = tool.throughput(args.batches)
             if r:
                 rates[name].append(rate)
-            for length in lengths:
-                ms = tool.latency(length, args.block + 1)[1:]
-                if r:
-                    latency[name][length] += ms
         for name, embed in gated.items():
             t = time.perf_counter()
             for _ in range(args.batches):
@@ -294,21 +311,26 @@ def main():
             rate = args.batches * len(batch) * 128 / (time.perf_counter() - t)
             if r:
                 rates[name].append(rate)
-            for length in lengths:
-                texts_n = inputs["sets"][str(length)]
-                ms = []
-                for i in range(args.block + 1):
-                    t = time.perf_counter()
-                    embed([texts_n[(r * args.block + i) % len(texts_n)]])
-                    ms.append((time.perf_counter() - t) * 1e3)
+        print(f"throughput round {r} done", file=sys.stderr)
+    # Latency apart from throughput, so that the systems' blocks of one round follow each other
+    # within seconds (a throughput turn takes seconds; this host's speed shifts by 20% between
+    # states that last seconds): --latency-rounds rounds, each length in turn, every system one
+    # block, the order rotated every round so that no system always follows the same one.
+    names = list(rates)
+    for r in range(args.latency_rounds + 1):  # round 0 warms up and is dropped
+        for length in lengths:
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                ms = latency_block(name, length, r)
                 if r:
-                    latency[name][length] += ms[1:]
-        print(f"round {r} done", file=sys.stderr)
+                    latency[name][length] += ms
+                    block_medians[name][length].append(statistics.median(ms))
+        print(f"latency round {r} done", file=sys.stderr)
     for tool in engines.values():
         tool.close()
 
     model, flags = cpu_line()
     result = {"cpu": model, "flags": flags, "threads": args.threads, "rounds": args.rounds,
+              "latency_rounds": args.latency_rounds, "block": args.block,
               "fidelity_240_texts": fidelity,
               "quiver_int8_fidelity": "GoldenTest.MiniLmInt8StaysWithinTheGateOfSentenceTransformers",
               "excluded_by_gate": sorted(set(peers) - set(gated)),
@@ -316,6 +338,8 @@ def main():
               "throughput_per_round": rates,
               "latency_p50_ms": {n: {str(length): statistics.median(v) for length, v in by.items()}
                                  for n, by in latency.items()},
+              "latency_block_medians_ms": {n: {str(length): v for length, v in by.items()}
+                                           for n, by in block_medians.items()},
               "kernel_paths": "best" + "".join(f", {p} forced" for p in
                                                args.forced_paths.split(",") if p)}
     json.dump(result, open(args.out, "w"), indent=2)
@@ -323,6 +347,23 @@ def main():
         p50 = "  ".join(f"p50@{length} {result['latency_p50_ms'][n][str(length)]:7.2f} ms"
                         for length in lengths)
         print(f"{n:60s} {result['throughput_tokens_per_s'][n]:9.0f} tokens/s  {p50}")
+    # quiver f32 against the best f32 peer: the ratio of p50s over all calls, and the median over
+    # rounds of the ratio of the two systems' block medians in that round.
+    f32_peers = [n for n in gated if "int8" not in n and "bf16" not in n]
+    if "quiver engine f32" in rates and f32_peers:
+        for length in lengths:
+            key = str(length)
+            best = min(f32_peers, key=lambda n: result["latency_p50_ms"][n][key])
+            ratio = (result["latency_p50_ms"]["quiver engine f32"][key]
+                     / result["latency_p50_ms"][best][key])
+            per_round = statistics.median(
+                q / b for q, b in zip(block_medians["quiver engine f32"][length],
+                                      block_medians[best][length]))
+            result.setdefault("f32_latency_against_best_peer", {})[key] = {
+                "best_peer": best, "p50_ratio": ratio, "median_round_ratio": per_round}
+            print(f"batch-1 at {length} tokens: quiver f32 / {best} p50 {ratio:.3f}, "
+                  f"median of round ratios {per_round:.3f}")
+        json.dump(result, open(args.out, "w"), indent=2)
 
 
 if __name__ == "__main__":
