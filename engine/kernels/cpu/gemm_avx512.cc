@@ -83,7 +83,7 @@ constexpr auto kTable = MakeTable<kTwo, kPacked>(std::make_integer_sequence<int,
 // element as a few columns of products, and what it saves depends on x's row stride: rows a
 // multiple of 2 KiB apart (ldx a multiple of 512 floats: the feed-forward's 1536-wide
 // intermediate, a score block of 512 keys) fall on the same two sets of L1, where 14 strided
-// broadcast streams evict each other, so there it pays from 256 columns (the feed-forward's
+// broadcast streams can evict each other, so there it pays from 256 columns (the feed-forward's
 // down projection over whole rows); other strides run the strided kernel as fast as the packed
 // one, so packing pays only over whole rows of a wide layer (1,024 columns and up). Measured in
 // one process, the two rules alternating (docs/benchmarks.md): 128 columns for every stride ran
