@@ -166,7 +166,7 @@ TEST_F(CpuPathsTest, ByteRowsOnTheVnniPathGiveTheSameBits) {
     std::vector<float> x = Random(m * k, 41, 3.0f);
     const std::vector<float> w = Random(n * k, 42, 0.2f), bias = Random(n, 43, 1.0f);
     if (m > 5) {
-      for (int64_t i = 0; i < k; ++i) x[i] = std::abs(x[i]) + 0.5f;  // zero point 0
+      for (int64_t i = 0; i < k; ++i) x[i] = std::abs(x[i]) + 0.5f;    // zero point 0
       for (int64_t i = 0; i < k; ++i) x[k + i] = -std::abs(x[k + i]);  // zero point 255
       std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
       std::fill(x.begin() + 3 * k, x.begin() + 4 * k, 0.0f);
@@ -315,7 +315,8 @@ TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
       o8(wo.data(), n, attended_width);
   const PackedWeights up32(wu.data(), width, n), down32(wd.data(), n, width),
       o32(wo.data(), n, attended_width);
-  for (int64_t m : {int64_t{512}, int64_t{777}}) {
+  // 128 and 150 rows: one or two blocks per thread (the last one short), fused since 235551d.
+  for (int64_t m : {int64_t{128}, int64_t{150}, int64_t{512}, int64_t{777}}) {
     ASSERT_TRUE(FeedForwardIsFused(pool, m));
     const std::vector<float> x = Random(m * n, 57, 2.0f);
     const std::vector<float> attended = Random(m * attended_width, 62, 1.5f);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -24,8 +25,15 @@ std::vector<float> Random(size_t n, uint32_t seed) {
 }
 
 TEST(PackedGemmTest, MatchesADoubleLoop) {
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 8}, {7, 33, 300},
-                         {13, 384, 384}, {64, 100, 1536}, {6, 5, 257}}) {
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 8},
+                         {7, 33, 300},
+                         {13, 384, 384},
+                         {64, 100, 1536},
+                         {6, 5, 257},
+                         // x's rows packed on the avx512 path (gemm_avx512.cc's PackRows): from
+                         // 1,024 columns, and from 256 where rows lie 2 KiB apart.
+                         {20, 1100, 72},
+                         {30, 300, 512}}) {
     const std::vector<float> x = Random(m * k, 1), w = Random(n * k, 2), bias = Random(n, 3);
     std::vector<float> y(m * n, 99.0f);
     PackedGemm(x.data(), k, PackedWeights(w.data(), n, k), bias.data(), y.data(), n, m, 0, n);
@@ -50,6 +58,24 @@ TEST(PackedGemmTest, RowsAndColumnRangesDoNotChangeAnyBit) {
     PackedGemm(x.data() + r * k, k, packed, bias.data(), pieces.data() + r * n, n, 1, 48, n);
   }
   EXPECT_EQ(whole, pieces);
+}
+
+// Column ranges wide enough for the avx512 path to pack x's rows and too narrow for it, over the
+// same rows: packing is a copy, so every bit agrees (and on the other paths trivially).
+TEST(PackedGemmTest, PackedAndStridedRowsGiveTheSameBits) {
+  for (auto [n, k, split] :
+       {std::tuple<int64_t, int64_t, int64_t>{1100, 72, 400}, {300, 512, 64}}) {
+    const int64_t m = 31;
+    const std::vector<float> x = Random(m * k, 7), w = Random(n * k, 8), bias = Random(n, 9);
+    const PackedWeights packed(w.data(), n, k);
+    std::vector<float> whole(m * n), pieces(m * n);
+    PackedGemm(x.data(), k, packed, bias.data(), whole.data(), n, m, 0, n);
+    for (int64_t c0 = 0; c0 < n; c0 += split) {
+      PackedGemm(x.data(), k, packed, bias.data(), pieces.data(), n, m, c0,
+                 std::min(n, c0 + split));
+    }
+    EXPECT_EQ(whole, pieces) << n << " x " << k;
+  }
 }
 
 TEST(PackedGemmTest, AccumulatesAndPacksTransposed) {

@@ -82,12 +82,12 @@ constexpr auto kTable = MakeTable<kTwo, kPacked>(std::make_integer_sequence<int,
 // Whether to pack x's rows for a call over `cols` columns. Packing costs about as much per
 // element as a few columns of products, and what it saves depends on x's row stride: rows a
 // multiple of 2 KiB apart (ldx a multiple of 512 floats: the feed-forward's 1536-wide
-// intermediate, a score block of 512 keys) fall on the same two sets of L1, where 14 strided
+// intermediate) fall on the same two sets of L1, where 14 strided
 // broadcast streams can evict each other, so there it pays from 256 columns (the feed-forward's
 // down projection over whole rows); other strides run the strided kernel as fast as the packed
 // one, so packing pays only over whole rows of a wide layer (1,024 columns and up). Measured in
 // one process, the two rules alternating (docs/benchmarks.md): 128 columns for every stride ran
-// batch-1 1.4% slower at 128 and 512 tokens.
+// batch-1 1.4% slower at 128 tokens and 0.8-1.3% at 512.
 bool PackRows(int64_t cols, int64_t ldx) { return cols >= (ldx % 512 == 0 ? 16 : 64) * kPanel; }
 
 }  // namespace
