@@ -96,6 +96,37 @@ TEST_F(CpuPathsTest, F32ProductsHaveTheSameBitsOnEveryPath) {
   }
 }
 
+// A layer's panels (and attention's K and V, packed per head) are the same whichever path
+// packed them: the avx512 paths transpose 16 x 16 in registers, the avx2 path copies one by one.
+TEST_F(CpuPathsTest, PackedPanelsAreTheSameOnEveryPath) {
+  PathGuard guard;
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      // n, k, row stride
+      {16, 16, 16},    {1, 5, 5},      {17, 33, 40},     {32, 32, 1152},
+      {512, 32, 1152}, {45, 384, 384}, {384, 1536, 1536}};
+  for (const auto& [n, k, ld] : shapes) {
+    const std::vector<float> w = Random(n * ld, 21, 1.0f), v = Random(k * ld, 22, 1.0f);
+    auto run = [&](CpuPath path) {
+      EXPECT_TRUE(SetActiveCpuPath(path).ok());
+      const int64_t size =
+          (n + PackedWeights::kPanel - 1) / PackedWeights::kPanel * PackedWeights::kPanel * k;
+      PackedWeights a, b;
+      a.Pack(w.data(), n, k, ld);
+      b.PackTransposed(v.data(), k, std::min(n, ld), ld);
+      std::vector<float> out(a.panel(0), a.panel(0) + size);
+      const int64_t size_b = (std::min(n, ld) + PackedWeights::kPanel - 1) / PackedWeights::kPanel *
+                             PackedWeights::kPanel * k;
+      out.insert(out.end(), b.panel(0), b.panel(0) + size_b);
+      return out;
+    };
+    const std::vector<float> reference = run(SupportedCpuPaths().front());
+    for (CpuPath path : SupportedCpuPaths()) {
+      EXPECT_TRUE(SameBits(run(path), reference))
+          << CpuPathName(path) << " at n=" << n << " k=" << k << " ld=" << ld;
+    }
+  }
+}
+
 TEST_F(CpuPathsTest, Int8ProductsHaveTheSameBitsOnEveryPath) {
   PathGuard guard;
   for (const auto& [m, n, k] : Shapes()) {

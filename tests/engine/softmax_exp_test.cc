@@ -103,6 +103,32 @@ TEST(SoftmaxExpTest, SixteenLanesGiveTheSameBitsAtTheEndsOfTheRange) {
   }
 }
 
+// The softmax's row maximum (vec::Max and its 16-lane form in four chains): the largest value,
+// wherever it sits, at every length around both forms' vector widths and chains, with -infinity
+// among the values (and all of them -infinity).
+TEST(SoftmaxExpTest, RowMaximumAtEveryLengthAndPlace) {
+  const auto& paths = SupportedCpuPaths();
+  const bool avx512 = std::find(paths.begin(), paths.end(), CpuPath::kAvx512) != paths.end();
+  for (int64_t n = 1; n <= 140; ++n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = -0.37f * static_cast<float>((i * 7) % 23) - 3.0f;
+    if (n > 3) x[2] = -std::numeric_limits<float>::infinity();
+    for (int64_t at = 0; at < n; ++at) {
+      std::vector<float> y = x;
+      y[at] = 1.5f + static_cast<float>(at);
+      const float want = *std::max_element(y.begin(), y.end());
+      EXPECT_EQ(vec::Max(y.data(), n), want) << "n " << n << " at " << at;
+      if (avx512) {
+        EXPECT_EQ(MaxAvx512(y.data(), n), want) << "n " << n << " at " << at;
+      }
+    }
+    if (avx512) {
+      std::vector<float> low(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
+      EXPECT_EQ(MaxAvx512(low.data(), n), -std::numeric_limits<float>::infinity());
+    }
+  }
+}
+
 // The bf16 products' form (attention with AVX512_BF16): each stored value the bf16 rounding of
 // e^(x scale - shift) within 3e-6 (relative) before it, so within 2^-8 + 3e-6 of it; the sum of
 // the unrounded values within 3e-6 of the exact sum; every length around the vector widths;

@@ -30,6 +30,11 @@ float SoftmaxExpSumRow(float* x, int64_t n, float scale, float shift) {
                                              : vec::SoftmaxExpSum(x, n, scale, shift);
 }
 
+// vec::Max, on 16 lanes where the path has them (a maximum is exact: the same value).
+float RowMax(const float* x, int64_t n) {
+  return ActiveCpuPath() >= CpuPath::kAvx512 ? MaxAvx512(x, n) : vec::Max(x, n);
+}
+
 constexpr int64_t kKeyBlock = 512;
 
 // The recurrence's two products on f32 panels (PackedGemm): the default. P is the score block
@@ -135,7 +140,7 @@ void MaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, cons
           row[j] *= plan.scale;
           if (plan.position_bias != nullptr) row[j] += PositionBias(plan, h, q0 + r, k0 + j);
         }
-        const float new_max = std::max(running_max[state], vec::Max(row + lo, hi - lo));
+        const float new_max = std::max(running_max[state], RowMax(row + lo, hi - lo));
         const float correction = std::exp(running_max[state] - new_max);
         const float sum = SoftmaxExpSumRow(row + lo, hi - lo, 1.0f, new_max);
         std::fill(row, row + lo, 0.0f);
@@ -192,7 +197,7 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
           continue;
         }
         // The scale is positive, so the largest scaled score is the scaled largest score.
-        const float new_max = std::max(running_max[state], plan.scale * vec::Max(row, visible));
+        const float new_max = std::max(running_max[state], plan.scale * RowMax(row, visible));
         const float correction = std::exp(running_max[state] - new_max);
         const float sum = products.Exp(row, r, visible, plan.scale, new_max);
         running_sum[state] = running_sum[state] * correction + sum;

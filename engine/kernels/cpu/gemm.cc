@@ -118,8 +118,14 @@ float* PackedWeights::Reserve(int64_t n, int64_t k) {
 
 void PackedWeights::Pack(const float* w, int64_t n, int64_t k, int64_t ldw) {
   float* out = Reserve(n, k);
+  const bool avx512 = ActiveCpuPath() >= CpuPath::kAvx512;
   for (int64_t p = 0; p * kPanel < n; ++p) {
     const int64_t cols = std::min(kPanel, n - p * kPanel);
+    if (avx512) {  // the panel is a transpose of w's 16 rows: 16 x 16 in registers at a time
+      PackRowsAvx512(w + p * kPanel * ldw, ldw, cols, k, out, kPanel);
+      out += k * kPanel;
+      continue;
+    }
     for (int64_t kk = 0; kk < k; ++kk) {
       for (int64_t j = 0; j < cols; ++j) out[j] = w[(p * kPanel + j) * ldw + kk];
       std::fill(out + cols, out + kPanel, 0.0f);
@@ -133,8 +139,13 @@ void PackedWeights::PackTransposed(const float* v, int64_t k, int64_t n, int64_t
   for (int64_t p = 0; p * kPanel < n; ++p) {
     const int64_t cols = std::min(kPanel, n - p * kPanel);
     for (int64_t kk = 0; kk < k; ++kk) {
-      std::copy_n(v + kk * ldv + p * kPanel, cols, out);
-      std::fill(out + cols, out + kPanel, 0.0f);
+      const float* row = v + kk * ldv + p * kPanel;
+      if (cols == kPanel) {  // a whole panel row: one 64-byte copy, inlined (not a memmove call)
+        std::memcpy(out, row, kPanel * sizeof(float));
+      } else {
+        std::copy_n(row, cols, out);
+        std::fill(out + cols, out + kPanel, 0.0f);
+      }
       out += kPanel;
     }
   }

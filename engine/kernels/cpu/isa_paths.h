@@ -103,6 +103,8 @@ bool AmxBytesAgree();
 
 // vec::GeluErf on 16 lanes (AVX-512 F): the same bits.
 void GeluErfAvx512(float* x, int64_t n);
+// vec::Max on 16 lanes in four chains (a maximum is exact: any order gives it; n >= 1).
+float MaxAvx512(const float* x, int64_t n);
 // vec::SoftmaxExpSum on 16 lanes (AVX-512 F): the same bits, the sum too.
 float SoftmaxExpSumAvx512(float* x, int64_t n, float scale, float shift);
 // For attention's bf16 products (AVX512_BF16): e^(x[i] · scale - shift) rounded to bf16 (nearest

@@ -69,11 +69,17 @@ inline float Sum(const float* x, int64_t n) {
 inline float Max(const float* x, int64_t n) {
   int64_t i = 0;
   float m = x[0];
-  if (n >= 8) {
-    __m256 acc = _mm256_loadu_ps(x);
-    for (i = 8; i + 8 <= n; i += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(x + i));
+  if (n >= 8) {  // four chains where there are 32 values or more: one waits a max's latency
+    __m256 a0 = _mm256_loadu_ps(x), a1 = a0, a2 = a0, a3 = a0;
+    for (i = 8; i + 32 <= n; i += 32) {
+      a0 = _mm256_max_ps(a0, _mm256_loadu_ps(x + i));
+      a1 = _mm256_max_ps(a1, _mm256_loadu_ps(x + i + 8));
+      a2 = _mm256_max_ps(a2, _mm256_loadu_ps(x + i + 16));
+      a3 = _mm256_max_ps(a3, _mm256_loadu_ps(x + i + 24));
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_max_ps(a0, _mm256_loadu_ps(x + i));
     alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc);
+    _mm256_store_ps(lanes, _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3)));
     m = *std::max_element(lanes, lanes + 8);
   }
   for (; i < n; ++i) m = std::max(m, x[i]);

@@ -2,6 +2,7 @@
 // sequence of operations per element as the 8-lane versions, so the same bits.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/vec.h"
@@ -66,6 +67,24 @@ QUIVER_TARGET_AVX512 void GeluErfAvx512(float* x, int64_t n) {
     const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
     _mm512_mask_storeu_ps(x + i, mask, GeluErf(_mm512_maskz_loadu_ps(mask, x + i)));
   }
+}
+
+QUIVER_TARGET_AVX512 float MaxAvx512(const float* x, int64_t n) {
+  // Four independent chains: one chain waits a maximum's latency per vector.
+  const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m0 = lowest, m1 = lowest, m2 = lowest, m3 = lowest;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
+    m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + i + 32));
+    m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + i + 48));
+  }
+  for (; i < n; i += 16) {
+    const auto mask = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    m0 = _mm512_mask_max_ps(m0, mask, m0, _mm512_maskz_loadu_ps(mask, x + i));
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
 }
 
 QUIVER_TARGET_AVX512 float SoftmaxExpSumAvx512(float* x, int64_t n, float scale, float shift) {
@@ -138,6 +157,7 @@ QUIVER_TARGET_AVX512_BF16 float SoftmaxExpSumBf16Avx512(float* x, int64_t n, flo
 
 namespace quiver::engine::cpu {
 void GeluErfAvx512(float*, int64_t) { std::abort(); }
+float MaxAvx512(const float*, int64_t) { std::abort(); }
 float SoftmaxExpSumAvx512(float*, int64_t, float, float) { std::abort(); }
 float SoftmaxExpSumBf16Avx512(float*, int64_t, float, float, uint16_t*) { std::abort(); }
 }  // namespace quiver::engine::cpu
