@@ -198,7 +198,8 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
         }
         // The scale is positive, so the largest scaled score is the scaled largest score.
         const float new_max = std::max(running_max[state], plan.scale * RowMax(row, visible));
-        const float correction = std::exp(running_max[state] - new_max);
+        // The first block has no running values to correct: e^-inf, 0, without the call.
+        const float correction = k0 > 0 ? std::exp(running_max[state] - new_max) : 0.0f;
         const float sum = products.Exp(row, r, visible, plan.scale, new_max);
         running_sum[state] = running_sum[state] * correction + sum;
         running_max[state] = new_max;
