@@ -95,15 +95,17 @@ TEST(PackedGemmTest, AccumulatesAndPacksTransposed) {
 }
 
 // The micro-kernel calls cover the rows once, in order, none longer than the kernel, and no call
-// is left with fewer than block / 2 rows where m has a full block: 128 rows of 14 end 8 + 8.
+// is left with fewer than block / 2 rows where m has a full block: 128 rows of 14 end 8 + 8;
+// WholeKernelRowCalls counts the leading calls of a whole block (the avx512 kernel's one call).
 TEST(PackedGemmTest, KernelCallsCoverTheRowsWithoutAShortLastCall) {
   EXPECT_EQ(KernelRows(128, 112, 14), 8);
   EXPECT_EQ(KernelRows(128, 120, 14), 8);
   for (int64_t block : {12, 14}) {
     for (int64_t m = 1; m <= 200; ++m) {
-      int64_t r = 0, calls = 0;
+      int64_t r = 0, calls = 0, whole = 0;
       while (r < m) {
         const int64_t rows = KernelRows(m, r, block);
+        if (rows == block && whole == calls) ++whole;  // the leading whole-block calls
         ASSERT_GE(rows, 1);
         ASSERT_LE(rows, block);
         if (m >= block) {
@@ -114,6 +116,7 @@ TEST(PackedGemmTest, KernelCallsCoverTheRowsWithoutAShortLastCall) {
       }
       EXPECT_EQ(r, m);
       EXPECT_EQ(calls, (m + block - 1) / block) << "m " << m;
+      EXPECT_EQ(WholeKernelRowCalls(m, block), whole) << "m " << m;
     }
   }
 }

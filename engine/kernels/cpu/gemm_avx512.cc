@@ -172,8 +172,7 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
       const auto& table = pack ? (two ? kTable<true, true> : kTable<false, true>)
                                : (two ? kTable<true, false> : kTable<false, false>);
       // The whole strips of kRows in one call, then KernelRows' last one or two.
-      const int64_t rem = m % kRows;
-      const int64_t whole = rem == 0 || 2 * rem >= kRows || m < kRows ? m / kRows : m / kRows - 1;
+      const int64_t whole = WholeKernelRowCalls(m, kRows);
       if (whole > 0) {
         table[kRows - 1](pack ? packed.data() : x + k0, ldx, b0, b1, kc, y + col, ldy, init, mask0,
                          mask1, whole);

@@ -45,12 +45,19 @@ inline RowQuantization QuantizeRange(float lo, float hi) {
 // the last block + (m mod block) rows evenly (128 rows of 14: 8 + 8 at the end, not 14 + 2; a
 // 2-row call makes 4 multiply-adds per 4 loads, and cost 1.4x a 14-row call's time per row in
 // f32 batch-1 at 128 tokens on Zen 4, perf). Which call computes a row never changes its result.
-inline int64_t KernelRows(int64_t m, int64_t r, int64_t block) {
+inline bool KernelRowsSplitTheLastBlock(int64_t m, int64_t block) {
   const int64_t rem = m % block;
-  if (rem == 0 || 2 * rem >= block || m < block) return std::min(block, m - r);
-  const int64_t shared = m - block - rem;  // where the last two calls begin
+  return !(rem == 0 || 2 * rem >= block || m < block);
+}
+inline int64_t KernelRows(int64_t m, int64_t r, int64_t block) {
+  if (!KernelRowsSplitTheLastBlock(m, block)) return std::min(block, m - r);
+  const int64_t shared = m - block - m % block;  // where the last two calls begin
   if (r < shared) return block;
-  return r == shared ? (block + rem + 1) / 2 : m - r;
+  return r == shared ? (block + m % block + 1) / 2 : m - r;
+}
+// How many calls from row 0 take a whole `block` rows (KernelRows' leading ones).
+inline int64_t WholeKernelRowCalls(int64_t m, int64_t block) {
+  return m / block - (KernelRowsSplitTheLastBlock(m, block) ? 1 : 0);
 }
 
 // AVX-512 F: R x 32 blocks of y (two panels at a time, 12 rows), the products in k order.
