@@ -4,7 +4,8 @@
 // mixed text — at 50,000 and 200,000 characters (the server's --max-input-chars default). Four
 // times the input may take at most ten times as long (linear: four; quadratic: sixteen), best of
 // five runs each, plus 10 ms of slack for noise on tiny times (under ctest -j2 beside the engine
-// tests, best of three at eight times + 5 ms failed once: 29.2 ms against 3.0 ms for BPE digits).
+// tests, best of three at eight times + 5 ms failed once: 29.2 ms against 3.0 ms for BPE digits;
+// best of five failed once for WordPiece on 2026-12-03, hence up to three measurements).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -65,8 +66,16 @@ TEST_P(GrowthTest, FourTimesTheInputTakesAtMostTenTimesAsLong) {
   auto t = Tokenizer::FromFile(kFixtures + GetParam() + "/tokenizer.json");
   ASSERT_TRUE(t.ok()) << t.status();
   for (const Pattern& p : Patterns()) {
-    const double small = Seconds(**t, p.make(50000));
-    const double large = Seconds(**t, p.make(200000));
+    const std::string small_text = p.make(50000), large_text = p.make(200000);
+    // Up to three measurements, each pair taken back to back: a neighbour that takes the cores
+    // for part of one (ctest -j2 beside the engine's spinning pool) does not fail the test,
+    // while growth of sixteen times (quadratic) fails all three.
+    double small = 0, large = 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      small = Seconds(**t, small_text);
+      large = Seconds(**t, large_text);
+      if (large < 10.0 * small + 0.010) break;
+    }
     EXPECT_LT(large, 10.0 * small + 0.010)
         << GetParam() << ", " << p.name << ": " << large << " s at 200,000 characters, " << small
         << " s at 50,000";
