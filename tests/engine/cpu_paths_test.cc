@@ -108,15 +108,14 @@ TEST_F(CpuPathsTest, PackedPanelsAreTheSameOnEveryPath) {
     const std::vector<float> w = Random(n * ld, 21, 1.0f), v = Random(k * ld, 22, 1.0f);
     auto run = [&](CpuPath path) {
       EXPECT_TRUE(SetActiveCpuPath(path).ok());
-      const int64_t size =
-          (n + PackedWeights::kPanel - 1) / PackedWeights::kPanel * PackedWeights::kPanel * k;
       PackedWeights a, b;
       a.Pack(w.data(), n, k, ld);
       b.PackTransposed(v.data(), k, std::min(n, ld), ld);
-      std::vector<float> out(a.panel(0), a.panel(0) + size);
-      const int64_t size_b = (std::min(n, ld) + PackedWeights::kPanel - 1) / PackedWeights::kPanel *
-                             PackedWeights::kPanel * k;
-      out.insert(out.end(), b.panel(0), b.panel(0) + size_b);
+      std::vector<float> out;
+      for (const PackedWeights* p : {&a, &b}) {  // every panel, the zeros past n included
+        const int64_t panels = (p->n() + PackedWeights::kPanel - 1) / PackedWeights::kPanel;
+        out.insert(out.end(), p->panel(0), p->panel(0) + panels * PackedWeights::kPanel * k);
+      }
       return out;
     };
     const std::vector<float> reference = run(SupportedCpuPaths().front());

@@ -51,9 +51,10 @@ inline bool KernelRowsSplitTheLastBlock(int64_t m, int64_t block) {
 }
 inline int64_t KernelRows(int64_t m, int64_t r, int64_t block) {
   if (!KernelRowsSplitTheLastBlock(m, block)) return std::min(block, m - r);
-  const int64_t shared = m - block - m % block;  // where the last two calls begin
+  const int64_t rem = m % block;
+  const int64_t shared = m - block - rem;  // where the last two calls begin
   if (r < shared) return block;
-  return r == shared ? (block + m % block + 1) / 2 : m - r;
+  return r == shared ? (block + rem + 1) / 2 : m - r;
 }
 // How many calls from row 0 take a whole `block` rows (KernelRows' leading ones).
 inline int64_t WholeKernelRowCalls(int64_t m, int64_t block) {
