@@ -24,11 +24,15 @@ namespace quiver::engine::cpu {
 namespace {
 constexpr int64_t kQueryBlock = 128;
 
-// vec::SoftmaxExpSum, on 16 lanes where the path has them (the same bits).
-float SoftmaxExpSumRow(float* x, int64_t n, float scale, float shift) {
-  return ActiveCpuPath() >= CpuPath::kAvx512 ? SoftmaxExpSumAvx512(x, n, scale, shift)
-                                             : vec::SoftmaxExpSum(x, n, scale, shift);
+// vec::SoftmaxExp2Sum, on 16 lanes where the path has them (the same bits).
+float SoftmaxExp2SumRow(float* x, int64_t n, float scale, float shift) {
+  return ActiveCpuPath() >= CpuPath::kAvx512 ? SoftmaxExp2SumAvx512(x, n, scale, shift)
+                                             : vec::SoftmaxExp2Sum(x, n, scale, shift);
 }
+
+// log2(e): the softmax works in powers of two, e^(s · scale - m) = 2^(s · scale log2(e) - m
+// log2(e)), which spares its 2^x the split of ln2 (vec::SoftmaxExp2).
+constexpr float kLog2e = 1.44269504088896341f;
 
 // vec::Max, on 16 lanes where the path has them (a maximum is exact: the same value).
 float RowMax(const float* x, int64_t n) {
@@ -49,10 +53,10 @@ struct F32Products {
   void Scores(const float* q, int64_t q_stride, int64_t rows, float* s) {
     PackedGemm(q, q_stride, k, nullptr, s, k.n(), rows, 0, k.n());
   }
-  // Row r of P from row r of the scores (`row`, k.n() of them): e^(x · scale - shift) for the
+  // Row r of P from row r of the scores (`row`, k.n() of them): 2^(x · scale - shift) for the
   // first `visible`, zeros after; returns the sum of the visible ones.
   float Exp(float* row, int64_t /*r*/, int64_t visible, float scale, float shift) {
-    const float sum = visible > 0 ? SoftmaxExpSumRow(row, visible, scale, shift) : 0.0f;
+    const float sum = visible > 0 ? SoftmaxExp2SumRow(row, visible, scale, shift) : 0.0f;
     std::fill(row + visible, row + k.n(), 0.0f);
     return sum;
   }
@@ -64,7 +68,7 @@ struct F32Products {
 
 // The same products in bf16 (AttentionPlan::bf16_products): Q, K, P and V rounded to bf16
 // (nearest even) and multiplied by vdpbf16ps with f32 sums, twice the f32 FMA's rate; the
-// softmax and its running max and sum stay f32, each e^x rounded to bf16 as it is computed.
+// softmax and its running max and sum stay f32, each 2^x rounded to bf16 as it is computed.
 struct Bf16Products {
   Bf16Weights k, v;
   std::vector<uint16_t> q_bf16, p_bf16;
@@ -81,7 +85,7 @@ struct Bf16Products {
   float Exp(float* row, int64_t r, int64_t visible, float scale, float shift) {
     const int64_t width = 2 * v.k_pairs();
     uint16_t* p = p_bf16.data() + r * width;
-    const float sum = visible > 0 ? SoftmaxExpSumBf16Avx512(row, visible, scale, shift, p) : 0.0f;
+    const float sum = visible > 0 ? SoftmaxExp2SumBf16Avx512(row, visible, scale, shift, p) : 0.0f;
     std::fill(p + visible, p + width, uint16_t{0});
     return sum;
   }
@@ -142,7 +146,7 @@ void MaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, cons
         }
         const float new_max = std::max(running_max[state], RowMax(row + lo, hi - lo));
         const float correction = std::exp(running_max[state] - new_max);
-        const float sum = SoftmaxExpSumRow(row + lo, hi - lo, 1.0f, new_max);
+        const float sum = SoftmaxExp2SumRow(row + lo, hi - lo, kLog2e, new_max * kLog2e);
         std::fill(row, row + lo, 0.0f);
         std::fill(row + hi, row + keys, 0.0f);
         running_sum[state] = running_sum[state] * correction + sum;
@@ -176,6 +180,7 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
                      -std::numeric_limits<float>::infinity());
   running_sum.assign(static_cast<size_t>(run_end - run_begin), 0.0f);
   const int64_t run_key_end = plan.causal ? run_end : len;
+  const float scale2 = plan.scale * kLog2e;
   for (int64_t k0 = 0; k0 < run_key_end; k0 += kKeyBlock) {
     const int64_t keys = std::min(kKeyBlock, run_key_end - k0);
     products.PackBlock(kb + k0 * kv_stride, vb + k0 * kv_stride, keys, d, kv_stride);
@@ -196,11 +201,12 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
           products.Exp(row, r, 0, plan.scale, 0.0f);
           continue;
         }
-        // The scale is positive, so the largest scaled score is the scaled largest score.
-        const float new_max = std::max(running_max[state], plan.scale * RowMax(row, visible));
-        // The first block has no running values to correct: e^-inf, 0, without the call.
-        const float correction = k0 > 0 ? std::exp(running_max[state] - new_max) : 0.0f;
-        const float sum = products.Exp(row, r, visible, plan.scale, new_max);
+        // The scale is positive, so the largest scaled score is the scaled largest score (the
+        // running maximum in log2 units, as the exponents are).
+        const float new_max = std::max(running_max[state], scale2 * RowMax(row, visible));
+        // The first block has no running values to correct: 2^-inf, 0, without the call.
+        const float correction = k0 > 0 ? std::exp2(running_max[state] - new_max) : 0.0f;
+        const float sum = products.Exp(row, r, visible, scale2, new_max);
         running_sum[state] = running_sum[state] * correction + sum;
         running_max[state] = new_max;
         if (k0 > 0 && correction != 1.0f) {

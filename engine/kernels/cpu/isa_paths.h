@@ -113,14 +113,15 @@ bool AmxBytesAgree();
 void GeluErfAvx512(float* x, int64_t n);
 // vec::Max on 16 lanes in four chains (a maximum is exact: any order gives it; n >= 1).
 float MaxAvx512(const float* x, int64_t n);
-// vec::SoftmaxExpSum on 16 lanes (AVX-512 F): the same bits, the sum too.
-float SoftmaxExpSumAvx512(float* x, int64_t n, float scale, float shift);
-// For attention's bf16 products (AVX512_BF16): e^(x[i] · scale - shift) rounded to bf16 (nearest
-// even) into out[0, n), and the sum of the f32 values (x is left as it was). e^x by a degree-4
+// vec::SoftmaxExp2Sum on 16 lanes (AVX-512 F): the same bits, the sum too (for x[i] · scale -
+// shift up to 127; a softmax's are at most one rounding above 0).
+float SoftmaxExp2SumAvx512(float* x, int64_t n, float scale, float shift);
+// For attention's bf16 products (AVX512_BF16): 2^(x[i] · scale - shift) rounded to bf16 (nearest
+// even) into out[0, n), and the sum of the f32 values (x is left as it was). 2^x by a degree-4
 // polynomial, within 3e-6 of it (relative): a thousandth of the bf16 rounding that follows
-// (2^-8), four operations fewer per 16 values than vec::SoftmaxExp (tests/engine/
+// (2^-8), two operations fewer per 16 values than vec::SoftmaxExp2 (tests/engine/
 // softmax_exp_test.cc holds both). Not the f32 path's bits, which nothing asks of it: only
 // hosts with AVX512_BF16 run it, on every path they offer.
-float SoftmaxExpSumBf16Avx512(float* x, int64_t n, float scale, float shift, uint16_t* out);
+float SoftmaxExp2SumBf16Avx512(float* x, int64_t n, float scale, float shift, uint16_t* out);
 
 }  // namespace quiver::engine::cpu

@@ -1,6 +1,6 @@
 // Vector helpers for the CPU kernels (private to engine/kernels/cpu). With AVX2 and FMA (the
 // x86-64-v3 build), 8 floats at a time, and exp/tanh from glibc's libmvec (the vector variants
-// GCC itself calls under -ffast-math; within 4 ulp), but the softmax's exp (SoftmaxExp) and the
+// GCC itself calls under -ffast-math; within 4 ulp), but the softmax's 2^x (SoftmaxExp2) and the
 // GELU's erf (ErfAs) inlined, each written so that its 16-lane form gives the same bits.
 // Elsewhere, the same functions as plain loops.
 //
@@ -101,41 +101,41 @@ inline float MaxAbs(const float* x, int64_t n) {
   return m;
 }
 
-// e^x in 8 lanes, for softmax: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts), e^r from
-// Cephes' degree-6 expf polynomial, 2^n put into the exponent; within 2 ulp of e^x (1.3 at most
-// from -87 to 1, against libmvec's 2.5; tests/engine/softmax_exp_test.cc). x is clamped
-// to [-87.3, 88.7], so below -87.3 the result is 2^-126 (about 1e-38), not 0: next to the 1 that
-// every softmax row holds, that is nothing. Inlined, unlike libmvec's expf, which also handles
-// what softmax never gives it. Above, x is clamped to 88.37626, the largest float whose n is 127
-// (e^x is then 2.4e38, where it was infinity from 88.376 to 88.723 when the clamp was 88.72283
-// and n could reach 128), so that the 16-lane version's vscalefps gives the same bits.
-inline __m256 SoftmaxExp(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.336544f)), _mm256_set1_ps(88.37626f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+// 2^x in 8 lanes, for softmax (its arguments in log2 units: the scale times log2(e), so that no
+// ln2 is split off): x = n + r with n the nearest integer and r = x - n exactly (|r| <= 1/2), 2^r
+// by a degree-6 polynomial fitted for this project to 2^r's relative error on [-1/2, 1/2]
+// (2e-9 before rounding; tools/golden/fit_exp2.py), 2^n put into the exponent: within 1 ulp of
+// 2^x from -126 to 0 (0.93 at most; tests/engine/softmax_exp_test.cc), in 12 operations where
+// e^x took 16. x is clamped to [-126, 127]: below -126 the result is 2^-126 (about 1e-38), not
+// 0 (next to the 1 that every softmax row holds, that is nothing); -infinity and NaN give it
+// too. The 16-lane form (vec_avx512.cc) leaves out the upper clamp, which n's exponent field
+// needs here and vscalefps does not: the two give the same bits up to 127, and a softmax's
+// arguments are at most one rounding above 0.
+inline constexpr float kExp2P[6] = {6.9314718246e-01f, 2.4022647738e-01f, 5.5503323674e-02f,
+                                    9.6184369177e-03f, 1.3398873853e-03f, 1.5353361960e-04f};
+
+inline __m256 SoftmaxExp2(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(127.0f));
+  const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 r = _mm256_sub_ps(x, n);
+  __m256 p = _mm256_set1_ps(kExp2P[5]);
+  for (int i = 4; i >= 0; --i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExp2P[i]));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   const __m256i e = _mm256_slli_epi32(
       _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-// x[i] = e^(x[i] * scale - shift) over x[0, n), in one pass; returns the sum of the results:
+// x[i] = 2^(x[i] * scale - shift) over x[0, n), in one pass; returns the sum of the results:
 // two 8-lane sums, of the even and the odd vectors of each 16 values (two dependency chains,
-// and exactly the two halves of a 16-lane sum: SoftmaxExpSumAvx512 gives the same bits), a last
-// whole vector into the first, the two added, across, then the tail one by one.
-inline float SoftmaxExpSumTail(float* x, int64_t i, int64_t n, __m256 acc0, __m256 acc1,
-                               float scale, float shift) {
+// and exactly the two halves of a 16-lane sum: SoftmaxExp2SumAvx512 gives the same bits), a last
+// whole vector into the first, the two added, across, then the tail one by one. A softmax passes
+// its scale times log2(e) and its maximum times that.
+inline float SoftmaxExp2SumTail(float* x, int64_t i, int64_t n, __m256 acc0, __m256 acc1,
+                                float scale, float shift) {
   const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(shift);
   if (i + 8 <= n) {
-    const __m256 e = SoftmaxExp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vs, vm));
+    const __m256 e = SoftmaxExp2(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vs, vm));
     _mm256_storeu_ps(x + i, e);
     acc0 = _mm256_add_ps(acc0, e);
     i += 8;
@@ -144,26 +144,26 @@ inline float SoftmaxExpSumTail(float* x, int64_t i, int64_t n, __m256 acc0, __m2
   if (i < n) {
     alignas(32) float tail[8] = {};
     std::copy(x + i, x + n, tail);
-    _mm256_store_ps(tail, SoftmaxExp(_mm256_fmsub_ps(_mm256_load_ps(tail), vs, vm)));
+    _mm256_store_ps(tail, SoftmaxExp2(_mm256_fmsub_ps(_mm256_load_ps(tail), vs, vm)));
     std::copy(tail, tail + (n - i), x + i);
     for (int64_t j = 0; j < n - i; ++j) sum += tail[j];
   }
   return sum;
 }
 
-inline float SoftmaxExpSum(float* x, int64_t n, float scale, float shift) {
+inline float SoftmaxExp2Sum(float* x, int64_t n, float scale, float shift) {
   const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(shift);
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256 e0 = SoftmaxExp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vs, vm));
-    const __m256 e1 = SoftmaxExp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i + 8), vs, vm));
+    const __m256 e0 = SoftmaxExp2(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vs, vm));
+    const __m256 e1 = SoftmaxExp2(_mm256_fmsub_ps(_mm256_loadu_ps(x + i + 8), vs, vm));
     _mm256_storeu_ps(x + i, e0);
     _mm256_storeu_ps(x + i + 8, e1);
     acc0 = _mm256_add_ps(acc0, e0);
     acc1 = _mm256_add_ps(acc1, e1);
   }
-  return SoftmaxExpSumTail(x, i, n, acc0, acc1, scale, shift);
+  return SoftmaxExp2SumTail(x, i, n, acc0, acc1, scale, shift);
 }
 
 // Sum of (x[i] - mean)^2, in Sum's order.
@@ -257,10 +257,10 @@ inline float MaxAbs(const float* x, int64_t n) {
   return m;
 }
 
-inline float SoftmaxExpSum(float* x, int64_t n, float scale, float shift) {
+inline float SoftmaxExp2Sum(float* x, int64_t n, float scale, float shift) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] * scale - shift);
+    x[i] = std::exp2(x[i] * scale - shift);
     sum += x[i];
   }
   return sum;

@@ -16,23 +16,17 @@
 namespace quiver::engine::cpu {
 namespace {
 
-// vec::SoftmaxExp on 16 lanes.
-QUIVER_TARGET_AVX512 inline __m512 SoftmaxExp(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.336544f)), _mm512_set1_ps(88.37626f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  // p · 2^n by vscalefps: n is an integer in [-126, 127], so this is the one rounding of the
-  // product p · 2^n that vec::SoftmaxExp's multiplication by the built power of two makes: the
-  // same bits, in one instruction for four.
+// vec::SoftmaxExp2 on 16 lanes, without its upper clamp: vscalefps takes any n (2^n past 127 is
+// infinity), where the 8-lane form builds 2^n in an exponent field. Up to 127, n is an integer in
+// [-126, 127], so the scaling is the one rounding of the product p · 2^n that the 8-lane form's
+// multiplication by the built power of two makes: the same bits.
+QUIVER_TARGET_AVX512 inline __m512 SoftmaxExp2(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(vec::kExp2P[5]);
+  for (int i = 4; i >= 0; --i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(vec::kExp2P[i]));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, n);
 }
 
@@ -87,45 +81,43 @@ QUIVER_TARGET_AVX512 float MaxAvx512(const float* x, int64_t n) {
   return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
 }
 
-QUIVER_TARGET_AVX512 float SoftmaxExpSumAvx512(float* x, int64_t n, float scale, float shift) {
+QUIVER_TARGET_AVX512 float SoftmaxExp2SumAvx512(float* x, int64_t n, float scale, float shift) {
   const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(shift);
   __m512 acc = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512 e = SoftmaxExp(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vm));
+    const __m512 e = SoftmaxExp2(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), vs, vm));
     _mm512_storeu_ps(x + i, e);
     acc = _mm512_add_ps(acc, e);
   }
-  return vec::SoftmaxExpSumTail(x, i, n, _mm512_castps512_ps256(acc),
-                                _mm512_extractf32x8_ps(acc, 1), scale, shift);
+  return vec::SoftmaxExp2SumTail(x, i, n, _mm512_castps512_ps256(acc),
+                                 _mm512_extractf32x8_ps(acc, 1), scale, shift);
 }
 
 namespace {
 
-// e^x within 3e-6 (relative) for x <= 0, for values rounded to bf16 next: x = n ln2 + r (ln2 in
-// one part: n ln2's rounding, under 2.5e-7 of r for |n| <= 126, is lost in the polynomial's
-// error), e^r by a degree-4 polynomial fitted to e^r's relative error on [-ln2/2, ln2/2] for this
-// project (2.9e-6 at most after f32 rounding), 2^n by vscalefps. x is held above -87.34 so that
-// -infinity gives 2^-126 (1e-38), not NaN; a NaN stays NaN.
-QUIVER_TARGET_AVX512 inline __m512 ExpForBf16(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-87.336544f), x);  // x second: a NaN x is what max gives
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147181f), x);
-  __m512 p = _mm512_set1_ps(0.0415137038f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.16787447f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.50003016f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.99996686f));
+// 2^x within 3e-6 (relative) for x <= 0, for values rounded to bf16 next: x = n + r (r exact),
+// 2^r by a degree-4 polynomial fitted to 2^r's relative error on [-1/2, 1/2] for this project
+// (2.9e-6 at most after f32 rounding; tools/golden/fit_exp2.py 4), 2^n by vscalefps. x is held
+// above -126 so that -infinity gives 2^-126 (1e-38), not NaN; a NaN stays NaN.
+QUIVER_TARGET_AVX512 inline __m512 Exp2ForBf16(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-126.0f), x);  // x second: a NaN x is what max gives
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(9.5828529447e-03f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.5906426162e-02f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(2.4024099112e-01f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(6.9312417507e-01f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, n);
 }
 
-// One step of SoftmaxExpSumBf16Avx512 over x[i, i + 16), lanes outside `mask` zero in the sum
+// One step of SoftmaxExp2SumBf16Avx512 over x[i, i + 16), lanes outside `mask` zero in the sum
 // and not stored.
 QUIVER_TARGET_AVX512_BF16 inline __m512 ExpBf16Step(const float* x, __mmask16 mask, __m512 scale,
                                                     __m512 shift, uint16_t* out, __m512 acc) {
   const __m512 e = _mm512_maskz_mov_ps(
-      mask, ExpForBf16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mask, x), scale, shift)));
+      mask, Exp2ForBf16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mask, x), scale, shift)));
   const __m256bh p = _mm512_cvtneps_pbh(e);
   _mm256_mask_storeu_epi16(out, mask, reinterpret_cast<const __m256i&>(p));
   return _mm512_add_ps(acc, e);
@@ -133,8 +125,8 @@ QUIVER_TARGET_AVX512_BF16 inline __m512 ExpBf16Step(const float* x, __mmask16 ma
 
 }  // namespace
 
-QUIVER_TARGET_AVX512_BF16 float SoftmaxExpSumBf16Avx512(float* x, int64_t n, float scale,
-                                                        float shift, uint16_t* out) {
+QUIVER_TARGET_AVX512_BF16 float SoftmaxExp2SumBf16Avx512(float* x, int64_t n, float scale,
+                                                         float shift, uint16_t* out) {
   const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(shift);
   __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
   int64_t i = 0;
@@ -158,8 +150,8 @@ QUIVER_TARGET_AVX512_BF16 float SoftmaxExpSumBf16Avx512(float* x, int64_t n, flo
 namespace quiver::engine::cpu {
 void GeluErfAvx512(float*, int64_t) { std::abort(); }
 float MaxAvx512(const float*, int64_t) { std::abort(); }
-float SoftmaxExpSumAvx512(float*, int64_t, float, float) { std::abort(); }
-float SoftmaxExpSumBf16Avx512(float*, int64_t, float, float, uint16_t*) { std::abort(); }
+float SoftmaxExp2SumAvx512(float*, int64_t, float, float) { std::abort(); }
+float SoftmaxExp2SumBf16Avx512(float*, int64_t, float, float, uint16_t*) { std::abort(); }
 }  // namespace quiver::engine::cpu
 
 #endif
