@@ -409,11 +409,14 @@ void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& 
                    StrCat("weights [", w.out_features, ", ", w.in_features, "] do not give q (",
                           q_width, ") and k, v (", kv_width, " each) columns"));
   }
-  const bool fused = ctx.device == Device::kCpu && w.ready() && backend.device() == Device::kCpu &&
-                     backend.name() == "flash" && plan.num_seqs > 0 && plan.num_kv_heads > 0 &&
-                     plan.num_heads % plan.num_kv_heads == 0 &&
-                     cpu::QkvAttentionIsFused(*ctx.pool, plan);
-  if (!fused) {
+  const bool cpu_flash = ctx.device == Device::kCpu && w.ready() &&
+                         backend.device() == Device::kCpu && backend.name() == "flash" &&
+                         plan.num_seqs > 0 && plan.num_kv_heads > 0 &&
+                         plan.num_heads % plan.num_kv_heads == 0;
+  const bool fused = cpu_flash && cpu::QkvAttentionIsFused(*ctx.pool, plan);
+  const bool by_heads = cpu_flash && !fused && w.precision == WeightPrecision::kF32 &&
+                        cpu::QkvAttentionByHeadsFits(*ctx.pool, plan);
+  if (!fused && !by_heads) {
     Linear(ctx, x, w, qkv);
     Attention(ctx, backend, plan, qkv.Columns(0, q_width), qkv.Columns(q_width, q_width + kv_width),
               qkv.Columns(q_width + kv_width, q_width + 2 * kv_width), out);
@@ -429,6 +432,10 @@ void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& 
   internal::CheckDisjoint("QkvAttention", "out", out, "qkv", qkv);
   internal::CheckDisjoint("QkvAttention", "out", out, "x", x);
   const float* bias = w.bias.empty() ? nullptr : w.bias.f32();
+  if (by_heads) {
+    cpu::QkvAttentionByHeads(*ctx.pool, x.f32(), CpuPacked(w), bias, plan, out.f32());
+    return;
+  }
   switch (w.precision) {
     case WeightPrecision::kInt8:
       cpu::QkvAttention(*ctx.pool, x.f32(), CpuQuantized(w), bias, qkv.f32(), plan, out.f32());

@@ -98,7 +98,9 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
 // followed by ops::Attention, with the same arguments and the same results. On the CPU with the
 // flash backend and a batch of many sequences, the two run per sequence on one thread
 // (kernels/cpu/kernels.h, QkvAttention: its qkv rows are still in cache for its attention; the
-// same bits). qkv is a workspace: the fused path leaves the rows of short sequences unwritten.
+// same bits); with f32 weights and a few sequences, per (sequence, head) on one thread
+// (QkvAttentionByHeads). qkv is a workspace: the fused paths leave the rows of short sequences
+// (by heads: every row) unwritten.
 void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
                   const Tensor& qkv, const AttentionBackend& backend, const AttentionPlan& plan,
                   const Tensor& out);

@@ -468,5 +468,83 @@ TEST_F(CpuPathsTest, FusedQkvAttentionEqualsItsTwoStepsOnEveryPath) {
   EXPECT_FALSE(QkvAttentionIsFused(pool, one_long));
 }
 
+// The projection and attention per (sequence, head) against the two steps it replaces, on every
+// path: the same bits, with grouped heads and with one kv head per head, bidirectional and
+// causal, a sliding window, the bf16 products where the host has them, a sequence of no tokens
+// among a few. And where it applies: not where the per-sequence form does, at least four tasks
+// per thread, head_dim a multiple of 16, each head's rows within the thread buffer's bound.
+TEST_F(CpuPathsTest, QkvAttentionByHeadsEqualsItsTwoStepsOnEveryPath) {
+  PathGuard guard;
+  ThreadPool pool(2);
+  const int64_t d = 32, k = 96;
+  const std::vector<int32_t> lengths = {300, 0, 45};
+  std::vector<int32_t> cu = {0};
+  for (int32_t len : lengths) cu.push_back(cu.back() + len);
+  const int64_t m = cu.back();
+  struct Variant {
+    bool causal, bf16;
+    int64_t window;
+  };
+  const std::vector<Variant> variants = {{false, false, -1},
+                                         {true, false, -1},
+                                         {false, false, 20},
+                                         {false, true, -1},
+                                         {true, true, -1}};
+  for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{6, 3}, {4, 4}}) {
+    const int64_t n = (heads + 2 * kv_heads) * d;
+    const std::vector<float> w = Random(n * k, 81, 0.3f), bias = Random(n, 82, 0.5f),
+                             x = Random(m * k, 83, 2.0f);
+    const PackedWeights weights(w.data(), n, k);
+    AttentionPlan plan;
+    plan.cu_seqlens = cu.data();
+    plan.num_seqs = static_cast<int64_t>(lengths.size());
+    plan.max_seqlen = 300;
+    plan.num_heads = heads;
+    plan.num_kv_heads = kv_heads;
+    plan.head_dim = d;
+    plan.scale = 0.2f;
+    ASSERT_TRUE(QkvAttentionByHeadsFits(pool, plan)) << heads << " heads";
+    for (CpuPath path : SupportedCpuPaths()) {
+      ASSERT_TRUE(SetActiveCpuPath(path).ok());
+      for (const Variant& v : variants) {
+        if (v.bf16 && !Bf16Supported()) continue;
+        AttentionPlan p = plan;
+        p.causal = v.causal;
+        p.bf16_products = v.bf16;
+        p.window = v.window;
+        std::vector<float> qkv(m * n), steps(m * heads * d, -2.0f), by_heads(m * heads * d, -1.0f);
+        Linear(pool, x.data(), weights, bias.data(), qkv.data(), m);
+        FlashAttention(p, qkv.data(), n, qkv.data() + heads * d,
+                       qkv.data() + (heads + kv_heads) * d, n, steps.data(), pool);
+        QkvAttentionByHeads(pool, x.data(), weights, bias.data(), p, by_heads.data());
+        EXPECT_TRUE(SameBits(by_heads, steps))
+            << CpuPathName(path) << " heads " << heads << "/" << kv_heads << " causal=" << v.causal
+            << " bf16=" << v.bf16 << " window=" << v.window;
+      }
+    }
+    // Where it does not apply.
+    AttentionPlan one = plan;  // one sequence: 6 or 4 tasks for 2 threads
+    one.num_seqs = 1;
+    EXPECT_FALSE(QkvAttentionByHeadsFits(pool, one)) << heads << " heads";
+    AttentionPlan odd = plan;
+    odd.head_dim = 24;
+    EXPECT_FALSE(QkvAttentionByHeadsFits(pool, odd));
+    const std::vector<int32_t> long_cu = {0, 30000, 30001, 30002};  // 30000 x 3 x 32 floats
+    AttentionPlan too_long = plan;
+    too_long.cu_seqlens = long_cu.data();
+    EXPECT_FALSE(QkvAttentionByHeadsFits(pool, too_long));
+  }
+  // Many sequences: the per-sequence form's.
+  const std::vector<int32_t> many_cu = {0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
+  AttentionPlan many;
+  many.cu_seqlens = many_cu.data();
+  many.num_seqs = 10;
+  many.num_heads = 4;
+  many.num_kv_heads = 4;
+  many.head_dim = d;
+  ASSERT_TRUE(QkvAttentionIsFused(pool, many));
+  EXPECT_FALSE(QkvAttentionByHeadsFits(pool, many));
+}
+
 }  // namespace
 }  // namespace quiver::engine::cpu

@@ -44,4 +44,11 @@ void FlashAttentionSequence(const AttentionPlan& plan, int64_t seq, const float*
                             int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
                             float* out);
 
+// FlashAttention's rows of one (sequence, head) of the plan, on the calling thread, from the
+// head's own q, k and v columns: q, k and v point at the sequence's first row of them (k and v
+// the head's kv head's), rows `stride` floats apart. The same bits as FlashAttention gives these
+// rows. For callers that make each head's projections per task (kernels.h, QkvAttentionByHeads).
+void FlashAttentionHead(const AttentionPlan& plan, int64_t seq, int64_t h, const float* q,
+                        const float* k, const float* v, int64_t stride, float* out);
+
 }  // namespace quiver::engine::cpu

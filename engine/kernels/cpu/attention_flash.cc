@@ -100,7 +100,7 @@ struct Bf16Products {
 // multiples of kKeyBlock from the sequence start, whatever the run, so that a query's blocks and
 // their order never depend on the batch (a block a query sees nothing of adds exactly nothing);
 // blocks outside the run's window are skipped. The output rows start at zero and every block
-// accumulates.
+// accumulates. q, kb and vb are the head's columns from the sequence's first row.
 void MaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* kb,
                const float* vb, int64_t kv_stride, float* out, int64_t begin, int64_t len,
                int64_t run_begin, int64_t run_end, int64_t h) {
@@ -126,7 +126,7 @@ void MaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, cons
       const int64_t rows = std::min(kQueryBlock, run_end - q0);
       if (VisibleKeys(plan, q0, len).lo >= k0 + keys) continue;      // the block is before them all
       if (VisibleKeys(plan, q0 + rows - 1, len).hi <= k0) continue;  // after them all
-      const float* qb = q + (begin + q0) * q_stride + h * d;
+      const float* qb = q + q0 * q_stride;
       float* ob = out + (begin + q0) * out_stride + h * d;
       float* sc = scores.data();
       PackedGemm(qb, q_stride, k_packed, nullptr, sc, keys, rows, 0, keys);
@@ -167,7 +167,8 @@ void MaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, cons
 }
 
 // A run of queries [run_begin, run_end) of one (sequence, head) without masks: the recurrence
-// over key blocks from the sequence start (causal: up to the run's last query).
+// over key blocks from the sequence start (causal: up to the run's last query). q, kb and vb are
+// the head's columns from the sequence's first row.
 template <typename Products>
 void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* kb,
                  const float* vb, int64_t kv_stride, float* out, int64_t begin, int64_t len,
@@ -187,7 +188,7 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
     for (int64_t q0 = run_begin; q0 < run_end; q0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, run_end - q0);
       if (plan.causal && k0 >= q0 + rows) continue;  // keys after this block's last query
-      const float* qb = q + (begin + q0) * q_stride + h * d;
+      const float* qb = q + q0 * q_stride;
       float* ob = out + (begin + q0) * out_stride + h * d;
       float* sc = scores.data();
       products.Scores(qb, q_stride, rows, sc);
@@ -224,27 +225,35 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
   }
 }
 
-// Queries [run_begin, run_end) of sequence `seq`, head h, on the calling thread.
+// Queries [run_begin, run_end) of sequence `seq`, head h, on the calling thread; qh, kh and vh
+// the head's columns (its kv head's for kh and vh) from the sequence's first row.
+void RunHeadAt(const AttentionPlan& plan, const float* qh, int64_t q_stride, const float* kh,
+               const float* vh, int64_t kv_stride, float* out, int64_t seq, int64_t run_begin,
+               int64_t run_end, int64_t h) {
+  const int64_t begin = plan.cu_seqlens[seq];
+  const int64_t len = plan.cu_seqlens[seq + 1] - begin;
+  if (plan.has_masks()) {
+    MaskedRun(plan, qh, q_stride, kh, vh, kv_stride, out, begin, len, run_begin, run_end, h);
+  } else if (plan.bf16_products) {
+    thread_local Bf16Products products;
+    UnmaskedRun(plan, qh, q_stride, kh, vh, kv_stride, out, begin, len, run_begin, run_end, h,
+                products);
+  } else {
+    thread_local F32Products products;
+    UnmaskedRun(plan, qh, q_stride, kh, vh, kv_stride, out, begin, len, run_begin, run_end, h,
+                products);
+  }
+}
+
+// RunHeadAt over the batch's q, k and v.
 void RunHead(const AttentionPlan& plan, const float* q, int64_t q_stride, const float* k,
              const float* v, int64_t kv_stride, float* out, int64_t seq, int64_t run_begin,
              int64_t run_end, int64_t h) {
   const int64_t d = plan.head_dim;
   const int64_t begin = plan.cu_seqlens[seq];
-  const int64_t len = plan.cu_seqlens[seq + 1] - begin;
-  const int64_t kvh = KvHead(plan, h);
-  const float* kb = k + begin * kv_stride + kvh * d;
-  const float* vb = v + begin * kv_stride + kvh * d;
-  if (plan.has_masks()) {
-    MaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run_begin, run_end, h);
-  } else if (plan.bf16_products) {
-    thread_local Bf16Products products;
-    UnmaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run_begin, run_end, h,
-                products);
-  } else {
-    thread_local F32Products products;
-    UnmaskedRun(plan, q, q_stride, kb, vb, kv_stride, out, begin, len, run_begin, run_end, h,
-                products);
-  }
+  const int64_t kv_column = KvHead(plan, h) * d;
+  RunHeadAt(plan, q + begin * q_stride + h * d, q_stride, k + begin * kv_stride + kv_column,
+            v + begin * kv_stride + kv_column, kv_stride, out, seq, run_begin, run_end, h);
 }
 
 }  // namespace
@@ -286,6 +295,13 @@ void FlashAttentionSequence(const AttentionPlan& plan, int64_t seq, const float*
   for (int64_t h = 0; h < plan.num_heads; ++h) {
     RunHead(plan, q, q_stride, k, v, kv_stride, out, seq, 0, len, h);
   }
+}
+
+void FlashAttentionHead(const AttentionPlan& plan, int64_t seq, int64_t h, const float* q,
+                        const float* k, const float* v, int64_t stride, float* out) {
+  const int64_t len = plan.cu_seqlens[seq + 1] - plan.cu_seqlens[seq];
+  if (len == 0) return;
+  RunHeadAt(plan, q, stride, k, v, stride, out, seq, 0, len, h);
 }
 
 }  // namespace quiver::engine::cpu

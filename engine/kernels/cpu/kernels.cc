@@ -491,6 +491,42 @@ void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const 
   RunQkvAttention(pool, x, w, bias, qkv, plan, out, thread_row_bytes);
 }
 
+bool QkvAttentionByHeadsFits(const ThreadPool& pool, const AttentionPlan& plan) {
+  if (plan.num_seqs <= 0 || plan.num_kv_heads <= 0 || plan.num_heads % plan.num_kv_heads != 0 ||
+      plan.head_dim % PackedWeights::kPanel != 0 || QkvAttentionIsFused(pool, plan)) {
+    return false;
+  }
+  if (plan.num_seqs * plan.num_heads < 4 * static_cast<int64_t>(pool.num_threads())) return false;
+  int64_t longest = 0;
+  for (int64_t s = 0; s < plan.num_seqs; ++s) {
+    longest = std::max<int64_t>(longest, plan.cu_seqlens[s + 1] - plan.cu_seqlens[s]);
+  }
+  return longest * 3 * plan.head_dim * static_cast<int64_t>(sizeof(float)) <= kQkvThreadRowBytes;
+}
+
+void QkvAttentionByHeads(ThreadPool& pool, const float* x, const PackedWeights& w,
+                         const float* bias, const AttentionPlan& plan, float* out) {
+  const int64_t d = plan.head_dim, k = w.k();
+  const int64_t q_width = plan.num_heads * d;
+  const int64_t kv_width = plan.num_kv_heads * d;
+  const int64_t width = 3 * d;  // the buffer's row: the head's q, then its kv head's k and v
+  pool.ParallelFor(plan.num_seqs * plan.num_heads, [&](int64_t task) {
+    const int64_t s = task / plan.num_heads, h = task % plan.num_heads;
+    const int64_t begin = plan.cu_seqlens[s], len = plan.cu_seqlens[s + 1] - begin;
+    if (len == 0) return;
+    const int64_t kv_column = h / (plan.num_heads / plan.num_kv_heads) * d;
+    thread_local std::vector<float> rows;
+    rows.resize(static_cast<size_t>(len * width));
+    const int64_t columns[3] = {h * d, q_width + kv_column, q_width + kv_width + kv_column};
+    for (int64_t j = 0; j < 3; ++j) {
+      // PackedGemm writes column c of a row at y + c: the buffer's slot j for c = columns[j].
+      PackedGemm(x + begin * k, k, w, bias, rows.data() + j * d - columns[j], width, len,
+                 columns[j], columns[j] + d);
+    }
+    FlashAttentionHead(plan, s, h, rows.data(), rows.data() + d, rows.data() + 2 * d, width, out);
+  });
+}
+
 void Embedding(ThreadPool& pool, const int32_t* ids, const int32_t* positions,
                const int32_t* type_ids, const float* word, const float* position, const float* type,
                const float* gamma, const float* beta, float* x, int64_t m, int64_t n, float eps) {

@@ -102,6 +102,19 @@ bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan);
 void QkvAttention(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
                   float* qkv, const AttentionPlan& plan, float* out,
                   int64_t thread_row_bytes = kQkvThreadRowBytes);
+
+// The same product and attention for a few sequences, f32 weights: one task per (sequence, head)
+// makes that head's q, k and v columns for the sequence (column ranges of the packed GEMM, the
+// same sums) in a buffer of its thread and runs the head's attention over them at once, so the
+// projections are read from the thread's cache rather than from the whole qkv's trip through
+// memory, and one pass over the pool does both. qkv is not written. The same bits as Linear
+// followed by FlashAttention. Worth it where QkvAttentionIsFused is not, with at least four
+// (sequence, head) tasks per thread (batch-1 at 512 tokens: 3.3% faster on Zen 4 with 2 threads,
+// docs/benchmarks.md), a head_dim of whole panels (a multiple of 16), and each sequence's
+// q, k and v for a head within kQkvThreadRowBytes (QkvAttentionByHeadsFits).
+bool QkvAttentionByHeadsFits(const ThreadPool& pool, const AttentionPlan& plan);
+void QkvAttentionByHeads(ThreadPool& pool, const float* x, const PackedWeights& w,
+                         const float* bias, const AttentionPlan& plan, float* out);
 void QkvAttention(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
                   float* qkv, const AttentionPlan& plan, float* out,
                   int64_t thread_row_bytes = kQkvThreadRowBytes);
