@@ -8,6 +8,7 @@
 #include "engine/base/half.h"
 #include "engine/base/thread_pool.h"
 #include "engine/kernels/cpu/attention.h"
+#include "engine/kernels/cpu/attention_common.h"
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/vec.h"
@@ -426,16 +427,24 @@ void FeedForwardAddLayerNorm(ThreadPool& pool, float* io, const Bf16Weights& up,
   FeedForwardBlocks(pool, io, up, up_bias, epilogue, down, down_bias, gamma, beta, m, eps, first);
 }
 
-bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan) {
-  const int64_t threads = pool.num_threads();
-  if (plan.num_seqs < 4 * threads) return false;
+namespace {
+
+int64_t LongestSequence(const AttentionPlan& plan) {
   int64_t longest = 0;
   for (int64_t s = 0; s < plan.num_seqs; ++s) {
     longest = std::max<int64_t>(longest, plan.cu_seqlens[s + 1] - plan.cu_seqlens[s]);
   }
+  return longest;
+}
+
+}  // namespace
+
+bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan) {
+  const int64_t threads = pool.num_threads();
+  if (plan.num_seqs < 4 * threads) return false;
   // The longest sequence at most half a thread's share of the tokens (its attention grows with
   // the square of its length, so a longer one would leave the other threads waiting).
-  return longest * 2 * threads <= plan.cu_seqlens[plan.num_seqs];
+  return LongestSequence(plan) * 2 * threads <= plan.cu_seqlens[plan.num_seqs];
 }
 
 namespace {
@@ -497,11 +506,8 @@ bool QkvAttentionByHeadsFits(const ThreadPool& pool, const AttentionPlan& plan) 
     return false;
   }
   if (plan.num_seqs * plan.num_heads < 4 * static_cast<int64_t>(pool.num_threads())) return false;
-  int64_t longest = 0;
-  for (int64_t s = 0; s < plan.num_seqs; ++s) {
-    longest = std::max<int64_t>(longest, plan.cu_seqlens[s + 1] - plan.cu_seqlens[s]);
-  }
-  return longest * 3 * plan.head_dim * static_cast<int64_t>(sizeof(float)) <= kQkvThreadRowBytes;
+  return LongestSequence(plan) * 3 * plan.head_dim * static_cast<int64_t>(sizeof(float)) <=
+         kQkvThreadRowBytes;
 }
 
 void QkvAttentionByHeads(ThreadPool& pool, const float* x, const PackedWeights& w,
@@ -514,7 +520,7 @@ void QkvAttentionByHeads(ThreadPool& pool, const float* x, const PackedWeights& 
     const int64_t s = task / plan.num_heads, h = task % plan.num_heads;
     const int64_t begin = plan.cu_seqlens[s], len = plan.cu_seqlens[s + 1] - begin;
     if (len == 0) return;
-    const int64_t kv_column = h / (plan.num_heads / plan.num_kv_heads) * d;
+    const int64_t kv_column = KvHead(plan, h) * d;
     thread_local std::vector<float> rows;
     rows.resize(static_cast<size_t>(len * width));
     const int64_t columns[3] = {h * d, q_width + kv_column, q_width + kv_width + kv_column};
