@@ -391,6 +391,45 @@ TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
   }
 }
 
+// The attention forms both fused projections are checked in: bidirectional, causal, a sliding
+// window, and the bf16 products (with and without causality) where the host has them.
+struct AttentionVariant {
+  bool causal, bf16;
+  int64_t window;
+  AttentionPlan Of(AttentionPlan plan) const {
+    plan.causal = causal;
+    plan.bf16_products = bf16;
+    plan.window = window;
+    return plan;
+  }
+};
+std::vector<AttentionVariant> AttentionVariants() {
+  return {{false, false, -1},
+          {true, false, -1},
+          {false, false, 20},
+          {false, true, -1},
+          {true, true, -1}};
+}
+std::string Describe(const AttentionVariant& v) {
+  return "causal=" + std::to_string(v.causal) + " bf16=" + std::to_string(v.bf16) +
+         " window=" + std::to_string(v.window);
+}
+
+// Linear then FlashAttention, the two steps the fused forms replace: the attention's output, the
+// projection in qkv.
+template <typename Weights>
+std::vector<float> TwoSteps(ThreadPool& pool, const std::vector<float>& x, const Weights& w,
+                            const std::vector<float>& bias, const AttentionPlan& p, int64_t m,
+                            std::vector<float>& qkv) {
+  const int64_t n = w.n(), q_width = p.num_heads * p.head_dim;
+  qkv.assign(static_cast<size_t>(m * n), 0.0f);
+  std::vector<float> out(static_cast<size_t>(m * q_width), -2.0f);
+  Linear(pool, x.data(), w, bias.data(), qkv.data(), m);
+  FlashAttention(p, qkv.data(), n, qkv.data() + q_width,
+                 qkv.data() + q_width + p.num_kv_heads * p.head_dim, n, out.data(), pool);
+  return out;
+}
+
 // The fused projection and attention (per sequence on one thread) against the two steps it
 // replaces, on every path and for int8, f32 and bf16 weights: the same bits, with grouped heads,
 // bidirectional and causal, a sliding window, and the bf16 products where the host has them; a
@@ -418,34 +457,19 @@ TEST_F(CpuPathsTest, FusedQkvAttentionEqualsItsTwoStepsOnEveryPath) {
   plan.head_dim = d;
   plan.scale = 0.25f;
   ASSERT_TRUE(QkvAttentionIsFused(pool, plan));
-  struct Variant {
-    bool causal, bf16;
-    int64_t window;
-  };
-  const std::vector<Variant> variants = {{false, false, -1},
-                                         {true, false, -1},
-                                         {false, false, 20},
-                                         {false, true, -1},
-                                         {true, true, -1}};
   for (CpuPath path : SupportedCpuPaths()) {
     ASSERT_TRUE(SetActiveCpuPath(path).ok());
-    for (const Variant& v : variants) {
+    for (const AttentionVariant& v : AttentionVariants()) {
       if (v.bf16 && !Bf16Supported()) continue;
-      AttentionPlan p = plan;
-      p.causal = v.causal;
-      p.bf16_products = v.bf16;
-      p.window = v.window;
+      const AttentionPlan p = v.Of(plan);
       auto compare = [&](const auto& weights, const char* form) {
-        std::vector<float> qkv2(m * n), steps(m * heads * d, -2.0f);
-        Linear(pool, x.data(), weights, bias.data(), qkv2.data(), m);
-        FlashAttention(p, qkv2.data(), n, qkv2.data() + heads * d,
-                       qkv2.data() + (heads + kv_heads) * d, n, steps.data(), pool);
+        std::vector<float> qkv2;
+        const std::vector<float> steps = TwoSteps(pool, x, weights, bias, p, m, qkv2);
         // The projections in the threads' buffers (the default), and in qkv (no buffer allowed).
         std::vector<float> qkv(m * n), fused(m * heads * d, -1.0f);
         QkvAttention(pool, x.data(), weights, bias.data(), qkv.data(), p, fused.data());
         EXPECT_TRUE(SameBits(fused, steps))
-            << CpuPathName(path) << " " << form << " causal=" << v.causal << " bf16=" << v.bf16
-            << " window=" << v.window;
+            << CpuPathName(path) << " " << form << " " << Describe(v);
         std::vector<float> fused_qkv(m * heads * d, -3.0f);
         QkvAttention(pool, x.data(), weights, bias.data(), qkv.data(), p, fused_qkv.data(),
                      /*thread_row_bytes=*/0);
@@ -481,15 +505,6 @@ TEST_F(CpuPathsTest, QkvAttentionByHeadsEqualsItsTwoStepsOnEveryPath) {
   std::vector<int32_t> cu = {0};
   for (int32_t len : lengths) cu.push_back(cu.back() + len);
   const int64_t m = cu.back();
-  struct Variant {
-    bool causal, bf16;
-    int64_t window;
-  };
-  const std::vector<Variant> variants = {{false, false, -1},
-                                         {true, false, -1},
-                                         {false, false, 20},
-                                         {false, true, -1},
-                                         {true, true, -1}};
   for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{6, 3}, {4, 4}}) {
     const int64_t n = (heads + 2 * kv_heads) * d;
     const std::vector<float> w = Random(n * k, 81, 0.3f), bias = Random(n, 82, 0.5f),
@@ -506,20 +521,14 @@ TEST_F(CpuPathsTest, QkvAttentionByHeadsEqualsItsTwoStepsOnEveryPath) {
     ASSERT_TRUE(QkvAttentionByHeadsFits(pool, plan)) << heads << " heads";
     for (CpuPath path : SupportedCpuPaths()) {
       ASSERT_TRUE(SetActiveCpuPath(path).ok());
-      for (const Variant& v : variants) {
+      for (const AttentionVariant& v : AttentionVariants()) {
         if (v.bf16 && !Bf16Supported()) continue;
-        AttentionPlan p = plan;
-        p.causal = v.causal;
-        p.bf16_products = v.bf16;
-        p.window = v.window;
-        std::vector<float> qkv(m * n), steps(m * heads * d, -2.0f), by_heads(m * heads * d, -1.0f);
-        Linear(pool, x.data(), weights, bias.data(), qkv.data(), m);
-        FlashAttention(p, qkv.data(), n, qkv.data() + heads * d,
-                       qkv.data() + (heads + kv_heads) * d, n, steps.data(), pool);
+        const AttentionPlan p = v.Of(plan);
+        std::vector<float> qkv, by_heads(m * heads * d, -1.0f);
+        const std::vector<float> steps = TwoSteps(pool, x, weights, bias, p, m, qkv);
         QkvAttentionByHeads(pool, x.data(), weights, bias.data(), p, by_heads.data());
         EXPECT_TRUE(SameBits(by_heads, steps))
-            << CpuPathName(path) << " heads " << heads << "/" << kv_heads << " causal=" << v.causal
-            << " bf16=" << v.bf16 << " window=" << v.window;
+            << CpuPathName(path) << " heads " << heads << "/" << kv_heads << " " << Describe(v);
       }
     }
     // Where it does not apply.
