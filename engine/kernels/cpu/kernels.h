@@ -102,6 +102,12 @@ bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan);
 void QkvAttention(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
                   float* qkv, const AttentionPlan& plan, float* out,
                   int64_t thread_row_bytes = kQkvThreadRowBytes);
+void QkvAttention(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out,
+                  int64_t thread_row_bytes = kQkvThreadRowBytes);
+void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out,
+                  int64_t thread_row_bytes = kQkvThreadRowBytes);
 
 // The same product and attention for a few sequences, f32 weights: one task per (sequence, head)
 // makes that head's q, k and v columns for the sequence (column ranges of the packed GEMM, the
@@ -115,12 +121,6 @@ void QkvAttention(ThreadPool& pool, const float* x, const QuantizedWeights& w, c
 bool QkvAttentionByHeadsFits(const ThreadPool& pool, const AttentionPlan& plan);
 void QkvAttentionByHeads(ThreadPool& pool, const float* x, const PackedWeights& w,
                          const float* bias, const AttentionPlan& plan, float* out);
-void QkvAttention(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
-                  float* qkv, const AttentionPlan& plan, float* out,
-                  int64_t thread_row_bytes = kQkvThreadRowBytes);
-void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
-                  float* qkv, const AttentionPlan& plan, float* out,
-                  int64_t thread_row_bytes = kQkvThreadRowBytes);
 
 // x[m, n] = word[ids] (+ position[positions] if position is non-null) (+ type[type_ids] if type
 // is non-null; type_ids null means all zeros), over the pool. With gamma non-null the row is
