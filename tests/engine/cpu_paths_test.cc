@@ -391,6 +391,22 @@ TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
   }
 }
 
+// A plan over the sequences of `cu` (their cumulative lengths).
+AttentionPlan PlanOver(const std::vector<int32_t>& cu, int64_t heads, int64_t kv_heads, int64_t d,
+                       float scale) {
+  AttentionPlan plan;
+  plan.cu_seqlens = cu.data();
+  plan.num_seqs = static_cast<int64_t>(cu.size()) - 1;
+  for (size_t s = 1; s < cu.size(); ++s) {
+    plan.max_seqlen = std::max<int64_t>(plan.max_seqlen, cu[s] - cu[s - 1]);
+  }
+  plan.num_heads = heads;
+  plan.num_kv_heads = kv_heads;
+  plan.head_dim = d;
+  plan.scale = scale;
+  return plan;
+}
+
 // The attention forms both fused projections are checked in: bidirectional, causal, a sliding
 // window, and the bf16 products (with and without causality) where the host has them.
 struct AttentionVariant {
@@ -448,14 +464,7 @@ TEST_F(CpuPathsTest, FusedQkvAttentionEqualsItsTwoStepsOnEveryPath) {
                            x = Random(m * k, 73, 2.0f);
   const QuantizedWeights qkv_w(w.data(), n, k);
   const PackedWeights qkv_f32(w.data(), n, k);
-  AttentionPlan plan;
-  plan.cu_seqlens = cu.data();
-  plan.num_seqs = static_cast<int64_t>(lengths.size());
-  plan.max_seqlen = 128;
-  plan.num_heads = heads;
-  plan.num_kv_heads = kv_heads;
-  plan.head_dim = d;
-  plan.scale = 0.25f;
+  const AttentionPlan plan = PlanOver(cu, heads, kv_heads, d, 0.25f);
   ASSERT_TRUE(QkvAttentionIsFused(pool, plan));
   for (CpuPath path : SupportedCpuPaths()) {
     ASSERT_TRUE(SetActiveCpuPath(path).ok());
@@ -510,14 +519,7 @@ TEST_F(CpuPathsTest, QkvAttentionByHeadsEqualsItsTwoStepsOnEveryPath) {
     const std::vector<float> w = Random(n * k, 81, 0.3f), bias = Random(n, 82, 0.5f),
                              x = Random(m * k, 83, 2.0f);
     const PackedWeights weights(w.data(), n, k);
-    AttentionPlan plan;
-    plan.cu_seqlens = cu.data();
-    plan.num_seqs = static_cast<int64_t>(lengths.size());
-    plan.max_seqlen = 300;
-    plan.num_heads = heads;
-    plan.num_kv_heads = kv_heads;
-    plan.head_dim = d;
-    plan.scale = 0.2f;
+    const AttentionPlan plan = PlanOver(cu, heads, kv_heads, d, 0.2f);
     ASSERT_TRUE(QkvAttentionByHeadsFits(pool, plan)) << heads << " heads";
     for (CpuPath path : SupportedCpuPaths()) {
       ASSERT_TRUE(SetActiveCpuPath(path).ok());
@@ -545,12 +547,7 @@ TEST_F(CpuPathsTest, QkvAttentionByHeadsEqualsItsTwoStepsOnEveryPath) {
   }
   // Many sequences: the per-sequence form's.
   const std::vector<int32_t> many_cu = {0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
-  AttentionPlan many;
-  many.cu_seqlens = many_cu.data();
-  many.num_seqs = 10;
-  many.num_heads = 4;
-  many.num_kv_heads = 4;
-  many.head_dim = d;
+  const AttentionPlan many = PlanOver(many_cu, 4, 4, d, 0.2f);
   ASSERT_TRUE(QkvAttentionIsFused(pool, many));
   EXPECT_FALSE(QkvAttentionByHeadsFits(pool, many));
 }
