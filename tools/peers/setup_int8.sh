@@ -3,7 +3,8 @@
 # (.cache/int8-peers-venv, or $INT8_PEERS_VENV) from tools/peers/requirements-int8.txt, and the
 # ONNX export of the model (.cache/peers/<model>/model.onnx, by tools/peers/export_onnx.py, shared
 # with tools/peers/setup.sh). OpenVINO's and NNCF's models are made by the benchmark itself, from
-# the same ONNX file. Idempotent. CI never runs this.
+# the same ONNX file; and the texts it measures (.cache/bench/inputs.json, by bench/make_inputs.py,
+# shared with bench/run_suites.sh). Idempotent. CI never runs this.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${INT8_PEERS_VENV:-$ROOT/.cache/int8-peers-venv}"
@@ -17,5 +18,11 @@ fi
 mkdir -p "$OUT"
 if [[ ! -s "$OUT/model.onnx" ]]; then
   "$VENV/bin/python" "$ROOT/tools/peers/export_onnx.py" --model "$MODEL" --out "$OUT/model.onnx"
+fi
+INPUTS="$ROOT/.cache/bench/inputs.json"
+if [[ ! -s "$INPUTS" ]]; then
+  mkdir -p "$(dirname "$INPUTS")"
+  "$VENV/bin/python" "$ROOT/bench/make_inputs.py" --tokenizer "$MODEL/tokenizer.json" \
+    --corpus "$ROOT/corpus" --out "$INPUTS"
 fi
 echo "$VENV"
