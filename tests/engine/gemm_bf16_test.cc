@@ -157,6 +157,58 @@ TEST(Bf16GemmTest, RepackingAndAccumulatingMatchCompactWeights) {
   }
 }
 
+// The amx path's tiles (tdpbf16ps, Bf16InTiles) against the same product by vdpbf16ps on the
+// avx512_vnni path: not the same bits (the tiles sum each step in their own order), but within
+// 1e-5 of the element's magnitude, Σ|a · w| + |start|, at shapes that cross the tiles' 16 rows
+// (a lone partial tile, a pair with a partial second, a row alone), their 32-deep steps (depths
+// below one step, a step and a tail, odd ones), one and two panels and partial ones, with a
+// bias, none, and accumulating. Runs on the amx path of an AMX-BF16 host, where the tiles must
+// also have passed their own self-check (Bf16InTiles).
+TEST(Bf16GemmTest, TilesStayWithinRoundingOfVdpbf16ps) {
+  QUIVER_REQUIRE_BF16();
+  if (ActiveCpuPath() != CpuPath::kAmx || !HostCpuFeatures().amx_bf16) {
+    GTEST_SKIP() << "no bf16 tiles on this path or host: " << CpuSummary();
+  }
+  ASSERT_TRUE(Bf16InTiles()) << "the tiles failed their self-check";
+  const CpuPath tiles_path = ActiveCpuPath();
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 40, 105},
+                         {1, 17, 32},
+                         {15, 32, 31},
+                         {16, 48, 64},
+                         {33, 5, 531},
+                         {64, 96, 384},
+                         {20, 130, 1536}}) {
+    const std::vector<float> x = RandomValues(m * k, 31), w = RandomValues(n * k, 32, 0.3f),
+                             bias = RandomValues(n, 33), start = RandomValues(m * n, 34);
+    const Bf16Weights packed(w.data(), n, k);
+    const std::vector<uint16_t> a = Rows(x, m, k);
+    const auto run = [&](CpuPath path, const float* b, bool accumulate) {
+      EXPECT_TRUE(SetActiveCpuPath(path).ok());
+      std::vector<float> y = accumulate ? start : std::vector<float>(m * n, -7.0f);
+      Bf16Gemm(a.data(), packed, b, y.data(), n, m, 0, n, accumulate);
+      return y;
+    };
+    for (int form = 0; form < 3; ++form) {
+      const float* b = form == 0 ? bias.data() : nullptr;
+      const bool accumulate = form == 2;
+      const std::vector<float> tiles = run(tiles_path, b, accumulate);
+      const std::vector<float> pairs = run(CpuPath::kAvx512Vnni, b, accumulate);
+      EXPECT_TRUE(SetActiveCpuPath(tiles_path).ok());
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t c = 0; c < n; ++c) {
+          double magnitude =
+              accumulate ? std::abs(start[r * n + c]) : (b != nullptr ? std::abs(bias[c]) : 0.0);
+          for (int64_t i = 0; i < k; ++i) {
+            magnitude += std::abs(double(RoundBf16(x[r * k + i])) * RoundBf16(w[c * k + i]));
+          }
+          ASSERT_NEAR(tiles[r * n + c], pairs[r * n + c], 1e-5 * magnitude + 1e-30)
+              << m << "x" << n << "x" << k << " form " << form << " at " << r << "," << c;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace quiver::engine::cpu
 

@@ -64,7 +64,7 @@ def main():
     # bf16 weights: served through the same gate (bound 0.999) where the CPU has AVX512_BF16,
     # refused at start-up naming the instruction set where it does not.
     version = subprocess.run([QUIVER, "version"], capture_output=True, text=True).stdout
-    if "bf16 weights by vdpbf16ps" in version:
+    if "bf16 weights by" in version:  # vdpbf16ps, or tdpbf16ps tiles
         proc, port, log = serving.start(QUIVER, MODEL, ["--quantize", "bf16"],
                                         prefix="quiver-bf16-")
         try:

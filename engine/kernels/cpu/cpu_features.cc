@@ -243,8 +243,10 @@ std::string CpuSummary() {
   // bf16 weights (--quantize bf16, gemm_bf16.h) where AVX512_BF16 is here and the path allows.
   const bool bf16 = chosen.ok() && f.avx512_bf16 && ActiveCpuPath() >= CpuPath::kAvx512;
   return StrCat(f.brand.empty() ? f.vendor : f.brand, " [", f.Flags(), "]; kernels: ", path,
-                bf16 ? ", bf16 weights by vdpbf16ps" : "", "; paths here: ",
-                Names(SupportedCpuPaths()));
+                !bf16           ? ""
+                : Bf16InTiles() ? ", bf16 weights by tdpbf16ps tiles"
+                                : ", bf16 weights by vdpbf16ps",
+                "; paths here: ", Names(SupportedCpuPaths()));
 }
 
 }  // namespace quiver::engine::cpu

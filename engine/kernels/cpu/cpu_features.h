@@ -9,10 +9,12 @@
 //                vpmaddwd on 512 bits, GELU and softmax on 16 lanes
 //   avx512_vnni  + AVX-512 VNNI: int8 products by vpdpwssd (multiply and add fused)
 //   amx          + AMX-TILE / AMX-INT8 (and the kernel's permission from Linux): int8 products
-//                in tiles, each 16-bit activation as a signed high byte and an unsigned low one
+//                in tdpbusd tiles on the byte activations; with AMX-BF16 also the bf16 products
+//                (bf16 weights, attention's bf16 products) in tdpbf16ps tiles
 // Every path computes the same numbers: the f32 GEMMs add each element's products in k order
 // from its bias with one rounding per fused multiply-add, and the int8 ones sum exact integers,
-// so the paths agree bit for bit on every product (tests/engine/cpu_paths_test.cc); the 16-lane
+// so the paths agree bit for bit on every product (tests/engine/cpu_paths_test.cc) but one: the
+// bf16 tiles sum in their own order, within f32 rounding of vdpbf16ps (gemm_bf16_amx.cc); the 16-lane
 // GELU and softmax are the 8-lane operations on more lanes (the same bits), and the other
 // row-wise passes (norms, the int16 quantization) are the avx2 code on every path.
 //

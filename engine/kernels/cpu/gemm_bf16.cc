@@ -189,8 +189,21 @@ void Bf16Rows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1, ui
   }
 }
 
+bool Bf16InTiles() {
+  return ActiveCpuPath() == CpuPath::kAmx && HostCpuFeatures().amx_bf16 && AmxBf16Agree();
+}
+
 void Bf16Gemm(const uint16_t* a, const Bf16Weights& w, const float* bias, float* y, int64_t ldy,
               int64_t m, int64_t c0, int64_t c1, bool accumulate) {
+  if (Bf16InTiles()) {
+    Bf16GemmAmx(a, w, bias, y, ldy, m, c0, c1, accumulate);
+  } else {
+    Bf16GemmAvx512(a, w, bias, y, ldy, m, c0, c1, accumulate);
+  }
+}
+
+void Bf16GemmAvx512(const uint16_t* a, const Bf16Weights& w, const float* bias, float* y,
+                    int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
   const int64_t pairs = w.k_pairs(), lda = 2 * pairs;
   alignas(64) float init[2 * kPanel];
   for (int64_t col = c0; col < c1; col += 2 * kPanel) {
@@ -225,6 +238,7 @@ void Bf16Weights::PackTransposed(const float*, int64_t k, int64_t n, int64_t) {
   k_ = k;
 }
 void Bf16Rows(const float*, int64_t, int64_t, int64_t, int64_t, uint16_t*) {}
+bool Bf16InTiles() { return false; }
 void Bf16Gemm(const uint16_t*, const Bf16Weights&, const float*, float*, int64_t, int64_t, int64_t,
               int64_t, bool) {}
 

@@ -21,6 +21,11 @@ namespace quiver::engine::cpu {
 // off with the rest of AVX-512).
 bool Bf16Supported();
 
+// Whether the bf16 products run on AMX-BF16 tiles (tdpbf16ps): the amx path on a host with
+// AMX-BF16, after the tiles' self-check (gemm_bf16_amx.cc). Elsewhere vdpbf16ps. The two differ
+// by f32 rounding (within 1e-5 of the pairs' magnitude), not in what they compute.
+bool Bf16InTiles();
+
 class Bf16Weights {
  public:
   static constexpr int64_t kPanel = 16;

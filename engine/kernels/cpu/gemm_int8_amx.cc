@@ -54,11 +54,10 @@ TileConfig MakeConfig() {
 QUIVER_TARGET_AMX void RunBytes(const uint8_t* u, const int32_t* zero, const float* scale,
                                 const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
                                 int64_t m, int64_t c0, int64_t c1) {
-  static const TileConfig kConfig = MakeConfig();
+  ConfigureTilesAmx();
   const int64_t depth = w.quad_depth(), steps = depth / kTileDepth;
   const int64_t panel_bytes = depth * kPanel;  // bytes of one B panel
   alignas(64) int32_t sums[kTileRows * kPanel];
-  _tile_loadconfig(&kConfig);
   for (int64_t r = 0; r < m; r += 2 * kTileRows) {
     const bool pair = m - r > kTileRows;  // a second block of 16 rows
     const uint8_t* a0 = u + r * depth;
@@ -115,10 +114,18 @@ QUIVER_TARGET_AMX void RunBytes(const uint8_t* u, const int32_t* zero, const flo
       }
     }
   }
-  _tile_release();
 }
 
 }  // namespace
+
+QUIVER_TARGET_AMX void ConfigureTilesAmx() {
+  static const TileConfig kConfig = MakeConfig();
+  thread_local bool configured = false;
+  if (!configured) {
+    _tile_loadconfig(&kConfig);
+    configured = true;
+  }
+}
 
 void QuantizedGemmU8Amx(const uint8_t* u, const int32_t* zero, const float* scale,
                         const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
@@ -173,6 +180,7 @@ void QuantizedGemmU8Amx(const uint8_t*, const int32_t*, const float*, const Quan
                         const float*, float*, int64_t, int64_t, int64_t, int64_t) {
   std::abort();
 }
+void ConfigureTilesAmx() { std::abort(); }
 bool AmxBytesAgree() { return false; }
 }  // namespace quiver::engine::cpu
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "engine/kernels/cpu/gemm.h"
+#include "engine/kernels/cpu/gemm_bf16.h"
 #include "engine/kernels/cpu/gemm_int8.h"
 
 // What the wider paths' functions are compiled for, one function at a time.
@@ -21,6 +22,8 @@
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 #define QUIVER_TARGET_AMX \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,amx-tile,amx-int8")))
+#define QUIVER_TARGET_AMX_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
 
 namespace quiver::engine::cpu {
 
@@ -108,6 +111,21 @@ void QuantizedGemmU8Amx(const uint8_t* u, const int32_t* zero, const float* scal
 // (on a host with the amx path only): where not, a line on stderr, and QuantizedGemmU8 keeps to
 // vpdpbusd.
 bool AmxBytesAgree();
+
+// The tiles' configuration both AMX kernels use (palette 1, eight tiles of 16 rows x 64 bytes),
+// loaded once per thread and kept: a kernel's call then starts with its products, not with
+// ldtilecfg (attention calls the bf16 one per block of queries and keys).
+void ConfigureTilesAmx();
+
+// Bf16Gemm (gemm_bf16.h) by vdpbf16ps, the avx512 paths' bf16 products, and on AMX-BF16 tiles
+// (tdpbf16ps; not vdpbf16ps's bits: gemm_bf16_amx.cc), with its contract.
+void Bf16GemmAvx512(const uint16_t* a, const Bf16Weights& w, const float* bias, float* y,
+                    int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate);
+void Bf16GemmAmx(const uint16_t* a, const Bf16Weights& w, const float* bias, float* y, int64_t ldy,
+                 int64_t m, int64_t c0, int64_t c1, bool accumulate);
+// Whether Bf16GemmAmx came within 1e-5 of Bf16GemmAvx512 on a fixed product, checked once per
+// process: where not, a line on stderr, and the bf16 products keep to vdpbf16ps.
+bool AmxBf16Agree();
 
 // vec::GeluErf on 16 lanes (AVX-512 F): the same bits.
 void GeluErfAvx512(float* x, int64_t n);
