@@ -269,7 +269,7 @@ def main():
     engines = {}
     for path in [""] + [p for p in args.forced_paths.split(",") if p]:
         # bf16 weights where the host has them and the path is avx512 or above.
-        bf16 = host_bf16 and path not in ("avx2", "generic")
+        bf16 = host_bf16 and path not in ("avx2", "avx2_vnni", "generic")
         for precision in ("f32", "int8") + (("bf16",) if bf16 else ()):
             wrapper = os.path.join(work, f"engine-bench-{path or 'best'}-{precision}.sh")
             env = f"QUIVER_CPU_ISA={path} " if path else ""

@@ -27,6 +27,7 @@ TEST(CpuFeaturesTest, PathsFollowTheHostsFlags) {
   EXPECT_EQ(SupportedCpuPaths().front(), CpuPath::kAvx2);
   EXPECT_EQ(Supported(CpuPath::kAvx512), f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
   EXPECT_EQ(Supported(CpuPath::kAvx512Vnni), Supported(CpuPath::kAvx512) && f.avx512_vnni);
+  EXPECT_EQ(Supported(CpuPath::kAvx2Vnni), Supported(CpuPath::kAvx2) && f.avx_vnni);
   if (Supported(CpuPath::kAmx)) {
     EXPECT_TRUE(f.amx_tile && f.amx_int8 && f.avx512_vnni);
   }
@@ -68,8 +69,8 @@ TEST(CpuFeaturesTest, TheBestPathIsChosenAndAnyOtherMayBeForced) {
 
 TEST(CpuFeaturesTest, TheActivePathCanBeSwitchedToSupportedOnesOnly) {
   const CpuPath before = ActiveCpuPath();
-  for (CpuPath p :
-       {CpuPath::kGeneric, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni, CpuPath::kAmx}) {
+  for (CpuPath p : {CpuPath::kGeneric, CpuPath::kAvx2, CpuPath::kAvx2Vnni, CpuPath::kAvx512,
+                    CpuPath::kAvx512Vnni, CpuPath::kAmx}) {
     const absl::Status set = SetActiveCpuPath(p);
     EXPECT_EQ(set.ok(), Supported(p)) << CpuPathName(p) << ": " << set;
     if (set.ok()) EXPECT_EQ(ActiveCpuPath(), p);

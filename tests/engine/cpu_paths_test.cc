@@ -183,64 +183,71 @@ TEST_F(CpuPathsTest, QuantizedRowsHaveTheSameBitsOnEveryPath) {
   }
 }
 
-// The avx512_vnni path's byte rows (u = p + zero, QuantizeRowsU8) and their vpdpbusd product
-// give the int16 rows' bits on the avx2 path: values, zero points, scales and products, over
-// rows of every sign, an all-zero one, one with a single value and one with an infinity.
-TEST_F(CpuPathsTest, ByteRowsOnTheVnniPathGiveTheSameBits) {
+// The byte rows (u = p + zero, QuantizeRowsU8) and their vpdpbusd product on the avx2_vnni
+// path (256 bits) and the avx512_vnni one give the int16 rows' bits on the avx2 path: values,
+// zero points, scales and products, over rows of every sign, an all-zero one, one with a single
+// value and one with an infinity, and panels with fewer than 8 columns left.
+TEST_F(CpuPathsTest, ByteRowsOnTheVnniPathsGiveTheSameBits) {
   const auto& paths = SupportedCpuPaths();
-  if (std::find(paths.begin(), paths.end(), CpuPath::kAvx512Vnni) == paths.end()) {
-    GTEST_SKIP() << "no avx512_vnni path on this host";
+  std::vector<CpuPath> byte_paths;
+  for (CpuPath p : {CpuPath::kAvx2Vnni, CpuPath::kAvx512Vnni}) {
+    if (std::find(paths.begin(), paths.end(), p) != paths.end()) byte_paths.push_back(p);
   }
+  if (byte_paths.empty()) GTEST_SKIP() << "no avx2_vnni or avx512_vnni path on this host";
   PathGuard guard;
-  for (const auto& [m, n, k] : Shapes()) {
-    std::vector<float> x = Random(m * k, 41, 3.0f);
-    const std::vector<float> w = Random(n * k, 42, 0.2f), bias = Random(n, 43, 1.0f);
-    if (m > 5) {
-      for (int64_t i = 0; i < k; ++i) x[i] = std::abs(x[i]) + 0.5f;    // zero point 0
-      for (int64_t i = 0; i < k; ++i) x[k + i] = -std::abs(x[k + i]);  // zero point 255
-      std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
-      std::fill(x.begin() + 3 * k, x.begin() + 4 * k, 0.0f);
-      x[3 * k + k / 2] = -5.0f;
-      x[4 * k + k - 1] = std::numeric_limits<float>::infinity();
-    }
-    ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAvx512Vnni).ok());
-    const QuantizedWeights packed(w.data(), n, k);
-    ASSERT_NE(packed.quad_panel(0), nullptr);
-    const int64_t depth = packed.quad_depth();
-    std::vector<uint8_t> u(m * depth, 5);
-    std::vector<int32_t> zero(m, -1);
-    std::vector<float> u_scale(m, -1.0f);
-    QuantizeRowsU8(x.data(), k, k, depth, 0, m, u.data(), zero.data(), u_scale.data());
-    std::vector<float> y(m * n, 0.5f), z(m * n, 0.25f);
-    QuantizedGemmU8(u.data(), zero.data(), u_scale.data(), packed, bias.data(), y.data(), n, m, 0,
-                    n);
-    const int64_t c0 = n > 16 ? 16 : 0;
-    QuantizedGemmU8(u.data(), zero.data(), u_scale.data(), packed, nullptr, z.data(), n, m, c0, n);
-
-    ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAvx2).ok());
-    const int64_t width = 2 * packed.k_pairs();
-    std::vector<int16_t> q(m * width);
-    std::vector<float> scale(m);
-    QuantizeRows(x.data(), k, k, 0, m, q.data(), scale.data());
-    std::vector<float> reference(m * n, 0.5f), reference_z(m * n, 0.25f);
-    QuantizedGemm(q.data(), scale.data(), packed, bias.data(), reference.data(), n, m, 0, n);
-    QuantizedGemm(q.data(), scale.data(), packed, nullptr, reference_z.data(), n, m, c0, n);
-    EXPECT_TRUE(SameBits(u_scale, scale)) << "m=" << m << " k=" << k;
-    EXPECT_TRUE(SameBits(y, reference)) << "m=" << m << " n=" << n << " k=" << k;
-    EXPECT_TRUE(SameBits(z, reference_z)) << "m=" << m << " n=" << n << " k=" << k;
-    for (int64_t r = 0; r < m; ++r) {  // u - zero is p, and zeros past k
-      ASSERT_GE(zero[r], 0);
-      ASSERT_LE(zero[r], 255);
-      for (int64_t i = 0; i < depth; ++i) {
-        const int expected = i < k ? q[r * width + i] + zero[r] : 0;
-        ASSERT_EQ(int{u[r * depth + i]}, expected) << r << "," << i;
+  for (CpuPath byte_path : byte_paths) {
+    SCOPED_TRACE(CpuPathName(byte_path));
+    for (const auto& [m, n, k] : Shapes()) {
+      std::vector<float> x = Random(m * k, 41, 3.0f);
+      const std::vector<float> w = Random(n * k, 42, 0.2f), bias = Random(n, 43, 1.0f);
+      if (m > 5) {
+        for (int64_t i = 0; i < k; ++i) x[i] = std::abs(x[i]) + 0.5f;    // zero point 0
+        for (int64_t i = 0; i < k; ++i) x[k + i] = -std::abs(x[k + i]);  // zero point 255
+        std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 0.0f);
+        std::fill(x.begin() + 3 * k, x.begin() + 4 * k, 0.0f);
+        x[3 * k + k / 2] = -5.0f;
+        x[4 * k + k - 1] = std::numeric_limits<float>::infinity();
       }
-    }
-    if (m > 5) {
-      EXPECT_EQ(zero[0], 0);
-      EXPECT_EQ(zero[1], 255);
-      EXPECT_EQ(u_scale[2], 0.0f);
-      EXPECT_EQ(u_scale[4], 0.0f);  // an infinity: the row quantizes as zeros
+      ASSERT_TRUE(SetActiveCpuPath(byte_path).ok());
+      const QuantizedWeights packed(w.data(), n, k);
+      ASSERT_NE(packed.quad_panel(0), nullptr);
+      const int64_t depth = packed.quad_depth();
+      std::vector<uint8_t> u(m * depth, 5);
+      std::vector<int32_t> zero(m, -1);
+      std::vector<float> u_scale(m, -1.0f);
+      QuantizeRowsU8(x.data(), k, k, depth, 0, m, u.data(), zero.data(), u_scale.data());
+      std::vector<float> y(m * n, 0.5f), z(m * n, 0.25f);
+      QuantizedGemmU8(u.data(), zero.data(), u_scale.data(), packed, bias.data(), y.data(), n, m, 0,
+                      n);
+      const int64_t c0 = n > 16 ? 16 : 0;
+      QuantizedGemmU8(u.data(), zero.data(), u_scale.data(), packed, nullptr, z.data(), n, m, c0,
+                      n);
+
+      ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAvx2).ok());
+      const int64_t width = 2 * packed.k_pairs();
+      std::vector<int16_t> q(m * width);
+      std::vector<float> scale(m);
+      QuantizeRows(x.data(), k, k, 0, m, q.data(), scale.data());
+      std::vector<float> reference(m * n, 0.5f), reference_z(m * n, 0.25f);
+      QuantizedGemm(q.data(), scale.data(), packed, bias.data(), reference.data(), n, m, 0, n);
+      QuantizedGemm(q.data(), scale.data(), packed, nullptr, reference_z.data(), n, m, c0, n);
+      EXPECT_TRUE(SameBits(u_scale, scale)) << "m=" << m << " k=" << k;
+      EXPECT_TRUE(SameBits(y, reference)) << "m=" << m << " n=" << n << " k=" << k;
+      EXPECT_TRUE(SameBits(z, reference_z)) << "m=" << m << " n=" << n << " k=" << k;
+      for (int64_t r = 0; r < m; ++r) {  // u - zero is p, and zeros past k
+        ASSERT_GE(zero[r], 0);
+        ASSERT_LE(zero[r], 255);
+        for (int64_t i = 0; i < depth; ++i) {
+          const int expected = i < k ? q[r * width + i] + zero[r] : 0;
+          ASSERT_EQ(int{u[r * depth + i]}, expected) << r << "," << i;
+        }
+      }
+      if (m > 5) {
+        EXPECT_EQ(zero[0], 0);
+        EXPECT_EQ(zero[1], 255);
+        EXPECT_EQ(u_scale[2], 0.0f);
+        EXPECT_EQ(u_scale[4], 0.0f);  // an infinity: the row quantizes as zeros
+      }
     }
   }
 }

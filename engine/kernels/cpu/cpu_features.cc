@@ -113,6 +113,8 @@ const char* CpuPathName(CpuPath path) {
       return "generic";
     case CpuPath::kAvx2:
       return "avx2";
+    case CpuPath::kAvx2Vnni:
+      return "avx2_vnni";
     case CpuPath::kAvx512:
       return "avx512";
     case CpuPath::kAvx512Vnni:
@@ -142,6 +144,7 @@ std::vector<CpuPath> ReadSupported() {
   const CpuFeatures& f = HostCpuFeatures();
   if (!(f.avx2 && f.fma)) return paths;  // the build cannot run here at all (Engine::Load says)
   paths.push_back(CpuPath::kAvx2);
+  if (f.avx_vnni) paths.push_back(CpuPath::kAvx2Vnni);
   if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)) return paths;
   paths.push_back(CpuPath::kAvx512);
   if (!f.avx512_vnni) return paths;
@@ -226,6 +229,9 @@ std::string CpuSummary() {
         break;
       case CpuPath::kAvx2:
         path = "avx2 (f32 FMA 8 lanes, int8 vpmaddwd)";
+        break;
+      case CpuPath::kAvx2Vnni:
+        path = "avx2_vnni (f32 FMA 8 lanes, int8 vpdpbusd 256-bit)";
         break;
       case CpuPath::kAvx512:
         path = "avx512 (f32 FMA 16 lanes, int8 vpmaddwd 512-bit)";

@@ -2,9 +2,12 @@
 // system must save the wider registers for a feature to count), and which kernel path runs.
 //
 // One binary holds every path; the kernels dispatch on ActiveCpuPath() at each call (one relaxed
-// atomic load). The paths, each a superset of the one before:
+// atomic load). The paths, each a superset of the ones before it but avx2_vnni:
 //   generic      a build without AVX2 (-DQUIVER_X86_LEVEL=x86-64): plain loops
 //   avx2         AVX2 + FMA: f32 GEMM 8 lanes wide, int8 products by vpmaddwd on 256 bits
+//   avx2_vnni    + AVX-VNNI (Alder Lake and later, Sierra Forest): int8 products by vpdpbusd on
+//                256 bits over the byte activations; the one path the next ones do not include
+//                (an AVX-512 host may lack AVX-VNNI: Zen 4, Ice Lake), listed only where present
 //   avx512       AVX-512 F/BW/VL/DQ: f32 GEMM 16 lanes wide (14 x 32 micro-kernel), int8
 //                vpmaddwd on 512 bits, GELU and softmax on 16 lanes
 //   avx512_vnni  + AVX-512 VNNI: int8 products by vpdpwssd (multiply and add fused)
@@ -14,8 +17,8 @@
 // Every path computes the same numbers: the f32 GEMMs add each element's products in k order
 // from its bias with one rounding per fused multiply-add, and the int8 ones sum exact integers,
 // so the paths agree bit for bit on every product (tests/engine/cpu_paths_test.cc) but one: the
-// bf16 tiles sum in their own order, within f32 rounding of vdpbf16ps (gemm_bf16_amx.cc); the 16-lane
-// GELU and softmax are the 8-lane operations on more lanes (the same bits), and the other
+// bf16 tiles sum in their own order, within f32 rounding of vdpbf16ps (gemm_bf16_amx.cc); the
+// 16-lane GELU and softmax are the 8-lane operations on more lanes (the same bits), and the other
 // row-wise passes (norms, the int16 quantization) are the avx2 code on every path.
 //
 // QUIVER_CPU_ISA names a path to force (tests, benchmarks, a user who wants the AVX2 path on an
@@ -45,9 +48,9 @@ struct CpuFeatures {
 // The host's, read on first use.
 const CpuFeatures& HostCpuFeatures();
 
-enum class CpuPath { kGeneric, kAvx2, kAvx512, kAvx512Vnni, kAmx };
+enum class CpuPath { kGeneric, kAvx2, kAvx2Vnni, kAvx512, kAvx512Vnni, kAmx };
 
-const char* CpuPathName(CpuPath path);  // "generic", "avx2", "avx512", "avx512_vnni", "amx"
+const char* CpuPathName(CpuPath path);  // "generic", "avx2", "avx2_vnni", "avx512", ..., "amx"
 
 // The paths this build can run on this host, in increasing order (the last is the best). The
 // amx path asks Linux for the tile state (arch_prctl ARCH_REQ_XCOMP_PERM) the first time; a

@@ -138,7 +138,8 @@ QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n)
   sums_.reset(new int32_t[static_cast<size_t>(n)]);
   std::vector<int8_t> q(static_cast<size_t>(k));
   const std::vector<CpuPath>& paths = SupportedCpuPaths();
-  if (std::find(paths.begin(), paths.end(), CpuPath::kAvx512Vnni) != paths.end()) {
+  if (std::find(paths.begin(), paths.end(), CpuPath::kAvx512Vnni) != paths.end() ||
+      std::find(paths.begin(), paths.end(), CpuPath::kAvx2Vnni) != paths.end()) {
     const size_t quad_bytes = static_cast<size_t>(panels * quad_depth() * kPanel);
     quads_.reset(static_cast<int8_t*>(std::aligned_alloc(64, (quad_bytes + 63) / 64 * 64)));
     if (quads_ == nullptr) throw std::bad_alloc();
@@ -220,16 +221,29 @@ void QuantizeRows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1
   }
 }
 
+bool Int8BytesActive() {
+  const CpuPath path = ActiveCpuPath();
+  return path == CpuPath::kAvx2Vnni || path >= CpuPath::kAvx512Vnni;
+}
+
 void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
                     int64_t r1, uint8_t* u, int32_t* zero, float* scale) {
-  if (ActiveCpuPath() < CpuPath::kAvx512Vnni) std::abort();  // see gemm_int8.h
+  if (!Int8BytesActive()) std::abort();  // see gemm_int8.h
+  if (ActiveCpuPath() == CpuPath::kAvx2Vnni) {
+    QuantizeRowsU8AvxVnni(x, ldx, k, depth, r0, r1, u, zero, scale);
+    return;
+  }
   QuantizeRowsU8Avx512(x, ldx, k, depth, r0, r1, u, zero, scale);
 }
 
 void QuantizedGemmU8(const uint8_t* u, const int32_t* zero, const float* scale,
                      const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
                      int64_t m, int64_t c0, int64_t c1) {
-  if (ActiveCpuPath() < CpuPath::kAvx512Vnni || w.quad_panel(0) == nullptr) std::abort();
+  if (!Int8BytesActive() || w.quad_panel(0) == nullptr) std::abort();
+  if (ActiveCpuPath() == CpuPath::kAvx2Vnni) {
+    QuantizedGemmU8AvxVnni(u, zero, scale, w, bias, y, ldy, m, c0, c1);
+    return;
+  }
   if (ActiveCpuPath() == CpuPath::kAmx && AmxBytesAgree()) {
     QuantizedGemmU8Amx(u, zero, scale, w, bias, y, ldy, m, c0, c1);
     return;

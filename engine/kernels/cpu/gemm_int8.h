@@ -19,8 +19,10 @@
 //   each column's 4 values, as vpdpbusd and AMX's tdpbusd read them): AVX-512 VNNI vpdpbusd (64
 //   multiply-adds per instruction), AMX tdpbusd (16 x 16 x 64 per instruction, where its
 //   self-check agrees), Σ p q = Σ u q - z · Σ q with the columns' sums kept at load.
-// The quad layout exists only where the host has the avx512_vnni path (it doubles the int8
-// weight memory there).
+// - the same bytes on AVX-VNNI's 256-bit vpdpbusd (32 multiply-adds per instruction), on the
+//   avx2_vnni path of hosts with AVX-VNNI but no AVX-512.
+// The quad layout exists only where the host has the avx2_vnni or avx512_vnni path (it doubles
+// the int8 weight memory there).
 #pragma once
 
 #include <cstdint>
@@ -71,13 +73,17 @@ class QuantizedWeights {
 void QuantizeRows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1, int16_t* q,
                   float* scale);
 
+// Whether the active path multiplies byte activations (QuantizeRowsU8, QuantizedGemmU8): the
+// avx2_vnni, avx512_vnni and amx paths. Elsewhere the rows are int16 (QuantizeRows).
+bool Int8BytesActive();
+
 // The same rows as bytes u = p + z (u [m, depth], depth = w.quad_depth(), the rest of each row
-// zero) and zero points z [m], with the same scales. avx512_vnni path and above only.
+// zero) and zero points z [m], with the same scales. Only where Int8BytesActive().
 void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
                     int64_t r1, uint8_t* u, int32_t* zero, float* scale);
 
 // QuantizedGemm over rows from QuantizeRowsU8 (row stride w.quad_depth()), on vpdpbusd: the
-// same bits. avx512_vnni path and above only (w.quad_panel not null).
+// same bits. Only where Int8BytesActive() (w.quad_panel not null).
 void QuantizedGemmU8(const uint8_t* u, const int32_t* zero, const float* scale,
                      const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
                      int64_t m, int64_t c0, int64_t c1);

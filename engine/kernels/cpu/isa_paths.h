@@ -15,6 +15,7 @@
 #include "engine/kernels/cpu/gemm_int8.h"
 
 // What the wider paths' functions are compiled for, one function at a time.
+#define QUIVER_TARGET_AVX_VNNI __attribute__((target("avx2,fma,avxvnni")))
 #define QUIVER_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define QUIVER_TARGET_AVX512_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
@@ -85,6 +86,14 @@ void RowRangeAvx512(const float* row, int64_t k, float* lo, float* hi);
 // QuantizeRows (gemm_int8.h) on 16 lanes: the same values and scales.
 void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1,
                         int16_t* q, float* scale);
+
+// QuantizeRowsU8 and QuantizedGemmU8 (gemm_int8.h) on AVX2 + AVX-VNNI (the avx2_vnni path,
+// gemm_int8_avxvnni.cc): the same bytes and bits as the AVX-512 VNNI ones below.
+void QuantizeRowsU8AvxVnni(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
+                           int64_t r1, uint8_t* u, int32_t* zero, float* scale);
+void QuantizedGemmU8AvxVnni(const uint8_t* u, const int32_t* zero, const float* scale,
+                            const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
+                            int64_t m, int64_t c0, int64_t c1);
 
 // QuantizeRowsU8 and QuantizedGemmU8 (gemm_int8.h): AVX-512 VNNI.
 void QuantizeRowsU8Avx512(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,

@@ -164,7 +164,7 @@ struct Int8Rows {
   Int8Product Bind(const float* x, const QuantizedWeights& w, int64_t rows, bool in_tiles) {
     scale.resize(static_cast<size_t>(rows));
     Int8Product product{x, nullptr, nullptr, nullptr, scale.data(), w, in_tiles};
-    if (ActiveCpuPath() >= CpuPath::kAvx512Vnni && w.quad_panel(0) != nullptr) {
+    if (Int8BytesActive() && w.quad_panel(0) != nullptr) {
       // 15 rows more: the amx path's tiles read 16 rows at a time.
       const size_t size = static_cast<size_t>((rows + 15) * w.quad_depth());
       if (u.size() < size) u.resize(size);
