@@ -166,16 +166,10 @@ bool AmxBf16Agree() {
     // pair of 16-row tiles, then a lone partial one), against vdpbf16ps (Bf16GemmAvx512) within
     // the rounding of f32 sums of this depth.
     constexpr int64_t m = 37, n = 40, k = 105;
-    std::vector<float> wf(n * k), x(m * k), bias(n);
-    uint32_t state = 54321;
-    const auto next = [&] {
-      state = state * 1664525u + 1013904223u;
-      return static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)) / (1 << 23);
-    };
-    for (float& v : wf) v = 0.2f * next();
-    for (float& v : x) v = 3.0f * next();
-    for (float& v : bias) v = next();
-    const Bf16Weights w(wf.data(), n, k);
+    const SelfCheckOperands operands(m, n, k, 54321);
+    const std::vector<float>& x = operands.x;
+    const std::vector<float>& bias = operands.bias;
+    const Bf16Weights w(operands.w.data(), n, k);
     const int64_t lda = 2 * w.k_pairs();
     std::vector<uint16_t> a(m * lda);
     Bf16Rows(x.data(), k, k, 0, m, a.data());

@@ -118,6 +118,17 @@ QUIVER_TARGET_AMX void RunBytes(const uint8_t* u, const int32_t* zero, const flo
 
 }  // namespace
 
+SelfCheckOperands::SelfCheckOperands(int64_t m, int64_t n, int64_t k, uint32_t seed)
+    : w(static_cast<size_t>(n * k)), x(static_cast<size_t>(m * k)), bias(static_cast<size_t>(n)) {
+  const auto next = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(static_cast<int32_t>(seed >> 8) - (1 << 23)) / (1 << 23);
+  };
+  for (float& v : w) v = 0.2f * next();
+  for (float& v : x) v = 3.0f * next();
+  for (float& v : bias) v = next();
+}
+
 QUIVER_TARGET_AMX void ConfigureTilesAmx() {
   static const TileConfig kConfig = MakeConfig();
   thread_local bool configured = false;
@@ -139,18 +150,12 @@ bool AmxBytesAgree() {
     // pair of 16-row tiles, then a lone one reading past m), rows of both signs, one all positive
     // and a constant one.
     constexpr int64_t m = 37, n = 40, k = 200;
-    std::vector<float> wf(n * k), x(m * k), bias(n);
-    uint32_t state = 12345;
-    const auto next = [&] {
-      state = state * 1664525u + 1013904223u;
-      return static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)) / (1 << 23);
-    };
-    for (float& v : wf) v = 0.2f * next();
-    for (float& v : x) v = 3.0f * next();
-    for (float& v : bias) v = next();
+    SelfCheckOperands operands(m, n, k, 12345);
+    const std::vector<float>& bias = operands.bias;
+    std::vector<float>& x = operands.x;
     for (int64_t i = 0; i < k; ++i) x[5 * k + i] = 1.0f + std::abs(x[5 * k + i]);
     std::fill(x.begin() + 6 * k, x.begin() + 7 * k, 0.25f);
-    const QuantizedWeights w(wf.data(), n, k);
+    const QuantizedWeights w(operands.w.data(), n, k);
     if (w.quad_panel(0) == nullptr) return false;
     const int64_t depth = w.quad_depth();
     std::vector<uint8_t> u((m + 15) / 16 * 16 * depth, 7);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/kernels/cpu/gemm_bf16.h"
@@ -120,6 +121,13 @@ void QuantizedGemmU8Amx(const uint8_t* u, const int32_t* zero, const float* scal
 // (on a host with the amx path only): where not, a line on stderr, and QuantizedGemmU8 keeps to
 // vpdpbusd.
 bool AmxBytesAgree();
+
+// The operands of the AMX kernels' self-checks: weights [n, k], rows [m, k] and a bias [n] from
+// a fixed linear congruential sequence (uniform in +-0.2, +-3 and +-1), the same in every process.
+struct SelfCheckOperands {
+  std::vector<float> w, x, bias;
+  SelfCheckOperands(int64_t m, int64_t n, int64_t k, uint32_t seed);
+};
 
 // The tiles' configuration both AMX kernels use (palette 1, eight tiles of 16 rows x 64 bytes),
 // loaded once per thread and kept: a kernel's call then starts with its products, not with
