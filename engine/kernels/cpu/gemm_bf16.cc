@@ -113,11 +113,6 @@ constexpr std::array<Kernel, sizeof...(R)> MakeTable(std::integer_sequence<int, 
 template <bool kTwo>
 constexpr auto kTable = MakeTable<kTwo>(std::make_integer_sequence<int, kRows>());
 
-__mmask16 ColumnMask(int64_t cols) {
-  return cols >= kPanel ? static_cast<__mmask16>(0xFFFF)
-                        : static_cast<__mmask16>((1u << std::max<int64_t>(cols, 0)) - 1);
-}
-
 }  // namespace
 
 uint16_t* Bf16Weights::Reserve(int64_t n, int64_t k) {
@@ -169,7 +164,7 @@ QUIVER_TARGET_AVX512_BF16 void Bf16Weights::PackTransposed(const float* v, int64
     const float* even = v + 2 * p * ldv;
     const float* odd = 2 * p + 1 < k ? even + ldv : nullptr;
     for (int64_t c0 = 0; c0 < n; c0 += kPanel) {
-      const __mmask16 mask = ColumnMask(n - c0);
+      const __mmask16 mask = PanelColumnMask(n - c0);
       // Past n, and past k (odd k) for the pair's second value: zeros convert to zeros.
       const __m512bh both = _mm512_cvtne2ps_pbh(
           odd != nullptr ? _mm512_maskz_loadu_ps(mask, odd + c0) : _mm512_setzero_ps(),
@@ -209,7 +204,7 @@ void Bf16GemmAvx512(const uint16_t* a, const Bf16Weights& w, const float* bias, 
   for (int64_t col = c0; col < c1; col += 2 * kPanel) {
     const int64_t cols = std::min(2 * kPanel, c1 - col);
     const bool two = cols > kPanel;
-    const __mmask16 mask0 = ColumnMask(cols), mask1 = ColumnMask(cols - kPanel);
+    const __mmask16 mask0 = PanelColumnMask(cols), mask1 = PanelColumnMask(cols - kPanel);
     for (int64_t j = 0; j < 2 * kPanel; ++j) {
       init[j] = bias != nullptr && j < cols ? bias[col + j] : 0.0f;
     }

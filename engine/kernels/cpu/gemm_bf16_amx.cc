@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "engine/kernels/cpu/gemm_bf16.h"
@@ -62,18 +63,14 @@ QUIVER_TARGET_AMX_BF16 void Finish(const float* sums, const uint16_t* a, int64_t
   }
 }
 
-__mmask16 Mask(int64_t cols) {
-  return cols >= kPanel ? static_cast<__mmask16>(0xFFFF)
-                        : static_cast<__mmask16>((1u << std::max<int64_t>(cols, 0)) - 1);
-}
-
 QUIVER_TARGET_AMX_BF16 void Run(const uint16_t* a, const Bf16Weights& w, const float* bias,
                                 float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1,
                                 bool accumulate) {
   const int64_t pairs = w.k_pairs(), lda = 2 * pairs, steps = pairs / kStepPairs;
   const int64_t tail = steps * kStepPairs;  // the first pair vdpbf16ps finishes
   const int64_t a_stride = lda * static_cast<int64_t>(sizeof(uint16_t));
-  alignas(64) float sums[kTileRows * kPanel] = {};
+  alignas(64) float sums[kTileRows * kPanel];
+  if (steps == 0) std::fill(std::begin(sums), std::end(sums), 0.0f);  // no tile to store
   alignas(64) float init[2 * kPanel];
   thread_local std::vector<uint16_t> padded;  // a partial block's rows, 16 per tile
   if (steps > 0) ConfigureTilesAmx();
@@ -95,7 +92,7 @@ QUIVER_TARGET_AMX_BF16 void Run(const uint16_t* a, const Bf16Weights& w, const f
     for (int64_t col = c0; col < c1; col += 2 * kPanel) {
       const int64_t cols = std::min(2 * kPanel, c1 - col);
       const bool two = cols > kPanel;
-      const __mmask16 mask0 = Mask(cols), mask1 = Mask(cols - kPanel);
+      const __mmask16 mask0 = PanelColumnMask(cols), mask1 = PanelColumnMask(cols - kPanel);
       for (int64_t j = 0; j < 2 * kPanel; ++j) {
         init[j] = bias != nullptr && j < cols ? bias[col + j] : 0.0f;
       }

@@ -122,6 +122,13 @@ void QuantizedGemmU8Amx(const uint8_t* u, const int32_t* zero, const float* scal
 // vpdpbusd.
 bool AmxBytesAgree();
 
+// The mask of a 16-column panel's first `cols` columns (all 16 from 16 on, none at 0 or below):
+// what the bf16 kernels store of a partial panel.
+inline uint16_t PanelColumnMask(int64_t cols) {
+  return cols >= 16 ? uint16_t{0xFFFF}
+                    : static_cast<uint16_t>((1u << std::max<int64_t>(cols, 0)) - 1);
+}
+
 // The operands of the AMX kernels' self-checks: weights [n, k], rows [m, k] and a bias [n] from
 // a fixed linear congruential sequence (uniform in +-0.2, +-3 and +-1), the same in every process.
 struct SelfCheckOperands {
