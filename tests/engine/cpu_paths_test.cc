@@ -96,6 +96,38 @@ TEST_F(CpuPathsTest, F32ProductsHaveTheSameBitsOnEveryPath) {
   }
 }
 
+// PackedGemmSlice over consecutive slices of the depth (the first with the bias, the rest
+// accumulating), x's columns handed over slice by slice, gives PackedGemm's bits on every path:
+// slices that cross the k passes, start off any panel boundary, or hold one column.
+TEST_F(CpuPathsTest, DepthSlicesInOrderGiveTheWholeProduct) {
+  PathGuard guard;
+  for (const auto& [m, n, k] : Shapes()) {
+    const std::vector<float> x = Random(m * k, 14, 2.0f), w = Random(n * k, 15, 0.3f),
+                             bias = Random(n, 16, 1.0f);
+    const PackedWeights packed(w.data(), n, k);
+    for (CpuPath path : SupportedCpuPaths()) {
+      ASSERT_TRUE(SetActiveCpuPath(path).ok());
+      std::vector<float> whole(m * n, 0.5f);
+      PackedGemm(x.data(), k, packed, bias.data(), whole.data(), n, m, 0, n);
+      for (int64_t step : {int64_t{1}, int64_t{7}, int64_t{256}, int64_t{300}}) {
+        if (step >= k && step != 1) continue;
+        std::vector<float> sliced(m * n, 0.75f), columns;
+        for (int64_t k0 = 0; k0 < k; k0 += step) {
+          const int64_t depth = std::min(step, k - k0);
+          columns.assign(static_cast<size_t>(m * depth), 0.0f);  // x's slice, its own row stride
+          for (int64_t r = 0; r < m; ++r) {
+            std::copy_n(x.data() + r * k + k0, depth, columns.data() + r * depth);
+          }
+          PackedGemmSlice(columns.data(), depth, packed, k0, k0 + depth, bias.data(), sliced.data(),
+                          n, m, 0, n, /*accumulate=*/k0 > 0);
+        }
+        EXPECT_TRUE(SameBits(sliced, whole)) << CpuPathName(path) << " at m=" << m << " n=" << n
+                                             << " k=" << k << " in slices of " << step;
+      }
+    }
+  }
+}
+
 // A layer's panels (and attention's K and V, packed per head) are the same whichever path
 // packed them: the avx512 paths transpose 16 x 16 in registers, the avx2 path copies one by one.
 TEST_F(CpuPathsTest, PackedPanelsAreTheSameOnEveryPath) {
@@ -337,11 +369,16 @@ TEST_F(CpuPathsTest, LinearLayersOverThePoolHaveTheSameBitsOnEveryPath) {
 
 // The fused feed-forward (per block of rows on one thread) against the two layers it replaces,
 // on every path and for int8, f32 and bf16 weights: the same bits, for a batch of whole blocks,
-// one with a ragged last block, each GELU form and none.
-TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
+// one with a ragged last block, each GELU form and none; an intermediate of one slice
+// (kFeedForwardSlice) and of three, the last one short (f32 makes it slice by slice).
+class FusedFeedForwardTest : public CpuPathsTest, public ::testing::WithParamInterface<int64_t> {};
+INSTANTIATE_TEST_SUITE_P(Widths, FusedFeedForwardTest,
+                         ::testing::Values(int64_t{200}, 2 * kFeedForwardSlice + 88));
+
+TEST_P(FusedFeedForwardTest, EqualsItsTwoLayersOnEveryPath) {
   PathGuard guard;
   ThreadPool pool(2);
-  const int64_t n = 96, width = 200;
+  const int64_t n = 96, width = GetParam();
   const std::vector<float> wu = Random(width * n, 51, 0.2f), bu = Random(width, 52, 0.5f),
                            wd = Random(n * width, 53, 0.1f), bd = Random(n, 54, 0.5f),
                            gamma = Random(n, 55, 1.0f), beta = Random(n, 56, 0.5f);
@@ -352,7 +389,9 @@ TEST_F(CpuPathsTest, FusedFeedForwardEqualsItsTwoLayersOnEveryPath) {
       o8(wo.data(), n, attended_width);
   const PackedWeights up32(wu.data(), width, n), down32(wd.data(), n, width),
       o32(wo.data(), n, attended_width);
-  // 128 and 150 rows: one or two blocks per thread (the last one short), fused since 235551d.
+  // 128 and 150 rows: one or two blocks per thread (the last one short), fused since 235551d;
+  // f32 (FeedForwardBlockRows): 64 and 75 rows, 512 one block of 256 per thread, 777 eight
+  // blocks of 98 (the last one short).
   for (int64_t m : {int64_t{128}, int64_t{150}, int64_t{512}, int64_t{777}}) {
     ASSERT_TRUE(FeedForwardIsFused(pool, m));
     const std::vector<float> x = Random(m * n, 57, 2.0f);

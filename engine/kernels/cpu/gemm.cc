@@ -153,26 +153,31 @@ void PackedWeights::PackTransposed(const float* v, int64_t k, int64_t n, int64_t
 
 void PackedGemm(const float* x, int64_t ldx, const PackedWeights& w, const float* bias, float* y,
                 int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
+  PackedGemmSlice(x, ldx, w, 0, w.k(), bias, y, ldy, m, c0, c1, accumulate);
+}
+
+void PackedGemmSlice(const float* x, int64_t ldx, const PackedWeights& w, int64_t k_begin,
+                     int64_t k_end, const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
+                     int64_t c1, bool accumulate) {
   if (ActiveCpuPath() >= CpuPath::kAvx512) {
-    PackedGemmAvx512(x, ldx, w, bias, y, ldy, m, c0, c1, accumulate);
+    PackedGemmAvx512(x, ldx, w, k_begin, k_end, bias, y, ldy, m, c0, c1, accumulate);
     return;
   }
-  const int64_t k = w.k();
   alignas(32) float first[kPanel];
-  for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-    const int64_t kc = std::min(kDepth, k - k0);
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kDepth) {
+    const int64_t kc = std::min(kDepth, k_end - k0);
     for (int64_t col = c0; col < c1; col += kPanel) {
       const int64_t cols = std::min(kPanel, c1 - col);
       const float* b = w.panel(col / kPanel) + k0 * kPanel;
       const float* init = nullptr;  // later passes continue from y
-      if (k0 == 0 && !accumulate) {
+      if (k0 == k_begin && !accumulate) {
         std::fill(first, first + kPanel, 0.0f);
         if (bias != nullptr) std::copy(bias + col, bias + col + cols, first);
         init = first;
       }
       for (int64_t r = 0; r < m; r += kRows) {
-        RunMicroKernel(std::min(kRows, m - r), x + r * ldx + k0, ldx, b, kc, y + r * ldy + col,
-                       ldy, init, cols);
+        RunMicroKernel(std::min(kRows, m - r), x + r * ldx + (k0 - k_begin), ldx, b, kc,
+                       y + r * ldy + col, ldy, init, cols);
       }
     }
   }

@@ -53,4 +53,13 @@ class PackedWeights {
 void PackedGemm(const float* x, int64_t ldx, const PackedWeights& w, const float* bias, float* y,
                 int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate = false);
 
+// The same over W's depth [k_begin, k_end) only: x[r, kk - k_begin] multiplies W[c, kk] (x points
+// at the slice's first column). Each element's products still come in k order after its bias
+// (or after y with `accumulate`), so that slices taken in order, the first without `accumulate`
+// and the rest with it, give the bits of one PackedGemm over the whole depth: a caller can make
+// x's columns slice by slice (the feed-forward's intermediate, FeedForwardAddLayerNorm).
+void PackedGemmSlice(const float* x, int64_t ldx, const PackedWeights& w, int64_t k_begin,
+                     int64_t k_end, const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
+                     int64_t c1, bool accumulate = false);
+
 }  // namespace quiver::engine::cpu

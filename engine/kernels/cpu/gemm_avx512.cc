@@ -137,9 +137,10 @@ QUIVER_TARGET_AVX512 void PackRowsAvx512(const float* x, int64_t ldx, int64_t ro
   }
 }
 
-void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,
-                      float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
-  const int64_t k = w.k();
+void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64_t k_begin,
+                      int64_t k_end, const float* bias, float* y, int64_t ldy, int64_t m,
+                      int64_t c0, int64_t c1, bool accumulate) {
+  const int64_t k = k_end - k_begin;
   const bool pack = PackRows(c1 - c0, ldx);
   // x's rows for one k pass, packed per micro-kernel call (KernelRows) as [k][14] (GotoBLAS'
   // packed A): the micro-kernel's broadcasts then read one sequential stream, not 14 strided
@@ -148,6 +149,7 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
   if (pack)
     packed.resize(static_cast<size_t>((m + kRows - 1) / kRows * kRows * std::min(kDepth, k)));
   alignas(64) float first[2 * kPanel];
+  // k0 counts from the slice's start: x's column k0 meets W's depth k_begin + k0.
   for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
     const int64_t kc = std::min(kDepth, k - k0);
     if (pack) {  // call j's rows at packed + j · kRows · kc
@@ -159,8 +161,8 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
     for (int64_t col = c0; col < c1; col += 2 * kPanel) {
       const int64_t cols = std::min(2 * kPanel, c1 - col);
       const bool two = cols > kPanel;
-      const float* b0 = w.panel(col / kPanel) + k0 * kPanel;
-      const float* b1 = two ? w.panel(col / kPanel + 1) + k0 * kPanel : nullptr;
+      const float* b0 = w.panel(col / kPanel) + (k_begin + k0) * kPanel;
+      const float* b1 = two ? w.panel(col / kPanel + 1) + (k_begin + k0) * kPanel : nullptr;
       const auto mask0 = static_cast<__mmask16>((1u << std::min(cols, kPanel)) - 1);
       const auto mask1 = static_cast<__mmask16>(two ? (1u << (cols - kPanel)) - 1 : 0);
       const float* init = nullptr;  // later passes continue from y
@@ -191,9 +193,9 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const
 #else  // not x86-64: never called (cpu_features.h offers no avx512 path)
 
 namespace quiver::engine::cpu {
-void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,
-                      float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
-  PackedGemm(x, ldx, w, bias, y, ldy, m, c0, c1, accumulate);
+void PackedGemmAvx512(const float*, int64_t, const PackedWeights&, int64_t, int64_t, const float*,
+                      float*, int64_t, int64_t, int64_t, int64_t, bool) {
+  std::abort();
 }
 void PackRowsAvx512(const float*, int64_t, int64_t, int64_t, float*, int64_t) { std::abort(); }
 }  // namespace quiver::engine::cpu

@@ -66,9 +66,11 @@ inline int64_t WholeKernelRowCalls(int64_t m, int64_t block) {
   return m / block - (KernelRowsSplitTheLastBlock(m, block) ? 1 : 0);
 }
 
-// AVX-512 F: R x 32 blocks of y (two panels at a time, 12 rows), the products in k order.
-void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, const float* bias,
-                      float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate);
+// AVX-512 F: R x 32 blocks of y (two panels at a time, 14 rows), the products in k order; over
+// W's depth [k_begin, k_end) as PackedGemmSlice.
+void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64_t k_begin,
+                      int64_t k_end, const float* bias, float* y, int64_t ldy, int64_t m,
+                      int64_t c0, int64_t c1, bool accumulate);
 
 // out[kk · out_rows + i] = x[i · ldx + kk] for i < rows <= out_rows <= 16, kk < kc (GotoBLAS'
 // packed A): a bitwise copy through a 16 x 16 register transpose.

@@ -377,21 +377,73 @@ void RowsProduct(const float* x, const Bf16Weights& w, const float* bias, float*
   ApplyEpilogue(y, nullptr, w.n(), 0, rows, 0, w.n(), epilogue);
 }
 
+// in [rows, up.n()] = epilogue(x · Upᵀ + up_bias), then out [rows, down.n()] = in · Downᵀ +
+// down_bias, on the calling thread (int8 and bf16 weights: each in steps of 64 rows).
+template <typename Weights>
+void FeedForwardRows(const float* x, const Weights& up, const float* up_bias, Epilogue epilogue,
+                     const Weights& down, const float* down_bias, float* in, float* out,
+                     int64_t rows) {
+  RowsProduct(x, up, up_bias, in, rows, epilogue);
+  RowsProduct(in, down, down_bias, out, rows, Epilogue::kNone);
+}
+
+// f32: the intermediate made and consumed kFeedForwardSlice columns at a time, each slice's
+// down products added onto the last slice's sums (PackedGemmSlice: the same bits as the whole
+// depth at once), so that a block of many rows keeps its slice of the intermediate in L2 where
+// its whole [rows, 1536] one would not fit; many rows per block then read each weight once per
+// block instead of once per 64 rows.
+void FeedForwardRows(const float* x, const PackedWeights& up, const float* up_bias,
+                     Epilogue epilogue, const PackedWeights& down, const float* down_bias,
+                     float* in, float* out, int64_t rows) {
+  const int64_t width = up.n(), n = down.n();
+  for (int64_t j = 0; j < width; j += kFeedForwardSlice) {
+    const int64_t cols = std::min(kFeedForwardSlice, width - j);
+    // PackedGemm writes column c of a row at in + c: the slice's column c - j.
+    PackedGemm(x, up.k(), up, up_bias, in - j, cols, rows, j, j + cols);
+    ApplyEpilogue(in, nullptr, cols, 0, rows, 0, cols, epilogue);
+    PackedGemmSlice(in, cols, down, j, j + cols, down_bias, out, n, rows, 0, n,
+                    /*accumulate=*/j > 0);
+  }
+}
+
+// Rows per block of FeedForwardBlocks. int8 and bf16: 64 (their kernels step 64 rows at a time
+// and gain nothing from more). f32: one block per thread while that is at most
+// kF32FeedForwardRows rows (each thread then reads each weight once: 512 tokens at batch 1 on
+// 2 threads, 256 rows each, 7% faster than blocks of 64 on the Xeon of docs/benchmarks.md),
+// else blocks of about kF32FeedForwardStepRows, as many on every thread (100 x 128 tokens: 2%
+// faster than blocks of 64 or 256 there).
+int64_t FeedForwardBlockRows(const ThreadPool&, int64_t, const QuantizedWeights&) {
+  return kFeedForwardRows;
+}
+int64_t FeedForwardBlockRows(const ThreadPool&, int64_t, const Bf16Weights&) {
+  return kFeedForwardRows;
+}
+int64_t FeedForwardBlockRows(const ThreadPool& pool, int64_t m, const PackedWeights&) {
+  const int64_t threads = pool.num_threads();
+  const int64_t per_thread = (m + threads - 1) / threads;
+  if (per_thread <= kF32FeedForwardRows) return std::max<int64_t>(1, per_thread);
+  const int64_t blocks =
+      ((m + kF32FeedForwardStepRows - 1) / kF32FeedForwardStepRows + threads - 1) / threads *
+      threads;
+  return (m + blocks - 1) / blocks;
+}
+
 template <typename Weights>
 void FeedForwardBlocks(ThreadPool& pool, float* io, const Weights& up, const float* up_bias,
                        Epilogue epilogue, const Weights& down, const float* down_bias,
                        const float* gamma, const float* beta, int64_t m, float eps,
                        const AttentionOutputOf<Weights>* first) {
   const int64_t n = down.n(), width = up.n();
-  pool.ParallelFor((m + kFeedForwardRows - 1) / kFeedForwardRows, [&](int64_t block) {
-    const int64_t r0 = block * kFeedForwardRows, rows = std::min(kFeedForwardRows, m - r0);
+  const int64_t block_rows = FeedForwardBlockRows(pool, m, up);
+  pool.ParallelFor((m + block_rows - 1) / block_rows, [&](int64_t block) {
+    const int64_t r0 = block * block_rows, rows = std::min(block_rows, m - r0);
     // The block's intermediate and products in buffers of the thread that runs it (each
     // ParallelFor task's own thread_local), reused block after block: they stay in its cache and
     // are never written back to memory, where slices of inter and scratch would be (a fresh
     // [64, inter] slice per block: 78 MB per layer for 100 x 128 tokens of all-MiniLM-L6-v2).
     thread_local std::vector<float> block_inter, block_out;
-    block_inter.resize(static_cast<size_t>(kFeedForwardRows * width));
-    block_out.resize(static_cast<size_t>(kFeedForwardRows * n));
+    block_inter.resize(static_cast<size_t>(block_rows * width));
+    block_out.resize(static_cast<size_t>(block_rows * n));
     float* const in = block_inter.data();
     float* const out = block_out.data();
     float* const x = io + r0 * n;
@@ -400,8 +452,7 @@ void FeedForwardBlocks(ThreadPool& pool, float* io, const Weights& up, const flo
                   Epilogue::kNone);
       AddNormRows(x, out, first->gamma, first->beta, n, eps, 0, rows);
     }
-    RowsProduct(x, up, up_bias, in, rows, epilogue);
-    RowsProduct(in, down, down_bias, out, rows, Epilogue::kNone);
+    FeedForwardRows(x, up, up_bias, epilogue, down, down_bias, in, out, rows);
     AddNormRows(x, out, gamma, beta, n, eps, 0, rows);
   });
 }

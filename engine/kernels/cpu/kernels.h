@@ -61,7 +61,13 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const Bf16Weights& w, 
 // With `first` set, each block first runs the attention's output projection and its residual +
 // LayerNorm on its rows (io = LayerNorm(io + attended · Oᵀ + o_bias)), the same bits as
 // LinearAddLayerNorm(attended, o): the whole post-LN layer after attention, per block of rows.
+// f32 weights: one block per thread up to kF32FeedForwardRows rows, else blocks of about
+// kF32FeedForwardStepRows; the intermediate kFeedForwardSlice columns at a time (kernels.cc,
+// FeedForwardBlockRows and FeedForwardRows).
 constexpr int64_t kFeedForwardRows = 64;
+constexpr int64_t kF32FeedForwardRows = 256;
+constexpr int64_t kF32FeedForwardStepRows = 128;
+constexpr int64_t kFeedForwardSlice = 256;
 template <typename Weights>
 struct AttentionOutputOf {
   const float* attended;  // [m, o->k()]
