@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "engine/base/half.h"
@@ -442,7 +443,10 @@ void FeedForwardBlocks(ThreadPool& pool, float* io, const Weights& up, const flo
     // are never written back to memory, where slices of inter and scratch would be (a fresh
     // [64, inter] slice per block: 78 MB per layer for 100 x 128 tokens of all-MiniLM-L6-v2).
     thread_local std::vector<float> block_inter, block_out;
-    block_inter.resize(static_cast<size_t>(block_rows * width));
+    // f32 makes the intermediate one slice of columns at a time (FeedForwardRows).
+    const int64_t inter_width =
+        std::is_same_v<Weights, PackedWeights> ? std::min(width, kFeedForwardSlice) : width;
+    block_inter.resize(static_cast<size_t>(block_rows * inter_width));
     block_out.resize(static_cast<size_t>(block_rows * n));
     float* const in = block_inter.data();
     float* const out = block_out.data();
