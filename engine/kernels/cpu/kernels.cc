@@ -409,10 +409,10 @@ void FeedForwardRows(const float* x, const PackedWeights& up, const float* up_bi
 
 // Rows per block of FeedForwardBlocks. int8 and bf16: 64 (their kernels step 64 rows at a time
 // and gain nothing from more). f32: one block per thread while that is at most
-// kF32FeedForwardRows rows (each thread then reads each weight once: 512 tokens at batch 1 on
-// 2 threads, 256 rows each, 7% faster than blocks of 64 on the Xeon of docs/benchmarks.md),
-// else blocks of about kF32FeedForwardStepRows, as many on every thread (100 x 128 tokens: 2%
-// faster than blocks of 64 or 256 there).
+// kF32FeedForwardRows rows (each thread then reads each weight once: 512 tokens at batch 1 on 2
+// threads, 256 rows each, with the slices 6% faster than blocks of 64 on the Xeon of
+// docs/benchmarks.md), else blocks of about kF32FeedForwardStepRows, as many on every thread
+// (100 x 128 tokens: 1-2% faster than blocks of 64 and 2-4% faster than 256 there).
 int64_t FeedForwardBlockRows(const ThreadPool&, int64_t, const QuantizedWeights&) {
   return kFeedForwardRows;
 }
