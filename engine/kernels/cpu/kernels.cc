@@ -379,7 +379,7 @@ void RowsProduct(const float* x, const Bf16Weights& w, const float* bias, float*
 }
 
 // in [rows, up.n()] = epilogue(x · Upᵀ + up_bias), then out [rows, down.n()] = in · Downᵀ +
-// down_bias, on the calling thread (int8 and bf16 weights: each in steps of 64 rows).
+// down_bias, on the calling thread (int8 weights: each in steps of 64 rows, QuantizedRows).
 template <typename Weights>
 void FeedForwardRows(const float* x, const Weights& up, const float* up_bias, Epilogue epilogue,
                      const Weights& down, const float* down_bias, float* in, float* out,
@@ -407,8 +407,9 @@ void FeedForwardRows(const float* x, const PackedWeights& up, const float* up_bi
   }
 }
 
-// Rows per block of FeedForwardBlocks. int8 and bf16: 64 (their kernels step 64 rows at a time
-// and gain nothing from more). f32: one block per thread while that is at most
+// Rows per block of FeedForwardBlocks. int8 and bf16: 64, as before the f32 change (larger
+// blocks not measured for them; int8 steps 64 rows at a time anyway). f32: one block per thread
+// while that is at most
 // kF32FeedForwardRows rows (each thread then reads each weight once: 512 tokens at batch 1 on 2
 // threads, 256 rows each, with the slices 6% faster than blocks of 64 on the Xeon of
 // docs/benchmarks.md), else blocks of about kF32FeedForwardStepRows, as many on every thread
