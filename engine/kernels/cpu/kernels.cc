@@ -409,11 +409,10 @@ void FeedForwardRows(const float* x, const PackedWeights& up, const float* up_bi
 
 // Rows per block of FeedForwardBlocks. int8 and bf16: 64, as before the f32 change (larger
 // blocks not measured for them; int8 steps 64 rows at a time anyway). f32: one block per thread
-// while that is at most
-// kF32FeedForwardRows rows (each thread then reads each weight once: 512 tokens at batch 1 on 2
-// threads, 256 rows each, with the slices 6% faster than blocks of 64 on the Xeon of
-// docs/benchmarks.md), else blocks of about kF32FeedForwardStepRows, as many on every thread
-// (100 x 128 tokens: 1-2% faster than blocks of 64 and 2-4% faster than 256 there).
+// while that is at most kF32FeedForwardRows rows (each thread then reads each weight once: 512
+// tokens at batch 1 on 2 threads, 256 rows each, with the slices 6% faster than blocks of 64 on
+// the Xeon of docs/benchmarks.md), else blocks of about kF32FeedForwardStepRows, as many on every
+// thread (100 x 128 tokens: 1-2% faster than blocks of 64 and 2-4% faster than 256 there).
 int64_t FeedForwardBlockRows(const ThreadPool&, int64_t, const QuantizedWeights&) {
   return kFeedForwardRows;
 }
