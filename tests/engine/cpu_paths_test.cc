@@ -96,6 +96,36 @@ TEST_F(CpuPathsTest, F32ProductsHaveTheSameBitsOnEveryPath) {
   }
 }
 
+// A model's weights (packed at construction) are streamed: the AVX2 kernel prefetches their next
+// panels as it goes, across panels and k passes; the same panels repacked in place (as attention
+// packs K and V) are not. Prefetching moves no arithmetic: both give the same bits on every path.
+TEST_F(CpuPathsTest, StreamedPanelsGiveTheSameBitsAsRepackedOnes) {
+  PathGuard guard;
+  for (const auto& [m, n, k] : Shapes()) {
+    const std::vector<float> x = Random(m * k, 17, 2.0f), w = Random(n * k, 18, 0.3f),
+                             bias = Random(n, 19, 1.0f);
+    const PackedWeights streamed(w.data(), n, k);
+    PackedWeights repacked;
+    repacked.Pack(w.data(), n, k, k);
+    ASSERT_TRUE(streamed.streamed());
+    ASSERT_FALSE(repacked.streamed());
+    for (CpuPath path : SupportedCpuPaths()) {
+      ASSERT_TRUE(SetActiveCpuPath(path).ok());
+      auto run = [&](const PackedWeights& packed) {
+        std::vector<float> y(m * n, 0.5f), slice(m * n, 0.25f);
+        PackedGemm(x.data(), k, packed, bias.data(), y.data(), n, m, 0, n);
+        // A depth slice from past the first k pass, over the columns from the second panel.
+        const int64_t k0 = k > 400 ? 400 : 0, c0 = n > 16 ? 16 : 0;
+        PackedGemmSlice(x.data() + k0, k, packed, k0, k, nullptr, slice.data(), n, m, c0, n);
+        y.insert(y.end(), slice.begin(), slice.end());
+        return y;
+      };
+      EXPECT_TRUE(SameBits(run(streamed), run(repacked)))
+          << CpuPathName(path) << " at m=" << m << " n=" << n << " k=" << k;
+    }
+  }
+}
+
 // PackedGemmSlice over consecutive slices of the depth (the first with the bias, the rest
 // accumulating), x's columns handed over slice by slice, gives PackedGemm's bits on every path:
 // slices that cross the k passes, start off any panel boundary, or hold one column.

@@ -19,11 +19,12 @@ constexpr int64_t kDepth = 384;  // k per pass: a panel's 384 x 16 weights (24 K
 #if QUIVER_VEC_AVX2
 
 // y[0, R) x [0, cols) of one panel over k in [0, kc): from `init` (16 values: the bias, or
-// zeros) on the first pass, else from y itself. The accumulators are named variables, not an
-// array: GCC keeps an array of vectors on the stack, which halves the speed.
+// zeros) on the first pass, else from y itself; meanwhile the 64-byte lines [pf, pf + 64 ·
+// pf_lines) are prefetched into L2, one per k from the first. The accumulators are named
+// variables, not an array: GCC keeps an array of vectors on the stack, which halves the speed.
 template <int R>
 void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float* y, int64_t ldy,
-                 const float* init, int64_t cols) {
+                 const float* init, int64_t cols, const char* pf, int64_t pf_lines) {
   alignas(32) float tail[kPanel];
   auto start = [&](int i) -> const float* {
     if (init != nullptr) return init;
@@ -55,6 +56,7 @@ void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float*
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 w0 = _mm256_load_ps(b + k * kPanel);
     const __m256 w1 = _mm256_load_ps(b + k * kPanel + 8);
+    if (k < pf_lines) _mm_prefetch(pf + 64 * k, _MM_HINT_T1);
 #define QUIVER_FMA(i)                                         \
   if constexpr (R > i) {                                      \
     const __m256 x = _mm256_broadcast_ss(a + i * lda + k);    \
@@ -74,7 +76,7 @@ void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float*
 
 template <int R>
 void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float* y, int64_t ldy,
-                 const float* init, int64_t cols) {
+                 const float* init, int64_t cols, const char*, int64_t) {
   for (int i = 0; i < R; ++i) {
     for (int64_t j = 0; j < cols; ++j) {
       float acc = init != nullptr ? init[j] : y[i * ldy + j];
@@ -86,16 +88,15 @@ void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float*
 
 #endif
 
-void RunMicroKernel(int64_t rows, const float* a, int64_t lda, const float* b, int64_t kc,
-                    float* y, int64_t ldy, const float* init, int64_t cols) {
-  switch (rows) {
-    case 6: MicroKernel<6>(a, lda, b, kc, y, ldy, init, cols); break;
-    case 5: MicroKernel<5>(a, lda, b, kc, y, ldy, init, cols); break;
-    case 4: MicroKernel<4>(a, lda, b, kc, y, ldy, init, cols); break;
-    case 3: MicroKernel<3>(a, lda, b, kc, y, ldy, init, cols); break;
-    case 2: MicroKernel<2>(a, lda, b, kc, y, ldy, init, cols); break;
-    default: MicroKernel<1>(a, lda, b, kc, y, ldy, init, cols); break;
-  }
+void RunMicroKernel(int64_t rows, const float* a, int64_t lda, const float* b, int64_t kc, float* y,
+                    int64_t ldy, const float* init, int64_t cols, const char* pf,
+                    int64_t pf_lines) {
+  using Kernel = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t,
+                          const float*, int64_t, const char*, int64_t);
+  static constexpr Kernel kKernels[kRows] = {&MicroKernel<1>, &MicroKernel<2>, &MicroKernel<3>,
+                                             &MicroKernel<4>, &MicroKernel<5>, &MicroKernel<6>};
+  kKernels[std::clamp<int64_t>(rows, 1, kRows) - 1](a, lda, b, kc, y, ldy, init, cols, pf,
+                                                    pf_lines);
 }
 
 }  // namespace
@@ -113,6 +114,7 @@ float* PackedWeights::Reserve(int64_t n, int64_t k) {
   }
   n_ = n;
   k_ = k;
+  streamed_ = false;
   return data_.get();
 }
 
@@ -164,20 +166,34 @@ void PackedGemmSlice(const float* x, int64_t ldx, const PackedWeights& w, int64_
     return;
   }
   alignas(32) float first[kPanel];
+  const int64_t strips = (m + kRows - 1) / kRows;
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kDepth) {
     const int64_t kc = std::min(kDepth, k_end - k0);
     for (int64_t col = c0; col < c1; col += kPanel) {
       const int64_t cols = std::min(kPanel, c1 - col);
       const float* b = w.panel(col / kPanel) + k0 * kPanel;
+      // Streamed weights (gemm.h): the next panel (or the first of the next pass), its kc lines
+      // shared out over this panel's strips, prefetched into L2 while they run.
+      const char* next = nullptr;
+      int64_t next_lines = 0;
+      if (w.streamed()) {
+        const int64_t next_col = col + kPanel < c1 ? col + kPanel : c0;
+        const int64_t next_k = next_col == c0 ? k0 + kDepth : k0;
+        if (next_k < k_end) {
+          next = reinterpret_cast<const char*>(w.panel(next_col / kPanel) + next_k * kPanel);
+          next_lines = std::min(kDepth, k_end - next_k);
+        }
+      }
       const float* init = nullptr;  // later passes continue from y
       if (k0 == k_begin && !accumulate) {
         std::fill(first, first + kPanel, 0.0f);
         if (bias != nullptr) std::copy(bias + col, bias + col + cols, first);
         init = first;
       }
-      for (int64_t r = 0; r < m; r += kRows) {
+      for (int64_t r = 0, j = 0; r < m; r += kRows, ++j) {
+        const int64_t from = next_lines * j / strips, to = next_lines * (j + 1) / strips;
         RunMicroKernel(std::min(kRows, m - r), x + r * ldx + (k0 - k_begin), ldx, b, kc,
-                       y + r * ldy + col, ldy, init, cols);
+                       y + r * ldy + col, ldy, init, cols, next + 64 * from, to - from);
       }
     }
   }

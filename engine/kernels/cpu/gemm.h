@@ -23,18 +23,29 @@ class PackedWeights {
   static constexpr int64_t kPanel = 16;
 
   PackedWeights() = default;
-  // w is [n, k] row-major (a PyTorch Linear weight).
-  PackedWeights(const float* w, int64_t n, int64_t k) { Pack(w, n, k, k); }
+  // w is [n, k] row-major (a PyTorch Linear weight): a model's layer, packed once at load and
+  // streamed (below).
+  PackedWeights(const float* w, int64_t n, int64_t k) {
+    Pack(w, n, k, k);
+    streamed_ = true;
+  }
 
   // Repacks in place, reusing the allocation when it is large enough (attention packs K and V
-  // per head this way). Pack: W = w[n, k] with row stride ldw. PackTransposed: W = vᵀ for v
-  // [k, n] with row stride ldv, i.e. W[c, kk] = v[kk, c].
+  // per head this way; such panels are not streamed). Pack: W = w[n, k] with row stride ldw.
+  // PackTransposed: W = vᵀ for v [k, n] with row stride ldv, i.e. W[c, kk] = v[kk, c].
   void Pack(const float* w, int64_t n, int64_t k, int64_t ldw);
   void PackTransposed(const float* v, int64_t k, int64_t n, int64_t ldv);
 
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   bool empty() const { return data_ == nullptr; }
+  // Whether the products read these panels from beyond the core's L2 on every call: a model's
+  // layers (all-MiniLM-L6-v2's six take 42 MB), each read once per layer and call. The AVX2
+  // kernel then prefetches the next panel into L2 while it works on the current one (its first
+  // strip of rows otherwise waits on L3: the feed-forward's products 15% faster at 64-256 rows,
+  // docs/benchmarks.md; the AVX-512 kernel, tried the same way, ran slower, and does not). Not so
+  // for panels just packed (attention's K and V), which are in L1 or L2 already.
+  bool streamed() const { return streamed_; }
   const float* panel(int64_t p) const { return data_.get() + p * k_ * kPanel; }
 
  private:
@@ -44,6 +55,7 @@ class PackedWeights {
   float* Reserve(int64_t n, int64_t k);
 
   int64_t n_ = 0, k_ = 0, capacity_ = 0;
+  bool streamed_ = false;
   std::unique_ptr<float, Free> data_;  // 64-byte aligned
 };
 
