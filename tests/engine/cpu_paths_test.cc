@@ -96,8 +96,8 @@ TEST_F(CpuPathsTest, F32ProductsHaveTheSameBitsOnEveryPath) {
   }
 }
 
-// A model's weights (packed at construction) are streamed: the AVX2 kernel prefetches their next
-// panels as it goes, across panels and k passes; the same panels repacked in place (as attention
+// A model's weights (packed at construction) are streamed: the f32 kernels prefetch their next
+// panels as they go, across panels and k passes; the same panels repacked in place (as attention
 // packs K and V) are not. Prefetching moves no arithmetic: both give the same bits on every path.
 TEST_F(CpuPathsTest, StreamedPanelsGiveTheSameBitsAsRepackedOnes) {
   PathGuard guard;

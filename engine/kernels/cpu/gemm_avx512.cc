@@ -25,14 +25,21 @@ constexpr int64_t kDepth = 512;  // k per pass (measured best of 128-768 on a Xe
 // zeros) on the first pass, else from y; mask0 / mask1 select each panel's columns that exist.
 // Then the next `strips` - 1 strips of R rows below (x's rows and y's R further on): one call
 // for a column's whole strips, the next strip's products starting while the last one's sums
-// are stored (measured: Q·Kᵀ's 32-deep products 4% faster, docs/benchmarks.md).
+// are stored (measured: Q·Kᵀ's 32-deep products 4% faster, docs/benchmarks.md). Meanwhile the
+// 64-byte lines [pf, pf + 64 · pf_lines), and the same pf_stride bytes on (the next pair's two
+// panels), are prefetched into L2, shared out over the strips, a line of each per k from each
+// strip's first (none when pf_lines is 0).
 // Accumulators are named variables: GCC keeps an array of vectors on the stack.
 template <int R, bool kTwo, bool kPacked>
 QUIVER_TARGET_AVX512 void MicroKernel(const float* a, int64_t lda, const float* b0, const float* b1,
                                       int64_t kc, float* y, int64_t ldy, const float* init,
-                                      __mmask16 mask0, __mmask16 mask1, int64_t strips) {
+                                      __mmask16 mask0, __mmask16 mask1, int64_t strips,
+                                      const char* pf, int64_t pf_stride, int64_t pf_lines) {
   const int64_t a_step = kPacked ? kRows * kc : R * lda;
   for (int64_t strip = 0; strip < strips; ++strip, a += a_step, y += R * ldy) {
+    const int64_t from = pf_lines * strip / strips, to = pf_lines * (strip + 1) / strips;
+    const char* const pf_strip = pf + 64 * from;
+    const int64_t pf_count = to - from;
     const __m512 zero = _mm512_setzero_ps();
     __m512 c0a = zero, c0b = zero, c1a = zero, c1b = zero, c2a = zero, c2b = zero, c3a = zero,
            c3b = zero, c4a = zero, c4b = zero, c5a = zero, c5b = zero, c6a = zero, c6b = zero,
@@ -55,6 +62,10 @@ QUIVER_TARGET_AVX512 void MicroKernel(const float* a, int64_t lda, const float* 
     for (int64_t k = 0; k < kc; ++k) {
       const __m512 w0 = _mm512_load_ps(b0 + k * kPanel);
       const __m512 w1 = kTwo ? _mm512_load_ps(b1 + k * kPanel) : w0;
+      if (k < pf_count) {
+        _mm_prefetch(pf_strip + 64 * k, _MM_HINT_T1);
+        _mm_prefetch(pf_strip + pf_stride + 64 * k, _MM_HINT_T1);
+      }
 #define QUIVER_FMA(i)                                                             \
   if constexpr (R > i) {                                                          \
     const __m512 x = _mm512_set1_ps(kPacked ? a[k * kRows + i] : a[i * lda + k]); \
@@ -76,7 +87,7 @@ QUIVER_TARGET_AVX512 void MicroKernel(const float* a, int64_t lda, const float* 
 }
 
 using Kernel = void (*)(const float*, int64_t, const float*, const float*, int64_t, float*, int64_t,
-                        const float*, __mmask16, __mmask16, int64_t);
+                        const float*, __mmask16, __mmask16, int64_t, const char*, int64_t, int64_t);
 
 template <bool kTwo, bool kPacked, int... R>
 constexpr std::array<Kernel, sizeof...(R)> MakeTable(std::integer_sequence<int, R...>) {
@@ -175,14 +186,31 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64
                                : (two ? kTable<true, false> : kTable<false, false>);
       // The whole strips of kRows in one call, then KernelRows' last one or two.
       const int64_t whole = WholeKernelRowCalls(m, kRows);
+      // Streamed weights (gemm.h): the next pair (or the first of the next pass) is prefetched
+      // while this one works. A lone last panel prefetches its own lines twice (pf_stride 0).
+      const char* next = nullptr;
+      int64_t next_lines = 0, pf_stride = 0;
+      if (w.streamed()) {
+        const int64_t next_col = col + 2 * kPanel < c1 ? col + 2 * kPanel : c0;
+        const int64_t next_k = next_col == c0 ? k0 + kDepth : k0;
+        if (next_k < k) {
+          next = reinterpret_cast<const char*>(w.panel(next_col / kPanel) +
+                                               (k_begin + next_k) * kPanel);
+          next_lines = std::min(kDepth, k - next_k);
+          if (next_col + kPanel < c1)
+            pf_stride = w.k() * kPanel * static_cast<int64_t>(sizeof(float));
+        }
+      }
       if (whole > 0) {
         table[kRows - 1](pack ? packed.data() : x + k0, ldx, b0, b1, kc, y + col, ldy, init, mask0,
-                         mask1, whole);
+                         mask1, whole, next, pf_stride, next_lines);
       }
       for (int64_t r = whole * kRows, j = whole, rows = 0; r < m; r += rows, ++j) {
         rows = KernelRows(m, r, kRows);
         const float* a = pack ? packed.data() + j * kRows * kc : x + r * ldx + k0;
-        table[rows - 1](a, ldx, b0, b1, kc, y + r * ldy + col, ldy, init, mask0, mask1, 1);
+        // Without whole strips the first call prefetches; the lines are in L2 for the rest.
+        table[rows - 1](a, ldx, b0, b1, kc, y + r * ldy + col, ldy, init, mask0, mask1, 1, next,
+                        pf_stride, whole == 0 && r == 0 ? next_lines : 0);
       }
     }
   }
