@@ -11,6 +11,7 @@
 // QkvAttentionByHeads gives one thread at batch 1), and "ffn", the output projection and the
 // feed-forward in 256-column slices of the intermediate (FeedForwardRows), over r rows.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -53,28 +54,50 @@ double Seconds(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// A whole number in [lo, hi] from `text`, or -1 (the caller names the flag).
+int ParseCount(const std::string& text, int lo, int hi) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi) return -1;
+  return value;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int rounds = 9;
   std::vector<int> row_counts = {64, 128, 256};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string f = argv[i];
+    if (f != "--rounds" && f != "--rows") {
+      std::fprintf(stderr, "unknown flag %s (flags: --rounds N, --rows R1,R2,...)\n", f.c_str());
+      return 2;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", f.c_str());
+      return 2;
+    }
+    const std::string v = argv[i + 1];
     if (f == "--rounds") {
-      rounds = std::max(1, std::atoi(v.c_str()));
-    } else if (f == "--rows") {
-      row_counts.clear();
-      std::stringstream list(v);
-      for (std::string item; std::getline(list, item, ',');) {
-        const int r = std::atoi(item.c_str());
-        if (r < 1 || r > 512) {
-          std::fprintf(stderr, "--rows: %s is not in [1, 512]\n", item.c_str());
-          return 2;
-        }
-        row_counts.push_back(r);
+      rounds = ParseCount(v, 1, 1000);
+      if (rounds < 0) {
+        std::fprintf(stderr, "--rounds: '%s' is not a whole number in [1, 1000]\n", v.c_str());
+        return 2;
       }
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", f.c_str());
+      continue;
+    }
+    row_counts.clear();
+    std::stringstream list(v);
+    for (std::string item; std::getline(list, item, ',');) {
+      const int r = ParseCount(item, 1, 512);
+      if (r < 0) {
+        std::fprintf(stderr, "--rows: '%s' is not a whole number in [1, 512]\n", item.c_str());
+        return 2;
+      }
+      row_counts.push_back(r);
+    }
+    if (row_counts.empty()) {
+      std::fprintf(stderr, "--rows: no row counts given\n");
       return 2;
     }
   }
