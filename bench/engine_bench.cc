@@ -14,6 +14,8 @@
 // the engine in short turns with other systems (this machine drifts by milliseconds within
 // seconds, so compared figures must be taken close together):
 //   latency <tokens> <count>   count batch-1 calls, one text of that length each -> [ms, ...]
+//   queries <count>            count batch-1 calls, one of the inputs' short queries each (the
+//                              corpus's search queries, 4-20 tokens: what a search embeds online)
 //   throughput <batches>       that many 100 x 128-token batches, four in flight -> tokens/s
 #include <cblas.h>
 #include <immintrin.h>
@@ -354,7 +356,7 @@ int main(int argc, char** argv) {
   };
 
   if (o.stdin_mode) {
-    std::map<int64_t, size_t> next;  // per length, the next text to use
+    std::map<int64_t, size_t> next;  // per length (-1: the queries), the next text to use
     RaggedBatch throughput_batch;
     if (const auto* texts = set_of(128)) {
       for (const auto& ids : *texts) throughput_batch.Add(ids);
@@ -367,12 +369,24 @@ int main(int argc, char** argv) {
       int64_t a = 0, b = 0;
       words >> command >> a >> b;
       std::vector<double> ms;
-      if (command == "latency" && set_of(a) != nullptr && b > 0) {
-        const auto& ids = *set_of(a);
-        size_t& n = next[a];
-        for (int64_t i = 0; i < b; ++i) {
+      // latency <tokens> <count> or queries <count>: that many batch-1 calls, the set's texts in
+      // turn (each set's position kept from one command to the next).
+      const std::vector<std::vector<int32_t>>* texts = nullptr;
+      int64_t count = 0, key = 0;
+      if (command == "latency") {
+        texts = set_of(a);
+        count = b;
+        key = a;
+      } else if (command == "queries" && !queries.empty()) {
+        texts = &queries;
+        count = a;
+        key = -1;
+      }
+      if (texts != nullptr && count > 0) {
+        size_t& n = next[key];
+        for (int64_t i = 0; i < count; ++i) {
           RaggedBatch one;
-          one.Add(ids[n++ % ids.size()]);
+          one.Add((*texts)[n++ % texts->size()]);
           const Clock::time_point t = Clock::now();
           run(one);
           ms.push_back(Seconds(t) * 1e3);

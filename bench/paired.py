@@ -67,6 +67,8 @@ class StdinTool:
         return answer
 
     def latency(self, tokens, count):
+        if tokens == "queries":  # the inputs' short queries (quiver_engine_bench --stdin)
+            return self.ask(f"queries {count}")["ms"]
         return self.ask(f"latency {tokens} {count}")["ms"]
 
     def close(self):
@@ -244,7 +246,7 @@ def measure_engines(args, engine, inputs):
     try:
         systems = {"quiver engine": engine, "baseline engine": baseline}
         out = {}
-        for tokens in (128, 512):
+        for tokens in latency_sets(args):
             for tool in systems.values():
                 tool.latency(tokens, args.block)
             out[f"latency_{tokens}"] = latency_turns(
@@ -261,6 +263,12 @@ def measure_engines(args, engine, inputs):
         return out
     finally:
         baseline.close()
+
+
+def latency_sets(args):
+    """The batch-1 sets --compare engines times: 128 and 512 tokens, and with --queries the
+    inputs' short queries (both builds need quiver_engine_bench's `queries` command)."""
+    return (128, 512, "queries") if args.queries else (128, 512)
 
 
 def merge(parts):
@@ -318,14 +326,15 @@ def summarize(compare, raw, clients):
               f"{concurrency['median_round_ratio']:.3f})", file=sys.stderr)
         return raw
     if compare == "engines":
-        for tokens in (128, 512):
+        for tokens in (t for t in (128, 512, "queries") if f"latency_{t}" in raw):
             latency = raw[f"latency_{tokens}"]
             p50, rounds = difference(latency, "quiver engine", "baseline engine")
             base = latency["systems"]["baseline engine"]["p50_ms"]
             latency["engine_minus_baseline_p50_ms"] = p50
             latency["median_round_difference_ms"] = rounds
             latency["engine_over_baseline_p50"] = latency["systems"]["quiver engine"]["p50_ms"] / base
-            print(f"engine - baseline at {tokens} tokens: p50 {p50:+.2f} ms of {base:.2f} "
+            where = "the short queries" if tokens == "queries" else f"{tokens} tokens"
+            print(f"engine - baseline at {where}: p50 {p50:+.2f} ms of {base:.2f} "
                   f"({100 * p50 / base:+.1f}%), median of round differences {rounds:+.2f} ms",
                   file=sys.stderr)
         throughput = raw["throughput"]
@@ -387,6 +396,8 @@ def main():
     parser.add_argument("--llama-ubatch", type=int, default=512)
     parser.add_argument("--peers", default="onnxruntime,sentence-transformers,llama.cpp")
     parser.add_argument("--throughput-rounds", type=int, default=4)
+    parser.add_argument("--queries", action="store_true",
+                        help="--compare engines: batch-1 over the inputs' short queries too")
     parser.add_argument("--batches", type=int, default=2, help="batches per throughput turn")
     parser.add_argument("--clients", type=int, default=16,
                         help="concurrent clients through serve (--compare serve)")
