@@ -187,10 +187,12 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64
       // The whole strips of kRows in one call, then KernelRows' last one or two.
       const int64_t whole = WholeKernelRowCalls(m, kRows);
       // Streamed weights (gemm.h): the next pair (or the first of the next pass) is prefetched
-      // while this one works. A lone last panel prefetches its own lines twice (pf_stride 0).
+      // while this one's whole strips work, when there are two or more (short batches, the
+      // queries a search embeds, ran 5-9% slower with a pair's lines all asked for in one strip).
+      // A lone last panel prefetches its own lines twice (pf_stride 0).
       const char* next = nullptr;
       int64_t next_lines = 0, pf_stride = 0;
-      if (w.streamed()) {
+      if (w.streamed() && whole >= 2) {
         const int64_t next_col = col + 2 * kPanel < c1 ? col + 2 * kPanel : c0;
         const int64_t next_k = next_col == c0 ? k0 + kDepth : k0;
         if (next_k < k) {
@@ -208,9 +210,8 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64
       for (int64_t r = whole * kRows, j = whole, rows = 0; r < m; r += rows, ++j) {
         rows = KernelRows(m, r, kRows);
         const float* a = pack ? packed.data() + j * kRows * kc : x + r * ldx + k0;
-        // Without whole strips the first call prefetches; the lines are in L2 for the rest.
-        table[rows - 1](a, ldx, b0, b1, kc, y + r * ldy + col, ldy, init, mask0, mask1, 1, next,
-                        pf_stride, whole == 0 && r == 0 ? next_lines : 0);
+        table[rows - 1](a, ldx, b0, b1, kc, y + r * ldy + col, ldy, init, mask0, mask1, 1, nullptr,
+                        0, 0);
       }
     }
   }
