@@ -68,7 +68,9 @@ TEST(Bf16GemmTest, MatchesItsDefinition) {
       std::memcpy(&back, &bits, 4);
       ASSERT_EQ(back, RoundBf16(x[i])) << i;
     }
-    if (k % 2 == 1) ASSERT_EQ(a[k], 0);
+    if (k % 2 == 1) {
+      ASSERT_EQ(a[k], 0);
+    }
     std::vector<float> y(m * n, 99.0f);
     Bf16Gemm(a.data(), packed, bias.data(), y.data(), n, m, 0, n);
     double worst_f32 = 0, scale_f32 = 0;
