@@ -1,8 +1,9 @@
 // One thread's share of all-MiniLM-L6-v2's products at a batch-1 shape, timed on one thread with
 // six layers' own weights (42 MB in f32: each call reads them from beyond L2, as the engine does),
 // for the weights marked streamed (packed at construction: the f32 kernels prefetch their next
-// panels, gemm.h) against the same panels repacked in place (no prefetch), in turns in one
-// process. Prints one JSON line per shape with the medians over rounds, in GFLOP/s.
+// panels, gemm.h, in calls of 28 rows or more: below that the two columns are the same code)
+// against the same panels repacked in place (no prefetch), in turns in one process. Prints one
+// JSON line per shape with the medians over rounds, in GFLOP/s.
 //
 //   quiver_layer_products_bench [--rounds 9] [--rows 64,128,256]
 //   QUIVER_CPU_ISA=avx2 quiver_layer_products_bench    # the avx2 kernel
