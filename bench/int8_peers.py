@@ -26,6 +26,8 @@ call of a turn is a warm-up and not counted. Latency is reported as the p50 over
 for quiver f32 against the best f32 peer, also as the median over rounds of the ratio of the two
 block medians. quiver runs on the best kernel path the host has (engine/kernels/cpu/cpu_features.h),
 and also forced to each path of --forced-paths (QUIVER_CPU_ISA), e.g. avx2 on an AVX-512 host.
+With --cpuid-mask avx2 every system, quiver and each peer, runs as on a host without AVX-512 and
+AMX (bench/cpuid_mask.c hides them from CPUID; the micro-architecture stays this host's).
 
     int8_peers.py --engine-bench build/quiver_engine_bench --out result.json
 """
@@ -47,14 +49,30 @@ from paired import Engine  # noqa: E402  quiver_engine_bench --stdin
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def cpu_line():
+def cpu_line(visible=True):
+    """The CPU model and its flags of interest; with visible, less those a --cpuid-mask hides
+    (/proc/cpuinfo shows the host's, the processes see these)."""
     model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                   if l.startswith("model name")), platform.processor())
     flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
                   if l.startswith("flags")), [])
     wanted = ["avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni",
               "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"]
+    mask = os.environ.get("QUIVER_CPUID_MASK") if visible else None
+    if mask:
+        wanted = [f for f in wanted if not f.startswith(("avx512", "amx"))
+                  and (f != "avx_vnni" or mask == "avx2_vnni")]
     return model, [f for f in wanted if f in flags]
+
+
+def cpuid_mask_counter(mode):
+    """A function giving the CPUIDs bench/cpuid_mask.c has served in this process so far."""
+    if not mode:
+        return lambda: None
+    import ctypes
+    served = ctypes.CDLL(None).quiver_cpuid_mask_served
+    served.restype = ctypes.c_long
+    return served
 
 
 class Tokenized:
@@ -217,9 +235,23 @@ def main():
     p.add_argument("--lengths", default="128,512", help="batch-1 latency lengths (tokens)")
     p.add_argument("--forced-paths", default="",
                    help="kernel paths to run quiver on besides the best one, e.g. avx2")
+    p.add_argument("--cpuid-mask", choices=["avx2", "avx2_vnni"],
+                   help="run everything (quiver and every peer) as on a host without AVX-512 "
+                        "or AMX (and, for avx2, without AVX-VNNI): bench/cpuid_mask.c")
+    p.add_argument("--cpuid-mask-lib", help="libquiver_cpuid_mask.so (default: beside "
+                                            "--engine-bench)")
     p.add_argument("--no-ctranslate2", action="store_true")
     p.add_argument("--out", required=True)
     args = p.parse_args()
+    if args.cpuid_mask and os.environ.get("QUIVER_CPUID_MASK") != args.cpuid_mask:
+        # The mask must be in place before any library reads CPUID: start again under it.
+        lib = os.path.abspath(args.cpuid_mask_lib or os.path.join(
+            os.path.dirname(args.engine_bench), "libquiver_cpuid_mask.so"))
+        if not os.path.exists(lib):
+            sys.exit(f"--cpuid-mask: {lib} not found (ninja quiver_cpuid_mask)")
+        os.environ.update(QUIVER_CPUID_MASK=args.cpuid_mask, LD_PRELOAD=lib)
+        os.execv(sys.executable, [sys.executable] + sys.argv)
+    cpuid_served = cpuid_mask_counter(args.cpuid_mask)
 
     inputs = json.load(open(args.inputs))
     lengths = [int(n) for n in args.lengths.split(",") if n]
@@ -297,6 +329,7 @@ def main():
             ms.append((time.perf_counter() - t) * 1e3)
         return ms[1:]
 
+    cpuid_before_timing = cpuid_served()
     # Throughput: every system in turn, --rounds rounds (round 0 warms every system up and is
     # dropped).
     for r in range(args.rounds + 1):
@@ -325,11 +358,15 @@ def main():
                     latency[name][length] += ms
                     block_medians[name][length].append(statistics.median(ms))
         print(f"latency round {r} done", file=sys.stderr)
+    cpuid_after_timing = cpuid_served()
     for tool in engines.values():
         tool.close()
 
     model, flags = cpu_line()
     result = {"cpu": model, "flags": flags, "threads": args.threads, "rounds": args.rounds,
+              "host_flags": cpu_line(visible=False)[1], "cpuid_mask": args.cpuid_mask,
+              "cpuid_served_in_this_process": None if not args.cpuid_mask else {
+                  "before_timing": cpuid_before_timing, "after_timing": cpuid_after_timing},
               "latency_rounds": args.latency_rounds, "block": args.block,
               "fidelity_240_texts": fidelity,
               "quiver_int8_fidelity": "GoldenTest.MiniLmInt8StaysWithinTheGateOfSentenceTransformers",

@@ -1,0 +1,91 @@
+"""bench/cpuid_mask.c: a process under the mask dispatches as on a smaller host.
+
+    cpuid_mask_test.py QUIVER LIBCPUID_MASK GOLDEN_TEST
+
+- `quiver version` under QUIVER_CPUID_MASK=avx2 sees the host's AVX2 and FMA only and chooses the
+  avx2 path by CPUID (no QUIVER_CPU_ISA), refusing a forced avx512 as on a real AVX2 host; under
+  avx2_vnni (where the host has AVX-VNNI) it chooses avx2_vnni;
+- the golden tests pass on the path chosen so (the bf16 one refused: no AVX512_BF16 left);
+- a real fault still kills the process with SIGSEGV, and a wrong mode is refused.
+Exit code 77 (a skip for ctest) where the host cannot fault on CPUID or has no AVX-512 to hide.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+SKIP = 77
+
+
+def host_flags():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def run(cmd, mode, lib, extra_env=None):
+    env = dict(os.environ, LD_PRELOAD=lib, QUIVER_CPUID_MASK=mode)
+    env.pop("QUIVER_CPU_ISA", None)
+    env.update(extra_env or {})
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def cpu_line(out):
+    return next(l for l in out.splitlines() if l.startswith("cpu:"))
+
+
+def main():
+    quiver, lib, golden = sys.argv[1:4]
+    flags = host_flags()
+    if "cpuid_fault" not in flags:
+        print("SKIP: this host cannot fault on CPUID (no cpuid_fault in /proc/cpuinfo)")
+        return SKIP
+    if "avx512f" not in flags or "avx2" not in flags:
+        print("SKIP: no AVX-512 on this host to hide")
+        return SKIP
+
+    native = subprocess.run([quiver, "version"], capture_output=True, text=True, check=True)
+    print("native:", cpu_line(native.stdout))
+
+    masked = run([quiver, "version"], "avx2", lib)
+    assert masked.returncode == 0, masked.stderr
+    line = cpu_line(masked.stdout)
+    print("avx2 mask:", line)
+    assert "[avx2 fma f16c]" in line, line
+    assert "kernels: avx2 (" in line, line
+    assert line.endswith("paths here: avx2"), line
+
+    forced = run([quiver, "version"], "avx2", lib, {"QUIVER_CPU_ISA": "avx512"})
+    line = cpu_line(forced.stdout)
+    print("avx2 mask, avx512 forced:", line)
+    assert "QUIVER_CPU_ISA=avx512: not a kernel path this build runs on this host" in line, line
+
+    if "avx_vnni" in flags:
+        vnni = run([quiver, "version"], "avx2_vnni", lib)
+        line = cpu_line(vnni.stdout)
+        print("avx2_vnni mask:", line)
+        assert "[avx2 fma f16c avx_vnni]" in line, line
+        assert "kernels: avx2_vnni (" in line, line
+
+    # Every golden test on the path CPUID chose; the bf16 one must be refused (no AVX512_BF16).
+    golden_run = run([golden], "avx2", lib)
+    print(golden_run.stdout[-900:])
+    assert golden_run.returncode == 0, golden_run.stdout + golden_run.stderr
+    skipped = sorted({l.split()[-1] for l in golden_run.stdout.splitlines()
+                      if l.startswith("[  SKIPPED ]") and "." in l and "(" not in l})
+    assert skipped == ["GoldenTest.MiniLmBf16StaysWithinTheGateOfSentenceTransformers"], skipped
+
+    crash = run([sys.executable, "-c", "import ctypes; ctypes.string_at(0)"], "avx2", lib)
+    assert crash.returncode == -signal.SIGSEGV, (crash.returncode, crash.stderr)
+
+    wrong = run([quiver, "version"], "avx1", lib)
+    assert wrong.returncode == 2, wrong.returncode
+    assert "QUIVER_CPUID_MASK=avx1: expected avx2 or avx2_vnni" in wrong.stderr, wrong.stderr
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
