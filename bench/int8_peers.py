@@ -180,8 +180,20 @@ def openvino_peers(onnx_path, tokenize, calibration, threads, bf16=False):
         def embed(texts, compiled=compiled):
             inputs, mask = feed(texts)
             return mean_pool(compiled(inputs)[0], mask)
+        embed.kernels = lambda compiled=compiled: openvino_kernels(compiled)
         out[name] = embed
     return out
+
+
+def openvino_kernels(compiled):
+    """The kernels OpenVINO's CPU plugin chose, '<layer type> <primitive>': count (from the
+    runtime model, after the calls, which fix the primitives of a dynamic-shape model)."""
+    counts = {}
+    for op in compiled.get_runtime_model().get_ops():
+        info = op.get_rt_info()
+        key = f"{info['layerType'].astype(str)} {info['primitiveType'].astype(str)}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def ctranslate2_peers(model_dir, work, tokenize, threads):
@@ -359,6 +371,8 @@ def main():
                     block_medians[name][length].append(statistics.median(ms))
         print(f"latency round {r} done", file=sys.stderr)
     cpuid_after_timing = cpuid_served()
+    # What the peers that can say so ran (e.g. brgemm_avx2_f32 against brgconv_avx512_1x1_f32).
+    peer_kernels = {n: e.kernels() for n, e in gated.items() if hasattr(e, "kernels")}
     for tool in engines.values():
         tool.close()
 
@@ -367,6 +381,7 @@ def main():
               "host_flags": cpu_line(visible=False)[1], "cpuid_mask": args.cpuid_mask,
               "cpuid_served_in_this_process": None if not args.cpuid_mask else {
                   "before_timing": cpuid_before_timing, "after_timing": cpuid_after_timing},
+              "peer_kernels": peer_kernels,
               "latency_rounds": args.latency_rounds, "block": args.block,
               "fidelity_240_texts": fidelity,
               "quiver_int8_fidelity": "GoldenTest.MiniLmInt8StaysWithinTheGateOfSentenceTransformers",
