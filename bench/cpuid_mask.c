@@ -1,26 +1,31 @@
 // cpuid_mask: make a process see a host with fewer instruction sets than this one has, so that
 // every system of a benchmark (quiver and each peer's own run-time dispatch: ONNX Runtime's
 // MLAS, OpenVINO's oneDNN and MLAS, PyTorch's oneDNN, MKL and ATen) picks the kernels it would
-// pick on that smaller host. An LD_PRELOAD library:
+// pick on that smaller host. An LD_PRELOAD library, QUIVER_CPUID_MASK=KIND
+// LD_PRELOAD=libquiver_cpuid_mask.so CMD, with KIND one of
 //
-//   QUIVER_CPUID_MASK=avx2       LD_PRELOAD=libquiver_cpuid_mask.so CMD   (AVX2 + FMA only, as on
-//                                                                         an AMD Zen 3)
-//   QUIVER_CPUID_MASK=avx2_vnni  LD_PRELOAD=...                           (also AVX-VNNI, as on
-//                                                                         an Intel Alder Lake)
+//   avx2         AVX2 + FMA, no AVX-512, no VNNI of any kind (AMD Zen 3, Intel Haswell-Skylake
+//                clients)
+//   avx2_vnni    avx2 + AVX-VNNI (Intel Alder Lake and later clients, Xeon 6 E-cores)
+//   avx512_vnni  AVX-512 F/CD/BW/DQ/VL/IFMA/VBMI/VBMI2/BITALG/VPOPCNTDQ + AVX512_VNNI, no
+//                AVX512_BF16, no AMX (Intel Ice Lake server; Cascade Lake less VBMI and IFMA)
+//   avx512_bf16  avx512_vnni + AVX512_BF16 (AMD Zen 4, Intel Cooper Lake)
+//
+// AMX, AVX512_FP16, AVX-IFMA, AVX-NE-CONVERT, AVX-VNNI-INT8/16, AVX10, VP2INTERSECT and the
+// Xeon Phi sets are hidden in every kind; AVX-VNNI in all but avx2_vnni.
 //
 // How: Linux's CPUID faulting (arch_prctl ARCH_SET_CPUID, on hosts whose /proc/cpuinfo lists
 // cpuid_fault) turns every CPUID instruction of this process into a SIGSEGV; the handler runs the
-// real CPUID with faulting briefly off, clears the feature bits of the instruction sets hidden
-// (AVX-512 of every kind, AMX, AVX512_BF16, AVX-VNNI unless kept, AVX-IFMA, AVX10), writes the
-// registers back and steps over the instruction. XGETBV cannot be intercepted, so the OS still
-// reports the ZMM state enabled; every dispatcher checked (MLAS, oneDNN/Xbyak, cpuinfo, MKL,
-// quiver) requires the CPUID feature bits as well. Results are cached per (leaf, subleaf).
-// The faulting setting is per thread, inherited by threads created later and dropped at exec
-// (LD_PRELOAD, inherited by children, sets it again). CPUIDs the dynamic loader ran before this
-// library's constructor (glibc's own memcpy choice) are not masked. The number of CPUIDs served
-// is written to stderr at exit when QUIVER_CPUID_MASK_VERBOSE is set, and
-// quiver_cpuid_mask_served() returns it, so that a benchmark can show that none ran inside its
-// timed calls.
+// real CPUID with faulting briefly off, clears the feature bits of the instruction sets hidden,
+// writes the registers back and steps over the instruction. XGETBV cannot be intercepted, so the
+// OS still reports the ZMM and tile state enabled; every dispatcher checked (MLAS,
+// oneDNN/Xbyak, cpuinfo, MKL, quiver) requires the CPUID feature bits as well. Results are
+// cached per (leaf, subleaf). The faulting setting is per thread, inherited by threads created
+// later and dropped at exec (LD_PRELOAD, inherited by children, sets it again). CPUIDs the
+// dynamic loader ran before this library's constructor (glibc's own memcpy choice) are not
+// masked. The number of CPUIDs served is written to stderr at exit when
+// QUIVER_CPUID_MASK_VERBOSE is set, and quiver_cpuid_mask_served() returns it, so that a
+// benchmark can show that none ran inside its timed calls.
 //
 // Not a simulator: the micro-architecture (caches, FMA ports, clocks) stays this host's.
 #define _GNU_SOURCE
@@ -44,6 +49,8 @@ typedef struct {
 } Entry;
 
 static Entry cache[kCacheSize];
+static int keep_avx512;  // F, CD, BW, DQ, VL, IFMA, VBMI, VBMI2, BITALG, VPOPCNTDQ, VNNI
+static int keep_avx512_bf16;
 static int keep_avx_vnni;
 static volatile long served;
 static struct sigaction previous;
@@ -55,19 +62,25 @@ static long arch_prctl_call(int code, unsigned long arg) {
 // Bits hidden in leaf 7 (Intel SDM vol. 2A, CPUID; AMD APM vol. 3, E.3.6).
 static void mask(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
   if (leaf == 7 && subleaf == 0) {
-    // EBX: AVX512F 16, DQ 17, IFMA 21, PF 26, ER 27, CD 28, BW 30, VL 31.
-    r[1] &= ~((1u << 16) | (1u << 17) | (1u << 21) | (1u << 26) | (1u << 27) | (1u << 28) |
-              (1u << 30) | (1u << 31));
-    // ECX: VBMI 1, VBMI2 6, VNNI 11, BITALG 12, VPOPCNTDQ 14.
-    r[2] &= ~((1u << 1) | (1u << 6) | (1u << 11) | (1u << 12) | (1u << 14));
+    // EBX: PF 26, ER 27 always; F 16, DQ 17, IFMA 21, CD 28, BW 30, VL 31 unless kept.
+    uint32_t ebx = (1u << 26) | (1u << 27);
+    // ECX: VBMI 1, VBMI2 6, VNNI 11, BITALG 12, VPOPCNTDQ 14 unless kept.
+    uint32_t ecx = 0;
+    if (!keep_avx512) {
+      ebx |= (1u << 16) | (1u << 17) | (1u << 21) | (1u << 28) | (1u << 30) | (1u << 31);
+      ecx |= (1u << 1) | (1u << 6) | (1u << 11) | (1u << 12) | (1u << 14);
+    }
+    r[1] &= ~ebx;
+    r[2] &= ~ecx;
     // EDX: 4VNNIW 2, 4FMAPS 3, VP2INTERSECT 8, AMX-BF16 22, AVX512_FP16 23, AMX-TILE 24,
     // AMX-INT8 25.
     r[3] &=
         ~((1u << 2) | (1u << 3) | (1u << 8) | (1u << 22) | (1u << 23) | (1u << 24) | (1u << 25));
   } else if (leaf == 7 && subleaf == 1) {
-    // EAX: AVX-VNNI 4, AVX512_BF16 5, AMX-FP16 21, AVX-IFMA 23.
-    uint32_t hidden = (1u << 5) | (1u << 21) | (1u << 23);
+    // EAX: AVX-VNNI 4, AVX512_BF16 5 unless kept; AMX-FP16 21, AVX-IFMA 23.
+    uint32_t hidden = (1u << 21) | (1u << 23);
     if (!keep_avx_vnni) hidden |= 1u << 4;
+    if (!keep_avx512_bf16) hidden |= 1u << 5;
     r[0] &= ~hidden;
     // EDX: AVX-VNNI-INT8 4, AVX-NE-CONVERT 5, AMX-COMPLEX 8, AVX-VNNI-INT16 10, AVX10 19.
     r[3] &= ~((1u << 4) | (1u << 5) | (1u << 8) | (1u << 10) | (1u << 19));
@@ -151,11 +164,17 @@ __attribute__((constructor)) static void start(void) {
   const char* mode = getenv("QUIVER_CPUID_MASK");
   if (mode == NULL || *mode == '\0') return;
   if (strcmp(mode, "avx2") == 0) {
-    keep_avx_vnni = 0;
   } else if (strcmp(mode, "avx2_vnni") == 0) {
     keep_avx_vnni = 1;
+  } else if (strcmp(mode, "avx512_vnni") == 0) {
+    keep_avx512 = 1;
+  } else if (strcmp(mode, "avx512_bf16") == 0) {
+    keep_avx512 = keep_avx512_bf16 = 1;
   } else {
-    fprintf(stderr, "cpuid_mask: QUIVER_CPUID_MASK=%s: expected avx2 or avx2_vnni\n", mode);
+    fprintf(stderr,
+            "cpuid_mask: QUIVER_CPUID_MASK=%s: expected avx2, avx2_vnni, avx512_vnni or "
+            "avx512_bf16\n",
+            mode);
     _exit(2);
   }
   struct sigaction sa;

@@ -27,7 +27,8 @@ for quiver f32 against the best f32 peer, also as the median over rounds of the 
 block medians. quiver runs on the best kernel path the host has (engine/kernels/cpu/cpu_features.h),
 and also forced to each path of --forced-paths (QUIVER_CPU_ISA), e.g. avx2 on an AVX-512 host.
 With --cpuid-mask avx2 every system, quiver and each peer, runs as on a host without AVX-512 and
-AMX (bench/cpuid_mask.c hides them from CPUID; the micro-architecture stays this host's).
+AMX (bench/cpuid_mask.c hides them from CPUID; the micro-architecture stays this host's); also
+avx2_vnni, avx512_vnni and avx512_bf16.
 
     int8_peers.py --engine-bench build/quiver_engine_bench --out result.json
 """
@@ -60,9 +61,24 @@ def cpu_line(visible=True):
               "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"]
     mask = os.environ.get("QUIVER_CPUID_MASK") if visible else None
     if mask:
-        wanted = [f for f in wanted if not f.startswith(("avx512", "amx"))
-                  and (f != "avx_vnni" or mask == "avx2_vnni")]
+        wanted = [f for f in wanted if masked_flag_kept(f, mask)]
     return model, [f for f in wanted if f in flags]
+
+
+CPUID_MASKS = ["avx2", "avx2_vnni", "avx512_vnni", "avx512_bf16"]
+
+
+def masked_flag_kept(flag, mask):
+    """Whether bench/cpuid_mask.c's QUIVER_CPUID_MASK=mask leaves a /proc/cpuinfo flag seen."""
+    if flag.startswith("amx"):
+        return False
+    if flag == "avx_vnni":
+        return mask == "avx2_vnni"
+    if flag == "avx512_bf16":
+        return mask == "avx512_bf16"
+    if flag.startswith("avx512"):
+        return mask in ("avx512_vnni", "avx512_bf16")
+    return True
 
 
 def cpuid_mask_counter(mode):
@@ -247,9 +263,10 @@ def main():
     p.add_argument("--lengths", default="128,512", help="batch-1 latency lengths (tokens)")
     p.add_argument("--forced-paths", default="",
                    help="kernel paths to run quiver on besides the best one, e.g. avx2")
-    p.add_argument("--cpuid-mask", choices=["avx2", "avx2_vnni"],
-                   help="run everything (quiver and every peer) as on a host without AVX-512 "
-                        "or AMX (and, for avx2, without AVX-VNNI): bench/cpuid_mask.c")
+    p.add_argument("--cpuid-mask", choices=CPUID_MASKS,
+                   help="run everything (quiver and every peer) as on a host with only these "
+                        "instruction sets (bench/cpuid_mask.c): avx2 (Zen 3), avx2_vnni "
+                        "(Alder Lake), avx512_vnni (Ice Lake), avx512_bf16 (Zen 4)")
     p.add_argument("--cpuid-mask-lib", help="libquiver_cpuid_mask.so (default: beside "
                                             "--engine-bench)")
     p.add_argument("--no-ctranslate2", action="store_true")

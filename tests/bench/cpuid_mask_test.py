@@ -74,6 +74,21 @@ def main():
         assert "kernels: avx2_vnni (" in line, line
 
     # Every golden test on the path CPUID chose; the bf16 one must be refused (no AVX512_BF16).
+    if "avx512_vnni" in flags:
+        for mode, seen, kernels in [
+                ("avx512_vnni", "[avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni]",
+                 "kernels: avx512_vnni (f32 FMA 16 lanes, int8 vpdpbusd); paths here: avx2, "
+                 "avx512, avx512_vnni"),
+                ("avx512_bf16", "avx512dq avx512_vnni avx512_bf16]",
+                 "kernels: avx512_vnni (f32 FMA 16 lanes, int8 vpdpbusd), bf16 weights by "
+                 "vdpbf16ps; paths here: avx2, avx512, avx512_vnni")]:
+            if mode == "avx512_bf16" and "avx512_bf16" not in flags:
+                continue
+            line = cpu_line(run([quiver, "version"], mode, lib).stdout)
+            print(f"{mode} mask:", line)
+            assert seen in line and "amx" not in line and "avx_vnni" not in line, line
+            assert line.endswith(kernels), line
+
     golden_run = run([golden], "avx2", lib)
     print(golden_run.stdout[-900:])
     assert golden_run.returncode == 0, golden_run.stdout + golden_run.stderr
@@ -86,7 +101,8 @@ def main():
 
     wrong = run([quiver, "version"], "avx1", lib)
     assert wrong.returncode == 2, wrong.returncode
-    assert "QUIVER_CPUID_MASK=avx1: expected avx2 or avx2_vnni" in wrong.stderr, wrong.stderr
+    assert "QUIVER_CPUID_MASK=avx1: expected avx2, avx2_vnni, avx512_vnni or avx512_bf16" in \
+        wrong.stderr, wrong.stderr
     print("PASS")
     return 0
 
