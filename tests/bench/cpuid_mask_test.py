@@ -4,7 +4,8 @@
 
 - `quiver version` under QUIVER_CPUID_MASK=avx2 sees the host's AVX2 and FMA only and chooses the
   avx2 path by CPUID (no QUIVER_CPU_ISA), refusing a forced avx512 as on a real AVX2 host; under
-  avx2_vnni (where the host has AVX-VNNI) it chooses avx2_vnni;
+  avx2_vnni (where the host has AVX-VNNI) it chooses avx2_vnni; under avx512_vnni and
+  avx512_bf16 the avx512_vnni path without AMX (bf16 weights only under avx512_bf16);
 - the golden tests pass on the path chosen so (the bf16 one refused: no AVX512_BF16 left);
 - a real fault still kills the process with SIGSEGV, and a wrong mode is refused.
 Exit code 77 (a skip for ctest) where the host cannot fault on CPUID or has no AVX-512 to hide.
