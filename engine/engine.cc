@@ -426,9 +426,7 @@ std::string Engine::DeviceSummary() const {
                    "this model's attention)")
           : std::string();
   if (options_.device.device == Device::kCpu) {
-    const bool bf16_attention =
-        options_.quantize != ops::WeightPrecision::kF32 &&
-        ops::WeightPrecisionSupported(Device::kCpu, ops::WeightPrecision::kBf16);
+    const bool bf16_attention = ops::Bf16AttentionProducts(Device::kCpu, options_.quantize);
     return StrCat("device=cpu (", cpu::CpuSummary(), ")",
                   options_.quantize == ops::WeightPrecision::kF32
                       ? ""
@@ -570,12 +568,10 @@ Engine::Running Engine::Start(Pending item) {
     }
     // Plan: once per batch, read-only for the whole layer loop.
     BuildPlan(input, pad, info(), plan_, folder_->pooling.include_prompt);
-    // Reduced-precision weights: attention's products in bf16 too, where the host has it
-    // (DeviceSummary says so).
-    plan_.attention.bf16_products = options_.device.device == Device::kCpu &&
-                                    options_.quantize != ops::WeightPrecision::kF32 &&
-                                    ops::WeightPrecisionSupported(Device::kCpu,
-                                                                  ops::WeightPrecision::kBf16);
+    // Reduced-precision weights: attention's products in bf16 too, where that is faster on
+    // this host (DeviceSummary says so).
+    plan_.attention.bf16_products =
+        ops::Bf16AttentionProducts(options_.device.device, options_.quantize);
     BatchWork work;
     work.plan = &plan_;
     work.attention = &AttentionFor(plan_.attention.max_seqlen);

@@ -159,6 +159,11 @@ bool WeightPrecisionSupported(Device device, WeightPrecision p) {
   return p == WeightPrecision::kInt8 || cpu::Bf16Supported();
 }
 
+bool Bf16AttentionProducts(Device device, WeightPrecision weights) {
+  return device == Device::kCpu && weights != WeightPrecision::kF32 &&
+         WeightPrecisionSupported(device, WeightPrecision::kBf16) && cpu::Bf16ProductsFast();
+}
+
 LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias, WeightPrecision precision) {
   const ExecContext host{Device::kCpu, nullptr};
   Check("PrepareLinear", "weight", host, weight, DType::kF32, {-1, -1});

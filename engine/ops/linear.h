@@ -35,6 +35,10 @@ enum class WeightPrecision { kF32, kInt8, kBf16 };
 const char* WeightPrecisionName(WeightPrecision p);  // "f32", "int8", "bf16"
 // Whether this host can run `p` (bf16: AVX512_BF16 and the avx512 path or above).
 bool WeightPrecisionSupported(Device device, WeightPrecision p);
+// Whether a model whose Linear layers keep `weights` takes attention's products in bf16 too: on
+// the CPU with int8 or bf16 weights where bf16 products outrun f32 ones there
+// (cpu::Bf16ProductsFast: AMX-BF16 tiles, or vdpbf16ps on AMD).
+bool Bf16AttentionProducts(Device device, WeightPrecision weights);
 
 struct LinearWeights {
   int64_t out_features = 0;

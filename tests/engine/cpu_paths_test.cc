@@ -23,6 +23,7 @@
 #include "engine/kernels/cpu/gemm_int8.h"
 #include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/kernels.h"
+#include "engine/ops/linear.h"
 
 namespace quiver::engine::cpu {
 namespace {
@@ -626,6 +627,34 @@ TEST_F(CpuPathsTest, QkvAttentionByHeadsEqualsItsTwoStepsOnEveryPath) {
   const AttentionPlan many = PlanOver(many_cu, 4, 4, d, 0.2f);
   ASSERT_TRUE(QkvAttentionIsFused(pool, many));
   EXPECT_FALSE(QkvAttentionByHeadsFits(pool, many));
+}
+
+}  // namespace
+}  // namespace quiver::engine::cpu
+
+namespace quiver::engine::cpu {
+namespace {
+
+// Attention's products go to bf16 with int8 or bf16 weights only where bf16 products outrun f32
+// ones: AMX-BF16 tiles, or vdpbf16ps on AMD; never on Intel's vdpbf16ps alone (a quarter of the
+// f32 FMA's issue rate on the Xeon of docs/benchmarks.md), never with f32 weights, never on the
+// avx2 paths.
+TEST_F(CpuPathsTest, AttentionTakesBf16ProductsOnlyWhereTheyAreFaster) {
+  PathGuard guard;
+  const CpuFeatures& host = HostCpuFeatures();
+  for (CpuPath path : SupportedCpuPaths()) {
+    SCOPED_TRACE(CpuPathName(path));
+    ASSERT_TRUE(SetActiveCpuPath(path).ok());
+    const bool vdpbf16ps = host.avx512_bf16 && path >= CpuPath::kAvx512;
+    const bool tiles = path == CpuPath::kAmx && host.amx_bf16 && Bf16InTiles();
+    const bool want = tiles || (vdpbf16ps && host.vendor == "AuthenticAMD");
+    EXPECT_EQ(Bf16ProductsFast(), want);
+    EXPECT_EQ(ops::Bf16AttentionProducts(Device::kCpu, ops::WeightPrecision::kInt8), want);
+    EXPECT_EQ(ops::Bf16AttentionProducts(Device::kCpu, ops::WeightPrecision::kBf16), want);
+    EXPECT_FALSE(ops::Bf16AttentionProducts(Device::kCpu, ops::WeightPrecision::kF32));
+    EXPECT_FALSE(ops::Bf16AttentionProducts(Device::kCuda, ops::WeightPrecision::kInt8));
+    if (host.vendor == "GenuineIntel" && path != CpuPath::kAmx) EXPECT_FALSE(want);
+  }
 }
 
 }  // namespace

@@ -188,6 +188,10 @@ bool Bf16InTiles() {
   return ActiveCpuPath() == CpuPath::kAmx && HostCpuFeatures().amx_bf16 && AmxBf16Agree();
 }
 
+bool Bf16ProductsFast() {
+  return Bf16InTiles() || (Bf16Supported() && HostCpuFeatures().vendor == "AuthenticAMD");
+}
+
 void Bf16Gemm(const uint16_t* a, const Bf16Weights& w, const float* bias, float* y, int64_t ldy,
               int64_t m, int64_t c0, int64_t c1, bool accumulate) {
   if (Bf16InTiles()) {

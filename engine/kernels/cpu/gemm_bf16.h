@@ -26,6 +26,14 @@ bool Bf16Supported();
 // by f32 rounding (within 1e-5 of the pairs' magnitude), not in what they compute.
 bool Bf16InTiles();
 
+// Whether bf16 products outrun f32 ones on this host, so that a model with int8 or bf16 weights
+// takes attention's products in bf16 (AttentionPlan::bf16_products): on AMX-BF16 tiles
+// (Bf16InTiles), or by vdpbf16ps on AMD's cores (Zen 4 and later). Intel's vdpbf16ps without the
+// tiles issued at a quarter of the f32 FMA's rate on the Xeon of docs/benchmarks.md (half its
+// multiply-adds per cycle: a host made to look like one without AMX, Xeon run 12), and int8
+// batches there ran 10% slower with attention in bf16 than in f32; so there they stay f32.
+bool Bf16ProductsFast();
+
 class Bf16Weights {
  public:
   static constexpr int64_t kPanel = 16;
