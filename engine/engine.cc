@@ -431,7 +431,12 @@ std::string Engine::DeviceSummary() const {
                   options_.quantize == ops::WeightPrecision::kF32
                       ? ""
                       : StrCat(" weights=", ops::WeightPrecisionName(options_.quantize)),
-                  bf16_attention ? " attention_products=bf16" : "", fallback);
+                  bf16_attention ? " attention_products=bf16" : "",
+                  options_.quantize == ops::WeightPrecision::kBf16 && !bf16_attention
+                      ? " (bf16 products by vdpbf16ps without AMX tiles: slower than f32 on "
+                        "Intel cores; bf16 weights halve the memory here, not the time)"
+                      : "",
+                  fallback);
   }
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(
