@@ -229,6 +229,14 @@ void QuantizedGemmU8Avx512(const uint8_t* u, const int32_t* zero, const float* s
                    ldy, m, c0, c1);
 }
 
+// The row two after r while r1 is past it, else null: rows a thread quantizes often come from
+// L3 (a batch's activations, a layer's input), and perf showed the range's first loads of each
+// row waiting on them (6% of an int8 batch of 100 x 128 tokens on the Xeon of
+// docs/benchmarks.md, the avx512_vnni path); one row ahead of the row being read is too close.
+inline const float* RowAhead(const float* x, int64_t ldx, int64_t r, int64_t r1) {
+  return r + 2 < r1 ? x + (r + 2) * ldx : nullptr;
+}
+
 QUIVER_TARGET_AVX512 void RowRangeAvx512(const float* row, int64_t k, float* lo, float* hi) {
   __m512 least = _mm512_setzero_ps(), most = least;
   for (int64_t i = 0; i < k; i += 16) {
@@ -266,7 +274,9 @@ QUIVER_TARGET_AVX512 void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_
       std::fill(out, out + width, int16_t{0});
       continue;
     }
+    const float* ahead = RowAhead(x, ldx, r, r1);
     for (int64_t i = 0; i < k; i += 16) {
+      if (ahead != nullptr) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
       const auto mask = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
       _mm256_mask_storeu_epi16(out + i, mask, _mm512_cvtepi32_epi16(QuantizeStep(row + i, mask, rq)));
     }
@@ -290,7 +300,11 @@ QUIVER_TARGET_AVX512 void QuantizeRowsU8Avx512(const float* x, int64_t ldx, int6
       continue;
     }
     const __m512i z = _mm512_set1_epi32(rq.zero);
+    // The row after next into L1 meanwhile (RowAhead).
+    const float* ahead = RowAhead(x, ldx, r, r1);
     for (int64_t i = 0; i < depth; i += 16) {
+      if (ahead != nullptr && i < k)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
       const __mmask16 mask =
           k - i >= 16 ? __mmask16(0xffff) : __mmask16(k > i ? (1u << (k - i)) - 1 : 0);
       // u = p + z in [0, 255]; past k, 0 (the weights there are 0 too).
