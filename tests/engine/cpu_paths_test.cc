@@ -629,12 +629,6 @@ TEST_F(CpuPathsTest, QkvAttentionByHeadsEqualsItsTwoStepsOnEveryPath) {
   EXPECT_FALSE(QkvAttentionByHeadsFits(pool, many));
 }
 
-}  // namespace
-}  // namespace quiver::engine::cpu
-
-namespace quiver::engine::cpu {
-namespace {
-
 // Attention's products go to bf16 with int8 or bf16 weights only where bf16 products outrun f32
 // ones: AMX-BF16 tiles, or vdpbf16ps on AMD; never on Intel's vdpbf16ps alone (a quarter of the
 // f32 FMA's issue rate on the Xeon of docs/benchmarks.md), never with f32 weights, never on the
