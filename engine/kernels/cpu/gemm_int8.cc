@@ -197,7 +197,11 @@ void QuantizeRows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1
 #if QUIVER_VEC_AVX2
     const __m256 vinv = _mm256_set1_ps(rq.inv);
     const __m256i vleast = _mm256_set1_epi32(-rq.zero), vmost = _mm256_set1_epi32(255 - rq.zero);
+    // The row after next into L1 meanwhile, as QuantizeRowsAvx512 does (its rows often come from
+    // L3).
+    const float* ahead = r + 2 < r1 ? x + (r + 2) * ldx : nullptr;
     for (; i + 16 <= k; i += 16) {
+      if (ahead != nullptr) __builtin_prefetch(ahead + i, 0, 3);
       // Round to nearest even (the MXCSR default), as std::nearbyint below, then clamp.
       const __m256i lo8 = _mm256_min_epi32(
           _mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(row + i), vinv)),

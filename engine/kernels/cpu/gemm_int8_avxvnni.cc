@@ -141,8 +141,15 @@ QUIVER_TARGET_AVX_VNNI void QuantizeRowsU8AvxVnni(const float* x, int64_t ldx, i
     const __m256 inv = _mm256_set1_ps(rq.inv);
     const __m256i lower = _mm256_set1_epi32(-rq.zero), upper = _mm256_set1_epi32(255 - rq.zero),
                   z = _mm256_set1_epi32(rq.zero);
+    // The row after next into L1 meanwhile, as QuantizeRowsU8Avx512 does (its rows often come
+    // from L3).
+    const float* ahead = r + 2 < r1 ? x + (r + 2) * ldx : nullptr;
     i = 0;
     for (; i + 32 <= k; i += 32) {
+      if (ahead != nullptr) {
+        __builtin_prefetch(ahead + i, 0, 3);
+        __builtin_prefetch(ahead + i + 16, 0, 3);
+      }
       const __m256i a = Bytes8(_mm256_loadu_ps(row + i), inv, lower, upper, z);
       const __m256i b = Bytes8(_mm256_loadu_ps(row + i + 8), inv, lower, upper, z);
       const __m256i c = Bytes8(_mm256_loadu_ps(row + i + 16), inv, lower, upper, z);
