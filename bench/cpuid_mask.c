@@ -139,6 +139,8 @@ static void on_segv(int sig, siginfo_t* info, void* context) {
 
 // A library that installs its own SIGSEGV handler later (Python's faulthandler, a JIT) would
 // take the CPUIDs away from on_segv: its handler is kept as the one real faults go to instead.
+// (Only through sigaction(): glibc's signal() calls its own internal one, which this does not
+// see; none of the peers was seen to use it for SIGSEGV, and a CPUID they ran would then crash.)
 typedef int (*SigactionFn)(int, const struct sigaction*, struct sigaction*);
 static int installed;
 
