@@ -61,6 +61,10 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
   return file;
 }
 
+void MappedFile::DropResidentPages() const {
+  if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_bytes_, MADV_DONTNEED);
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept { *this = std::move(other); }
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {

@@ -32,6 +32,11 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size_bytes() const { return size_bytes_; }
   const std::string& path() const { return path_; }
+  // Gives the pages read so far back (madvise MADV_DONTNEED): the mapping is private and never
+  // written, so a later read maps the file's page again, from the page cache or the disk. For a
+  // file read once at load (weights copied into their packed forms), whose few pages still in
+  // use (an embedding table's rows) come back when read.
+  void DropResidentPages() const;
 
  private:
   void Reset();

@@ -260,6 +260,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
     if (!dense.ok()) return dense.status();
     e->dense_ = *std::move(dense);
   }
+  // The checkpoint's pages read while loading (every weight, now in its packed, quantized or
+  // uploaded form) leave the process's resident memory: 42 MB of all-MiniLM-L6-v2's 90 MB.
+  f.weights.DropResidentPages();
   e->stats_.device = options.device.ToString();
   e->UpdateStats();
   e->compute_thread_ = std::thread([engine = e.get()] { engine->ComputeLoop(); });

@@ -161,6 +161,10 @@ const TensorInfo* WeightStore::Find(std::string_view name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
+void WeightStore::DropResidentPages() const {
+  for (const MappedFile& file : files_) file.DropResidentPages();
+}
+
 size_t WeightStore::weights_bytes() const {
   size_t total = 0;
   for (const auto& [name, info] : tensors_) total += info.size_bytes;

@@ -46,6 +46,10 @@ class WeightStore {
   const TensorInfo* Find(std::string_view name) const;
   const std::map<std::string, TensorInfo, std::less<>>& tensors() const { return tensors_; }
   size_t weights_bytes() const;
+  // The files' pages read so far given back (MappedFile::DropResidentPages): once the weights
+  // are packed, quantized or uploaded, only the tensors used as views of the map (embedding
+  // tables, norms) are read again, and only their pages return.
+  void DropResidentPages() const;
 
  private:
   absl::Status AddFile(const std::string& path);

@@ -315,6 +315,46 @@ TEST_F(CpuPathsTest, ByteRowsOnTheVnniPathsGiveTheSameBits) {
   }
 }
 
+// int8 weights hold one layout, the active path's (quads where it multiplies bytes, else pairs),
+// and build the other on first use, from the first: the same bytes as weights quantized under a
+// path that reads it (the products above read such a layout: byte products before, int16 after).
+TEST_F(CpuPathsTest, Int8WeightsHoldOneLayoutAndBuildTheOtherWithTheSameBytes) {
+  const auto& paths = SupportedCpuPaths();
+  PathGuard guard;
+  ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAvx2).ok());
+  for (const auto& [m, n, k] : Shapes()) {
+    const std::vector<float> w = Random(n * k, 52, 0.2f);
+    const int64_t panels = (n + 15) / 16, pair_bytes = panels * 16 * 2 * ((k + 1) / 2);
+    ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAvx2).ok());
+    const QuantizedWeights pairs_first(w.data(), n, k);
+    EXPECT_EQ(pairs_first.layout_bytes(), pair_bytes);
+    bool checked_quads = false;
+    for (CpuPath byte_path : {CpuPath::kAvx2Vnni, CpuPath::kAvx512Vnni}) {
+      if (std::find(paths.begin(), paths.end(), byte_path) == paths.end()) continue;
+      SCOPED_TRACE(CpuPathName(byte_path));
+      ASSERT_TRUE(SetActiveCpuPath(byte_path).ok());
+      const QuantizedWeights quads_first(w.data(), n, k);
+      const int64_t quad_bytes = panels * 16 * quads_first.quad_depth();
+      EXPECT_EQ(quads_first.layout_bytes(), quad_bytes);
+      ASSERT_EQ(std::memcmp(quads_first.panel(0), pairs_first.panel(0), pair_bytes), 0)
+          << "n=" << n << " k=" << k;
+      EXPECT_EQ(quads_first.layout_bytes(), quad_bytes + pair_bytes);
+      if (!checked_quads) {
+        ASSERT_EQ(std::memcmp(pairs_first.quad_panel(0), quads_first.quad_panel(0), quad_bytes),
+                  0)
+            << "n=" << n << " k=" << k;
+        EXPECT_EQ(pairs_first.layout_bytes(), quad_bytes + pair_bytes);
+        checked_quads = true;
+      }
+      for (int64_t c = 0; c < n; ++c) {
+        EXPECT_EQ(quads_first.scales()[c], pairs_first.scales()[c]);
+        EXPECT_EQ(quads_first.column_sums()[c], pairs_first.column_sums()[c]);
+      }
+    }
+    if (!checked_quads) EXPECT_EQ(pairs_first.quad_panel(0), nullptr);
+  }
+}
+
 // The amx path's byte products (tdpbusd tiles, QuantizedGemmU8Amx) give vpdpbusd's bits, over
 // rows that end inside a tile and rows read past m, and its self-check agrees (so the engine's
 // layers use the tiles there).
@@ -647,7 +687,9 @@ TEST_F(CpuPathsTest, AttentionTakesBf16ProductsOnlyWhereTheyAreFaster) {
     EXPECT_EQ(ops::Bf16AttentionProducts(Device::kCpu, ops::WeightPrecision::kBf16), want);
     EXPECT_FALSE(ops::Bf16AttentionProducts(Device::kCpu, ops::WeightPrecision::kF32));
     EXPECT_FALSE(ops::Bf16AttentionProducts(Device::kCuda, ops::WeightPrecision::kInt8));
-    if (host.vendor == "GenuineIntel" && path != CpuPath::kAmx) EXPECT_FALSE(want);
+    if (host.vendor == "GenuineIntel" && path != CpuPath::kAmx) {
+      EXPECT_FALSE(want);
+    }
   }
 }
 

@@ -128,23 +128,17 @@ void QuantizedWeights::Free::operator()(int8_t* p) const { std::free(p); }
 
 QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n), k_(k) {
   if (k > kMaxDepth) throw std::invalid_argument("int8 weights: k above kMaxDepth");
-  const int64_t pairs = k_pairs(), panels = (n + kPanel - 1) / kPanel;
-  // 16-byte aligned panels for the kernel's aligned loads.
-  const size_t bytes = static_cast<size_t>(panels * pairs * 2 * kPanel);
-  data_.reset(static_cast<int8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-  if (data_ == nullptr) throw std::bad_alloc();
-  std::memset(data_.get(), 0, bytes);
+  const std::vector<CpuPath>& paths = SupportedCpuPaths();
+  quads_possible_ = std::find(paths.begin(), paths.end(), CpuPath::kAvx512Vnni) != paths.end() ||
+                    std::find(paths.begin(), paths.end(), CpuPath::kAvx2Vnni) != paths.end();
+  const Layout layout = quads_possible_ && Int8BytesActive() ? kQuads : kPairs;
+  const auto bytes = static_cast<size_t>(LayoutBytes(layout));
+  layouts_[layout].reset(static_cast<int8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  if (layouts_[layout] == nullptr) throw std::bad_alloc();
+  std::memset(layouts_[layout].get(), 0, bytes);
   scales_.reset(new float[static_cast<size_t>(n)]);
   sums_.reset(new int32_t[static_cast<size_t>(n)]);
   std::vector<int8_t> q(static_cast<size_t>(k));
-  const std::vector<CpuPath>& paths = SupportedCpuPaths();
-  if (std::find(paths.begin(), paths.end(), CpuPath::kAvx512Vnni) != paths.end() ||
-      std::find(paths.begin(), paths.end(), CpuPath::kAvx2Vnni) != paths.end()) {
-    const size_t quad_bytes = static_cast<size_t>(panels * quad_depth() * kPanel);
-    quads_.reset(static_cast<int8_t*>(std::aligned_alloc(64, (quad_bytes + 63) / 64 * 64)));
-    if (quads_ == nullptr) throw std::bad_alloc();
-    std::memset(quads_.get(), 0, quad_bytes);
-  }
   for (int64_t c = 0; c < n; ++c) {
     const float* row = w + c * k;
     float amax = 0.0f;
@@ -158,17 +152,65 @@ QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n)
       sum += q[kk];
     }
     sums_[c] = sum;
-    int8_t* panel = data_.get() + (c / kPanel) * pairs * 2 * kPanel;
-    const int64_t j = c % kPanel, half = j < 8 ? 0 : 16, lane = 2 * (j % 8);
-    for (int64_t p = 0; p < pairs; ++p) {
-      panel[p * 2 * kPanel + half + lane] = q[2 * p];
-      panel[p * 2 * kPanel + half + lane + 1] = 2 * p + 1 < k ? q[2 * p + 1] : 0;
-    }
-    if (quads_ != nullptr) {
-      int8_t* quad = quads_.get() + (c / kPanel) * quad_depth() * kPanel;
-      for (int64_t kk = 0; kk < k; ++kk) quad[(kk / 4) * 4 * kPanel + 4 * j + kk % 4] = q[kk];
-    }
+    Place(layout, c, q.data());
   }
+  held_[layout].store(layouts_[layout].get(), std::memory_order_release);
+}
+
+int64_t QuantizedWeights::LayoutBytes(Layout layout) const {
+  const int64_t panels = (n_ + kPanel - 1) / kPanel;
+  return panels * kPanel * (layout == kQuads ? quad_depth() : 2 * k_pairs());
+}
+
+int64_t QuantizedWeights::layout_bytes() const {
+  int64_t bytes = 0;
+  for (Layout layout : {kPairs, kQuads}) {
+    if (held_[layout].load(std::memory_order_acquire) != nullptr) bytes += LayoutBytes(layout);
+  }
+  return bytes;
+}
+
+int8_t QuantizedWeights::Weight(Layout from, int64_t c, int64_t k) const {
+  const int64_t j = c % kPanel;
+  const int8_t* data = layouts_[from].get();
+  if (from == kQuads) {
+    return data[(c / kPanel) * quad_depth() * kPanel + (k / 4) * 4 * kPanel + 4 * j + k % 4];
+  }
+  const int64_t half = j < 8 ? 0 : 16, lane = 2 * (j % 8);
+  return data[(c / kPanel) * k_pairs() * 2 * kPanel + (k / 2) * 2 * kPanel + half + lane + k % 2];
+}
+
+void QuantizedWeights::Place(Layout to, int64_t c, const int8_t* q) const {
+  const int64_t j = c % kPanel;
+  int8_t* data = layouts_[to].get();
+  if (to == kQuads) {
+    int8_t* quad = data + (c / kPanel) * quad_depth() * kPanel;
+    for (int64_t kk = 0; kk < k_; ++kk) quad[(kk / 4) * 4 * kPanel + 4 * j + kk % 4] = q[kk];
+    return;
+  }
+  int8_t* panel = data + (c / kPanel) * k_pairs() * 2 * kPanel;
+  const int64_t half = j < 8 ? 0 : 16, lane = 2 * (j % 8);
+  for (int64_t p = 0; p < k_pairs(); ++p) {
+    panel[p * 2 * kPanel + half + lane] = q[2 * p];
+    panel[p * 2 * kPanel + half + lane + 1] = 2 * p + 1 < k_ ? q[2 * p + 1] : 0;
+  }
+}
+
+const int8_t* QuantizedWeights::Build(Layout layout) const {
+  std::lock_guard<std::mutex> lock(build_);
+  if (const int8_t* held = held_[layout].load(std::memory_order_acquire)) return held;
+  const Layout from = layout == kQuads ? kPairs : kQuads;
+  const auto bytes = static_cast<size_t>(LayoutBytes(layout));
+  layouts_[layout].reset(static_cast<int8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  if (layouts_[layout] == nullptr) throw std::bad_alloc();
+  std::memset(layouts_[layout].get(), 0, bytes);
+  std::vector<int8_t> q(static_cast<size_t>(k_));
+  for (int64_t c = 0; c < n_; ++c) {
+    for (int64_t kk = 0; kk < k_; ++kk) q[kk] = Weight(from, c, kk);
+    Place(layout, c, q.data());
+  }
+  held_[layout].store(layouts_[layout].get(), std::memory_order_release);
+  return layouts_[layout].get();
 }
 
 void QuantizeRows(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1, int16_t* q,

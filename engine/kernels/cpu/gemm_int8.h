@@ -21,12 +21,18 @@
 //   self-check agrees), Σ p q = Σ u q - z · Σ q with the columns' sums kept at load.
 // - the same bytes on AVX-VNNI's 256-bit vpdpbusd (32 multiply-adds per instruction), on the
 //   avx2_vnni path of hosts with AVX-VNNI but no AVX-512.
-// The quad layout exists only where the host has the avx2_vnni or avx512_vnni path (it doubles
-// the int8 weight memory there).
+// A QuantizedWeights holds one layout, the one the path active at its construction reads (quads
+// where that path multiplies bytes, Int8BytesActive(); else pairs): int8 weights take one byte per
+// weight (plus a scale and a sum per column), a quarter of f32. The other layout is built from it
+// on first use, which only a path switched after loading asks for (SetActiveCpuPath: the tests
+// that run every path); the quad layout only where the host has the avx2_vnni or avx512_vnni
+// path.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 namespace quiver::engine::cpu {
 
@@ -47,22 +53,40 @@ class QuantizedWeights {
   int64_t k_pairs() const { return (k_ + 1) / 2; }
   const float* scales() const { return scales_.get(); }        // [n]: s_c
   const int32_t* column_sums() const { return sums_.get(); }  // [n]: Σ_k q[c][k]
-  const int8_t* panel(int64_t p) const { return data_.get() + p * k_pairs() * 2 * kPanel; }
-  // The quad layout, only where the host has the avx512_vnni path (else null): k padded with
-  // zeros to quad_depth() (a multiple of kQuadDepth); panel p holds, for each group g of 4 k,
-  // the 16 columns' q[c][4g .. 4g + 3], 64 bytes.
+  // The pair layout: panel p holds, per pair of k, its 16 columns' (q[c][k], q[c][k + 1]).
+  const int8_t* panel(int64_t p) const { return Held(kPairs) + p * k_pairs() * 2 * kPanel; }
+  // The quad layout, only where the host has the avx2_vnni or avx512_vnni path (else null): k
+  // padded with zeros to quad_depth() (a multiple of kQuadDepth); panel p holds, for each group
+  // g of 4 k, the 16 columns' q[c][4g .. 4g + 3], 64 bytes.
   int64_t quad_depth() const { return (k_ + kQuadDepth - 1) / kQuadDepth * kQuadDepth; }
   const int8_t* quad_panel(int64_t p) const {
-    return quads_ == nullptr ? nullptr : quads_.get() + p * quad_depth() * kPanel;
+    return quads_possible_ ? Held(kQuads) + p * quad_depth() * kPanel : nullptr;
   }
+  // The bytes of the layouts built so far (one after construction).
+  int64_t layout_bytes() const;
 
  private:
+  enum Layout { kPairs = 0, kQuads = 1 };
   struct Free {
     void operator()(int8_t* p) const;
   };
+  int64_t LayoutBytes(Layout layout) const;
+  // The layout's bytes, built from the other on first use (under build_).
+  const int8_t* Held(Layout layout) const {
+    const int8_t* held = held_[layout].load(std::memory_order_acquire);
+    return held != nullptr ? held : Build(layout);
+  }
+  const int8_t* Build(Layout layout) const;
+  // q[c][k] read back from the layout `from`.
+  int8_t Weight(Layout from, int64_t c, int64_t k) const;
+  // Stores q[c][0 .. k) into the layout `to`.
+  void Place(Layout to, int64_t c, const int8_t* q) const;
+
   int64_t n_ = 0, k_ = 0;
-  std::unique_ptr<int8_t, Free> data_;   // 64-byte aligned
-  std::unique_ptr<int8_t, Free> quads_;  // 64-byte aligned, or null
+  bool quads_possible_ = false;
+  mutable std::mutex build_;
+  mutable std::unique_ptr<int8_t, Free> layouts_[2];  // 64-byte aligned, or null
+  mutable std::atomic<const int8_t*> held_[2] = {nullptr, nullptr};
   std::unique_ptr<float[]> scales_;
   std::unique_ptr<int32_t[]> sums_;
 };
