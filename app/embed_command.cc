@@ -109,6 +109,11 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
       !s.ok()) {
     return s;
   }
+  // int8 or bf16 weights must agree with the f32 engine before anything is written; the gate's
+  // reference first, its f32 engine gone before this one loads.
+  const bool gate = engine_options.quantize != engine::ops::WeightPrecision::kF32;
+  absl::StatusOr<FidelityReference> reference = absl::UnavailableError("no fidelity gate");
+  if (gate) reference = FidelityReference::Compute(options.model_dir, engine_options);
   absl::StatusOr<std::unique_ptr<engine::Engine>> eng =
       engine::Engine::Load(options.model_dir, engine_options);
   if (!eng.ok()) return eng.status();
@@ -117,12 +122,10 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
     return absl::InvalidArgumentError(
         StrCat(options.model_dir, " is a scoring model, not an embedding model"));
   }
-  // int8 or bf16 weights must agree with the f32 engine before anything is written.
-  if (engine_options.quantize != engine::ops::WeightPrecision::kF32) {
-    if (absl::Status gate = CheckFidelity(*b.engine, options.model_dir,
-                                          options.device.min_int8_cosine);
-        !gate.ok()) {
-      return gate;
+  if (gate) {
+    if (absl::Status s = CheckFidelity(*b.engine, reference, options.device.min_int8_cosine);
+        !s.ok()) {
+      return s;
     }
   }
   b.tokenizer_path = b.engine->folder().tokenizer_path;

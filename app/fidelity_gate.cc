@@ -12,50 +12,61 @@
 
 namespace quiver::app {
 
-absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir,
+bool NeedsFidelityGate(const engine::EngineOptions& options) {
+  return options.device.device != engine::Device::kCpu ||
+         options.quantize != engine::ops::WeightPrecision::kF32;
+}
+
+absl::StatusOr<FidelityReference> FidelityReference::Compute(
+    const std::string& model_dir, const engine::EngineOptions& options) {
+  FidelityReference r;
+  {
+    // The same folder on the CPU in f32, never padded.
+    engine::EngineOptions cpu_options;
+    cpu_options.model = options.model;
+    auto reference = engine::Engine::Load(model_dir, cpu_options);
+    if (!reference.ok()) {
+      return WithContext(reference.status(), "fidelity gate: loading the CPU reference engine");
+    }
+    auto tok = tokenizer::Tokenizer::FromFile((*reference)->folder().tokenizer_path);
+    if (!tok.ok()) return tok.status();
+    // Short enough for any model and any batch limit: 14 texts of at most 256 tokens.
+    const int64_t max_tokens =
+        std::min<int64_t>({256, (*reference)->max_input_tokens(), options.max_batch_tokens / 14});
+    tokenizer::EncodeOptions encode;
+    encode.truncation =
+        tokenizer::Truncation{static_cast<size_t>(std::max<int64_t>(2, max_tokens))};
+    tokenizer::Encoding enc;
+    for (const std::string& text : FidelityTexts()) {
+      if (absl::Status s = (*tok)->Encode(text, encode, &enc); !s.ok()) return s;
+      std::vector<int32_t> ids(enc.ids.begin(), enc.ids.end());
+      r.batch.Add(ids);
+      if (r.batch.num_seqs() >= options.max_batch_seqs) break;
+    }
+    absl::StatusOr<engine::EngineOutput> want = (*reference)->Run(r.batch);
+    if (!want.ok()) return WithContext(want.status(), "fidelity gate: the CPU reference");
+    r.want = *std::move(want);
+  }
+  // What the reference held goes back to the system: glibc keeps freed blocks below its mmap
+  // threshold in the heap, which kept an int8 all-MiniLM-L6-v2 server 46 MB above its f32 one.
+  malloc_trim(0);
+  return r;
+}
+
+absl::Status CheckFidelity(engine::Engine& engine,
+                           const absl::StatusOr<FidelityReference>& reference,
                            double min_int8_cosine) {
+  if (!NeedsFidelityGate(engine.options())) return absl::OkStatus();
+  if (!reference.ok()) return reference.status();
   const engine::ops::WeightPrecision precision = engine.options().quantize;
   const bool int8 = precision == engine::ops::WeightPrecision::kInt8;
-  if (engine.options().device.device == engine::Device::kCpu &&
-      precision == engine::ops::WeightPrecision::kF32) {
-    return absl::OkStatus();
-  }
   // bf16 weights on the CPU are held to the GPU's bound (it computes in bf16 too).
   const std::string what =
       precision != engine::ops::WeightPrecision::kF32
           ? StrCat(engine.options().device.ToString(), " with ",
                    engine::ops::WeightPrecisionName(precision), " weights")
           : engine.options().device.ToString();
-  auto tok = tokenizer::Tokenizer::FromFile(engine.folder().tokenizer_path);
-  if (!tok.ok()) return tok.status();
-  // Short enough for any model and any batch limit: 14 texts of at most 256 tokens.
-  const int64_t max_tokens =
-      std::min<int64_t>({256, engine.max_input_tokens(), engine.options().max_batch_tokens / 14});
-  tokenizer::EncodeOptions encode;
-  encode.truncation = tokenizer::Truncation{static_cast<size_t>(std::max<int64_t>(2, max_tokens))};
-  engine::RaggedBatch batch;
-  tokenizer::Encoding enc;
-  for (const std::string& text : FidelityTexts()) {
-    if (absl::Status s = (*tok)->Encode(text, encode, &enc); !s.ok()) return s;
-    std::vector<int32_t> ids(enc.ids.begin(), enc.ids.end());
-    batch.Add(ids);
-    if (batch.num_seqs() >= engine.options().max_batch_seqs) break;
-  }
-  // The reference: the same folder on the CPU in f32, never padded; unloaded once it has run.
-  absl::StatusOr<engine::EngineOutput> want;
-  {
-    engine::EngineOptions cpu_options;
-    cpu_options.model = engine.options().model;
-    auto reference = engine::Engine::Load(model_dir, cpu_options);
-    if (!reference.ok()) {
-      return WithContext(reference.status(), "fidelity gate: loading the CPU reference engine");
-    }
-    want = (*reference)->Run(batch);
-    if (!want.ok()) return WithContext(want.status(), "fidelity gate: the CPU reference");
-  }
-  // What the reference held goes back to the system: glibc keeps freed blocks below its mmap
-  // threshold in the heap, which kept an int8 all-MiniLM-L6-v2 server 46 MB above its f32 one.
-  malloc_trim(0);
+  const engine::RaggedBatch& batch = reference->batch;
   // Three runs: with lazy graphs the first is eager, the second captures, the third replays; the
   // graph runs must give the eager run's bytes exactly (same bucket, same kernels).
   absl::StatusOr<engine::EngineOutput> got = engine.Run(batch);
@@ -70,8 +81,8 @@ absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir,
                  "first (eager) in its bytes"));
     }
   }
-  const engine::FidelityResult r =
-      engine::CompareForFidelity(*got, *want, engine.is_scorer(), int8 ? min_int8_cosine : 0.999);
+  const engine::FidelityResult r = engine::CompareForFidelity(
+      *got, reference->want, engine.is_scorer(), int8 ? min_int8_cosine : 0.999);
   const engine::GraphStats graphs = engine.stats().graphs;
   const std::string line = StrCat("fidelity gate on ", what, ": ", batch.num_tokens(), " tokens, ",
                                   r.message, "; three runs bit-equal (graphs: ", graphs.captures,
@@ -79,6 +90,13 @@ absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir,
   if (!r.ok) return absl::FailedPreconditionError(line);
   spdlog::info("{}", line);
   return absl::OkStatus();
+}
+
+absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir,
+                           double min_int8_cosine) {
+  if (!NeedsFidelityGate(engine.options())) return absl::OkStatus();
+  return CheckFidelity(engine, FidelityReference::Compute(model_dir, engine.options()),
+                       min_int8_cosine);
 }
 
 }  // namespace quiver::app

@@ -20,9 +20,31 @@ namespace quiver::app {
 // Queries and document openings from corpus/ in several languages (fidelity_texts.cc).
 const std::vector<std::string>& FidelityTexts();
 
-// OK (logging the numbers) when `engine` runs on the CPU or agrees with the CPU f32 engine;
-// FAILED_PRECONDITION with the numbers when it does not; another error when the check could
-// not run (the tokenizer or the CPU engine failed to load).
+// Whether an engine loaded with `options` gets the gate: a GPU engine or reduced-precision
+// weights.
+bool NeedsFidelityGate(const engine::EngineOptions& options);
+
+// The gate's reference side: the texts tokenized and cut to what an engine with the options given
+// admits (at most 256 tokens each, 14 of them within max_batch_tokens and max_batch_seqs), and
+// the outputs of a CPU f32 engine loaded from the folder for them. That engine is unloaded (and
+// its memory handed back) before this returns: computed before the engine under test is loaded,
+// the two never hold memory at once (an int8 all-MiniLM-L6-v2 server peaked 52 MB above its
+// ready size with both loaded; a model's whole f32 weights for larger ones).
+struct FidelityReference {
+  static absl::StatusOr<FidelityReference> Compute(const std::string& model_dir,
+                                                   const engine::EngineOptions& options);
+  engine::RaggedBatch batch;
+  engine::EngineOutput want;
+};
+
+// OK (logging the numbers) when `engine` runs on the CPU in f32 or agrees with the reference;
+// FAILED_PRECONDITION with the numbers when it does not; the reference's own error when it could
+// not be computed (the tokenizer or the CPU engine failed to load).
+absl::Status CheckFidelity(engine::Engine& engine,
+                           const absl::StatusOr<FidelityReference>& reference,
+                           double min_int8_cosine = 0.99);
+
+// Both steps for an engine already loaded (the reference engine then loads beside it).
 absl::Status CheckFidelity(engine::Engine& engine, const std::string& model_dir,
                            double min_int8_cosine = 0.99);
 

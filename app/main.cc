@@ -328,8 +328,16 @@ int main(int argc, char** argv) {
       return 1;
     }
     worker.model = *model;
-    worker.readiness_gate = [&worker](quiver::engine::Engine& engine) {
-      return quiver::app::CheckFidelity(engine, worker.model_dir, worker.device.min_int8_cosine);
+    // The gate's reference before the engine loads (app/fidelity_gate.h).
+    absl::StatusOr<quiver::app::FidelityReference> reference =
+        absl::UnavailableError("no fidelity gate");
+    worker.before_load = [&worker, &reference](const quiver::engine::EngineOptions& options) {
+      if (quiver::app::NeedsFidelityGate(options)) {
+        reference = quiver::app::FidelityReference::Compute(worker.model_dir, options);
+      }
+    };
+    worker.readiness_gate = [&worker, &reference](quiver::engine::Engine& engine) {
+      return quiver::app::CheckFidelity(engine, reference, worker.device.min_int8_cosine);
     };
     return quiver::worker::RunWorker(worker);
   }

@@ -41,6 +41,11 @@ int RunServe(const ServeOptions& options) {
     spdlog::error("{}", s.message());
     return 2;
   }
+  // The fidelity gate's reference first: its f32 engine is gone before this one loads.
+  absl::StatusOr<FidelityReference> reference = absl::UnavailableError("no fidelity gate");
+  if (NeedsFidelityGate(engine_options)) {
+    reference = FidelityReference::Compute(options.model_dir, engine_options);
+  }
   auto engine = engine::Engine::Load(options.model_dir, engine_options);
   if (!engine.ok()) {
     spdlog::error("cannot load model: {}", engine.status().message());
@@ -132,8 +137,7 @@ int RunServe(const ServeOptions& options) {
     (void)(*engine)->Run(warm);
   }
   // A GPU engine must agree with the CPU f32 engine first; without that, /ready stays 503.
-  if (absl::Status gate =
-          CheckFidelity(**engine, options.model_dir, options.device.min_int8_cosine);
+  if (absl::Status gate = CheckFidelity(**engine, reference, options.device.min_int8_cosine);
       gate.ok()) {
     api.set_ready(true);
   } else {

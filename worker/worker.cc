@@ -37,6 +37,7 @@ int RunWorker(const WorkerOptions& options) {
     spdlog::error("quiver worker: {}", s.message());
     return 2;
   }
+  if (options.before_load) options.before_load(engine_options);
   auto engine = engine::Engine::Load(options.model_dir, engine_options);
   if (!engine.ok()) {
     spdlog::error("quiver worker: cannot load model: {}", engine.status().message());

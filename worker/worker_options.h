@@ -26,6 +26,10 @@ struct WorkerOptions {
   // Runs once the engine is loaded, before the worker reports SERVING: a failure keeps it
   // NOT_SERVING (logged), e.g. the GPU engine's fidelity gate (app/fidelity_gate.h).
   std::function<absl::Status(engine::Engine&)> readiness_gate;
+  // Runs before the engine is loaded, with the options it will be loaded with: what the gate
+  // needs beforehand (the fidelity gate's reference, computed with its own engine, unloaded
+  // before this one loads).
+  std::function<void(const engine::EngineOptions&)> before_load;
 };
 
 // INVALID_ARGUMENT naming the flag.
