@@ -47,6 +47,9 @@ absl::StatusOr<FidelityReference> FidelityReference::Compute(
     if (!want.ok()) return WithContext(want.status(), "fidelity gate: the CPU reference");
     r.want = *std::move(want);
   }
+  spdlog::info("fidelity gate: the CPU f32 reference ran its {} tokens and was unloaded, before "
+               "the engine under test loads",
+               r.batch.num_tokens());
   // What the reference held goes back to the system: glibc keeps freed blocks below its mmap
   // threshold in the heap, which kept an int8 all-MiniLM-L6-v2 server 46 MB above its f32 one.
   malloc_trim(0);

@@ -47,6 +47,12 @@ def main():
         text = open(log).read()
         m = re.search(r"fidelity gate on cpu with int8 weights: .*min cosine ([0-9.]+)", text)
         check("the int8 gate ran at start-up and logged its min cosine", m is not None, text[-600:])
+        # Its f32 reference ran and was unloaded before the int8 engine loaded (never both in
+        # memory): its line comes before the server's line about the loaded model.
+        ref = text.find("the CPU f32 reference ran")
+        loaded = text.find("quiver serve: model=")
+        check("the gate's f32 reference ran before the int8 engine loaded",
+              0 <= ref < loaded, text[:600])
         worst = 1.0
         for i in range(0, 80, 20):
             status, out = serving.post_json(port, "/embed", {
