@@ -132,10 +132,7 @@ QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n)
   quads_possible_ = std::find(paths.begin(), paths.end(), CpuPath::kAvx512Vnni) != paths.end() ||
                     std::find(paths.begin(), paths.end(), CpuPath::kAvx2Vnni) != paths.end();
   const Layout layout = quads_possible_ && Int8BytesActive() ? kQuads : kPairs;
-  const auto bytes = static_cast<size_t>(LayoutBytes(layout));
-  layouts_[layout].reset(static_cast<int8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-  if (layouts_[layout] == nullptr) throw std::bad_alloc();
-  std::memset(layouts_[layout].get(), 0, bytes);
+  Allocate(layout);
   scales_.reset(new float[static_cast<size_t>(n)]);
   sums_.reset(new int32_t[static_cast<size_t>(n)]);
   std::vector<int8_t> q(static_cast<size_t>(k));
@@ -160,6 +157,13 @@ QuantizedWeights::QuantizedWeights(const float* w, int64_t n, int64_t k) : n_(n)
 int64_t QuantizedWeights::LayoutBytes(Layout layout) const {
   const int64_t panels = (n_ + kPanel - 1) / kPanel;
   return panels * kPanel * (layout == kQuads ? quad_depth() : 2 * k_pairs());
+}
+
+void QuantizedWeights::Allocate(Layout layout) const {
+  const auto bytes = static_cast<size_t>(LayoutBytes(layout));
+  layouts_[layout].reset(static_cast<int8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  if (layouts_[layout] == nullptr) throw std::bad_alloc();
+  std::memset(layouts_[layout].get(), 0, bytes);  // k's padding stays zero
 }
 
 int64_t QuantizedWeights::layout_bytes() const {
@@ -200,10 +204,7 @@ const int8_t* QuantizedWeights::Build(Layout layout) const {
   std::lock_guard<std::mutex> lock(build_);
   if (const int8_t* held = held_[layout].load(std::memory_order_acquire)) return held;
   const Layout from = layout == kQuads ? kPairs : kQuads;
-  const auto bytes = static_cast<size_t>(LayoutBytes(layout));
-  layouts_[layout].reset(static_cast<int8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-  if (layouts_[layout] == nullptr) throw std::bad_alloc();
-  std::memset(layouts_[layout].get(), 0, bytes);
+  Allocate(layout);
   std::vector<int8_t> q(static_cast<size_t>(k_));
   for (int64_t c = 0; c < n_; ++c) {
     for (int64_t kk = 0; kk < k_; ++kk) q[kk] = Weight(from, c, kk);

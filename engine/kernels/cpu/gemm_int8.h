@@ -71,6 +71,8 @@ class QuantizedWeights {
     void operator()(int8_t* p) const;
   };
   int64_t LayoutBytes(Layout layout) const;
+  // The layout's zeroed, 64-byte aligned bytes.
+  void Allocate(Layout layout) const;
   // The layout's bytes, built from the other on first use (under build_).
   const int8_t* Held(Layout layout) const {
     const int8_t* held = held_[layout].load(std::memory_order_acquire);
