@@ -321,7 +321,6 @@ TEST_F(CpuPathsTest, ByteRowsOnTheVnniPathsGiveTheSameBits) {
 TEST_F(CpuPathsTest, Int8WeightsHoldOneLayoutAndBuildTheOtherWithTheSameBytes) {
   const auto& paths = SupportedCpuPaths();
   PathGuard guard;
-  ASSERT_TRUE(SetActiveCpuPath(CpuPath::kAvx2).ok());
   for (const auto& [m, n, k] : Shapes()) {
     const std::vector<float> w = Random(n * k, 52, 0.2f);
     const int64_t panels = (n + 15) / 16, pair_bytes = panels * 16 * 2 * ((k + 1) / 2);
