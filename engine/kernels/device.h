@@ -21,6 +21,10 @@ struct DeviceReport {
   std::string cuda_runtime_version;  // e.g. "13.0"; empty when not compiled
   std::string cuda_error;            // why no device is usable (no driver, no GPU), if so
   std::vector<CudaDeviceInfo> cuda_devices;
+  // cuBLASLt, which the GPU runtime opens at run time (kernels/cuda/cublaslt_library.h), asked
+  // for only where a device is usable: the file and its version, or why it cannot be opened.
+  std::string cublaslt;
+  std::string cublaslt_error;
 };
 
 // Never fails: a missing driver or GPU is reported in cuda_error.

@@ -312,6 +312,9 @@ absl::Status CudaUseDevice(int device) {
     return absl::UnavailableError(StrCat("no CUDA device cuda:", device, ": this host has ", count,
                                          " (cuda:0 .. cuda:", count - 1, ")"));
   }
+  if (!report.cublaslt_error.empty()) {
+    return absl::UnavailableError(StrCat("CUDA was asked for, but ", report.cublaslt_error));
+  }
   return cuda::CudaStatus(cudaSetDevice(device), "cudaSetDevice");
 }
 

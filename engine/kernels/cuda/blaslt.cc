@@ -1,7 +1,5 @@
 #include "engine/kernels/cuda/blaslt.h"
 
-#include <cublasLt.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -9,15 +7,20 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/base/token_bucket.h"
+#include "engine/kernels/cuda/cublaslt_library.h"
 #include "engine/kernels/cuda/status.h"
 
 namespace quiver::engine::cuda {
 namespace {
 
+// The process's cuBLASLt (cublaslt_library.h): open once a BlasLt exists, which everything
+// below but Create comes after.
+const CublasLtFunctions& Lt() { return (*CublasLtLibrary::Process())->fn(); }
+
 absl::Status LtStatus(cublasStatus_t status, std::string_view call) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  const std::string message =
-      StrCat(call, ": ", cublasLtGetStatusName(status), ": ", cublasLtGetStatusString(status));
+  const std::string message = StrCat(call, ": ", Lt().cublasLtGetStatusName(status), ": ",
+                                     Lt().cublasLtGetStatusString(status));
   if (status == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(message);
   return absl::InternalError(message);
@@ -45,10 +48,10 @@ cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
 
 struct BlasLt::Plan {
   ~Plan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (a) Lt().cublasLtMatrixLayoutDestroy(a);
+    if (b) Lt().cublasLtMatrixLayoutDestroy(b);
+    if (d) Lt().cublasLtMatrixLayoutDestroy(d);
+    if (op) Lt().cublasLtMatmulDescDestroy(op);
   }
   int64_t m = 0;                           // the M the layouts describe now
   absl::flat_hash_set<int64_t> checked_m;  // the Ms the algorithm is known to serve
@@ -58,9 +61,10 @@ struct BlasLt::Plan {
 };
 
 absl::StatusOr<std::unique_ptr<BlasLt>> BlasLt::Create(size_t workspace_bytes) {
+  QUIVER_RETURN_IF_ERROR(CublasLtLibrary::Process().status());
   std::unique_ptr<BlasLt> lt(new BlasLt());
   cublasLtHandle_t handle = nullptr;
-  QUIVER_LT_RETURN_IF_ERROR(cublasLtCreate(&handle));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtCreate(&handle));
   lt->handle_ = handle;
   QUIVER_ASSIGN_OR_RETURN(lt->workspace_, DeviceBuffer::Allocate(workspace_bytes));
   return lt;
@@ -68,7 +72,7 @@ absl::StatusOr<std::unique_ptr<BlasLt>> BlasLt::Create(size_t workspace_bytes) {
 
 BlasLt::~BlasLt() {
   algos_.clear();
-  if (handle_ != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+  if (handle_ != nullptr) Lt().cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
 }
 
 // The largest power of two up to 256 that divides the address: what cuBLASLt may assume of a
@@ -88,31 +92,31 @@ absl::StatusOr<std::unique_ptr<BlasLt::Plan>> BlasLt::MakePlan(const GemmArgs& g
   const cudaDataType_t y_type = g.y_f32 ? CUDA_R_32F : CUDA_R_16BF;
   auto fresh = std::make_unique<Plan>();
   Plan& p = *fresh;
-  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  QUIVER_LT_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  QUIVER_LT_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                                &trans_a, sizeof(trans_a)));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                                &trans_b, sizeof(trans_b)));
   const cublasLtEpilogue_t epilogue = LtEpilogue(g.epilogue);
-  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                           &epilogue, sizeof(epilogue)));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                                &epilogue, sizeof(epilogue)));
   if (g.epilogue != GemmEpilogue::kNone) {
     const cudaDataType_t bias_type = y_type;  // the default (D's type), always supported
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmulDescSetAttribute(
         p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
   }
   // Stored shapes, column-major: A = w as [K rows, N cols], B = x as [K, M], D = y as [N, M].
-  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, g.k, g.n, g.ldw));
-  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, g.k, m, g.ldx));
-  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.d, y_type, g.n, m, g.ldy));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, g.k, g.n, g.ldw));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, g.k, m, g.ldx));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatrixLayoutCreate(&p.d, y_type, g.n, m, g.ldy));
   p.m = m;
   p.checked_m.insert(m);  // the heuristic answered for this M itself
 
   cublasLtMatmulPreference_t pref = nullptr;
-  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmulPreferenceCreate(&pref));
   const size_t ws = workspace_.bytes();
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+  cublasStatus_t st = Lt().cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w},
@@ -121,17 +125,17 @@ absl::StatusOr<std::unique_ptr<BlasLt::Plan>> BlasLt::MakePlan(const GemmArgs& g
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_y}};
   for (const auto& [attribute, bytes] : alignments) {
     if (st == CUBLAS_STATUS_SUCCESS) {
-      st = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
+      st = Lt().cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
     }
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
     // C has D's layout (beta is 0 without one).
-    st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p.op, p.a, p.b, p.d,
-                                        p.d, pref, 1, &result, &found);
+    st = Lt().cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p.op, p.a, p.b,
+                                             p.d, p.d, pref, 1, &result, &found);
   }
-  cublasLtMatmulPreferenceDestroy(pref);
+  Lt().cublasLtMatmulPreferenceDestroy(pref);
   QUIVER_LT_RETURN_IF_ERROR(st);
   if (found == 0) {
     return absl::UnimplementedError(StrCat("cuBLASLt has no algorithm for bf16 M ", m, " N ", g.n,
@@ -146,10 +150,10 @@ absl::Status BlasLt::SetM(Plan& plan, int64_t m) {
   if (plan.m == m) return absl::OkStatus();
   // Same algorithm, the batch's own M: only the B and D column counts change (host calls).
   const uint64_t cols = static_cast<uint64_t>(m);
-  QUIVER_LT_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutSetAttribute(plan.b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
-  QUIVER_LT_RETURN_IF_ERROR(
-      cublasLtMatrixLayoutSetAttribute(plan.d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatrixLayoutSetAttribute(
+      plan.b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatrixLayoutSetAttribute(
+      plan.d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
   plan.m = m;
   return absl::OkStatus();
 }
@@ -202,8 +206,8 @@ absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const GemmArgs& g, bool allow_heur
   // plan of its own, chosen for it exactly.
   cublasLtMatmulHeuristicResult_t result{};
   const cublasStatus_t st =
-      cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(handle_), plan->op, plan->a, plan->b,
-                              plan->d, plan->d, &plan->algo, &result);
+      Lt().cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(handle_), plan->op, plan->a,
+                                   plan->b, plan->d, plan->d, &plan->algo, &result);
   if (st == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= workspace_.bytes()) {
     plan->checked_m.insert(g.m);
     return plan;
@@ -226,12 +230,12 @@ absl::Status BlasLt::Gemm(const GemmArgs& g, cudaStream_t stream) {
   QUIVER_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
   QUIVER_ASSIGN_OR_RETURN(Plan * plan, PlanFor(g, capture == cudaStreamCaptureStatusNone));
   if (g.epilogue != GemmEpilogue::kNone) {
-    QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+    QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
   const float alpha = 1.0f, beta = g.c != nullptr ? 1.0f : 0.0f;
   const void* c = g.c != nullptr ? g.c : g.y;
-  QUIVER_LT_RETURN_IF_ERROR(cublasLtMatmul(
+  QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmul(
       static_cast<cublasLtHandle_t>(handle_), plan->op, &alpha, g.w, plan->a, g.x, plan->b, &beta,
       c, plan->d, g.y, plan->d, &plan->algo, workspace_.data(), workspace_.bytes(), stream));
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "engine/kernels/cuda/cublaslt_library.h"
 #include "engine/kernels/device.h"
 
 namespace quiver::engine {
@@ -33,6 +34,14 @@ DeviceReport QueryCudaDevices() {
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
     report.cuda_devices.push_back(
         {i, prop.name, prop.major, prop.minor, static_cast<size_t>(prop.totalGlobalMem)});
+  }
+  if (!report.cuda_devices.empty()) {
+    const absl::StatusOr<const cuda::CublasLtLibrary*> lt = cuda::CublasLtLibrary::Process();
+    if (lt.ok()) {
+      report.cublaslt = (*lt)->path() + ", version " + std::to_string((*lt)->version());
+    } else {
+      report.cublaslt_error = std::string(lt.status().message());
+    }
   }
   return report;
 }
