@@ -1,14 +1,17 @@
 // Normalizers: BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, Replace, Prepend,
-// Strip, Sequence. Each matches the Hugging Face normalizer of the same name on ids; the BERT
-// normalizer also traces each output byte back to the input (ApplyAligned, for /tokenize
+// Strip, Precompiled, Sequence. Each matches the Hugging Face normalizer of the same name on ids;
+// the BERT normalizer also traces each output byte back to the input (ApplyAligned, for /tokenize
 // offsets).
+#include <cstring>
 #include <memory>
+#include <optional>
 
 #include "common/status.h"
 #include "common/strings.h"
 #include "tokenizer/components.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/utf8.h"
 
 namespace quiver::tokenizer {
 
@@ -217,6 +220,139 @@ class Strip final : public Normalizer {
   bool left_, right_;
 };
 
+// sentencepiece's compiled normalization rules, which every tokenizer converted from a
+// sentencepiece model carries as {"type": "Precompiled", "precompiled_charsmap": base64} (XLM-R
+// and so multilingual-e5, bge-m3 and their rerankers; mBART, T5, ALBERT, CamemBERT: their
+// nmt_nfkc rules, NFKC plus whitespace and control-character clean-up). The blob: a
+// little-endian uint32 byte size of a darts-clone double-array trie over UTF-8 keys, the trie's
+// 32-bit units, then the replacements, NUL-terminated, each leaf's value the offset of its own.
+// Applied as Hugging Face applies it (the spm_precompiled crate), which is not quite
+// sentencepiece's longest match: per extended grapheme cluster (UAX #29, here utf8proc's), a
+// cluster under 6 bytes is replaced whole by the replacement of the first (shortest) key that
+// begins it, if any; otherwise each of its code points by its own key's replacement, or kept.
+class Precompiled final : public Normalizer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Precompiled>> FromCharsmap(std::string_view blob) {
+    if (blob.size() < 4) return absl::InvalidArgumentError("precompiled_charsmap: too short");
+    uint32_t trie_bytes = 0;
+    for (int i = 3; i >= 0; --i) trie_bytes = trie_bytes << 8 | static_cast<uint8_t>(blob[i]);
+    if (trie_bytes % 4 != 0 || trie_bytes == 0 || trie_bytes > blob.size() - 4) {
+      return absl::InvalidArgumentError(
+          StrCat("precompiled_charsmap: a trie of ", trie_bytes, " bytes in ", blob.size()));
+    }
+    auto p = std::unique_ptr<Precompiled>(new Precompiled());
+    p->trie_.resize(trie_bytes / 4);
+    for (size_t u = 0; u < p->trie_.size(); ++u) {
+      uint32_t unit = 0;
+      for (int i = 3; i >= 0; --i) {
+        unit = unit << 8 | static_cast<uint8_t>(blob[4 + u * 4 + static_cast<size_t>(i)]);
+      }
+      p->trie_[u] = unit;
+    }
+    p->replacements_.assign(blob.substr(4 + trie_bytes));
+    if (!ValidateUtf8(p->replacements_).ok()) {
+      return absl::InvalidArgumentError("precompiled_charsmap: replacements are not UTF-8");
+    }
+    return p;
+  }
+
+  void Apply(std::string_view in, std::string& out) const override {
+    out.clear();
+    out.reserve(in.size() + 8);
+    int32_t state = 0;
+    size_t begin = 0, i = 0;
+    char32_t previous = 0;
+    while (i < in.size()) {
+      const size_t at = i;
+      const char32_t c = NextCodePoint(in, i);
+      if (at > begin && GraphemeBreak(previous, c, state)) {
+        Cluster(in.substr(begin, at - begin), out);
+        begin = at;
+      }
+      previous = c;
+    }
+    if (i > begin) Cluster(in.substr(begin, i - begin), out);
+  }
+
+ private:
+  Precompiled() = default;
+
+  void Cluster(std::string_view cluster, std::string& out) const {
+    if (cluster.size() < 6) {
+      if (const std::optional<std::string_view> r = Transform(cluster)) {
+        out.append(*r);
+        return;
+      }
+    }
+    for (size_t i = 0; i < cluster.size();) {
+      const size_t at = i;
+      NextCodePoint(cluster, i);
+      const std::string_view code_point = cluster.substr(at, i - at);
+      const std::optional<std::string_view> r = Transform(code_point);
+      out.append(r ? *r : code_point);
+    }
+  }
+
+  // The replacement of the first key of the trie that `chunk` begins with (darts-clone's common
+  // prefix search, stopped at a NUL byte as Hugging Face's is), if any. A unit that points
+  // outside the trie ends the search (a damaged blob: no replacement, never a read past it).
+  std::optional<std::string_view> Transform(std::string_view chunk) const {
+    const auto offset = [](uint32_t unit) -> size_t {
+      return static_cast<size_t>((unit >> 10) << ((unit & (1u << 9)) >> 6));
+    };
+    size_t node = offset(trie_[0]);
+    for (const char ch : chunk) {
+      const uint8_t c = static_cast<uint8_t>(ch);
+      if (c == 0) break;
+      node ^= c;
+      if (node >= trie_.size()) return std::nullopt;
+      const uint32_t unit = trie_[node];
+      if ((unit & ((1u << 31) | 0xFFu)) != c) return std::nullopt;  // the unit's label
+      node ^= offset(unit);
+      if (node >= trie_.size()) return std::nullopt;
+      if ((unit >> 8) & 1) {  // has a leaf: its value, the replacement's offset
+        const size_t value = trie_[node] & ((1u << 31) - 1);
+        if (value >= replacements_.size()) return std::nullopt;
+        const size_t length = strnlen(replacements_.data() + value, replacements_.size() - value);
+        return std::string_view(replacements_).substr(value, length);
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::vector<uint32_t> trie_;
+  std::string replacements_;
+};
+
+// Standard base64 (RFC 4648, with padding, as serde writes Vec<u8> in tokenizer.json).
+std::optional<std::string> DecodeBase64(std::string_view text) {
+  const auto sextet = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  uint32_t bits = 0;
+  int count = 0;
+  for (const char c : text) {
+    const int v = sextet(c);
+    if (v < 0) return std::nullopt;
+    bits = bits << 6 | static_cast<uint32_t>(v);
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out.push_back(static_cast<char>((bits >> count) & 0xFF));
+    }
+  }
+  return out;
+}
+
 class SequenceNormalizer final : public Normalizer {
  public:
   explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> steps)
@@ -291,6 +427,13 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const JsonValue& json
     QUIVER_ASSIGN_OR_RETURN(bool left, JsonBool(json, "strip_left", true));
     QUIVER_ASSIGN_OR_RETURN(bool right, JsonBool(json, "strip_right", true));
     return std::make_unique<Strip>(left, right);
+  }
+  if (type == "Precompiled") {
+    QUIVER_ASSIGN_OR_RETURN(std::string charsmap, JsonString(json, "precompiled_charsmap"));
+    const std::optional<std::string> blob = DecodeBase64(charsmap);
+    if (!blob) return absl::InvalidArgumentError("precompiled_charsmap: not base64");
+    QUIVER_ASSIGN_OR_RETURN(std::unique_ptr<Precompiled> p, Precompiled::FromCharsmap(*blob));
+    return p;
   }
   if (type == "Sequence") {
     const JsonValue* list = json.Find("normalizers");

@@ -172,6 +172,11 @@ bool IsStable(char32_t c, NormalizationForm form) {
 
 }  // namespace
 
+bool GraphemeBreak(char32_t a, char32_t b, int32_t& state) {
+  return utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(a),
+                                          static_cast<utf8proc_int32_t>(b), &state);
+}
+
 void Normalize(std::string_view in, NormalizationForm form, std::string& out) {
   out.clear();
   bool stable = true;

@@ -30,6 +30,11 @@ bool IsDigit(char32_t c);               // Rust char::is_numeric (categories Nd,
 // Appends Rust's char::to_lowercase(c) (full mapping: U+0130 becomes two code points).
 void AppendLowercase(char32_t c, std::string& out);
 
+// Whether an extended grapheme cluster (UAX #29, utf8proc's Unicode version) may end between
+// code points a and b, where b follows a. `state` starts at 0 for a text and is passed to every
+// call in order.
+bool GraphemeBreak(char32_t a, char32_t b, int32_t& state);
+
 enum class NormalizationForm { kNFC, kNFD, kNFKC, kNFKD };
 // out = form(in). Pure-ASCII input is returned unchanged without calling utf8proc.
 void Normalize(std::string_view in, NormalizationForm form, std::string& out);

@@ -55,9 +55,10 @@ TEST_P(AllocationTest, SecondPassAllocatesNothing) {
   EXPECT_EQ(g_allocations.load() - before, 0) << "allocations in the second pass";
 }
 
-INSTANTIATE_TEST_SUITE_P(ThreeModels, AllocationTest,
+INSTANTIATE_TEST_SUITE_P(EveryModelKind, AllocationTest,
                          ::testing::Values("minilm_wordpiece", "qwen_style_bpe",
-                                           "xlmr_style_unigram"));
+                                           "xlmr_style_unigram",
+                                           "xlmr_precompiled_unigram"));
 
 }  // namespace
 }  // namespace quiver::tokenizer

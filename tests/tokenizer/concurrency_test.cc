@@ -60,9 +60,10 @@ TEST_P(ConcurrencyTest, ManyThreadsMatchOneThread) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
-INSTANTIATE_TEST_SUITE_P(ThreeModels, ConcurrencyTest,
+INSTANTIATE_TEST_SUITE_P(EveryModelKind, ConcurrencyTest,
                          ::testing::Values("minilm_wordpiece", "qwen_style_bpe",
-                                           "xlmr_style_unigram"));
+                                           "xlmr_style_unigram",
+                                           "xlmr_precompiled_unigram"));
 
 }  // namespace
 }  // namespace quiver::tokenizer

@@ -1,5 +1,6 @@
-// Exact ids and type ids against Hugging Face `tokenizers` for three tokenizer.json files
-// (WordPiece, byte-level BPE, Unigram) on every text of corpus/, an edge-case list and
+// Exact ids and type ids against Hugging Face `tokenizers` for four tokenizer.json files
+// (WordPiece, byte-level BPE, Unigram behind NFKC, Unigram behind sentencepiece's Precompiled
+// nmt_nfkc rules as XLM-R has them) on every text of corpus/, an edge-case list and
 // text pairs with each truncation strategy. References: tests/fixtures/tokenizers/, written by
 // tools/golden/make_tokenizer_fixtures.py.
 #include <gtest/gtest.h>
@@ -199,9 +200,41 @@ TEST_P(HfCompatTest, CharacterLimitCutsBeforeEncoding) {
   EXPECT_EQ(cut.ids, direct.ids);
 }
 
-INSTANTIATE_TEST_SUITE_P(ThreeModels, HfCompatTest,
+// The fixture's tokenizer.json with its precompiled_charsmap replaced by `base64`.
+std::string WithCharsmap(const std::string& base64) {
+  std::ifstream in(kFixtures / "xlmr_precompiled_unigram" / "tokenizer.json");
+  std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "\"precompiled_charsmap\": \"";
+  const size_t at = json.find(key);
+  EXPECT_NE(at, std::string::npos);
+  const size_t begin = at + key.size(), end = json.find('"', begin);
+  return json.replace(begin, end - begin, base64);
+}
+
+TEST(PrecompiledCharsmapTest, ADamagedCharsmapIsRefusedAtLoadNamingIt) {
+  for (const char* bad : {"not base64!", "AAA=", /* a 400-byte trie in an 8-byte blob */
+                          "kAEAAAAAAAA="}) {
+    const auto t = Tokenizer::FromJson(WithCharsmap(bad));
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_NE(t.status().message().find("precompiled_charsmap"), std::string::npos)
+        << t.status();
+  }
+}
+
+TEST(PrecompiledCharsmapTest, UnitsPointingOutsideTheTrieReplaceNothingAndNeverReadPastIt) {
+  // Two trie units whose offsets and labels point far outside the 8-byte trie, then "x\0".
+  // Blob: 08 00 00 00 | ff ff ff ff | 00 fc ff ff | 78 00  ->  base64.
+  const auto t = Tokenizer::FromJson(WithCharsmap("CAAAAP////8A/P//eAA="));
+  ASSERT_TRUE(t.ok()) << t.status();
+  Encoding enc;
+  ASSERT_TRUE((*t)->Encode("hello w\xc3\xb6rld \xef\xbd\x86", {}, &enc).ok());
+  EXPECT_GT(enc.ids.size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryModelKind, HfCompatTest,
                          ::testing::Values("minilm_wordpiece", "qwen_style_bpe",
-                                           "xlmr_style_unigram"));
+                                           "xlmr_style_unigram",
+                                           "xlmr_precompiled_unigram"));
 
 }  // namespace
 }  // namespace quiver::tokenizer

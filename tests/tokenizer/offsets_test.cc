@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(Traced, OffsetsTest,
                          ::testing::Values("minilm_wordpiece", "qwen_style_bpe"));
 
 TEST(UntracedOffsetsTest, UnigramWithMetaspaceGivesTheSameIdsAndNoOffsets) {
-  for (const char* name : {"xlmr_style_unigram"}) {
+  for (const char* name : {"xlmr_style_unigram", "xlmr_precompiled_unigram"}) {
     std::unique_ptr<Tokenizer> tok = Load(name);
     ASSERT_NE(tok, nullptr);
     for (const char* text : {"hello world", "Café déjà vu", "中文 mixed", ""}) {

@@ -12,9 +12,10 @@ Run through tools/golden/run.sh --tokenizers. Writes tests/fixtures/tokenizers/<
   pairs.jsonl      query/document pairs, with and without truncation (each strategy, each side)
   decode.jsonl     ids -> text through the tokenizer's decoder, with and without special tokens
 
-The three tokenizers: all-MiniLM-L6-v2's real tokenizer.json (WordPiece); a Qwen2/Qwen3-style
+The four tokenizers: all-MiniLM-L6-v2's real tokenizer.json (WordPiece); a Qwen2/Qwen3-style
 byte-level BPE and an XLM-R-style Unigram, trained here on the corpus with the same pipeline as
-the real ones (no PyPI package carries those files; see tests/fixtures/README.md).
+the real ones (no PyPI package carries those files; see tests/fixtures/README.md); and that
+Unigram behind XLM-R's own normalizer, sentencepiece's Precompiled nmt_nfkc rules.
 """
 
 import argparse
@@ -91,17 +92,45 @@ def qwen_style_bpe() -> Tokenizer:
     return tok
 
 
-def xlmr_style_unigram() -> Tokenizer:
+def nmt_nfkc_charsmap() -> bytes:
+    """sentencepiece's compiled nmt_nfkc rules (NFKC plus whitespace and control-character
+    clean-up), as every model trained with its default normalization carries them (XLM-R, and so
+    multilingual-e5, bge-m3): a model trained here on a few lines, its normalizer spec read back.
+    The rules are sentencepiece's built-in table; the training data does not change them."""
+    import io
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+    lines = ["a few lines to train on", "de quoi entraîner", "ein paar Zeilen"] * 20
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model,
+                                   vocab_size=40, model_type="unigram", hard_vocab_limit=False,
+                                   normalization_rule_name="nmt_nfkc", minloglevel=2)
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model.getvalue())
+    assert proto.normalizer_spec.name == "nmt_nfkc"
+    return proto.normalizer_spec.precompiled_charsmap
+
+
+def xlmr_precompiled_unigram() -> Tokenizer:
+    """XLM-R's own normalizer: Precompiled (sentencepiece's nmt_nfkc) then Replace, as
+    transformers' converter writes it for XLM-R; the rest as xlmr_style_unigram."""
+    return xlmr_style_unigram(normalizers.Sequence([
+        normalizers.Precompiled(nmt_nfkc_charsmap()),
+        normalizers.Replace(Regex(" {2,}"), " ")]))
+
+
+def xlmr_style_unigram(normalizer=None) -> Tokenizer:
     """XLM-R pipeline: Unigram with Metaspace; NFKC + Replace stand in for the Precompiled
-    (sentencepiece nmt_nfkc) normalizer, which only sentencepiece can produce.
+    (sentencepiece nmt_nfkc) normalizer (xlmr_precompiled_unigram has that one).
 
     The pieces and scores are counted here, not trained by tokenizers' UnigramTrainer, whose
     result changes from run to run (Rust's randomly seeded hash maps decide ties): every
     character seen, then the most frequent substrings of words (up to 8 characters), scored
     log(count / total) as a unigram language model, ties broken by the text.
     """
-    normalizer = normalizers.Sequence([normalizers.NFKC(),
-                                       normalizers.Replace(Regex(" {2,}"), " ")])
+    if normalizer is None:
+        normalizer = normalizers.Sequence([normalizers.NFKC(),
+                                           normalizers.Replace(Regex(" {2,}"), " ")])
     pre = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
     chars, pieces = Counter(), Counter()
     for text in training_text(1_500_000, seed=37):
@@ -143,6 +172,11 @@ def edge_cases():
         ("control_chars", "a\x00b\x01c\x07d\x1be\x7ff\u0085g\u200bh\ufeffi\ufffdj"),
         ("combining_marks", "e\u0301 a\u0308 n\u0303 A\u030a Ç e\u0301\u0301\u0301 \u0915\u093f"),
         ("precomposed_vs_decomposed", "caf\u00e9 cafe\u0301 \u00c5ngstr\u00f6m \u212b"),
+        # sentencepiece's rules as Hugging Face applies them: per grapheme cluster, a short one
+        # replaced whole by its first key (the accent after a full-width A goes with it).
+        ("compatibility_forms", "\uff21\u0301 \uff46\uff55\uff4c\uff4c \ufb01 \u2460 "
+                                "\u00a0x \u2028y \u3000z a\tb\u00adc \u1100\u1161\u11a8 "
+                                "\u0915\u094d\u0937\u093f \U0001F44D\U0001F3FD\u0301"),
         ("emoji_zwj", "family \U0001F468\u200d\U0001F469\u200d\U0001F467\u200d\U0001F466 ok "
                       "\U0001F3F3\ufe0f\u200d\U0001F308 \U0001F44D\U0001F3FD"),
         ("cjk", "日本語のテキストを分割します。中文文本测试，한국어 텍스트"),
@@ -172,6 +206,7 @@ def main():
         "minilm_wordpiece": lambda: minilm,
         "qwen_style_bpe": qwen_style_bpe,
         "xlmr_style_unigram": xlmr_style_unigram,
+        "xlmr_precompiled_unigram": xlmr_precompiled_unigram,
     }
     corpus = {name: read_jsonl(CORPUS / name) for name in CORPUS_FILES}
     queries = corpus["queries.jsonl"]
