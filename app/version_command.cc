@@ -15,8 +15,9 @@ int RunVersion() {
     return 0;
   }
   std::printf("cuda: compiled, runtime %s\n", report.cuda_runtime_version.c_str());
-  if (!report.cuda_error.empty())
+  if (!report.cuda_error.empty()) {
     std::printf("cuda devices: none (%s)\n", report.cuda_error.c_str());
+  }
   for (const engine::CudaDeviceInfo& device : report.cuda_devices) {
     std::printf("cuda device %d: %s, sm_%d%d, %.1f GiB\n", device.index, device.name.c_str(),
                 device.compute_major, device.compute_minor,
