@@ -29,7 +29,7 @@ for name in ("queries.jsonl", "docs_multi.jsonl"):
             texts.append(json.loads(line)["text"][:2000])
 if target == "tokenizer_fuzz":
     for i, text in enumerate(texts):
-        for control in (0, 13, 142):
+        for control in (0, 13, 142, 7):  # each tokenizer (control % 4), several options
             (dst / f"text-{i}-{control}").write_bytes(bytes([control]) + text.encode())
     sys.exit(0)
 # Request bodies of every dialect (the shapes tests/gateway/requests_test.cc exercises).

@@ -1,5 +1,6 @@
 // libFuzzer target: arbitrary bytes through Encode, EncodePair (bytes split in two), truncation
-// and Decode, for the WordPiece, byte-level BPE and Unigram tokenizers of tests/fixtures.
+// and Decode, for the WordPiece, byte-level BPE and the two Unigram tokenizers (NFKC and
+// sentencepiece's Precompiled rules) of tests/fixtures.
 // Invalid UTF-8 must come back as an error; nothing may crash, hang or leak.
 //
 //   scripts/fuzz.sh [seconds]    builds with clang, ASan and UBSan, and runs it
@@ -39,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t control = data[0];
   std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   const bool valid = quiver::tokenizer::ValidateUtf8(text).ok();
-  auto& tokenizer = *Tokenizers()[control % 3];
+  auto& tokenizer = *Tokenizers()[control % Tokenizers().size()];
 
   quiver::tokenizer::EncodeOptions options;
   options.add_special_tokens = (control & 0x04) != 0;
