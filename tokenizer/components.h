@@ -103,9 +103,16 @@ class PreTokenizer {
   virtual void Split(std::string_view text, bool at_start, Pieces& out) const = 0;
   // What its pieces are, for token offsets: substrings of the text (or not traced, found out
   // when a piece is not one), byte-level images of substrings (each byte one character of
-  // ByteToUnicode), or text that cannot be traced back (a prefix space added).
-  enum class PieceForm { kSubstring, kByteLevel, kUntraced };
+  // ByteToUnicode), cuts of a rewritten text that AlignPieces traces (Metaspace), or text that
+  // cannot be traced back (a prefix space added).
+  enum class PieceForm { kSubstring, kByteLevel, kRewritten, kUntraced };
   virtual PieceForm piece_form() const { return PieceForm::kSubstring; }
+  // kRewritten: for each byte of the pieces' concatenation (what Split(text, at_start) gives,
+  // in order), the byte range [begin, end) of `text` it stands for, as Hugging Face aligns it.
+  virtual void AlignPieces(std::string_view text, bool at_start, std::vector<uint32_t>& begin,
+                           std::vector<uint32_t>& end) const {
+    (void)text, (void)at_start, (void)begin, (void)end;
+  }
 };
 
 class Model {

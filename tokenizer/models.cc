@@ -417,7 +417,29 @@ class Unigram final : public Model {
     cache_.Insert(word, ids, first);
   }
 
-  void Viterbi(std::string_view word, std::vector<uint32_t>& ids) const {
+  // Each token's byte range of the word: the best path again (Tokenize may have answered from
+  // its cache), its pieces and fused unknown runs. Not where byte fallback spelled an unknown
+  // run in byte tokens (false).
+  bool Spans(std::string_view word, const uint32_t* ids, size_t n,
+             std::vector<std::pair<uint32_t, uint32_t>>& spans) const override {
+    thread_local std::vector<uint32_t> again;
+    again.clear();
+    const std::vector<std::pair<size_t, size_t>>& path_spans = Viterbi(word, again);
+    if (again.size() != n || !std::equal(again.begin(), again.end(), ids) ||
+        path_spans.size() != n) {
+      return false;
+    }
+    for (size_t k = path_spans.size(); k-- > 0;) {  // the path runs from the end
+      spans.emplace_back(static_cast<uint32_t>(path_spans[k].first),
+                         static_cast<uint32_t>(path_spans[k].second));
+    }
+    return true;
+  }
+
+  // Appends the ids of the best segmentation of `word`; returns the tokens' byte ranges before
+  // byte fallback, last token first (a thread's buffer, valid until its next call).
+  const std::vector<std::pair<size_t, size_t>>& Viterbi(std::string_view word,
+                                                         std::vector<uint32_t>& ids) const {
     struct Best {
       double score;
       int32_t start;  // -1: unreached
@@ -489,6 +511,7 @@ class Unigram final : public Model {
       }
       ids.push_back(path[k]);
     }
+    return spans;
   }
 
   std::optional<uint32_t> TokenToId(std::string_view token) const override {

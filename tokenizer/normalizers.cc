@@ -31,6 +31,64 @@ void IdentityAlignment(std::string_view text, std::vector<uint32_t>& begin,
 
 namespace {
 
+// Hugging Face's NormalizedString::transform over a whole text: each output code point with its
+// change (0: it takes the place of the next input code point; 1: it is inserted; -n: it takes
+// the place of the next one and n more are removed after it). A replacing code point covers the
+// input code point it consumes, an inserted one the code point before it ([0, 0) at the start).
+// Appends to out, begin and end (per output byte, a byte range of `in`); `at` is the input
+// position, advanced past what is consumed.
+struct AlignedOutput {
+  std::string_view in;
+  std::string& out;
+  std::vector<uint32_t>& begin;
+  std::vector<uint32_t>& end;
+  size_t at = 0;
+
+  void Add(std::string_view code_point, int64_t change) {
+    uint32_t b = 0, e = 0;
+    if (change > 0) {
+      if (at > 0) {
+        size_t start = at - 1;
+        while (start > 0 && (static_cast<uint8_t>(in[start]) & 0xC0) == 0x80) --start;
+        b = static_cast<uint32_t>(start);
+        e = static_cast<uint32_t>(at);
+      }
+    } else if (at < in.size()) {
+      b = static_cast<uint32_t>(at);
+      NextCodePoint(in, at);
+      e = static_cast<uint32_t>(at);
+      for (int64_t k = 0; k < -change && at < in.size(); ++k) NextCodePoint(in, at);
+    } else {
+      b = e = static_cast<uint32_t>(in.size());
+    }
+    out.append(code_point);
+    begin.insert(begin.end(), code_point.size(), b);
+    end.insert(end.end(), code_point.size(), e);
+  }
+};
+
+// The Precompiled normalizer's replace (Hugging Face's) of `old_count` input code points by
+// `replacement`, appended to `pending` as AlignedOutput::Add's (code point, change) pairs: each
+// replacing code point change 0, the last ones inserted (1) when there are more, the last one
+// removing the rest (the one before it, when nothing replaces them).
+void PendingReplace(std::string_view replacement, int64_t old_count,
+                    std::vector<std::pair<std::string_view, int64_t>>& pending) {
+  const size_t first = pending.size();
+  for (size_t i = 0; i < replacement.size();) {
+    const size_t start = i;
+    NextCodePoint(replacement, i);
+    pending.emplace_back(replacement.substr(start, i - start), 0);
+  }
+  const int64_t diff = static_cast<int64_t>(pending.size() - first) - old_count;
+  if (diff > 0) {
+    for (size_t k = pending.size() - static_cast<size_t>(diff); k < pending.size(); ++k) {
+      pending[k].second = 1;
+    }
+  } else if (diff < 0 && !pending.empty()) {
+    pending.back().second += diff;
+  }
+}
+
 class BertNormalizer final : public Normalizer {
  public:
   BertNormalizer(bool clean_text, bool chinese, bool strip_accents, bool lowercase)
@@ -173,6 +231,38 @@ class Replace final : public Normalizer {
     out.append(in.substr(last));
   }
 
+  // As Hugging Face's NormalizedString::replace: the matched code points removed, then the
+  // content inserted, so every byte of it covers the match's last code point.
+  bool ApplyAligned(std::string_view in, std::string& out, std::vector<uint32_t>& begin,
+                    std::vector<uint32_t>& end) const override {
+    thread_local std::vector<std::pair<size_t, size_t>> spans;
+    spans.clear();
+    pattern_->FindAll(in, spans);
+    out.clear();
+    begin.clear();
+    end.clear();
+    AlignedOutput t{in, out, begin, end};
+    const auto keep = [&](size_t until) {
+      while (t.at < until) {
+        const size_t start = t.at;
+        size_t next = start;
+        NextCodePoint(in, next);
+        t.Add(in.substr(start, next - start), 0);
+      }
+    };
+    for (const auto& [b, e] : spans) {
+      keep(b);
+      t.at = e;  // removed
+      for (size_t i = 0; i < content_.size();) {
+        const size_t start = i;
+        NextCodePoint(content_, i);
+        t.Add(std::string_view(content_).substr(start, i - start), 1);
+      }
+    }
+    keep(in.size());
+    return true;
+  }
+
  private:
   std::shared_ptr<const Regex> pattern_;
   std::string content_;
@@ -256,9 +346,50 @@ class Precompiled final : public Normalizer {
     return p;
   }
 
+  // Hugging Face's transformations for the same replacements (PendingReplace), applied in one
+  // pass.
+  bool ApplyAligned(std::string_view in, std::string& out, std::vector<uint32_t>& begin,
+                    std::vector<uint32_t>& end) const override {
+    thread_local std::vector<std::pair<std::string_view, int64_t>> pending;
+    pending.clear();
+    out.clear();
+    begin.clear();
+    end.clear();
+    AlignedOutput t{in, out, begin, end};
+    ForEachCluster(in, [&](std::string_view cluster) {
+      if (cluster.size() < 6) {
+        if (const std::optional<std::string_view> r = Transform(cluster)) {
+          PendingReplace(*r, static_cast<int64_t>(CountCodePoints(cluster)), pending);
+          return;
+        }
+      }
+      for (size_t i = 0; i < cluster.size();) {
+        const size_t at = i;
+        NextCodePoint(cluster, i);
+        const std::string_view code_point = cluster.substr(at, i - at);
+        if (const std::optional<std::string_view> r = Transform(code_point)) {
+          PendingReplace(*r, 1, pending);
+        } else {
+          pending.emplace_back(code_point, 0);
+        }
+      }
+    });
+    for (const auto& [code_point, change] : pending) t.Add(code_point, change);
+    return true;
+  }
+
   void Apply(std::string_view in, std::string& out) const override {
     out.clear();
     out.reserve(in.size() + 8);
+    ForEachCluster(in, [&](std::string_view cluster) { Cluster(cluster, out); });
+  }
+
+ private:
+  Precompiled() = default;
+
+  // fn(cluster) for each extended grapheme cluster of `in`, in order.
+  template <typename Fn>
+  static void ForEachCluster(std::string_view in, Fn fn) {
     int32_t state = 0;
     size_t begin = 0, i = 0;
     char32_t previous = 0;
@@ -266,16 +397,13 @@ class Precompiled final : public Normalizer {
       const size_t at = i;
       const char32_t c = NextCodePoint(in, i);
       if (at > begin && GraphemeBreak(previous, c, state)) {
-        Cluster(in.substr(begin, at - begin), out);
+        fn(in.substr(begin, at - begin));
         begin = at;
       }
       previous = c;
     }
-    if (i > begin) Cluster(in.substr(begin, i - begin), out);
+    if (i > begin) fn(in.substr(begin, i - begin));
   }
-
- private:
-  Precompiled() = default;
 
   void Cluster(std::string_view cluster, std::string& out) const {
     if (cluster.size() < 6) {
@@ -371,6 +499,34 @@ class SequenceNormalizer final : public Normalizer {
       std::swap(dst, other);
       steps_[i]->Apply(*other, *dst);
     }
+  }
+
+  // Each step's alignment composed onto the ones before it; untraced if any step is.
+  bool ApplyAligned(std::string_view in, std::string& out, std::vector<uint32_t>& begin,
+                    std::vector<uint32_t>& end) const override {
+    thread_local std::string current;
+    thread_local std::vector<uint32_t> step_begin, step_end;
+    out.assign(in);
+    IdentityAlignment(in, begin, end);
+    for (const std::unique_ptr<Normalizer>& step : steps_) {
+      current.swap(out);
+      if (!step->ApplyAligned(current, out, step_begin, step_end)) return false;
+      // Output byte k covers [step_begin[k], step_end[k]) of `current`, whose bytes cover
+      // [begin[.], end[.]) of `in`.
+      for (size_t k = 0; k < out.size(); ++k) {
+        const uint32_t b = step_begin[k], e = step_end[k];
+        if (e > b) {
+          step_begin[k] = begin[b];
+          step_end[k] = end[e - 1];
+        } else {
+          const uint32_t at = b < begin.size() ? begin[b] : static_cast<uint32_t>(in.size());
+          step_begin[k] = step_end[k] = at;
+        }
+      }
+      begin.assign(step_begin.begin(), step_begin.begin() + static_cast<ptrdiff_t>(out.size()));
+      end.assign(step_end.begin(), step_end.begin() + static_cast<ptrdiff_t>(out.size()));
+    }
+    return true;
   }
 
  private:

@@ -206,7 +206,7 @@ class Digits final : public PreTokenizer {
 
 class Metaspace final : public PreTokenizer {
  public:
-  PieceForm piece_form() const override { return PieceForm::kUntraced; }
+  PieceForm piece_form() const override { return PieceForm::kRewritten; }
   enum class Prepend { kAlways, kFirst, kNever };
   Metaspace(std::string replacement, Prepend prepend, bool split)
       : replacement_(std::move(replacement)), prepend_(prepend), split_(split) {}
@@ -215,11 +215,7 @@ class Metaspace final : public PreTokenizer {
     thread_local std::string replaced;
     replaced.clear();
     if (text.empty()) return;
-    const bool prepend = prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && at_start);
-    // Spaces become the replacement first, so a leading space counts as already prefixed.
-    if (prepend && text[0] != ' ' && !text.starts_with(replacement_)) {
-      replaced.append(replacement_);
-    }
+    if (Prefixed(text, at_start)) replaced.append(replacement_);
     for (char ch : text) {
       if (ch == ' ') {
         replaced.append(replacement_);
@@ -242,7 +238,37 @@ class Metaspace final : public PreTokenizer {
     out.Add(r.substr(begin));
   }
 
+  // Hugging Face's alignment: a replacement that stands for a space covers that space (its
+  // NormalizedString::replace inserts it after removing the space: the removed character's
+  // range); the prefix covers the first character (prepend replaces that character by the
+  // prefix and inserts it again); every other byte covers its own character.
+  void AlignPieces(std::string_view text, bool at_start, std::vector<uint32_t>& begin,
+                   std::vector<uint32_t>& end) const override {
+    begin.clear();
+    end.clear();
+    if (text.empty()) return;
+    const auto add = [&](size_t bytes, size_t b, size_t e) {
+      begin.insert(begin.end(), bytes, static_cast<uint32_t>(b));
+      end.insert(end.end(), bytes, static_cast<uint32_t>(e));
+    };
+    if (Prefixed(text, at_start)) {
+      add(replacement_.size(), 0, Utf8Length(static_cast<uint8_t>(text[0])));
+    }
+    for (size_t i = 0; i < text.size();) {
+      const size_t length = Utf8Length(static_cast<uint8_t>(text[i]));
+      add(text[i] == ' ' ? replacement_.size() : length, i, i + length);
+      i += length;
+    }
+  }
+
  private:
+  // Whether the replacement goes in front. Spaces become the replacement first, so a leading
+  // space counts as already prefixed.
+  bool Prefixed(std::string_view text, bool at_start) const {
+    const bool prepend = prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && at_start);
+    return prepend && text[0] != ' ' && !text.starts_with(replacement_);
+  }
+
   std::string replacement_;
   Prepend prepend_;
   bool split_;

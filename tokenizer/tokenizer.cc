@@ -310,6 +310,7 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
   std::vector<AddedVocabulary::Match> raw_sections, normalized_sections;
   std::string normalized;
   std::vector<uint32_t> align_begin, align_end;
+  std::vector<uint32_t> piece_begin, piece_end;  // kRewritten pieces' bytes, in `part`
   std::vector<std::pair<uint32_t, uint32_t>> word_spans;
   Pieces pieces;
   added_->Split(text, /*normalized=*/false, raw_sections);
@@ -341,12 +342,37 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
       }
       const std::string_view part = std::string_view(normalized).substr(sub.begin, sub.end - sub.begin);
       pieces.clear();
-      pre_tokenizer_->Split(part, raw.begin == 0 && sub.begin == 0, pieces);
+      const bool at_start = raw.begin == 0 && sub.begin == 0;
+      pre_tokenizer_->Split(part, at_start, pieces);
+      const bool rewritten = form == PreTokenizer::PieceForm::kRewritten;
+      if (traced && rewritten) pre_tokenizer_->AlignPieces(part, at_start, piece_begin, piece_end);
       size_t cursor = 0;
       for (size_t p = 0; p < pieces.size(); ++p) {
         const std::string_view piece = pieces[p];
         const size_t first = ids.size();
         model_->Tokenize(piece, ids);
+        if (rewritten) {
+          // The pieces cut the rewritten text in order: piece bytes [cursor, cursor + size).
+          word_spans.clear();
+          if (!traced || cursor + piece.size() > piece_begin.size() ||
+              !model_->Spans(piece, ids.data() + first, ids.size() - first, word_spans) ||
+              word_spans.size() != ids.size() - first) {
+            traced = false;
+            spans.resize(ids.size(), {0, 0});
+            continue;
+          }
+          for (const auto [b, e] : word_spans) {
+            if (e <= b) {
+              spans.emplace_back(0, 0);
+              continue;
+            }
+            const size_t nb = sub.begin + piece_begin[cursor + b];
+            const size_t ne = sub.begin + piece_end[cursor + e - 1];
+            spans.push_back(ne > nb ? original(nb, ne) : std::pair<uint32_t, uint32_t>(0, 0));
+          }
+          cursor += piece.size();
+          continue;
+        }
         // The text the piece stands for, and where it sits in `part`: the next occurrence, with
         // only whitespace skipped.
         const bool byte_level = form == PreTokenizer::PieceForm::kByteLevel;

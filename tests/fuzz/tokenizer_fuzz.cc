@@ -1,6 +1,6 @@
-// libFuzzer target: arbitrary bytes through Encode, EncodePair (bytes split in two), truncation
-// and Decode, for the WordPiece, byte-level BPE and the two Unigram tokenizers (NFKC and
-// sentencepiece's Precompiled rules) of tests/fixtures.
+// libFuzzer target: arbitrary bytes through Encode, EncodeWithOffsets (offsets inside the text),
+// EncodePair (bytes split in two), truncation and Decode, for the WordPiece, byte-level BPE and
+// the two Unigram tokenizers (NFKC and sentencepiece's Precompiled rules) of tests/fixtures.
 // Invalid UTF-8 must come back as an error; nothing may crash, hang or leak.
 //
 //   scripts/fuzz.sh [seconds]    builds with clang, ASan and UBSan, and runs it
@@ -64,6 +64,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     std::string decoded = tokenizer.Decode(enc.ids, control & 0x01);
     if (!quiver::tokenizer::ValidateUtf8(decoded).ok()) __builtin_trap();
+  }
+  if (!options.truncation) {  // /tokenize's path: offsets inside the text, in order
+    std::vector<quiver::tokenizer::Tokenizer::Offset> offsets;
+    status = tokenizer.EncodeWithOffsets(text, options, &enc, &offsets);
+    if (status.ok() != valid) __builtin_trap();
+    if (status.ok()) {
+      if (offsets.size() != enc.ids.size()) __builtin_trap();
+      for (const auto& o : offsets) {
+        if (o && (o->first > o->second || o->second > text.size())) __builtin_trap();
+      }
+    }
   }
   const size_t half = text.size() / 2;
   quiver::tokenizer::Encoding pair;

@@ -5,8 +5,9 @@ router reports them, null for the special tokens the post-processor adds.
 
     python3 tools/golden/make_offset_fixtures.py   (with tokenizers==VERSIONS.json's version)
 
-Writes tests/fixtures/tokenizers/{minilm_wordpiece,qwen_style_bpe}/offsets.jsonl (the pipelines
-quiver traces; the Unigram one with Metaspace gives no offsets): the queries of corpus/ and every
+Writes tests/fixtures/tokenizers/<each fixture tokenizer>/offsets.jsonl (WordPiece, byte-level
+BPE, and the two Unigram ones with Metaspace, behind NFKC and behind XLM-R's Precompiled rules):
+the queries of corpus/ and every
 400th line of the document files (English and multilingual: accents, CJK, other scripts), plus a
 few texts that stress the alignment (accents stripped, case folded, CJK spacing, control
 characters, typed special tokens, unknown words).
@@ -30,6 +31,11 @@ EXTRA = [
     "e\u0301 combining acute, ﬁ ligature, Ⅻ numeral",
     "",
     "   leading and trailing   ",
+    # sentencepiece's rules (Precompiled): full-width forms, a ligature, a circled digit, a
+    # full-width letter whose accent the cluster rule drops, control characters and newlines
+    # removed or turned into spaces, runs of spaces collapsed
+    "\uff26\uff55\uff4c\uff4c \ufb01ne \u2460\u2461 \uff21\u0301 a\x01b\x7f c\n\nd\te     f",
+    "\x01leading control, then \u3000ideographic\u3000spaces",
 ]
 
 
@@ -46,7 +52,8 @@ def main():
     for name in ("docs_en.jsonl", "docs_multi.jsonl"):
         texts += [json.loads(l)["text"] for i, l in enumerate(open(ROOT / "corpus" / name)) if i % 400 == 0]
     texts += EXTRA
-    for fixture in ("minilm_wordpiece", "qwen_style_bpe"):
+    for fixture in ("minilm_wordpiece", "qwen_style_bpe", "xlmr_style_unigram",
+                    "xlmr_precompiled_unigram"):
         tok = Tokenizer.from_file(str(FIXTURES / fixture / "tokenizer.json"))
         tok.no_padding()
         tok.no_truncation()
