@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """quiver's tokenizer against Hugging Face tokenizers, side by side in one run.
 
-    python bench/tokenizer_bench.py [--build build] [--out docs/benchmarks]
+    python bench/tokenizer_bench.py [--build build] [--out docs/benchmarks] [--tokenizers a,b]
 
-For each of the three tokenizers of tests/fixtures/tokenizers and each text set of
+For each of the four tokenizers of tests/fixtures/tokenizers (or those --tokenizers names) and
+each text set of
 corpus/ (all documents; all queries): per-text latency (p50/p99, one thread, each text
 alone) and throughput (MB/s, tokens/s) with 1 and 2 threads. Hugging Face runs in its Python API
 as users call it: `encode` per text, and `encode_batch` (its Rust thread pool, sized with
@@ -24,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "corpus"
-TOKENIZERS = ["minilm_wordpiece", "qwen_style_bpe", "xlmr_style_unigram"]
+TOKENIZERS = ["minilm_wordpiece", "qwen_style_bpe", "xlmr_style_unigram",
+              "xlmr_precompiled_unigram"]
 
 
 def percentile(values, p):
@@ -87,6 +89,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default=str(ROOT / "build"))
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
+    parser.add_argument("--tokenizers", default=",".join(TOKENIZERS))
     args = parser.parse_args()
     binary = Path(args.build) / "quiver_tokenizer_bench"
     out_dir = Path(args.out)
@@ -102,7 +105,7 @@ def main():
         sets["queries"] = CORPUS / "queries.jsonl"
 
         results = []
-        for name in TOKENIZERS:
+        for name in args.tokenizers.split(","):
             path = str(ROOT / "tests" / "fixtures" / "tokenizers" / name / "tokenizer.json")
             for set_name, texts in sets.items():
                 row = {"tokenizer": name, "texts": set_name}
@@ -124,7 +127,9 @@ def main():
 
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": platform.processor() or
             platform.machine(), "cpus": os.cpu_count(), "hf_tokenizers": tokenizers.__version__,
-            "command": "make bench (python bench/tokenizer_bench.py)"}
+            "command": "make bench (python bench/tokenizer_bench.py" +
+            ("" if args.tokenizers == ",".join(TOKENIZERS) else
+             f" --tokenizers {args.tokenizers}") + ")"}
     (out_dir / "tokenizer.json").write_text(json.dumps({"meta": meta, "results": results},
                                                        indent=1) + "\n")
     lines = [
