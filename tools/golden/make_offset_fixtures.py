@@ -36,6 +36,9 @@ EXTRA = [
     # removed or turned into spaces, runs of spaces collapsed
     "\uff26\uff55\uff4c\uff4c \ufb01ne \u2460\u2461 \uff21\u0301 a\x01b\x7f c\n\nd\te     f",
     "\x01leading control, then \u3000ideographic\u3000spaces",
+    # XLM-R's added tokens inside the text: each section after one is pre-tokenized alone
+    # (Metaspace's prefix again), <mask> strips the space on its left
+    "<s>typed start</s> then a <mask> token<pad>and <unk>x",
 ]
 
 
