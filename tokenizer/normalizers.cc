@@ -1,7 +1,8 @@
 // Normalizers: BertNormalizer, NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, Replace, Prepend,
 // Strip, Precompiled, Sequence. Each matches the Hugging Face normalizer of the same name on ids;
-// the BERT normalizer also traces each output byte back to the input (ApplyAligned, for /tokenize
-// offsets).
+// the BERT normalizer, Replace, Precompiled and Sequence (and the Unicode forms where they leave
+// a text as it is) also trace each output byte back to the input as Hugging Face aligns it
+// (ApplyAligned, for /tokenize offsets).
 #include <cstring>
 #include <memory>
 #include <optional>
