@@ -1,6 +1,6 @@
 // cuBLASLt opened at run time (dlopen) instead of linked. Loading libcublasLt.so.13 costs about
 // 150 MB of resident memory in a process (its initializers allocate 94 MB, and 58 MB of its pages
-// are touched: docs/engine.md, "Resident memory"), which every `quiver serve` of a CUDA build
+// are touched: docs/engine.md, its "Memory" paragraph), which every `quiver serve` of a CUDA build
 // paid at start-up even on --device cpu; and a binary linked to it would not start at all on a
 // host without the CUDA libraries. Opened here, a process maps it only when it makes a BlasLt,
 // that is when it runs a model on a GPU.
