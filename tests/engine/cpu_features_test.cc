@@ -35,7 +35,9 @@ TEST(CpuFeaturesTest, PathsFollowTheHostsFlags) {
   EXPECT_EQ(SupportedCpuPaths().front(), CpuPath::kGeneric);
 #endif
   // AVX-512 extensions only with AVX-512 F; VNNI / BF16 at 512 bits only with it too.
-  if (!f.avx512f) EXPECT_FALSE(f.avx512_vnni || f.avx512_bf16 || f.avx512bw);
+  if (!f.avx512f) {
+    EXPECT_FALSE(f.avx512_vnni || f.avx512_bf16 || f.avx512bw);
+  }
   for (size_t i = 1; i < SupportedCpuPaths().size(); ++i) {
     EXPECT_LT(SupportedCpuPaths()[i - 1], SupportedCpuPaths()[i]);
   }
@@ -73,7 +75,9 @@ TEST(CpuFeaturesTest, TheActivePathCanBeSwitchedToSupportedOnesOnly) {
                     CpuPath::kAvx512Vnni, CpuPath::kAmx}) {
     const absl::Status set = SetActiveCpuPath(p);
     EXPECT_EQ(set.ok(), Supported(p)) << CpuPathName(p) << ": " << set;
-    if (set.ok()) EXPECT_EQ(ActiveCpuPath(), p);
+    if (set.ok()) {
+      EXPECT_EQ(ActiveCpuPath(), p);
+    }
   }
   ASSERT_TRUE(SetActiveCpuPath(before).ok());
 }

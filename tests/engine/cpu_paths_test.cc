@@ -350,7 +350,9 @@ TEST_F(CpuPathsTest, Int8WeightsHoldOneLayoutAndBuildTheOtherWithTheSameBytes) {
         EXPECT_EQ(quads_first.column_sums()[c], pairs_first.column_sums()[c]);
       }
     }
-    if (!checked_quads) EXPECT_EQ(pairs_first.quad_panel(0), nullptr);
+    if (!checked_quads) {
+      EXPECT_EQ(pairs_first.quad_panel(0), nullptr);
+    }
   }
 }
 

@@ -71,11 +71,15 @@ TEST(DeviceInputsTest, PacksABucketPaddedBatch) {
   for (int i = 0; i < p.num_ranges; ++i) {
     const PackedInputs::Range& r = p.ranges[i];
     ASSERT_LE(r.offset + r.count, l.total);
-    if (i > 0) EXPECT_GT(r.offset, p.ranges[i - 1].offset + p.ranges[i - 1].count);
+    if (i > 0) {
+      EXPECT_GT(r.offset, p.ranges[i - 1].offset + p.ranges[i - 1].count);
+    }
     for (int64_t k = r.offset; k < r.offset + r.count; ++k) in_range[static_cast<size_t>(k)] = true;
   }
   for (size_t k = 0; k < block.size(); ++k) {
-    if (!in_range[k]) EXPECT_EQ(block[k], kPoison) << "element " << k << " written outside";
+    if (!in_range[k]) {
+      EXPECT_EQ(block[k], kPoison) << "element " << k << " written outside";
+    }
   }
   for (int64_t k : {l.ids, l.ids + 63, l.type_ids + 63, l.positions + 63, l.cu_seqlens + 8,
                     l.row_bounds + 5, l.seq_bounds + 3, l.tiles + 2 * p.num_tiles - 1}) {

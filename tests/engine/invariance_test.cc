@@ -112,8 +112,11 @@ TEST(PromptLengthTest, EachSequenceKeepsItsOwnPromptInABatch) {
     for (size_t i = 0; i < seqs.size(); ++i) {
       EXPECT_EQ(out->RowF32(static_cast<int64_t>(i)), alone[i]) << name << " row " << i;
       // A prompt changes what is pooled (row i has a prompt where i % 4 != 0).
-      if (batch.prompt_lengths[i] > 0) EXPECT_NE(alone[i], unprompted[i]) << name << " row " << i;
-      if (batch.prompt_lengths[i] == 0) EXPECT_EQ(alone[i], unprompted[i]) << name << " row " << i;
+      if (batch.prompt_lengths[i] > 0) {
+        EXPECT_NE(alone[i], unprompted[i]) << name << " row " << i;
+      } else {
+        EXPECT_EQ(alone[i], unprompted[i]) << name << " row " << i;
+      }
     }
     RaggedBatch whole;
     whole.Add({5, 6, 7});

@@ -699,6 +699,8 @@ const char* ActivationName(cu::Activation activation) {
       return "gelu_tanh";
     case cu::Activation::kTanh:
       return "tanh";
+    case cu::Activation::kRelu:
+      return "relu";
   }
   return "?";
 }
@@ -717,6 +719,8 @@ double RefActivation(cu::Activation activation, double x) {
       return GeluTanh(x);
     case cu::Activation::kTanh:
       return std::tanh(x);
+    case cu::Activation::kRelu:
+      return x > 0 ? x : 0.0;
   }
   return kNaN;
 }
@@ -1133,8 +1137,9 @@ void RunKernels(Report& report, Gpu& gpu, const Options& options) {
         }
       }
       report.Expect(absl::StrCat("silu_mul", suffix), CheckSiluMul(gpu, act, h, ++seed), tol);
-      for (const cu::Activation activation : {cu::Activation::kIdentity, cu::Activation::kGeluErf,
-                                              cu::Activation::kGeluTanh, cu::Activation::kTanh}) {
+      for (const cu::Activation activation :
+           {cu::Activation::kIdentity, cu::Activation::kGeluErf, cu::Activation::kGeluTanh,
+            cu::Activation::kTanh, cu::Activation::kRelu}) {
         report.Expect(absl::StrCat("bias_activation_", ActivationName(activation), suffix),
                       CheckBiasActivation(gpu, act, h, activation, true, ++seed), tol);
       }
