@@ -335,7 +335,9 @@ absl::Status Engine::LoadCuda(const std::string& model_dir) {
 // Runs the largest batches the limits allow, eagerly, on the load thread: every workspace slot
 // grows to its final size (then frozen), and the GEMM algorithms of the largest bucket are
 // chosen. The batches: the most tokens in max_batch_seqs sequences (and one token fewer, whose
-// bucket adds a padding sequence), and the most sequences (one token each: the most rows).
+// bucket adds a padding sequence), the most sequences (one token each: the most rows), and the
+// longest one sequence may be (what a model sizes per sequence grows with it: SPLADE's logits
+// for up to 256 of a sequence's tokens at once).
 absl::Status Engine::WarmUp() {
   const int64_t tokens = cuda_max_tokens_;
   struct Shape {
@@ -344,8 +346,9 @@ absl::Status Engine::WarmUp() {
   const int64_t seqs = std::max<int64_t>(
       std::min(options_.max_batch_seqs, tokens),
       (tokens + max_input_tokens() - 1) / max_input_tokens());  // none over the model's limit
-  for (const Shape shape :
-       {Shape{tokens, seqs}, Shape{std::max(seqs, tokens - 1), seqs}, Shape{tokens, tokens}}) {
+  const int64_t longest = std::min(tokens, max_input_tokens());
+  for (const Shape shape : {Shape{tokens, seqs}, Shape{std::max(seqs, tokens - 1), seqs},
+                            Shape{tokens, tokens}, Shape{longest, 1}}) {
     RaggedBatch batch;
     const int64_t n = std::min(shape.seqs, shape.tokens);
     for (int64_t s = 0; s < n; ++s) {
@@ -496,12 +499,22 @@ absl::Status Engine::FitAttention(const ModelInfo& info) {
              folder_->architecture, ")"));
 }
 
-const AttentionBackend& Engine::AttentionFor(int64_t max_seqlen) const {
+const AttentionBackend& Engine::AttentionFor(int64_t max_seqlen, bool graphable) const {
   if (forced_attention_ != nullptr) return *forced_attention_;
-  const AttentionBackend& chosen = *table_attention_.at(
-      ChooseAttentionBackend(options_.device.device, info().family, max_seqlen));
-  if (fallback_attention_ != nullptr && !Runs(chosen, info())) return *fallback_attention_;
-  return chosen;
+  const AttentionBackend* chosen = table_attention_
+      .at(ChooseAttentionBackend(options_.device.device, info().family, info().head_dim,
+                                 max_seqlen))
+      .get();
+  if (fallback_attention_ != nullptr && !Runs(*chosen, info())) chosen = fallback_attention_.get();
+  if (graphable && !chosen->Capturable()) {
+    for (const auto& [name, backend] : table_attention_) {
+      if (backend->Capturable() && Runs(*backend, info())) return *backend;
+    }
+    if (fallback_attention_ != nullptr && fallback_attention_->Capturable()) {
+      return *fallback_attention_;
+    }
+  }
+  return *chosen;
 }
 
 void Engine::ComputeLoop() {
@@ -568,11 +581,17 @@ Engine::Running Engine::Start(Pending item) {
   }
   try {
     bool pad = options_.pad_to_buckets;
-    if (options_.device.device == Device::kCuda) {
-      // Padded only where a graph may run it: a forced backend that plans per batch never is.
+    const bool cuda = options_.device.device == Device::kCuda;
+    if (cuda) {
+      // Padded only where a graph may run it: a forced backend that plans per batch never is,
+      // and a large batch whose table backend plans per batch (FlashInfer) runs that backend
+      // eagerly rather than a capturable one in a graph (AttentionFor).
+      const int64_t bucket_tokens = BucketFor(input.num_tokens(), input.num_seqs()).tokens;
       pad = options_.cuda_graphs != GraphMode::kOff && options_.max_graphs > 0 &&
             (forced_attention_ == nullptr || forced_attention_->Capturable()) &&
-            BucketFor(input.num_tokens(), input.num_seqs()).tokens <= options_.graph_max_tokens;
+            bucket_tokens <= options_.graph_max_tokens &&
+            (bucket_tokens <= kGraphsBeforeFlashInferTokens ||
+             AttentionFor(input.max_seqlen(), false).Capturable());
     }
     // Plan: once per batch, read-only for the whole layer loop.
     BuildPlan(input, pad, info(), plan_, folder_->pooling.include_prompt);
@@ -582,7 +601,7 @@ Engine::Running Engine::Start(Pending item) {
         ops::Bf16AttentionProducts(options_.device.device, options_.quantize);
     BatchWork work;
     work.plan = &plan_;
-    work.attention = &AttentionFor(plan_.attention.max_seqlen);
+    work.attention = &AttentionFor(plan_.attention.max_seqlen, cuda && pad);
     work.score = is_scorer();
     work.pool = input.output.pooling == Pooling::kModelDefault ? ToOpPooling(folder_->pooling.mode)
                                                                : ToOpPooling(input.output.pooling);

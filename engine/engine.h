@@ -185,7 +185,18 @@ class Engine {
   static bool Runs(const AttentionBackend& backend, const ModelInfo& info);
   // Checks the forced backend, or finds a fallback for table backends that cannot run the model.
   absl::Status FitAttention(const ModelInfo& info);
-  const AttentionBackend& AttentionFor(int64_t max_seqlen) const;
+  // The backend a batch runs: the forced one, else the table's (or the fallback where the
+  // table's cannot run the model). `graphable`: a CUDA graph may run the batch; a backend that
+  // plans per batch on the host (FlashInfer) cannot be captured, so such a batch takes a
+  // capturable one that runs the model where there is one (the varlen kernel).
+  const AttentionBackend& AttentionFor(int64_t max_seqlen, bool graphable) const;
+  // Up to this many bucket tokens a batch runs in a CUDA graph with a capturable attention
+  // backend rather than eagerly with FlashInfer, where the table names FlashInfer. Measured on
+  // the H200 with the Qwen3-0.6B shape (head_dim 128; docs/benchmarks.md, "GPU"): at 1x128
+  // tokens the graph with the varlen kernel took 1.98 ms against FlashInfer FA3 eagerly 2.73;
+  // at 100x128 (12,800 tokens) the two were even (33.5 and 33.3 ms); in 16,384-token batches
+  // FA3 eagerly gave 8% more tokens/s. 8,192 lies between the first two, not measured itself.
+  static constexpr int64_t kGraphsBeforeFlashInferTokens = 8192;
   void UpdateStats();
 
   EngineOptions options_;

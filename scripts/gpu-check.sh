@@ -8,12 +8,12 @@
 #   run(command="bash scripts/gpu-check.sh $OUT", carry=["build-gpu",
 #       ".cache/flashinfer-headers.tgz"], timeout_s=540)
 #
-# Stage time limits (seconds): ceilings 30, kernels 40, attention 90, graphs 45, models 60,
-# engine 120, the peer 15 (its import check) + 40 = 440, each stage given 3 more to exit after
-# SIGTERM: under 8 minutes with the machine query, the probe and the summary when the carried
-# binary starts there (the rebuild fallback adds its build). QUIVER_GPU_EXTRA=1 also runs the ops
-# tests' CUDA instantiations and compute-sanitizer memcheck on the kernels stage (60 s each, past
-# the 8 minutes).
+# Stage time limits (seconds): ceilings 30, kernels 40, gemms 60, attention 90, graphs 45,
+# models 60, engine 120, the peer 60 (its import check: a cold torch import took over 15 s on the
+# first H200 run) + 90, Hugging Face's bf16 scores 90 = 705 at the very most, each stage given 3
+# more to exit after SIGTERM; the first H200 runs took about a minute in all (2026-12-04). The
+# rebuild fallback adds its build. QUIVER_GPU_EXTRA=1 also runs the ops tests' CUDA
+# instantiations and compute-sanitizer memcheck on the kernels stage (60 s each at most).
 #
 # Writes at most 8 files into OUT_DIR (what the device tool brings back): log.txt (everything,
 # the summary table last), ceilings.json, kernels.json, attention.json, graphs.json, models.json,
@@ -111,20 +111,29 @@ else
   failed=1
 fi
 
-step "peer: sentence-transformers on this GPU (limit 15+40s)"
+step "peer: sentence-transformers on this GPU (limit 60+90s)"
 if [[ ! -f "$W/peer_input.json" ]]; then
   echo "peer skipped: the engine stage wrote no $W/peer_input.json"
-elif ! LD_LIBRARY_PATH="$python_ld" timeout 15 \
+elif ! LD_LIBRARY_PATH="$python_ld" timeout 60 \
        python3 -c "import torch, sentence_transformers"; then
   echo "peer skipped: python3 cannot import torch and sentence_transformers here"
 else
-  LD_LIBRARY_PATH="$python_ld" PYTHONUNBUFFERED=1 timeout --kill-after=3 40 \
+  LD_LIBRARY_PATH="$python_ld" PYTHONUNBUFFERED=1 timeout --kill-after=3 90 \
     python3 bench/gpu_peer_sentence_transformers.py --input "$W/peer_input.json" \
     --json "$R/peer.json"
   rc=$?
   echo "peer: exit $rc"
   (( rc != 0 )) && failed=1
 fi
+
+# Hugging Face's own bf16 scores on the score fixtures (tools/golden/hf_bf16_scores.py): the
+# yardstick the models stage reads from tests/fixtures/tiny/hf_bf16_scores.json, printed here so
+# that a run can refresh it (the log comes back; OUT_DIR's 8 files are taken).
+step "Hugging Face bf16 scores on the score fixtures (limit 90s)"
+LD_LIBRARY_PATH="$python_ld" PYTHONUNBUFFERED=1 timeout --kill-after=3 90 \
+  python3 tools/golden/hf_bf16_scores.py --out /tmp/quiver-hf-bf16-scores.json &&
+  echo "HF_BF16_SCORES_JSON $(tr -d '\n' < /tmp/quiver-hf-bf16-scores.json)" ||
+  echo "the Hugging Face bf16 scores did not run here"
 
 if [[ "${QUIVER_GPU_EXTRA:-0}" == 1 ]]; then
   # Their files stay out of OUT_DIR (the device tool brings back 8); the log has their output.

@@ -9,6 +9,7 @@ namespace {
 struct Row {
   Device device;
   std::string_view family;  // "*": any family without rows of its own
+  int64_t head_dim;         // 0: any
   int64_t up_to_seqlen;     // inclusive
   std::string_view backend;
 };
@@ -17,27 +18,35 @@ constexpr int64_t kAnyLength = std::numeric_limits<int64_t>::max();
 
 // CPU: flash at every length and for both families (measured in turns against packed and tiled:
 // docs/benchmarks.md); "reference" is the plain loop the others are tested against.
-// CUDA: quiver's own varlen kernel, the one backend that covers every head_dim the models have
-// (32 for MiniLM-sized BERTs, 128 for Qwen3), until the device check's attention stage
-// (scripts/gpu-check.sh) has measured where FlashInfer's FA2 and FA3 kernels win; its crossover
-// table becomes these rows.
+// CUDA: the attention stage of scripts/gpu-check.sh on an H200 (2026-12-04, docs/benchmarks.md,
+// "GPU"): the fastest backend per head_dim and batch shape, summed over bidirectional and causal
+// (64x128, 16x512, 4x2048, 1x8192 tokens, 16 query and 8 key/value heads). head_dim 128: FA3 at
+// every shape (0.047 against the varlen kernel's 0.062 ms at 64x128, 0.79 against 1.99 ms at
+// 1x8192); head_dim 64: FA2 up to 128 tokens (0.062 ms both ways against FA3's 0.071 and the
+// varlen kernel's 0.072), FA3 beyond; other head_dims (32: MiniLM-sized BERTs) have no FlashInfer
+// instance: quiver's varlen kernel. A model the chosen backend cannot run (a sliding window or a
+// position bias) takes the engine's fallback, the varlen kernel.
 constexpr Row kTable[] = {
-    {Device::kCpu, "*", kAnyLength, "flash"},
+    {Device::kCpu, "*", 0, kAnyLength, "flash"},
 #ifdef QUIVER_WITH_CUDA
-    {Device::kCuda, "*", kAnyLength, "cuda_varlen"},
+    {Device::kCuda, "*", 64, 128, "flashinfer_fa2"},
+    {Device::kCuda, "*", 64, kAnyLength, "flashinfer_fa3"},
+    {Device::kCuda, "*", 128, kAnyLength, "flashinfer_fa3"},
+    {Device::kCuda, "*", 0, kAnyLength, "cuda_varlen"},
 #endif
 };
 
 }  // namespace
 
-std::string_view ChooseAttentionBackend(Device device, std::string_view family,
+std::string_view ChooseAttentionBackend(Device device, std::string_view family, int64_t head_dim,
                                         int64_t max_seqlen) {
   const bool has_rows = std::any_of(std::begin(kTable), std::end(kTable), [&](const Row& row) {
     return row.device == device && row.family == family;
   });
   const std::string_view key = has_rows ? family : "*";
   for (const Row& row : kTable) {
-    if (row.device == device && row.family == key && max_seqlen <= row.up_to_seqlen) {
+    if (row.device == device && row.family == key &&
+        (row.head_dim == 0 || row.head_dim == head_dim) && max_seqlen <= row.up_to_seqlen) {
       return row.backend;
     }
   }

@@ -93,13 +93,17 @@ Tensor WeightLoader::Get(const std::string& name, std::initializer_list<int64_t>
 }
 
 ops::LinearWeights WeightLoader::Linear(const std::string& name, int64_t out, int64_t in, bool bias,
-                                        Scope scope, bool task_head) {
+                                        Scope scope, bool task_head,
+                                        const std::string& bias_name) {
   ops::LinearWeights none;
   none.out_features = out;
   none.in_features = in;
   none.device = device_;
   const TensorInfo* info = Find(name + ".weight", {out, in}, scope);
-  Tensor b = bias ? Get(name + ".bias", {out}, scope) : Tensor();
+  Tensor b;
+  if (bias) {
+    b = bias_name.empty() ? Get(name + ".bias", {out}, scope) : Get(bias_name, {out}, Scope::kHead);
+  }
   if (info == nullptr || mode_ == Mode::kCheck || !status_.ok()) return none;
   std::vector<float> scratch;  // the widened weight lives only until it is packed
   const float* values = F32(*info, scratch);

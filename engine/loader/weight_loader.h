@@ -55,11 +55,15 @@ class WeightLoader {
   // A weight read as a plain tensor (embedding tables, norms): f32 on the device.
   Tensor Get(const std::string& name, std::initializer_list<int64_t> shape,
              Scope scope = Scope::kBase);
-  // "name.weight" [out, in] and, with `bias`, "name.bias" [out], prepared for the device.
+  // "name.weight" [out, in] and, with `bias`, "name.bias" [out] (or `bias_name` [out] where
+  // given, a head's name read as Scope::kHead names are: a bias stored apart from its weight, as
+  // BertForMaskedLM's "cls.predictions.bias"), prepared for the device together: a bias set on the result afterwards would miss the
+  // device's own copy of it (the bf16 bias of a CUDA Linear).
   // `task_head`: a head whose weights sit among the base model's names (BERT's pooler, a decoder
   // tied to the word embeddings): kept f32 as Scope::kHead layers are.
   ops::LinearWeights Linear(const std::string& name, int64_t out, int64_t in, bool bias,
-                            Scope scope = Scope::kBase, bool task_head = false);
+                            Scope scope = Scope::kBase, bool task_head = false,
+                            const std::string& bias_name = {});
   // Several Linear layers over one input as one: their weights (and biases) stacked by rows in
   // the order given, `outs[i]` rows for names[i].
   ops::LinearWeights FusedLinear(const std::vector<std::string>& names,

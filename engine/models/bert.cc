@@ -252,11 +252,12 @@ class BertModel final : public Model {
       mlm_ln_g_ = w.Get("cls.predictions.transform.LayerNorm.weight", {h}, Scope::kHead);
       mlm_ln_b_ = w.Get("cls.predictions.transform.LayerNorm.bias", {h}, Scope::kHead);
       const int64_t vocab = c_.vocab_size;
+      const std::string bias = "cls.predictions.bias";
       mlm_decoder_ = w.Has("cls.predictions.decoder.weight", Scope::kHead)
-                         ? w.Linear("cls.predictions.decoder", vocab, h, false, Scope::kHead)
-                         : w.Linear("embeddings.word_embeddings", vocab, h, false, Scope::kBase,
-                                    /*task_head=*/true);
-      mlm_decoder_.bias = w.Get("cls.predictions.bias", {vocab}, Scope::kHead);
+                         ? w.Linear("cls.predictions.decoder", vocab, h, true, Scope::kHead,
+                                    /*task_head=*/false, bias)
+                         : w.Linear("embeddings.word_embeddings", vocab, h, true, Scope::kBase,
+                                    /*task_head=*/true, bias);
     }
     info_.family = "bert";  // the attention choice table: bidirectional multi-head attention
     info_.hidden_size = h;

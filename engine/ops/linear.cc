@@ -102,6 +102,10 @@ void CudaLinearRun(std::string_view op, const ExecContext& ctx, const Tensor& x,
   cuda::DeviceContext& dc = internal::CudaOf(op, ctx);
   const bool y_f32 = y.dtype() == DType::kF32;
   const bool has_bias = !w.bias.empty();
+  if (has_bias && !y_f32 && p.bias_bf16.data() == nullptr) {
+    internal::Fail(op, "the bias was set after PrepareLinear: its bf16 copy is missing (give it "
+                       "to PrepareLinear)");
+  }
   cuda::GemmArgs g;
   g.x = x.data<void>();
   g.w = p.weight.data();

@@ -245,16 +245,31 @@ TEST(AttentionBackendsTest, PackedAndTiledRefuseMasks) {
 }
 
 TEST(AttentionBackendsTest, TableChoosesKnownBackends) {
-  for (const char* family : {"bert", "qwen3"}) {
-    for (int64_t len : {1, 128, 512, 513, 32768}) {
-      EXPECT_TRUE(
-          MakeAttentionBackend(Device::kCpu, ChooseAttentionBackend(Device::kCpu, family, len))
-              .ok());
+#ifdef QUIVER_WITH_CUDA
+  const std::vector<Device> devices = {Device::kCpu, Device::kCuda};
+#else
+  const std::vector<Device> devices = {Device::kCpu};
+#endif
+  for (const Device device : devices) {
+    for (const char* family : {"bert", "qwen3"}) {
+      for (int64_t head_dim : {32, 64, 128}) {
+        for (int64_t len : {1, 128, 512, 513, 32768}) {
+          const std::string_view name = ChooseAttentionBackend(device, family, head_dim, len);
+          EXPECT_TRUE(MakeAttentionBackend(device, name).ok()) << name;
+        }
+      }
     }
   }
+#ifdef QUIVER_WITH_CUDA
+  // FlashInfer has no head_dim 32 instance: MiniLM-sized BERTs stay on the varlen kernel.
+  EXPECT_EQ(ChooseAttentionBackend(Device::kCuda, "bert", 32, 512), "cuda_varlen");
+  EXPECT_EQ(ChooseAttentionBackend(Device::kCuda, "bert", 64, 128), "flashinfer_fa2");
+  EXPECT_EQ(ChooseAttentionBackend(Device::kCuda, "bert", 64, 129), "flashinfer_fa3");
+  EXPECT_EQ(ChooseAttentionBackend(Device::kCuda, "qwen3", 128, 1), "flashinfer_fa3");
+#endif
   // A family without rows of its own (a new architecture) takes the device's defaults.
-  EXPECT_EQ(ChooseAttentionBackend(Device::kCpu, "some-new-family", 100),
-            ChooseAttentionBackend(Device::kCpu, "bert", 100));
+  EXPECT_EQ(ChooseAttentionBackend(Device::kCpu, "some-new-family", 64, 100),
+            ChooseAttentionBackend(Device::kCpu, "bert", 64, 100));
   EXPECT_FALSE(MakeAttentionBackend(Device::kCpu, "nope").ok());
   for (std::string_view name : AttentionBackendNames(Device::kCpu)) {
     auto backend = MakeAttentionBackend(Device::kCpu, name);

@@ -54,8 +54,14 @@ constexpr double kMinCosine = 0.999;
 // The CPU f32 engine against Hugging Face: a check that the references are read right (the CPU
 // golden test holds it to 1e-4 relative, far inside this).
 constexpr double kCpuMinCosine = 0.99999;
-// Scores: the largest |difference| over the spread (max - min) of the reference scores.
+// Scores: the largest |difference| over the spread (max - min) of the reference scores. bf16
+// activations: 0.02, or twice what Hugging Face's own model gives in bf16 on the same fixture
+// where that is larger (tests/fixtures/tiny/hf_bf16_scores.json, measured on the H200 with
+// tools/golden/hf_bf16_scores.py): the seeded cross-encoders' scores sit close together (one
+// spans 0.02 around -0.04), and there transformers in bf16 itself is off by 0.047 to 0.058 of the
+// spread on three of five fixtures, so 0.02 alone asked bf16 for what bf16 does not give.
 constexpr double kMaxScoreErrorOverSpread = 0.02;
+constexpr double kHfBf16ScoreErrorFactor = 2.0;
 constexpr double kCpuMaxScoreErrorOverSpread = 1e-3;
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -672,6 +678,24 @@ constexpr const char* kTinyFixtures[] = {
     "qwen2_bidirectional_mean", "splade", "bert_prompt_mean", "bert_prompt_weightedmean",
     "bert_prompt_cls"};
 
+// Hugging Face's own bf16 error over the spread for fixture `name` (hf_bf16_scores.json beside
+// the fixtures), or nothing where the file or the fixture is not there.
+std::optional<double> HfBf16ScoreError(const std::string& tiny_dir, const std::string& name) {
+  const absl::StatusOr<std::string> text = ReadFile(tiny_dir + "/hf_bf16_scores.json");
+  if (!text.ok()) return std::nullopt;
+  const absl::StatusOr<JsonValue> doc = JsonValue::Parse(*text);
+  const JsonValue* fixtures = doc.ok() ? doc->Find("fixtures") : nullptr;
+  if (fixtures == nullptr || !fixtures->is_array()) return std::nullopt;
+  for (const JsonValue& f : fixtures->items()) {
+    const JsonValue* n = f.Find("name");
+    const JsonValue* err = f.Find("bf16_err_over_spread");
+    if (n != nullptr && n->as_string() == name && err != nullptr && err->is_number()) {
+      return err->as_double();
+    }
+  }
+  return std::nullopt;
+}
+
 // GPU (lazy graphs) and CPU answers for one fixture against Hugging Face's and each other. The
 // worst agreement with Hugging Face goes into `worst_vs_reference` (cosine).
 absl::Status CheckFixture(Report& report, const std::string& dir, const std::string& name,
@@ -706,11 +730,17 @@ absl::Status CheckFixture(Report& report, const std::string& dir, const std::str
       if (!a.ok()) return a.status();
       return a->error_over_spread;
     };
+    const std::string tiny_dir = dir.substr(0, dir.find_last_of('/'));
+    const std::optional<double> hf_bf16 = HfBf16ScoreError(tiny_dir, name);
+    double limit = kMaxScoreErrorOverSpread;
+    if (hf_bf16.has_value()) {
+      report.Metric(name + "_hf_bf16_score_err_over_spread", *hf_bf16);
+      limit = std::max(limit, kHfBf16ScoreErrorFactor * *hf_bf16);
+    }
     report.Expect(name + "_gpu_vs_hf_score_cos", cos(vs_ref), kMinCosine, ">=");
-    report.Expect(name + "_gpu_vs_hf_score_err_over_spread", err(vs_ref), kMaxScoreErrorOverSpread);
+    report.Expect(name + "_gpu_vs_hf_score_err_over_spread", err(vs_ref), limit);
     report.Expect(name + "_gpu_vs_cpu_score_cos", cos(vs_cpu), kMinCosine, ">=");
-    report.Expect(name + "_gpu_vs_cpu_score_err_over_spread", err(vs_cpu),
-                  kMaxScoreErrorOverSpread);
+    report.Expect(name + "_gpu_vs_cpu_score_err_over_spread", err(vs_cpu), limit);
     report.Expect(name + "_cpu_vs_hf_score_err_over_spread", err(cpu_ref),
                   kCpuMaxScoreErrorOverSpread);
     if (vs_ref.ok()) worst_vs_reference = std::min(worst_vs_reference, vs_ref->cosine);

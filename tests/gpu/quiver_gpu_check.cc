@@ -401,7 +401,8 @@ std::vector<double> ToDouble(std::span<const float> values) {
 }
 
 // norm(x) of one row in f64: LayerNorm (x - mean) / √(var + eps) · gamma + beta (beta null: 0),
-// RmsNorm x / √(mean(x²) + eps) · gamma, kNone x.
+// RmsNorm x / √(mean(x²) + eps) · gamma (no beta: the kernels read it for LayerNorm only, as
+// kernels.h says), kNone x.
 std::vector<double> RefNorm(std::span<const double> x, cu::NormKind norm, const float* gamma,
                             const float* beta, double eps) {
   const auto n = static_cast<double>(x.size());
@@ -417,7 +418,8 @@ std::vector<double> RefNorm(std::span<const double> x, cu::NormKind norm, const 
   }
   const double inv = 1.0 / std::sqrt(sum_sq / n + eps);
   for (size_t j = 0; j < x.size(); ++j) {
-    y[j] = (x[j] - mean) * inv * gamma[j] + (beta != nullptr ? beta[j] : 0.0);
+    const double shift = norm == cu::NormKind::kLayerNorm && beta != nullptr ? beta[j] : 0.0;
+    y[j] = (x[j] - mean) * inv * gamma[j] + shift;
   }
   return y;
 }
