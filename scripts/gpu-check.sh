@@ -13,7 +13,8 @@
 # first H200 run) + 90, Hugging Face's bf16 scores 90 = 705 at the very most, each stage given 3
 # more to exit after SIGTERM; the first H200 runs took about a minute in all (2026-12-04). The
 # rebuild fallback adds its build. QUIVER_GPU_EXTRA=1 also runs the ops tests' CUDA
-# instantiations and compute-sanitizer memcheck on the kernels stage (60 s each at most).
+# instantiations, the graphs and engine stages again with QUIVER_GEMM_AUTOTUNE=8 (120 s each at
+# most) and compute-sanitizer memcheck on the kernels stage (60 s).
 #
 # Writes at most 8 files into OUT_DIR (what the device tool brings back): log.txt (everything,
 # the summary table last), ceilings.json, kernels.json, attention.json, graphs.json, models.json,
@@ -141,6 +142,16 @@ if [[ "${QUIVER_GPU_EXTRA:-0}" == 1 ]]; then
     step "ops tests, CUDA instantiations"
     timeout --kill-after=5 60 build-gpu/engine_ops_test --gtest_filter='*cuda*' \
       --gtest_output="xml:/tmp/quiver-ops-test.xml" || failed=1
+  fi
+  # cuBLASLt's heuristic first (the default) against the fastest of its first 8 timed on the
+  # call's operands (blaslt.h): the graphs and engine stages again with QUIVER_GEMM_AUTOTUNE=8,
+  # their reports in the log only.
+  if (( kernels_ok == 0 )); then
+    for name in graphs engine; do
+      step "stage $name with QUIVER_GEMM_AUTOTUNE=8 (limit 120s)"
+      QUIVER_GEMM_AUTOTUNE=8 timeout --kill-after=3 120 "$B" --stage="$name" \
+        --json "/tmp/quiver-$name-autotune.json" --work "$W" --ceilings "$R/ceilings.json" || failed=1
+    done
   fi
   if command -v compute-sanitizer >/dev/null 2>&1; then
     step "compute-sanitizer memcheck, kernels stage, quick sizes"

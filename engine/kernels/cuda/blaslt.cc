@@ -1,7 +1,9 @@
 #include "engine/kernels/cuda/blaslt.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "common/status.h"
@@ -58,6 +60,7 @@ struct BlasLt::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, best first (autotune only)
 };
 
 absl::StatusOr<std::unique_ptr<BlasLt>> BlasLt::Create(size_t workspace_bytes) {
@@ -67,6 +70,9 @@ absl::StatusOr<std::unique_ptr<BlasLt>> BlasLt::Create(size_t workspace_bytes) {
   QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtCreate(&handle));
   lt->handle_ = handle;
   QUIVER_ASSIGN_OR_RETURN(lt->workspace_, DeviceBuffer::Allocate(workspace_bytes));
+  if (const char* tune = std::getenv("QUIVER_GEMM_AUTOTUNE"); tune != nullptr) {
+    lt->autotune_ = std::clamp(std::atoi(tune), 0, 16);
+  }
   return lt;
 }
 
@@ -128,12 +134,14 @@ absl::StatusOr<std::unique_ptr<BlasLt::Plan>> BlasLt::MakePlan(const GemmArgs& g
       st = Lt().cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
     }
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(
+      static_cast<size_t>(std::max(autotune_, 1)));
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
     // C has D's layout (beta is 0 without one).
     st = Lt().cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p.op, p.a, p.b,
-                                             p.d, p.d, pref, 1, &result, &found);
+                                             p.d, p.d, pref, static_cast<int>(results.size()),
+                                             results.data(), &found);
   }
   Lt().cublasLtMatmulPreferenceDestroy(pref);
   QUIVER_LT_RETURN_IF_ERROR(st);
@@ -142,8 +150,76 @@ absl::StatusOr<std::unique_ptr<BlasLt::Plan>> BlasLt::MakePlan(const GemmArgs& g
                                            " K ", g.k, " ldx ", g.ldx, " ldw ", g.ldw, " ldy ",
                                            g.ldy));
   }
-  p.algo = result.algo;
+  p.algo = results[0].algo;
+  if (autotune_ > 1) {
+    for (int i = 0; i < found; ++i) p.candidates.push_back(results[static_cast<size_t>(i)].algo);
+  }
   return fresh;
+}
+
+absl::Status BlasLt::Tune(Plan& p, const GemmArgs& g, cudaStream_t stream) {
+  if (p.candidates.size() < 2 || g.m == 0) return absl::OkStatus();
+  ++tuned_;
+  const cublasLtHandle_t handle = static_cast<cublasLtHandle_t>(handle_);
+  // D: y itself where nothing is read from it, else a scratch of y's size (y may be C).
+  DeviceBuffer scratch;
+  void* d = g.y;
+  if (g.c != nullptr) {
+    QUIVER_ASSIGN_OR_RETURN(scratch, DeviceBuffer::Allocate(static_cast<size_t>(g.m * g.ldy) *
+                                                            (g.y_f32 ? 4 : 2)));
+    d = scratch.data();
+  }
+  if (g.epilogue != GemmEpilogue::kNone) {
+    QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmulDescSetAttribute(
+        p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  }
+  const float alpha = 1.0f, beta = g.c != nullptr ? 1.0f : 0.0f;
+  const void* c = g.c != nullptr ? g.c : d;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  QUIVER_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  if (const cudaError_t e = cudaEventCreate(&stop); e != cudaSuccess) {
+    cudaEventDestroy(start);
+    return CudaStatus(e, "cudaEventCreate");
+  }
+  constexpr int kRuns = 3;
+  size_t best = 0;
+  float best_ms = 0.0f, first_ms = 0.0f;
+  absl::Status status;
+  for (size_t i = 0; i < p.candidates.size() && status.ok(); ++i) {
+    cublasLtMatmulHeuristicResult_t check{};
+    if (Lt().cublasLtMatmulAlgoCheck(handle, p.op, p.a, p.b, p.d, p.d, &p.candidates[i], &check) !=
+            CUBLAS_STATUS_SUCCESS ||
+        check.workspaceSize > workspace_.bytes()) {
+      continue;
+    }
+    auto run = [&] {
+      return Lt().cublasLtMatmul(handle, p.op, &alpha, g.w, p.a, g.x, p.b, &beta, c, p.d, d, p.d,
+                                 &p.candidates[i], workspace_.data(), workspace_.bytes(), stream);
+    };
+    if (run() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a candidate that fails is skipped
+    status = CudaStatus(cudaEventRecord(start, stream), "cudaEventRecord");
+    for (int r = 0; r < kRuns && status.ok(); ++r) status = LtStatus(run(), "cublasLtMatmul");
+    if (status.ok()) status = CudaStatus(cudaEventRecord(stop, stream), "cudaEventRecord");
+    if (status.ok()) status = CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0.0f;
+    if (status.ok()) status = CudaStatus(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (!status.ok()) break;
+    if (i == 0) first_ms = ms;
+    if (i == 0 || ms < best_ms) {
+      best = i;
+      best_ms = ms;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  QUIVER_RETURN_IF_ERROR(status);
+  // Another algorithm only for a clear gain (timings of a few runs are noisy).
+  if (best != 0 && (first_ms == 0.0f || best_ms <= 0.95f * first_ms)) {
+    p.algo = p.candidates[best];
+    ++retuned_;
+  }
+  p.candidates.clear();
+  return absl::OkStatus();
 }
 
 absl::Status BlasLt::SetM(Plan& plan, int64_t m) {
@@ -158,7 +234,8 @@ absl::Status BlasLt::SetM(Plan& plan, int64_t m) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const GemmArgs& g, bool allow_heuristic) {
+absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const GemmArgs& g, bool allow_heuristic,
+                                              cudaStream_t stream, bool tune) {
   if (g.m < 0 || g.n <= 0 || g.k <= 0 || g.ldx < g.k || g.ldw < g.k || g.ldy < g.n) {
     return absl::InvalidArgumentError(StrCat("cuBLASLt GEMM: bad shape M ", g.m, " N ", g.n, " K ",
                                              g.k, " (ldx ", g.ldx, ", ldw ", g.ldw, ", ldy ", g.ldy,
@@ -199,6 +276,7 @@ absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const GemmArgs& g, bool allow_heur
   }
   Plan* plan = it->second.get();
   QUIVER_RETURN_IF_ERROR(SetM(*plan, g.m));
+  if (tune && !plan->candidates.empty()) QUIVER_RETURN_IF_ERROR(Tune(*plan, g, stream));
   if (plan->checked_m.contains(g.m)) return plan;
   if (!allow_heuristic) return refuse();
   // The heuristic answered for the bucket's M; whether the algorithm also serves this M is
@@ -219,6 +297,9 @@ absl::StatusOr<BlasLt::Plan*> BlasLt::PlanFor(const GemmArgs& g, bool allow_heur
     QUIVER_ASSIGN_OR_RETURN(std::unique_ptr<Plan> made, MakePlan(g, exact, g.m));
     own = algos_.emplace(exact, std::move(made)).first;
   }
+  if (tune && !own->second->candidates.empty()) {
+    QUIVER_RETURN_IF_ERROR(Tune(*own->second, g, stream));
+  }
   return own->second.get();
 }
 
@@ -228,7 +309,8 @@ absl::Status BlasLt::Gemm(const GemmArgs& g, cudaStream_t stream) {
   if (g.m == 0) return absl::OkStatus();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   QUIVER_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-  QUIVER_ASSIGN_OR_RETURN(Plan * plan, PlanFor(g, capture == cudaStreamCaptureStatusNone));
+  const bool eager = capture == cudaStreamCaptureStatusNone;
+  QUIVER_ASSIGN_OR_RETURN(Plan * plan, PlanFor(g, eager, stream, /*tune=*/eager));
   if (g.epilogue != GemmEpilogue::kNone) {
     QUIVER_LT_RETURN_IF_ERROR(Lt().cublasLtMatmulDescSetAttribute(
         plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));

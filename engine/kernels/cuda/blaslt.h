@@ -18,6 +18,13 @@
 // GEMM whose M was not seen eagerly fails with FAILED_PRECONDITION while its stream is being
 // captured into a CUDA graph instead of choosing there (the engine's eager first use of a bucket
 // chooses). Not thread-safe: one compute thread per instance.
+//
+// QUIVER_GEMM_AUTOTUNE=N (N >= 2; unset or 0: off) asks the heuristic for up to N algorithms
+// and, where a plan is made by Gemm on a stream, times each on the call's own operands (three
+// runs after a warm-up, into a scratch output where the call reads C) and keeps the fastest if
+// it beats the heuristic's first by 5% or more. Off by default: it is measured on the H200 by
+// scripts/gpu-check.sh (the engine stage run with and without it) before it may become the
+// default, and timing makes the choice, hence the bits, vary from one process to the next.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -65,6 +72,9 @@ class BlasLt {
   absl::Status Prepare(const GemmArgs& args);
 
   int64_t cached_algorithms() const { return static_cast<int64_t>(algos_.size()); }
+  // QUIVER_GEMM_AUTOTUNE's effect so far: plans timed, and how many took another algorithm.
+  int64_t tuned_plans() const { return tuned_; }
+  int64_t retuned_plans() const { return retuned_; }
   size_t workspace_bytes() const { return workspace_.bytes(); }
 
  private:
@@ -84,10 +94,16 @@ class BlasLt {
   struct Plan;  // descriptors + chosen algorithm (cuBLASLt types stay in blaslt.cc)
 
   BlasLt() = default;
-  absl::StatusOr<Plan*> PlanFor(const GemmArgs& args, bool allow_heuristic);
+  // `stream`: the call's, where a fresh plan may be tuned (null: never tuned).
+  absl::StatusOr<Plan*> PlanFor(const GemmArgs& args, bool allow_heuristic,
+                                cudaStream_t stream = nullptr, bool tune = false);
   absl::StatusOr<std::unique_ptr<Plan>> MakePlan(const GemmArgs& args, const Key& key, int64_t m);
   static absl::Status SetM(Plan& plan, int64_t m);
+  // Times the plan's candidate algorithms on `args` (layouts at args.m) and keeps the fastest.
+  absl::Status Tune(Plan& plan, const GemmArgs& args, cudaStream_t stream);
 
+  int autotune_ = 0;        // QUIVER_GEMM_AUTOTUNE: candidates timed per fresh plan (< 2: off)
+  int64_t tuned_ = 0, retuned_ = 0;  // plans timed, and of those, given another algorithm
   void* handle_ = nullptr;  // cublasLtHandle_t
   DeviceBuffer workspace_;
   absl::flat_hash_map<Key, std::unique_ptr<Plan>> algos_;
