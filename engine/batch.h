@@ -22,6 +22,9 @@ struct OutputOptions {
   std::optional<bool> normalize;
   int64_t dimensions = 0;  // Matryoshka truncation; 0 = full width
   OutputType output_type = OutputType::kF32;
+  // Rows as the encoder's last hidden state, before the model's Dense modules (TEI's
+  // /embed_all: one span per token).
+  bool raw_hidden = false;
 };
 
 struct RaggedBatch {

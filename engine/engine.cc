@@ -668,7 +668,7 @@ absl::StatusOr<EngineOutput> Engine::Finish(const Running& r) {
   const float* pooled = *rows;
   int64_t h = r.width;
   std::vector<float> dense_a, dense_b;
-  if (!dense_.empty()) {
+  if (!dense_.empty() && !input.output.raw_hidden) {
     try {
       pooled = dense_.Apply(ExecContext{Device::kCpu, pool_.get()}, pooled, r.rows, dense_a,
                             dense_b);

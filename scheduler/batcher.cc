@@ -6,7 +6,7 @@ namespace quiver::scheduler {
 
 bool SameOutput(const engine::OutputOptions& a, const engine::OutputOptions& b) {
   return a.pooling == b.pooling && a.normalize == b.normalize && a.dimensions == b.dimensions &&
-         a.output_type == b.output_type;
+         a.output_type == b.output_type && a.raw_hidden == b.raw_hidden;
 }
 
 size_t FormBatch(std::span<const ChunkShape> queue, const SchedulerLimits& limits) {

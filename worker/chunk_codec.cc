@@ -109,6 +109,7 @@ absl::Status DecodeChunk(const quiver::v1::Chunk& in, engine::RaggedBatch& b) {
   QUIVER_ASSIGN_OR_RETURN(b.output.pooling, DecodePooling(o.pooling()));
   b.output.normalize = o.has_normalize() ? std::optional<bool>(o.normalize()) : std::nullopt;
   b.output.dimensions = o.dimensions();
+  b.output.raw_hidden = o.raw_hidden();
   QUIVER_ASSIGN_OR_RETURN(b.output.output_type, DecodeOutputType(o.output_type()));
   return absl::OkStatus();
 }

@@ -208,6 +208,7 @@ void Api::AddRoutes() {
   AddJson("/embeddings", Dialect::kOpenAi, &Api::OpenAiEmbeddings);
   AddJson("/v1/contextualizedembeddings", Dialect::kOpenAi, &Api::Contextualized);
   AddJson("/embed", Dialect::kTei, &Api::TeiEmbed);
+  AddJson("/embed_all", Dialect::kTei, &Api::TeiEmbedAll);
   AddJson("/", Dialect::kTei, &Api::TeiRoot);
   AddJson("/similarity", Dialect::kTei, &Api::TeiSimilarity);
   AddJson("/rerank", Dialect::kTei, &Api::TeiRerank);
@@ -435,6 +436,34 @@ HttpResponse Api::TeiEmbed(const JsonView& body, Call& call) {
   JsonWriter w;
   w.BeginArray();
   for (int64_t i = 0; i < out->result.num_seqs; ++i) w.FloatArray(Floats(Row(out->result, i)));
+  w.EndArray();
+  return Json(std::move(w).Take());
+}
+
+// TEI's /embed_all: per input, every token's embedding (the encoder's last hidden state, no
+// pooling, no Dense modules, not normalized), the special tokens' and a prompt's included.
+HttpResponse Api::TeiEmbedAll(const JsonView& body, Call& call) {
+  for (const char* field : {"normalize", "dimensions"}) {
+    if (const std::optional<JsonView> v = body.Find(field); v.has_value() && !v->is_null()) {
+      return ErrorResponse(
+          call.dialect,
+          FieldError(absl::StatusCode::kInvalidArgument, field,
+                     StrCat("'", field, "' does not apply to /embed_all, which answers each "
+                                        "token's hidden state as the model computes it")));
+    }
+  }
+  absl::StatusOr<EmbedRequest> request = ParseTeiEmbed(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  absl::StatusOr<TokenEmbeddings> out = service_.EmbedAll(*request, call.context);
+  if (!out.ok()) return ErrorResponse(call.dialect, out.status());
+  JsonWriter w;
+  w.BeginArray();
+  int64_t row = 0;
+  for (const int64_t rows : out->rows) {
+    w.BeginArray();
+    for (int64_t i = 0; i < rows; ++i) w.FloatArray(Floats(Row(out->result, row++)));
+    w.EndArray();
+  }
   w.EndArray();
   return Json(std::move(w).Take());
 }

@@ -48,6 +48,7 @@ class Api {
   HttpResponse OpenAiEmbeddings(const JsonView& body, Call& call);
   HttpResponse Contextualized(const JsonView& body, Call& call);
   HttpResponse TeiEmbed(const JsonView& body, Call& call);
+  HttpResponse TeiEmbedAll(const JsonView& body, Call& call);
   HttpResponse TeiRoot(const JsonView& body, Call& call);
   HttpResponse TeiSimilarity(const JsonView& body, Call& call);
   HttpResponse TeiRerank(const JsonView& body, Call& call);

@@ -71,6 +71,10 @@ schemas = {
       "truncate": boolean, "truncation_direction": ref("TruncationDirection"),
       "prompt_name": string, "dimensions": positive()}, ["inputs"]),
   "TeiEmbedResponse": arr(ref("Embedding")),
+  "TeiEmbedAllRequest": request({
+      "inputs": ref("TeiInputs"), "truncate": boolean,
+      "truncation_direction": ref("TruncationDirection"), "prompt_name": string}, ["inputs"]),
+  "TeiEmbedAllResponse": arr(arr(ref("Embedding"))),
   "SimilarityRequest": request({
       "inputs": obj({"source_sentence": {"type": "string", "minLength": 1}, "sentences": arr({"type": "string", "minLength": 1}, minItems=1)}, ["source_sentence", "sentences"]),
       "parameters": request({"truncate": boolean, "truncation_direction": ref("TruncationDirection"), "prompt_name": string})}, ["inputs"]),
@@ -163,6 +167,7 @@ paths = {
                                      "default": {"description": "An error", "content": {"application/json": {"schema": {"anyOf": [ref("TeiError"), ref("OpenAiError")]}}}}}}},
   "/tokenize": post("tokenize", "Tokenize (TEI)", "TokenizeRequest", "TokenizeResponse", "tei", "TEI"),
   "/decode": post("decode", "Decode token ids (TEI)", "DecodeRequest", "DecodeResponse", "tei", "TEI"),
+  "/embed_all": post("embed_all", "Token embeddings (TEI): per input, every token's last hidden state (no pooling, no Dense modules, not normalized), special tokens included; at most 8,388,608 values (tokens x hidden) per request", "TeiEmbedAllRequest", "TeiEmbedAllResponse", "tei", "TEI"),
   "/embed_sparse": post("embed_sparse", "Sparse embeddings from a SPLADE model (TEI): nonzero terms as index and value", "TeiEmbedRequest", "EmbedSparseResponse", "tei", "TEI"),
   "/predict": post("predict", "Sequence classification (TEI): labels with scores", "PredictRequest", "PredictResponse", "tei", "TEI"),
   "/info": get("info", "The model and the server's limits (TEI)", ok("Info"), "tei", "TEI"),

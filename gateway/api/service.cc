@@ -370,6 +370,47 @@ absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
   return Embeddings{std::move(result), t.tokens};
 }
 
+absl::StatusOr<TokenEmbeddings> Service::EmbedAll(const EmbedRequest& request,
+                                                  const CallContext& call) const {
+  QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
+  if (!model_.can_embed) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "model",
+                      StrCat("model '", model_.name,
+                             "' is not an embedding model: /embed_all answers the token "
+                             "embeddings of one (",
+                             model_.sparse_width > 0 ? "a SPLADE model answers /embed_sparse"
+                                                     : "a scoring model answers /rerank and "
+                                                       "/predict",
+                             ")"));
+  }
+  QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(request.inputs, request.truncation,
+                                                request.prompt_name, "inputs", call));
+  const int64_t values = t.tokens * model_.hidden_size;
+  if (values > kMaxTokenEmbeddingValues) {
+    return FieldError(absl::StatusCode::kOutOfRange, "inputs",
+                      StrCat("the answer would hold ", t.tokens, " tokens x ", model_.hidden_size,
+                             " values; /embed_all answers at most ", kMaxTokenEmbeddingValues,
+                             " values per request: send fewer or shorter inputs"),
+                      Reason::kTooManyInputs);
+  }
+  TokenEmbeddings out;
+  out.tokens = t.tokens;
+  for (Sequence& seq : t.sequences) {
+    // Every token its own span, the prompt's too (TEI answers them all): nothing is pooled away.
+    seq.prompt_tokens = 0;
+    seq.spans.clear();
+    for (uint32_t i = 0; i < seq.ids.size(); ++i) seq.spans.emplace_back(i, i + 1);
+    out.rows.push_back(static_cast<int64_t>(seq.ids.size()));
+  }
+  quiver::v1::OutputOptions output;
+  output.set_output_type(quiver::v1::OUTPUT_F32);
+  output.set_normalize(false);
+  output.set_raw_hidden(true);
+  QUIVER_ASSIGN_OR_RETURN(out.result, Run(CallKind::kEmbed, t, output, call));
+  QUIVER_RETURN_IF_ERROR(CheckRows(out.result, t.tokens));
+  return out;
+}
+
 absl::StatusOr<Embeddings> Service::EmbedContextualized(
     const ContextualizedRequest& request, quiver::v1::OutputType output_type,
     const CallContext& call) const {

@@ -78,6 +78,14 @@ struct Embeddings {
   int64_t tokens = 0;
 };
 
+// TEI's /embed_all: every token's last hidden state. `result` holds the rows of every input in
+// order; input i has `rows[i]` of them (its tokens, the special ones and a prompt's included).
+struct TokenEmbeddings {
+  ReplicaResult result;
+  std::vector<int64_t> rows;
+  int64_t tokens = 0;
+};
+
 struct Scores {
   std::vector<float> scores;  // one per document, in input order
   int64_t tokens = 0;
@@ -118,6 +126,13 @@ class Service {
   absl::StatusOr<Embeddings> Embed(const EmbedRequest& request,
                                    quiver::v1::OutputType output_type,
                                    const CallContext& call) const;
+
+  // TEI's /embed_all: one row per token of each input, as the encoder's last hidden state
+  // (before the model's Dense modules, not normalized). The answer's values (tokens x hidden)
+  // are capped at kMaxTokenEmbeddingValues (413 beyond).
+  static constexpr int64_t kMaxTokenEmbeddingValues = int64_t{8} << 20;
+  absl::StatusOr<TokenEmbeddings> EmbedAll(const EmbedRequest& request,
+                                           const CallContext& call) const;
 
   // Late chunking: one row per chunk, documents in order.
   absl::StatusOr<Embeddings> EmbedContextualized(const ContextualizedRequest& request,
