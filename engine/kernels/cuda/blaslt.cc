@@ -183,7 +183,8 @@ absl::Status BlasLt::Tune(Plan& p, const GemmArgs& g, cudaStream_t stream) {
   }
   constexpr int kRuns = 3;
   size_t best = 0;
-  float best_ms = 0.0f, first_ms = 0.0f;
+  bool timed_any = false;
+  float best_ms = 0.0f, first_ms = 0.0f;  // first_ms: the heuristic's first, 0 if not timed
   absl::Status status;
   for (size_t i = 0; i < p.candidates.size() && status.ok(); ++i) {
     cublasLtMatmulHeuristicResult_t check{};
@@ -205,16 +206,17 @@ absl::Status BlasLt::Tune(Plan& p, const GemmArgs& g, cudaStream_t stream) {
     if (status.ok()) status = CudaStatus(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
     if (!status.ok()) break;
     if (i == 0) first_ms = ms;
-    if (i == 0 || ms < best_ms) {
+    if (!timed_any || ms < best_ms) {
       best = i;
       best_ms = ms;
+      timed_any = true;
     }
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   QUIVER_RETURN_IF_ERROR(status);
   // Another algorithm only for a clear gain (timings of a few runs are noisy).
-  if (best != 0 && (first_ms == 0.0f || best_ms <= 0.95f * first_ms)) {
+  if (timed_any && best != 0 && (first_ms == 0.0f || best_ms <= 0.95f * first_ms)) {
     p.algo = p.candidates[best];
     ++retuned_;
   }
