@@ -14,8 +14,6 @@ import json
 import math
 import os
 import sys
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import serving  # noqa: E402
@@ -33,13 +31,7 @@ def check(name, ok, detail=""):
 
 
 def request(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+    return serving.post_json(port, path, body, timeout=120)
 
 
 def normalized_mean(rows):

@@ -86,6 +86,14 @@ def stop(proc, timeout=60):
         return None
 
 
+def deadline_server(seconds, prefix):
+    """A server whose requests may take `seconds` (--request-timeout), bodies up to 64 MiB."""
+    return serving.start(QUIVER, MODEL, ["--max-inputs", "4096", "--threads", "2",
+                                         "--request-timeout", seconds,
+                                         "--max-body-bytes", "67108864",
+                                         "--max-body-bytes-in-flight", "67108864"], prefix=prefix)
+
+
 def client_gone_and_deadline():
     proc, port, log = serving.start(QUIVER, MODEL, ["--max-inputs", "4096", "--threads", "2"],
                                     prefix="quiver-faults-")
@@ -108,11 +116,7 @@ def client_gone_and_deadline():
               f"{status} after {took:.1f} s")
     finally:
         stop(proc)
-    proc, port, log = serving.start(QUIVER, MODEL, ["--max-inputs", "4096", "--threads", "2",
-                                                    "--request-timeout", "2",
-                                                    "--max-body-bytes", "67108864",
-                                                    "--max-body-bytes-in-flight", "67108864"],
-                                    prefix="quiver-faults-deadline-")
+    proc, port, log = deadline_server("2", "quiver-faults-deadline-")
     try:
         t0 = time.time()
         status, body, _ = post(port, "/v1/embeddings", BIG)
@@ -125,11 +129,7 @@ def client_gone_and_deadline():
     # text) against a 0.25 s deadline. 2,048 took 1.7 s on an Intel Xeon of 2026; all 4,096 took
     # under 2 s on an AMD EPYC Zen 5, so a 2 s deadline let it finish there (and answer 413 for
     # the queue instead). Escaping 0.25 s would take over 190 MB/s of tokenization on 2 threads.
-    proc, port, log = serving.start(QUIVER, MODEL, ["--max-inputs", "4096", "--threads", "2",
-                                                    "--request-timeout", "0.25",
-                                                    "--max-body-bytes", "67108864",
-                                                    "--max-body-bytes-in-flight", "67108864"],
-                                    prefix="quiver-faults-tokenize-")
+    proc, port, log = deadline_server("0.25", "quiver-faults-tokenize-")
     try:
         long_texts = {"input": [(DOCS[i % len(DOCS)] * 20)[:12000] for i in range(4096)],
                       "truncate_prompt_tokens": -1}
