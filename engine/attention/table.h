@@ -1,7 +1,8 @@
 // Which attention backend a batch runs: a table keyed by device, model family (ModelInfo::family,
-// "bert", "qwen3", ...), head_dim and the batch's longest sequence. A family without rows of its own takes
-// the device's default rows, so a new architecture needs no entry here until a measurement says
-// it should differ. The engine makes each backend the table can name once, at load.
+// "bert", "qwen3", ...), head_dim and the batch's longest sequence. A family without rows of its
+// own takes the device's default rows, so a new architecture needs no entry here until a
+// measurement says it should differ. The engine makes each backend the table can name once, at
+// load.
 #pragma once
 
 #include <cstdint>

@@ -57,8 +57,8 @@ class WeightLoader {
              Scope scope = Scope::kBase);
   // "name.weight" [out, in] and, with `bias`, "name.bias" [out] (or `bias_name` [out] where
   // given, a head's name read as Scope::kHead names are: a bias stored apart from its weight, as
-  // BertForMaskedLM's "cls.predictions.bias"), prepared for the device together: a bias set on the result afterwards would miss the
-  // device's own copy of it (the bf16 bias of a CUDA Linear).
+  // BertForMaskedLM's "cls.predictions.bias"), prepared for the device together: a bias set on
+  // the result afterwards would miss the device's own copy of it (a CUDA Linear's bf16 bias).
   // `task_head`: a head whose weights sit among the base model's names (BERT's pooler, a decoder
   // tied to the word embeddings): kept f32 as Scope::kHead layers are.
   ops::LinearWeights Linear(const std::string& name, int64_t out, int64_t in, bool bias,

@@ -203,7 +203,9 @@ absl::Status BlasLt::Tune(Plan& p, const GemmArgs& g, cudaStream_t stream) {
     if (status.ok()) status = CudaStatus(cudaEventRecord(stop, stream), "cudaEventRecord");
     if (status.ok()) status = CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
     float ms = 0.0f;
-    if (status.ok()) status = CudaStatus(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (status.ok()) {
+      status = CudaStatus(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    }
     if (!status.ok()) break;
     if (i == 0) first_ms = ms;
     if (!timed_any || ms < best_ms) {
