@@ -452,7 +452,33 @@ std::string Engine::DeviceSummary() const {
       s.device, static_cast<double>(s.device_memory_bytes) / kMiB,
       static_cast<double>(s.weight_bytes) / kMiB, options_.max_batch_tokens,
       options_.max_batch_seqs, options_.cuda_graphs == GraphMode::kOff ? "off" : "lazy",
-      options_.max_graphs, options_.graph_max_tokens, runtime_->slots()) + fallback;
+      options_.max_graphs, options_.graph_max_tokens, runtime_->slots()) +
+         (fallback.empty() ? CudaAttentionSummary() : fallback);
+}
+
+// " attention=..." on CUDA: the table's backends for this model, and the capturable one that
+// takes the batches a graph may run where the table's plan per batch (AttentionFor).
+std::string Engine::CudaAttentionSummary() const {
+  if (forced_attention_ != nullptr) {
+    return StrCat(" attention=", forced_attention_->name(), " (forced)");
+  }
+  std::string names;
+  bool planned_per_batch = false;
+  for (std::string_view name :
+       TableAttentionBackends(Device::kCuda, info().family, info().head_dim)) {
+    names += StrCat(names.empty() ? "" : "/", name);
+    planned_per_batch = planned_per_batch || !table_attention_.at(name)->Capturable();
+  }
+  if (!planned_per_batch || options_.cuda_graphs == GraphMode::kOff) {
+    return StrCat(" attention=", names);
+  }
+  for (const auto& [name, backend] : table_attention_) {
+    if (backend->Capturable() && Runs(*backend, info())) {
+      return StrCat(" attention=", names, " (", name, " in CUDA graphs up to ",
+                    kGraphsBeforeFlashInferTokens, " tokens)");
+    }
+  }
+  return StrCat(" attention=", names);
 }
 
 void Engine::UpdateStats() {
@@ -483,7 +509,9 @@ absl::Status Engine::FitAttention(const ModelInfo& info) {
     return absl::OkStatus();
   }
   bool all = true;
-  for (const auto& [name, backend] : table_attention_) all = all && Runs(*backend, info);
+  for (std::string_view name : TableAttentionBackends(device, info.family, info.head_dim)) {
+    all = all && Runs(*table_attention_.at(name), info);
+  }
   if (all) return absl::OkStatus();
   // A table backend cannot run this model: the first backend of the device that can takes its
   // batches (CUDA: cuda_reference for a head_dim the varlen kernel has no instance of).

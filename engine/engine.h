@@ -190,6 +190,7 @@ class Engine {
   // plans per batch on the host (FlashInfer) cannot be captured, so such a batch takes a
   // capturable one that runs the model where there is one (the varlen kernel).
   const AttentionBackend& AttentionFor(int64_t max_seqlen, bool graphable) const;
+  std::string CudaAttentionSummary() const;
   // Up to this many bucket tokens a batch runs in a CUDA graph with a capturable attention
   // backend rather than eagerly with FlashInfer, where the table names FlashInfer. Measured on
   // the H200 with the Qwen3-0.6B shape (head_dim 128; docs/benchmarks.md, "GPU"): at 1x128

@@ -53,6 +53,26 @@ std::string_view ChooseAttentionBackend(Device device, std::string_view family, 
   return "";  // no row: the device has no attention backend in this build
 }
 
+std::vector<std::string_view> TableAttentionBackends(Device device, std::string_view family,
+                                                     int64_t head_dim) {
+  const bool has_rows = std::any_of(std::begin(kTable), std::end(kTable), [&](const Row& row) {
+    return row.device == device && row.family == family;
+  });
+  const std::string_view key = has_rows ? family : "*";
+  std::vector<std::string_view> names;
+  for (const Row& row : kTable) {
+    if (row.device != device || row.family != key ||
+        (row.head_dim != 0 && row.head_dim != head_dim)) {
+      continue;
+    }
+    if (std::find(names.begin(), names.end(), row.backend) == names.end()) {
+      names.push_back(row.backend);
+    }
+    if (row.up_to_seqlen == kAnyLength) break;  // the rows after it are never reached
+  }
+  return names;
+}
+
 std::vector<std::string_view> TableAttentionBackends(Device device) {
   std::vector<std::string_view> names;
   for (const Row& row : kTable) {

@@ -17,5 +17,9 @@ std::string_view ChooseAttentionBackend(Device device, std::string_view family, 
                                         int64_t max_seqlen);
 // Every backend the table names for `device` (what the engine prepares at load).
 std::vector<std::string_view> TableAttentionBackends(Device device);
+// The backends the table can choose for a model of `family` and `head_dim` on `device`, at any
+// length, in the table's order.
+std::vector<std::string_view> TableAttentionBackends(Device device, std::string_view family,
+                                                     int64_t head_dim);
 
 }  // namespace quiver::engine

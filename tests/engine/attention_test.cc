@@ -266,7 +266,15 @@ TEST(AttentionBackendsTest, TableChoosesKnownBackends) {
   EXPECT_EQ(ChooseAttentionBackend(Device::kCuda, "bert", 64, 128), "flashinfer_fa2");
   EXPECT_EQ(ChooseAttentionBackend(Device::kCuda, "bert", 64, 129), "flashinfer_fa3");
   EXPECT_EQ(ChooseAttentionBackend(Device::kCuda, "qwen3", 128, 1), "flashinfer_fa3");
+  // What the table can choose per model: what the engine checks the model against at load.
+  using Names = std::vector<std::string_view>;
+  EXPECT_EQ(TableAttentionBackends(Device::kCuda, "bert", 32), Names{"cuda_varlen"});
+  EXPECT_EQ(TableAttentionBackends(Device::kCuda, "bert", 64),
+            (Names{"flashinfer_fa2", "flashinfer_fa3"}));
+  EXPECT_EQ(TableAttentionBackends(Device::kCuda, "qwen3", 128), Names{"flashinfer_fa3"});
 #endif
+  EXPECT_EQ(TableAttentionBackends(Device::kCpu, "bert", 64),
+            std::vector<std::string_view>{"flash"});
   // A family without rows of its own (a new architecture) takes the device's defaults.
   EXPECT_EQ(ChooseAttentionBackend(Device::kCpu, "some-new-family", 64, 100),
             ChooseAttentionBackend(Device::kCpu, "bert", 64, 100));
