@@ -472,11 +472,9 @@ std::string Engine::CudaAttentionSummary() const {
   if (!planned_per_batch || options_.cuda_graphs == GraphMode::kOff) {
     return StrCat(" attention=", names);
   }
-  for (const auto& [name, backend] : table_attention_) {
-    if (backend->Capturable() && Runs(*backend, info())) {
-      return StrCat(" attention=", names, " (", name, " in CUDA graphs up to ",
-                    kGraphsBeforeFlashInferTokens, " tokens)");
-    }
+  if (const AttentionBackend* capturable = CapturableAttention()) {
+    return StrCat(" attention=", names, " (", capturable->name(), " in CUDA graphs up to ",
+                  kGraphsBeforeFlashInferTokens, " tokens)");
   }
   return StrCat(" attention=", names);
 }
@@ -535,14 +533,19 @@ const AttentionBackend& Engine::AttentionFor(int64_t max_seqlen, bool graphable)
       .get();
   if (fallback_attention_ != nullptr && !Runs(*chosen, info())) chosen = fallback_attention_.get();
   if (graphable && !chosen->Capturable()) {
-    for (const auto& [name, backend] : table_attention_) {
-      if (backend->Capturable() && Runs(*backend, info())) return *backend;
-    }
-    if (fallback_attention_ != nullptr && fallback_attention_->Capturable()) {
-      return *fallback_attention_;
-    }
+    if (const AttentionBackend* capturable = CapturableAttention()) return *capturable;
   }
   return *chosen;
+}
+
+const AttentionBackend* Engine::CapturableAttention() const {
+  for (const auto& [name, backend] : table_attention_) {
+    if (backend->Capturable() && Runs(*backend, info())) return backend.get();
+  }
+  if (fallback_attention_ != nullptr && fallback_attention_->Capturable()) {
+    return fallback_attention_.get();
+  }
+  return nullptr;
 }
 
 void Engine::ComputeLoop() {

@@ -190,6 +190,8 @@ class Engine {
   // plans per batch on the host (FlashInfer) cannot be captured, so such a batch takes a
   // capturable one that runs the model where there is one (the varlen kernel).
   const AttentionBackend& AttentionFor(int64_t max_seqlen, bool graphable) const;
+  // The backend that runs this model inside CUDA graphs (capturable), or null.
+  const AttentionBackend* CapturableAttention() const;
   std::string CudaAttentionSummary() const;
   // Up to this many bucket tokens a batch runs in a CUDA graph with a capturable attention
   // backend rather than eagerly with FlashInfer, where the table names FlashInfer. Measured on

@@ -36,39 +36,41 @@ constexpr Row kTable[] = {
 #endif
 };
 
-}  // namespace
-
-std::string_view ChooseAttentionBackend(Device device, std::string_view family, int64_t head_dim,
-                                        int64_t max_seqlen) {
+// The rows that apply to a model of `family` and `head_dim` on `device`, in the table's order: the
+// family's own rows where it has any, else the device's defaults ("*").
+std::vector<const Row*> RowsFor(Device device, std::string_view family, int64_t head_dim) {
   const bool has_rows = std::any_of(std::begin(kTable), std::end(kTable), [&](const Row& row) {
     return row.device == device && row.family == family;
   });
   const std::string_view key = has_rows ? family : "*";
+  std::vector<const Row*> rows;
   for (const Row& row : kTable) {
     if (row.device == device && row.family == key &&
-        (row.head_dim == 0 || row.head_dim == head_dim) && max_seqlen <= row.up_to_seqlen) {
-      return row.backend;
+        (row.head_dim == 0 || row.head_dim == head_dim)) {
+      rows.push_back(&row);
     }
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::string_view ChooseAttentionBackend(Device device, std::string_view family, int64_t head_dim,
+                                        int64_t max_seqlen) {
+  for (const Row* row : RowsFor(device, family, head_dim)) {
+    if (max_seqlen <= row->up_to_seqlen) return row->backend;
   }
   return "";  // no row: the device has no attention backend in this build
 }
 
 std::vector<std::string_view> TableAttentionBackends(Device device, std::string_view family,
                                                      int64_t head_dim) {
-  const bool has_rows = std::any_of(std::begin(kTable), std::end(kTable), [&](const Row& row) {
-    return row.device == device && row.family == family;
-  });
-  const std::string_view key = has_rows ? family : "*";
   std::vector<std::string_view> names;
-  for (const Row& row : kTable) {
-    if (row.device != device || row.family != key ||
-        (row.head_dim != 0 && row.head_dim != head_dim)) {
-      continue;
+  for (const Row* row : RowsFor(device, family, head_dim)) {
+    if (std::find(names.begin(), names.end(), row->backend) == names.end()) {
+      names.push_back(row->backend);
     }
-    if (std::find(names.begin(), names.end(), row.backend) == names.end()) {
-      names.push_back(row.backend);
-    }
-    if (row.up_to_seqlen == kAnyLength) break;  // the rows after it are never reached
+    if (row->up_to_seqlen == kAnyLength) break;  // the rows after it are never reached
   }
   return names;
 }
