@@ -16,7 +16,7 @@ import os
 
 from tokenizers import Tokenizer
 
-LENGTHS = {128: 100, 512: 50, 4096: 8}
+LENGTHS = {16: 100, 32: 100, 128: 100, 512: 50, 4096: 8}
 
 
 def main():
