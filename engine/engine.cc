@@ -190,6 +190,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   e->options_ = options;
   const Device device = options.device.device;
   if (absl::StatusOr<cpu::CpuPath> path = cpu::ChosenCpuPath(); !path.ok()) return path.status();
+  if (absl::StatusOr<int64_t> rows = cpu::ChosenPrefetchMinRows(); !rows.ok()) return rows.status();
   if (device != Device::kCpu && options.quantize != ops::WeightPrecision::kF32) {
     return absl::InvalidArgumentError(
         StrCat(model_dir, ": ", ops::WeightPrecisionName(options.quantize),

@@ -60,7 +60,7 @@ def main():
     print("avx2 mask:", line)
     assert "[avx2 fma f16c]" in line, line
     assert "kernels: avx2 (" in line, line
-    assert line.endswith("paths here: avx2"), line
+    assert "paths here: avx2; f32 weights prefetched from " in line, line
 
     forced = run([quiver, "version"], "avx2", lib, {"QUIVER_CPU_ISA": "avx512"})
     line = cpu_line(forced.stdout)
@@ -88,7 +88,7 @@ def main():
             line = cpu_line(run([quiver, "version"], mode, lib).stdout)
             print(f"{mode} mask:", line)
             assert seen in line and "amx" not in line and "avx_vnni" not in line, line
-            assert line.endswith(kernels), line
+            assert kernels + "; f32 weights prefetched from " in line, line
 
     golden_run = run([golden], "avx2", lib)
     print(golden_run.stdout[-900:])

@@ -1,11 +1,13 @@
 // The host's CPU features as the kernels see them, and QUIVER_CPU_ISA: the best path the build
 // and the host share is chosen, any of them may be forced, an unknown one or one the host lacks
-// is refused naming the variable.
+// is refused naming the variable; QUIVER_PREFETCH_MIN_ROWS likewise.
 #include "engine/kernels/cpu/cpu_features.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+
+#include "common/strings.h"
 
 namespace quiver::engine::cpu {
 namespace {
@@ -66,6 +68,33 @@ TEST(CpuFeaturesTest, TheBestPathIsChosenAndAnyOtherMayBeForced) {
   unsetenv("QUIVER_CPU_ISA");
   EXPECT_NE(CpuSummary().find(std::string("kernels: ") + CpuPathName(ActiveCpuPath())),
             std::string::npos)
+      << CpuSummary();
+}
+
+TEST(CpuFeaturesTest, ThePrefetchRowsFollowTheVendorOrTheVariable) {
+  unsetenv("QUIVER_PREFETCH_MIN_ROWS");
+  const int64_t by_vendor = HostCpuFeatures().vendor == "AuthenticAMD" ? 1 : 28;
+  EXPECT_EQ(ChosenPrefetchMinRows().value_or(-1), by_vendor);
+  setenv("QUIVER_PREFETCH_MIN_ROWS", "", 1);
+  EXPECT_EQ(ChosenPrefetchMinRows().value_or(-1), by_vendor);
+  for (const char* rows : {"1", "14", "1000000"}) {
+    setenv("QUIVER_PREFETCH_MIN_ROWS", rows, 1);
+    EXPECT_EQ(ChosenPrefetchMinRows().value_or(-1), std::atoll(rows)) << rows;
+  }
+  for (const char* bad : {"0", "-3", "12rows", "lots", "99999999999999999999999"}) {
+    setenv("QUIVER_PREFETCH_MIN_ROWS", bad, 1);
+    absl::StatusOr<int64_t> rows = ChosenPrefetchMinRows();
+    ASSERT_FALSE(rows.ok()) << bad;
+    EXPECT_EQ(rows.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(rows.status().message().find(std::string("QUIVER_PREFETCH_MIN_ROWS=") + bad),
+              std::string::npos)
+        << rows.status();
+  }
+  EXPECT_NE(CpuSummary().find("QUIVER_PREFETCH_MIN_ROWS=99999999999999999999999"),
+            std::string::npos)
+      << CpuSummary();
+  unsetenv("QUIVER_PREFETCH_MIN_ROWS");
+  EXPECT_NE(CpuSummary().find(StrCat("f32 weights prefetched from ", by_vendor)), std::string::npos)
       << CpuSummary();
 }
 

@@ -351,6 +351,16 @@ TEST(DeviceSettingsTest, CudaWhereThereIsNoneFailsNamingTheReason) {
   }
 }
 
+TEST(DeviceSettingsTest, ABadPrefetchSettingRefusesTheLoadNamingTheVariable) {
+  setenv("QUIVER_PREFETCH_MIN_ROWS", "0", 1);
+  const absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Load("/nonexistent-model", {});
+  unsetenv("QUIVER_PREFETCH_MIN_ROWS");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << e.status();
+  EXPECT_NE(e.status().message().find("QUIVER_PREFETCH_MIN_ROWS=0"), std::string::npos)
+      << e.status();
+}
+
 // A device with two slots whose batches complete a few milliseconds after Start, in order, on
 // its own thread (as a GPU stream's host callbacks do). The work itself runs on the CPU at Start
 // into the slot's own rows (what the copy into a slot's pinned buffer stands for). It records

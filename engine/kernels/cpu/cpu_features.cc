@@ -1,6 +1,7 @@
 #include "engine/kernels/cpu/cpu_features.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -216,6 +217,28 @@ absl::Status SetActiveCpuPath(CpuPath path) {
                                               Names(SupportedCpuPaths()), ")"));
 }
 
+namespace {
+int64_t DefaultPrefetchMinRows() { return HostCpuFeatures().vendor == "AuthenticAMD" ? 1 : 28; }
+}  // namespace
+
+absl::StatusOr<int64_t> ChosenPrefetchMinRows() {
+  const char* set = std::getenv("QUIVER_PREFETCH_MIN_ROWS");
+  if (set == nullptr || *set == '\0') return DefaultPrefetchMinRows();
+  char* end = nullptr;
+  errno = 0;
+  const long long rows = std::strtoll(set, &end, 10);
+  if (*end != '\0' || errno != 0 || rows < 1) {
+    return absl::InvalidArgumentError(StrCat("QUIVER_PREFETCH_MIN_ROWS=", set,
+                                             ": not a whole number of rows from 1"));
+  }
+  return static_cast<int64_t>(rows);
+}
+
+int64_t StreamedPrefetchMinRows() {
+  static const int64_t rows = ChosenPrefetchMinRows().value_or(DefaultPrefetchMinRows());
+  return rows;
+}
+
 std::string CpuSummary() {
   const CpuFeatures& f = HostCpuFeatures();
   absl::StatusOr<CpuPath> chosen = ChosenCpuPath();
@@ -246,13 +269,17 @@ std::string CpuSummary() {
         break;
     }
   }
+  const absl::StatusOr<int64_t> prefetch = ChosenPrefetchMinRows();
   // bf16 weights (--quantize bf16, gemm_bf16.h) where AVX512_BF16 is here and the path allows.
   const bool bf16 = chosen.ok() && f.avx512_bf16 && ActiveCpuPath() >= CpuPath::kAvx512;
   return StrCat(f.brand.empty() ? f.vendor : f.brand, " [", f.Flags(), "]; kernels: ", path,
                 !bf16           ? ""
                 : Bf16InTiles() ? ", bf16 weights by tdpbf16ps tiles"
                                 : ", bf16 weights by vdpbf16ps",
-                "; paths here: ", Names(SupportedCpuPaths()));
+                "; paths here: ", Names(SupportedCpuPaths()), "; ",
+                !prefetch.ok()  ? std::string(prefetch.status().message())
+                : *prefetch == 1 ? std::string("f32 weights prefetched from 1 row")
+                                 : StrCat("f32 weights prefetched from ", *prefetch, " rows"));
 }
 
 }  // namespace quiver::engine::cpu

@@ -26,6 +26,7 @@
 // or an unknown name, is refused at start-up, naming the paths there are. Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,20 @@ CpuPath ActiveCpuPath();
 // process). FAILED_PRECONDITION if the build or host cannot run it. Not meant to race with
 // running kernels: a product started before the switch may finish on either path.
 absl::Status SetActiveCpuPath(CpuPath path);
+
+// The fewest rows of x for which the f32 kernels prefetch a streamed layer's next weight panels
+// into L2 while they work on the current ones (gemm.h). On AMD hosts from 1 row: on a Zen 5 a
+// panel's first strip of rows otherwise waits on L3 even for a search query's few rows (batch-1
+// over the short queries 24% faster with it at 2 threads, 16 tokens 15%, docs/benchmarks.md). On
+// the others from 28 rows (two strips of the AVX-512 kernel): on the Xeon of docs/benchmarks.md,
+// whose own L2 prefetcher keeps up, asking for a pair's lines in one strip made the short queries
+// 5-9% slower. QUIVER_PREFETCH_MIN_ROWS (a whole number from 1) sets it instead, for benchmarks
+// that compare the rules on one host; another value is INVALID_ARGUMENT naming the variable.
+absl::StatusOr<int64_t> ChosenPrefetchMinRows();
+
+// ChosenPrefetchMinRows(), read once (the default where it was refused: Engine::Load refuses the
+// start-up instead).
+int64_t StreamedPrefetchMinRows();
 
 // One line for logs and `quiver version`: the CPU, its flags and the path chosen.
 std::string CpuSummary();

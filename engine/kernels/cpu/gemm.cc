@@ -14,7 +14,6 @@ namespace {
 
 constexpr int64_t kPanel = PackedWeights::kPanel;
 constexpr int64_t kRows = 6;     // rows of y per micro-kernel call
-constexpr int64_t kPrefetchRows = 28;
 constexpr int64_t kDepth = 384;  // k per pass: a panel's 384 x 16 weights (24 KB) stay in L1
 
 #if QUIVER_VEC_AVX2
@@ -174,11 +173,11 @@ void PackedGemmSlice(const float* x, int64_t ldx, const PackedWeights& w, int64_
       const int64_t cols = std::min(kPanel, c1 - col);
       const float* b = w.panel(col / kPanel) + k0 * kPanel;
       // Streamed weights (gemm.h): the next panel (or the first of the next pass), its kc lines
-      // shared out over this panel's strips, prefetched into L2 while they run; not for fewer
-      // than kPrefetchRows rows (as the AVX-512 kernel: two of its strips).
+      // shared out over this panel's strips, prefetched into L2 while they run; from
+      // StreamedPrefetchMinRows() rows (cpu_features.h), as the AVX-512 kernel.
       const char* next = nullptr;
       int64_t next_lines = 0;
-      if (w.streamed() && m >= kPrefetchRows) {
+      if (w.streamed() && m >= StreamedPrefetchMinRows()) {
         const int64_t next_col = col + kPanel < c1 ? col + kPanel : c0;
         const int64_t next_k = next_col == c0 ? k0 + kDepth : k0;
         if (next_k < k_end) {

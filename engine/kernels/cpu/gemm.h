@@ -42,8 +42,8 @@ class PackedWeights {
   // Whether the products read these panels from beyond the core's L2 on every call: a model's
   // layers (all-MiniLM-L6-v2's six take 42 MB), each read once per layer and call. The f32
   // kernels then prefetch the next panels into L2 while they work on the current ones (in calls
-  // of 28 rows or more: for fewer it slowed short queries); otherwise
-  // a panel's first strip of rows waits on L3 (batch-1 at 128 tokens 1-12.5% faster on the
+  // of StreamedPrefetchMinRows() rows or more, cpu_features.h); otherwise a panel's first strip
+  // of rows waits on L3 (batch-1 at 128 tokens 1-12.5% faster on the
   // AVX-512 path, 8-18% with avx2 forced, on the Xeon of docs/benchmarks.md). Not so for panels
   // just packed (attention's K and V), which are in L1 or L2 already.
   bool streamed() const { return streamed_; }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/isa_paths.h"
 
 #if defined(__x86_64__)
@@ -187,12 +188,11 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64
       // The whole strips of kRows in one call, then KernelRows' last one or two.
       const int64_t whole = WholeKernelRowCalls(m, kRows);
       // Streamed weights (gemm.h): the next pair (or the first of the next pass) is prefetched
-      // while this one's whole strips work, when there are two or more (short batches, the
-      // queries a search embeds, ran 5-9% slower with a pair's lines all asked for in one strip).
-      // A lone last panel prefetches its own lines twice (pf_stride 0).
+      // while this one works, for m of StreamedPrefetchMinRows() or more (cpu_features.h: the
+      // rule differs by vendor). A lone last panel prefetches its own lines twice (pf_stride 0).
       const char* next = nullptr;
       int64_t next_lines = 0, pf_stride = 0;
-      if (w.streamed() && whole >= 2) {
+      if (w.streamed() && m >= StreamedPrefetchMinRows()) {
         const int64_t next_col = col + 2 * kPanel < c1 ? col + 2 * kPanel : c0;
         const int64_t next_k = next_col == c0 ? k0 + kDepth : k0;
         if (next_k < k) {
@@ -203,15 +203,19 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64
             pf_stride = w.k() * kPanel * static_cast<int64_t>(sizeof(float));
         }
       }
+      // The lines shared out over every strip: strip s asks for [share(s), share(s + 1)).
+      const int64_t strips = whole + CallsAfterWhole(m, kRows);
+      auto share = [&](int64_t s) { return next_lines * s / strips; };
       if (whole > 0) {
         table[kRows - 1](pack ? packed.data() : x + k0, ldx, b0, b1, kc, y + col, ldy, init, mask0,
-                         mask1, whole, next, pf_stride, next_lines);
+                         mask1, whole, next, pf_stride, share(whole));
       }
       for (int64_t r = whole * kRows, j = whole, rows = 0; r < m; r += rows, ++j) {
         rows = KernelRows(m, r, kRows);
         const float* a = pack ? packed.data() + j * kRows * kc : x + r * ldx + k0;
-        table[rows - 1](a, ldx, b0, b1, kc, y + r * ldy + col, ldy, init, mask0, mask1, 1, nullptr,
-                        0, 0);
+        table[rows - 1](a, ldx, b0, b1, kc, y + r * ldy + col, ldy, init, mask0, mask1, 1,
+                        next == nullptr ? nullptr : next + 64 * share(j), pf_stride,
+                        share(j + 1) - share(j));
       }
     }
   }

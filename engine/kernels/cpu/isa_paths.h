@@ -66,6 +66,12 @@ inline int64_t WholeKernelRowCalls(int64_t m, int64_t block) {
   return m / block - (KernelRowsSplitTheLastBlock(m, block) ? 1 : 0);
 }
 
+// How many calls KernelRows makes after the whole ones: 0, 1, or 2 where it splits the last block.
+inline int64_t CallsAfterWhole(int64_t m, int64_t block) {
+  if (KernelRowsSplitTheLastBlock(m, block)) return 2;
+  return m % block == 0 ? 0 : 1;
+}
+
 // AVX-512 F: R x 32 blocks of y (two panels at a time, 14 rows), the products in k order; over
 // W's depth [k_begin, k_end) as PackedGemmSlice.
 void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64_t k_begin,
