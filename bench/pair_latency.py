@@ -1,0 +1,92 @@
+"""Batch-1 latency of several engine configurations side by side, in interleaved blocks.
+
+Each configuration is a `quiver_engine_bench --stdin` process (bench/engine_bench.cc), a binary
+with optional environment settings, all loaded at once; each round runs, per length, a block of
+calls on every configuration in turn (the order rotated each round), the block's first call a
+warm-up. Prints, per length, each configuration's median of block medians (ms) and the median of
+its round ratios to the first configuration. For one change on a shared, drifting host: builds
+before and after it, or one build under two settings (QUIVER_CPU_ISA, QUIVER_PREFETCH_MIN_ROWS).
+
+    python3 bench/pair_latency.py --threads 2 --rounds 10 --lengths q,16,32,128 \\
+        before=/tmp/bench_before after=build/quiver_engine_bench \\
+        after_avx2=build/quiver_engine_bench:QUIVER_CPU_ISA=avx2
+
+A configuration is NAME=BINARY[:VAR=VALUE,...]; a length is a token count the inputs hold
+(bench/make_inputs.py) or q, the inputs' short search queries (4-20 tokens).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def start(binary, env, args):
+    proc = subprocess.Popen([binary, "--model", args.model, "--inputs", args.inputs,
+                             "--threads", str(args.threads), "--stdin"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
+    if proc.stdout.readline().strip() != "ready":
+        sys.exit(f"{binary} --stdin did not start")
+    return proc
+
+
+def ask(proc, line):
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    answer = json.loads(proc.stdout.readline())
+    if "error" in answer:
+        sys.exit(answer["error"])
+    return answer["ms"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("configs", nargs="+", help="NAME=BINARY[:VAR=VALUE,...]")
+    p.add_argument("--model", default="models/all-MiniLM-L6-v2")
+    p.add_argument("--inputs", default=".cache/bench/inputs.json")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--block", type=int, default=40)
+    p.add_argument("--lengths", default="q,16,32,128")
+    p.add_argument("--out", help="write every block median here (JSON)")
+    args = p.parse_args()
+
+    procs = {}
+    for spec in args.configs:
+        name, sep, rest = spec.partition("=")
+        if not sep or not rest:
+            sys.exit(f"{spec}: expected NAME=BINARY[:VAR=VALUE,...]")
+        binary, _, settings = rest.partition(":")
+        env = dict(kv.split("=", 1) for kv in settings.split(",") if kv)
+        procs[name] = start(binary, env, args)
+    lengths = [n for n in args.lengths.split(",") if n]
+    medians = {name: {n: [] for n in lengths} for name in procs}
+    for r in range(args.rounds):
+        names = list(procs)
+        names = names[r % len(names):] + names[:r % len(names)]
+        for n in lengths:
+            command = f"queries {args.block + 1}" if n == "q" else f"latency {n} {args.block + 1}"
+            for name in names:
+                medians[name][n].append(statistics.median(ask(procs[name], command)[1:]))
+    base = next(iter(procs))
+    for n in lengths:
+        line = f"{n:>4}: " + "  ".join(f"{name} {statistics.median(medians[name][n]):.3f} ms"
+                                       for name in procs)
+        ratios = [f"{name} {statistics.median(a / b for a, b in zip(medians[name][n], medians[base][n])):.3f}"
+                  for name in procs if name != base]
+        print(line + ("   round ratios to " + base + ": " + " ".join(ratios) if ratios else ""))
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump({"threads": args.threads, "rounds": args.rounds, "block": args.block,
+                       "configs": args.configs, "block_medians_ms": medians}, f, indent=1)
+    for proc in procs.values():
+        proc.stdin.close()
+        proc.wait()
+
+
+if __name__ == "__main__":
+    main()
