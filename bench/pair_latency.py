@@ -25,7 +25,8 @@ import sys
 
 def start(binary, env, args):
     proc = subprocess.Popen([binary, "--model", args.model, "--inputs", args.inputs,
-                             "--threads", str(args.threads), "--stdin"],
+                             "--threads", str(args.threads), "--stdin",
+                             *(["--quantize", args.quantize] if args.quantize else [])],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, **env})
     if proc.stdout.readline().strip() != "ready":
@@ -49,6 +50,7 @@ def main():
     p.add_argument("--model", default="models/all-MiniLM-L6-v2")
     p.add_argument("--inputs", default=".cache/bench/inputs.json")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quantize", choices=["int8", "bf16"], help="every configuration so")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--block", type=int, default=40)
     p.add_argument("--lengths", default="q,16,32,128")
