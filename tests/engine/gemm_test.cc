@@ -96,7 +96,8 @@ TEST(PackedGemmTest, AccumulatesAndPacksTransposed) {
 
 // The micro-kernel calls cover the rows once, in order, none longer than the kernel, and no call
 // is left with fewer than block / 2 rows where m has a full block: 128 rows of 14 end 8 + 8;
-// WholeKernelRowCalls counts the leading calls of a whole block (the avx512 kernel's one call).
+// WholeKernelRowCalls counts the leading calls of a whole block (the avx512 kernel's one call),
+// CallsAfterWhole the rest.
 TEST(PackedGemmTest, KernelCallsCoverTheRowsWithoutAShortLastCall) {
   EXPECT_EQ(KernelRows(128, 112, 14), 8);
   EXPECT_EQ(KernelRows(128, 120, 14), 8);
@@ -117,6 +118,7 @@ TEST(PackedGemmTest, KernelCallsCoverTheRowsWithoutAShortLastCall) {
       EXPECT_EQ(r, m);
       EXPECT_EQ(calls, (m + block - 1) / block) << "m " << m;
       EXPECT_EQ(WholeKernelRowCalls(m, block), whole) << "m " << m;
+      EXPECT_EQ(CallsAfterWhole(m, block), calls - whole) << "m " << m;
     }
   }
 }

@@ -75,7 +75,8 @@ absl::Status SetActiveCpuPath(CpuPath path);
 // The fewest rows of x for which the f32 kernels prefetch a streamed layer's next weight panels
 // into L2 while they work on the current ones (gemm.h). On AMD hosts from 1 row: on a Zen 5 a
 // panel's first strip of rows otherwise waits on L3 even for a search query's few rows (batch-1
-// over the short queries 24% faster with it at 2 threads, 16 tokens 15%, docs/benchmarks.md). On
+// over the short queries 15-24% faster with it at 2 threads, 16 tokens 10-15%, docs/benchmarks.md,
+// "Zen 5, run 5"). On
 // the others from 28 rows (two strips of the AVX-512 kernel): on the Xeon of docs/benchmarks.md,
 // whose own L2 prefetcher keeps up, asking for a pair's lines in one strip made the short queries
 // 5-9% slower. QUIVER_PREFETCH_MIN_ROWS (a whole number from 1) sets it instead, for benchmarks
