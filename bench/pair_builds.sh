@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two builds of quiver_engine_bench in alternating fresh processes, ROUNDS times: each round runs
-# A then B (2 s of the throughput suite, 100 x 128 tokens, 2 threads) and prints A's and B's
-# tokens/s and B / A, then the median ratio. For checking one change on a shared, drifting host:
+# both (2 s of the throughput suite, 100 x 128 tokens, 2 threads), A first in odd rounds and B
+# first in even ones (the second process of a pair ran 1.5% slower on a Zen 5 whichever build it
+# was), and prints A's and B's tokens/s and B / A, then the median ratio. For checking one change on a shared, drifting host:
 # a round's two runs are seconds apart, and a fresh process per run draws its memory placement
 # anew (bench/paired.py explains why both matter).
 #
@@ -19,9 +20,14 @@ tokens_per_s() {
     python3 -c "import json, sys; print(json.loads(sys.stdin.read())['throughput']['tokens_per_s'])"
 }
 ratios=()
-for _ in $(seq "$rounds"); do
-  ta=$(tokens_per_s "$a" "$@")
-  tb=$(tokens_per_s "$b" "$@")
+for round in $(seq "$rounds"); do
+  if (( round % 2 )); then
+    ta=$(tokens_per_s "$a" "$@")
+    tb=$(tokens_per_s "$b" "$@")
+  else
+    tb=$(tokens_per_s "$b" "$@")
+    ta=$(tokens_per_s "$a" "$@")
+  fi
   r=$(python3 -c "print(f'{$tb / $ta:.3f}')")
   ratios+=("$r")
   printf '%8.0f %8.0f %s\n' "$ta" "$tb" "$r"
