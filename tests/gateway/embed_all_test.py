@@ -17,17 +17,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 import serving  # noqa: E402
+from serving import check, failures  # noqa: E402
 
 QUIVER, SOURCE = sys.argv[1], sys.argv[2]
 MINILM = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
 TINY = os.path.join(SOURCE, "tests", "fixtures", "tiny")
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
-    if not ok:
-        failures.append(name)
 
 
 def request(port, path, body):

@@ -22,16 +22,10 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 import serving  # noqa: E402
+from serving import check, failures  # noqa: E402
 
 QUIVER, SOURCE = sys.argv[1], sys.argv[2]
 MODEL = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
-    if not ok:
-        failures.append(name)
 
 
 def cosine(a, b):

@@ -2,6 +2,8 @@
 returned once /ready answers 200.
 
     proc, port, log_path = start(QUIVER, model_dir, ["--api-key", "k"])
+
+and check(name, ok, detail) for each case, the failed ones' names in `failures`.
 """
 
 import re
@@ -66,3 +68,14 @@ def post_json(port, path, body, timeout=60):
             return r.status, json.loads(r.read() or b"{}")
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
+
+
+# The cases a test script has checked and failed: check() prints each outcome, a failed one's
+# name goes into `failures` (one list per process: each test script is its own).
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
+    if not ok:
+        failures.append(name)
