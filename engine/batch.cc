@@ -27,6 +27,27 @@ void RaggedBatch::Add(const std::vector<int32_t>& ids, const std::vector<int32_t
   cu_seqlens.push_back(static_cast<int32_t>(token_ids.size()));
 }
 
+void DropTrailingTokens(RaggedBatch& batch, int32_t id) {
+  size_t out = 0;
+  const bool types = !batch.token_type_ids.empty();
+  for (size_t s = 0; s + 1 < batch.cu_seqlens.size(); ++s) {
+    const int32_t begin = batch.cu_seqlens[s];
+    int32_t end = batch.cu_seqlens[s + 1];
+    while (end - begin > 1 && batch.token_ids[end - 1] == id) --end;
+    for (int32_t t = begin; t < end; ++t, ++out) {
+      batch.token_ids[out] = batch.token_ids[t];
+      if (types) batch.token_type_ids[out] = batch.token_type_ids[t];
+    }
+    batch.cu_seqlens[s] = static_cast<int32_t>(out) - (end - begin);
+    if (!batch.prompt_lengths.empty()) {
+      batch.prompt_lengths[s] = std::min(batch.prompt_lengths[s], end - begin - 1);
+    }
+  }
+  batch.cu_seqlens.back() = static_cast<int32_t>(out);
+  batch.token_ids.resize(out);
+  if (types) batch.token_type_ids.resize(out);
+}
+
 absl::Status ValidateBatch(const RaggedBatch& batch, int64_t vocab_size, int64_t type_vocab_size,
                            int64_t max_input_tokens) {
   if (batch.cu_seqlens.size() < 2 || batch.cu_seqlens.front() != 0) {

@@ -51,6 +51,11 @@ struct RaggedBatch {
   void Add(const std::vector<int32_t>& ids, const std::vector<int32_t>* types = nullptr);
 };
 
+// Leaves out each sequence's trailing tokens equal to `id`, all but its first token where every
+// one is (ModelInfo::score_before_trailing_id); the type ids and prompt lengths follow. For
+// batches without spans, after ValidateBatch.
+void DropTrailingTokens(RaggedBatch& batch, int32_t id);
+
 // INVALID_ARGUMENT naming the problem: cu_seqlens not starting at 0 / not increasing / not
 // ending at num_tokens, type ids of the wrong length, ids outside [0, vocab_size), a sequence
 // longer than max_input_tokens (naming the sequence and the limit), an empty sequence.

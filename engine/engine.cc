@@ -408,6 +408,10 @@ LazyResult Engine::Submit(RaggedBatch batch, std::function<void()> on_ready) {
   // A batch that fails the checks is still answered on the compute thread, in order: on_ready
   // never runs inside Submit, where the caller may hold the lock that on_ready takes.
   absl::Status valid = Validate(batch);
+  if (const int32_t id = info().score_before_trailing_id;
+      valid.ok() && id >= 0 && batch.span_bounds.empty() && !batch.output.raw_hidden) {
+    DropTrailingTokens(batch, id);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(batch), result, std::move(on_ready), std::move(valid)});

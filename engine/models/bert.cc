@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/models/labels.h"
 #include "engine/models/registry.h"
 #include "engine/models/relative_position.h"
 #include "engine/ops/activation.h"
@@ -71,12 +72,8 @@ struct BertConfig {
 };
 
 absl::Status CheckLabels(const JsonValue& json, BertConfig& c) {
-  int64_t labels = 2;
-  if (const JsonValue* id2label = json.Find("id2label"); id2label && id2label->is_object()) {
-    labels = static_cast<int64_t>(id2label->members().size());
-  }
-  QUIVER_ASSIGN_OR_RETURN(c.num_labels, JsonInt(json, "num_labels", labels));
-  return RequirePositive("num_labels", c.num_labels);
+  QUIVER_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(json));
+  return absl::OkStatus();
 }
 
 // The config.json names of the sizes, for errors: BERT's and DistilBERT's schemas differ.

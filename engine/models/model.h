@@ -44,6 +44,11 @@ struct ModelInfo {
   // Scores as logit("yes") - logit("no") at the last token (Qwen3-Reranker style): needs
   // ModelOptions' token ids, and the gateway wraps pairs in the reranker's prompt.
   bool yes_no_reranker = false;
+  // Decoder sequence classifiers score at the last token that is not this id (config.json's
+  // pad_token_id, as transformers does; -1: at the last token). Their attention is causal, so the
+  // engine leaves a sequence's trailing tokens of this id out of the pass (all but the first
+  // where every token is one) without changing any row before them.
+  int32_t score_before_trailing_id = -1;
   // SPLADE (a masked-LM head): num_labels is the vocabulary, and each sequence's score for a term
   // is the max over its tokens of that term's logit; the engine answers log(1 + ReLU(score)).
   bool sparse = false;

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/models/layer_types.h"
+#include "engine/models/labels.h"
 #include "engine/models/registry.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
@@ -101,12 +102,7 @@ absl::StatusOr<ModernBertConfig> ParseConfig(const JsonValue& json, bool classif
     c.classifier_mean = pooling == "mean";
     QUIVER_ASSIGN_OR_RETURN(c.classifier_bias, JsonBool(json, "classifier_bias", false));
     QUIVER_ASSIGN_OR_RETURN(c.classifier_activation, ParseGelu(json, "classifier_activation"));
-    int64_t labels = 2;
-    if (const JsonValue* id2label = json.Find("id2label"); id2label && id2label->is_object()) {
-      labels = static_cast<int64_t>(id2label->members().size());
-    }
-    QUIVER_ASSIGN_OR_RETURN(c.num_labels, JsonInt(json, "num_labels", labels));
-    QUIVER_RETURN_IF_ERROR(RequirePositive("num_labels", c.num_labels));
+    QUIVER_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(json));
   }
   return c;
 }

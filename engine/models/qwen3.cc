@@ -3,12 +3,15 @@
 // (pplx-embed style), and the reranker score: logit("yes") - logit("no") at the last token from
 // two rows of the LM head, never the whole vocabulary. The same layers without the q/k norm serve
 // Qwen2 (gte-Qwen2 style: q/k/v biased, o not) and LLaMA / Mistral (e5-mistral, SFR style:
-// attention_bias for all four or none).
+// attention_bias for all four or none). Each family's *ForSequenceClassification (the
+// Qwen3-Reranker seq-cls conversions, Llama-style classifiers) scores with `score` (no bias) at
+// the last token that is not config's pad_token_id, as transformers does.
 #include <algorithm>
 #include <string>
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/models/labels.h"
 #include "engine/models/registry.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
@@ -36,6 +39,8 @@ struct Qwen3Config {
   bool attention_bias = false;
   bool tie_word_embeddings = false;
   bool bidirectional = false;  // config "use_bidirectional_attention" or "is_causal": false
+  int64_t num_labels = 0;      // sequence classifiers only
+  int64_t pad_token_id = -1;   // -1: none in config.json
   // Which family's layers: Qwen3 has the per-head q/k RMSNorm; Qwen2 biases q/k/v only.
   bool head_norm = true;
   bool qkv_bias = false, o_bias = false;
@@ -44,8 +49,12 @@ struct Qwen3Config {
 
 enum class DecoderFamily { kQwen3, kQwen2, kLlama, kMistral };
 
-absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json,
-                                             DecoderFamily family = DecoderFamily::kQwen3) {
+// What the model answers: embeddings, the yes/no reranker's logit difference (Qwen3ForCausalLM),
+// or a sequence classifier's logits (*ForSequenceClassification).
+enum class Head { kNone, kYesNo, kClassifier };
+
+absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json, DecoderFamily family,
+                                             Head head) {
   Qwen3Config c;
   QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
   QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
@@ -108,6 +117,18 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json,
   QUIVER_ASSIGN_OR_RETURN(bool bidirectional, JsonBool(json, "use_bidirectional_attention", false));
   QUIVER_ASSIGN_OR_RETURN(bool is_causal, JsonBool(json, "is_causal", true));
   c.bidirectional = bidirectional || !is_causal;
+  if (head == Head::kClassifier) {
+    QUIVER_ASSIGN_OR_RETURN(c.num_labels, ParseNumLabels(json));
+    if (const JsonValue* pad = json.Find("pad_token_id"); pad && !pad->is_null()) {
+      QUIVER_ASSIGN_OR_RETURN(c.pad_token_id, JsonInt(json, "pad_token_id"));
+    }
+    // The score is taken before any trailing pad tokens by leaving them out of the pass, which
+    // changes no earlier hidden state only where attention is causal.
+    if (c.bidirectional) {
+      return absl::InvalidArgumentError(
+          "a sequence classifier with bidirectional attention is not supported");
+    }
+  }
   QUIVER_RETURN_IF_ERROR(RequirePositive("vocab_size", c.vocab_size));
   QUIVER_RETURN_IF_ERROR(RequirePositive("num_hidden_layers", c.num_layers));
   QUIVER_RETURN_IF_ERROR(RequirePositive("num_key_value_heads", c.num_kv_heads));
@@ -127,8 +148,11 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json,
 
 class Qwen3Model final : public Model {
  public:
-  Qwen3Model(const Qwen3Config& c, bool reranker, WeightLoader& w, const ModelOptions& options)
-      : c_(c), q_dim_(c.num_heads * c.head_dim), kv_dim_(c.num_kv_heads * c.head_dim) {
+  Qwen3Model(const Qwen3Config& c, Head head, WeightLoader& w, const ModelOptions& options)
+      : c_(c),
+        head_(head),
+        q_dim_(c.num_heads * c.head_dim),
+        kv_dim_(c.num_kv_heads * c.head_dim) {
     const int64_t h = c_.hidden, inter = c_.intermediate;
     embed_ = w.Get("embed_tokens.weight", {c_.vocab_size, h});
     for (int64_t i = 0; i < c_.num_layers; ++i) {
@@ -149,12 +173,16 @@ class Qwen3Model final : public Model {
       layers_.push_back(std::move(l));
     }
     norm_ = w.Get("norm.weight", {h});
-    if (reranker) {
+    if (head == Head::kYesNo) {
       lm_head_ = c_.tie_word_embeddings
                      ? embed_
                      : w.Get("lm_head.weight", {c_.vocab_size, h}, WeightLoader::Scope::kHead);
       yes_id_ = options.yes_token_id.value_or(0);
       no_id_ = options.no_token_id.value_or(0);
+    }
+    if (head == Head::kClassifier) {
+      score_ = w.Linear("score", c_.num_labels, h, false, WeightLoader::Scope::kHead);
+      info_.score_before_trailing_id = c_.pad_token_id >= 0 ? c_.pad_token_id : -1;
     }
     info_.family = "qwen3";
     info_.hidden_size = h;
@@ -163,12 +191,12 @@ class Qwen3Model final : public Model {
     info_.head_dim = c_.head_dim;
     info_.causal = !c_.bidirectional;
     info_.vocab_size = c_.vocab_size;
-    info_.type_vocab_size = 1;
+    info_.type_vocab_size = 0;  // no token types: a pair's type ids are ignored, as in transformers
     info_.max_input_tokens = c_.sliding_window > 0
                                  ? std::min(c_.max_position_embeddings, c_.sliding_window)
                                  : c_.max_position_embeddings;
-    info_.num_labels = reranker ? 1 : 0;
-    info_.yes_no_reranker = reranker;
+    info_.num_labels = head == Head::kYesNo ? 1 : head == Head::kClassifier ? c_.num_labels : 0;
+    info_.yes_no_reranker = head == Head::kYesNo;
     info_.default_pooling = c_.bidirectional ? PoolingMode::kMean : PoolingMode::kLastToken;
     info_.settings = {
         {"hidden_size", StrCat(h)},
@@ -186,6 +214,10 @@ class Qwen3Model final : public Model {
         {"bidirectional", c_.bidirectional ? "true" : "false"},
         {"head_norm", c_.head_norm ? "true" : "false"},
     };
+    if (head == Head::kClassifier) {
+      info_.settings.push_back({"num_labels", StrCat(c_.num_labels)});
+      info_.settings.push_back({"pad_token_id", StrCat(c_.pad_token_id)});
+    }
   }
 
   double FlopsPerToken(int64_t seq_len) const override {
@@ -239,46 +271,56 @@ class Qwen3Model final : public Model {
     return y;
   }
 
+  // The last token's row: the yes/no reranker's logit difference, or the classifier's logits
+  // (the engine left out any trailing pad tokens: ModelInfo::score_before_trailing_id).
   void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const override {
+    const ExecContext& exec = ctx.exec;
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
     const Tensor last = ctx.ws.F32(kLast, {num_seqs, c_.hidden});
-    ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::PoolMode::kLastToken, last,
+    ops::Pool(exec, hidden, ctx.seq_bounds, ops::PoolMode::kLastToken, last,
               ctx.device_seq_bounds);
+    if (head_ == Head::kClassifier) {
+      const DType dtype = exec.act_dtype();
+      if (dtype == DType::kF32) {
+        ops::Linear(exec, last, score_, scores);
+        return;
+      }
+      const Tensor last_act = ctx.ws.Get(kLastAct, dtype, {num_seqs, c_.hidden});
+      ops::Convert(exec, last, last_act);
+      const Tensor logits = ctx.ws.Get(kLogits, dtype, {num_seqs, c_.num_labels});
+      ops::Linear(exec, last_act, score_, logits);
+      ops::Convert(exec, logits, scores);
+      return;
+    }
     ops::LogitDifference(ctx.exec, last, lm_head_.Rows(yes_id_, yes_id_ + 1).Reshape({c_.hidden}),
                          lm_head_.Rows(no_id_, no_id_ + 1).Reshape({c_.hidden}), scores);
   }
 
  private:
-  enum Slot { kResidual, kNormed, kQkv, kAttended, kGateUp, kAct, kLast };
+  enum Slot { kResidual, kNormed, kQkv, kAttended, kGateUp, kAct, kLast, kLastAct, kLogits };
   struct Layer {
     ops::LinearWeights qkv, o, gate_up, down;
     Tensor in_norm, q_norm, k_norm, post_norm;
   };
   Qwen3Config c_;
+  Head head_;
   int64_t q_dim_, kv_dim_;
   Tensor embed_, norm_, lm_head_;
+  ops::LinearWeights score_;  // sequence classifiers only
   std::vector<Layer> layers_;
   int64_t yes_id_ = 0, no_id_ = 0;
 };
 
-template <DecoderFamily kFamily>
+template <DecoderFamily kFamily, Head kHead>
 absl::StatusOr<std::unique_ptr<Model>> MakeDecoder(const ModelArgs& args) {
-  QUIVER_ASSIGN_OR_RETURN(Qwen3Config config, ParseQwen3Config(args.config, kFamily));
-  auto model = std::make_unique<Qwen3Model>(config, false, args.weights, args.options);
-  if (!args.weights.status().ok()) return args.weights.status();
-  return model;
-}
-
-template <bool kReranker>
-absl::StatusOr<std::unique_ptr<Model>> MakeQwen3(const ModelArgs& args) {
-  QUIVER_ASSIGN_OR_RETURN(Qwen3Config config, ParseQwen3Config(args.config));
-  if (kReranker && args.weights.mode() == WeightLoader::Mode::kPrepare) {
+  QUIVER_ASSIGN_OR_RETURN(Qwen3Config config, ParseQwen3Config(args.config, kFamily, kHead));
+  if (kHead == Head::kYesNo && args.weights.mode() == WeightLoader::Mode::kPrepare) {
     if (!args.options.yes_token_id || !args.options.no_token_id) {
       return absl::InvalidArgumentError(StrCat(
           args.architecture, " is served as a reranker and needs the ids of \"yes\" and \"no\""));
     }
   }
-  if (kReranker) {
+  if (kHead == Head::kYesNo) {
     for (const std::optional<int32_t>& id : {args.options.yes_token_id, args.options.no_token_id}) {
       if (id && (*id < 0 || *id >= config.vocab_size)) {
         return absl::InvalidArgumentError(
@@ -286,7 +328,7 @@ absl::StatusOr<std::unique_ptr<Model>> MakeQwen3(const ModelArgs& args) {
       }
     }
   }
-  auto model = std::make_unique<Qwen3Model>(config, kReranker, args.weights, args.options);
+  auto model = std::make_unique<Qwen3Model>(config, kHead, args.weights, args.options);
   if (!args.weights.status().ok()) return args.weights.status();
   return model;
 }
@@ -294,11 +336,20 @@ absl::StatusOr<std::unique_ptr<Model>> MakeQwen3(const ModelArgs& args) {
 }  // namespace
 
 void RegisterQwen3Models(ModelRegistry& registry) {
-  registry.Add({"Qwen3Model", "model.", MakeQwen3<false>});
-  registry.Add({"Qwen3ForCausalLM", "model.", MakeQwen3<true>});
-  registry.Add({"Qwen2Model", "model.", MakeDecoder<DecoderFamily::kQwen2>});
-  registry.Add({"LlamaModel", "model.", MakeDecoder<DecoderFamily::kLlama>});
-  registry.Add({"MistralModel", "model.", MakeDecoder<DecoderFamily::kMistral>});
+  using F = DecoderFamily;
+  registry.Add({"Qwen3Model", "model.", MakeDecoder<F::kQwen3, Head::kNone>});
+  registry.Add({"Qwen3ForCausalLM", "model.", MakeDecoder<F::kQwen3, Head::kYesNo>});
+  registry.Add({"Qwen3ForSequenceClassification", "model.",
+                MakeDecoder<F::kQwen3, Head::kClassifier>});
+  registry.Add({"Qwen2Model", "model.", MakeDecoder<F::kQwen2, Head::kNone>});
+  registry.Add({"Qwen2ForSequenceClassification", "model.",
+                MakeDecoder<F::kQwen2, Head::kClassifier>});
+  registry.Add({"LlamaModel", "model.", MakeDecoder<F::kLlama, Head::kNone>});
+  registry.Add({"LlamaForSequenceClassification", "model.",
+                MakeDecoder<F::kLlama, Head::kClassifier>});
+  registry.Add({"MistralModel", "model.", MakeDecoder<F::kMistral, Head::kNone>});
+  registry.Add({"MistralForSequenceClassification", "model.",
+                MakeDecoder<F::kMistral, Head::kClassifier>});
 }
 
 }  // namespace quiver::engine

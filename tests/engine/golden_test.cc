@@ -293,7 +293,8 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                                            "bert_weightedmean", "bert_mean_sqrt_len",
                                            "qwen2_bidirectional_mean", "splade",
                                            "bert_prompt_mean", "bert_prompt_weightedmean",
-                                           "bert_prompt_cls"));
+                                           "bert_prompt_cls", "qwen3_seq_cls",
+                                           "llama_classifier"));
 
 }  // namespace
 }  // namespace quiver::engine

@@ -181,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest,
                                            "t5_mean", "t5_gated", "gemma3_mean",
                                            "bert_weightedmean", "bert_mean_sqrt_len",
                                            "qwen2_bidirectional_mean", "splade",
-                                           "bert_prompt_mean"));
+                                           "bert_prompt_mean", "qwen3_seq_cls",
+                                           "llama_classifier"));
 
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   auto engine = Engine::Load(TinyDir("bert_mean"), {});

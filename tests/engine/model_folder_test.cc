@@ -176,7 +176,11 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"bert_prompt_mean", "BertModel", PoolingMode::kMean, true, false},
         TinyCase{"bert_prompt_weightedmean", "BertModel", PoolingMode::kWeightedMean, false,
                  false},
-        TinyCase{"bert_prompt_cls", "BertModel", PoolingMode::kCls, false, false}),
+        TinyCase{"bert_prompt_cls", "BertModel", PoolingMode::kCls, false, false},
+        TinyCase{"qwen3_seq_cls", "Qwen3ForSequenceClassification", PoolingMode::kLastToken,
+                 false},
+        TinyCase{"llama_classifier", "LlamaForSequenceClassification", PoolingMode::kLastToken,
+                 false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {

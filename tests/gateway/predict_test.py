@@ -2,6 +2,8 @@
 labels from its id2label), compared with the logits transformers gave (reference.jsonl): softmax
 scores by default, raw logits with raw_scores, one list for one input and a list of lists for a
 batch, labels by name, highest first. Routes that do not fit a model kind are refused naming it.
+The same for two decoder sequence classifiers (Llama's, three labels; Qwen3's, one label, which
+also reranks).
 
     predict_test.py QUIVER SOURCE_DIR
 """
@@ -79,6 +81,34 @@ def main():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    # Decoder sequence classifiers: Llama's with three labels; Qwen3's with one (a Qwen3-Reranker
+    # seq-cls conversion), whose tokenizer appends its pad token: transformers scores the token
+    # before it, and so must the server.
+    tiny = os.path.join(SOURCE, "tests", "fixtures", "tiny")
+    for name, labels in (("llama_classifier", names), ("qwen3_seq_cls", ["LABEL_0"])):
+        fixture = os.path.join(tiny, name)
+        rows = [json.loads(l) for l in open(os.path.join(fixture, "reference.jsonl"),
+                                            encoding="utf-8")]
+        proc, port, _ = serving.start(QUIVER, fixture, [], prefix=f"quiver-predict-{name}-")
+        try:
+            status, out = post(port, "/predict", {"inputs": [[r["text"]] for r in rows[:4]],
+                                                  "raw_scores": True})
+            ok = status == 200 and len(out) == 4
+            for r, answer in zip(rows[:4], out if ok else []):
+                got = {d["label"]: d["score"] for d in answer}
+                ok = ok and sorted(got) == sorted(labels) and close([got[n] for n in labels],
+                                                                    r["output"])
+            check(f"{name}: /predict's raw logits equal transformers'", ok, f"{status} {out}")
+            status, out = post(port, "/rerank", {"query": "q", "texts": ["a", "b"]})
+            if len(labels) == 1:
+                check(f"{name}: one label reranks", status == 200 and len(out) == 2,
+                      f"{status} {out}")
+            else:
+                check(f"{name}: /rerank on three labels is 400 naming the classifier",
+                      status == 400 and "classifier" in json.dumps(out), f"{status} {out}")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
     proc, port, _ = serving.start(QUIVER, os.path.join(SOURCE, "models", "all-MiniLM-L6-v2"), [],
                                   prefix="quiver-predict-minilm-")
     try:

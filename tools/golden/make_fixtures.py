@@ -942,6 +942,66 @@ def make_qwen2_bidirectional(out_dir: Path, bpe: Tokenizer):
                   "reference": "transformers.Qwen2Model with an all-visible mask, mean of last_hidden_state"}
 
 
+def save_seeded(out_dir: Path, cfg, model_cls, seed: int):
+    """model_cls(cfg) with seeded weights, saved to out_dir; returns it reloaded in f32."""
+    torch.manual_seed(seed)
+    model = model_cls(cfg)
+    randomize(model, seed)
+    model.save_pretrained(str(out_dir))
+    return reload_f32(model_cls, out_dir)
+
+
+# Decoder *ForSequenceClassification (the Qwen3-Reranker seq-cls conversions, Llama-style
+# classifiers): `score` (no bias) over the hidden state of the last token that is not config's
+# pad_token_id (transformers' rule); the raw logits, f32, batch 1.
+
+
+def make_qwen3_seq_cls(out_dir: Path, bpe: Tokenizer):
+    """Qwen3ForSequenceClassification with one label (a Qwen3-Reranker seq-cls conversion). Its
+    tokenizer appends <|endoftext|>, which is also its pad token: transformers scores at the token
+    before it, the last one that is not the pad token."""
+    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    pad = bpe.token_to_id("<|endoftext|>")
+    cfg = qwen3_config(bpe.get_vocab_size(), tie=False, num_labels=1, pad_token_id=pad)
+    ref = save_seeded(out_dir, cfg, transformers.Qwen3ForSequenceClassification, seed=23)
+    fast.save_pretrained(str(out_dir))
+    rows = []
+    for text in tiny_texts(seed=118, count=12):
+        ids = fast(text)["input_ids"]
+        if ids[-1] != pad:
+            sys.exit("qwen3_seq_cls: the tokenizer was meant to append the pad token")
+        with torch.no_grad():
+            logits = ref(input_ids=torch.tensor([ids])).logits[0]
+        rows.append({"text": text, "ids": ids, "output": logits.numpy()})
+    return rows, {"kind": "score", "dtype": "F32",
+                  "reference": "transformers.Qwen3ForSequenceClassification logits"}
+
+
+def make_llama_classifier(out_dir: Path, bpe: Tokenizer):
+    """LlamaForSequenceClassification with three labels named in id2label; no pad token in its
+    texts, so it scores at the last token."""
+    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    cfg = transformers.LlamaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=32,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=56,
+                                   max_position_embeddings=512, rms_norm_eps=1e-6,
+                                   rope_theta=10000.0, tie_word_embeddings=False,
+                                   hidden_act="silu", num_labels=3,
+                                   pad_token_id=bpe.token_to_id("<|endoftext|>"),
+                                   id2label={0: "negative", 1: "neutral", 2: "positive"},
+                                   label2id={"negative": 0, "neutral": 1, "positive": 2})
+    ref = save_seeded(out_dir, cfg, transformers.LlamaForSequenceClassification, seed=24)
+    fast.save_pretrained(str(out_dir))
+    rows = []
+    for text in tiny_texts(seed=119, count=12):
+        ids = fast(text)["input_ids"]
+        with torch.no_grad():
+            logits = ref(input_ids=torch.tensor([ids])).logits[0]
+        rows.append({"text": text, "ids": ids, "output": logits.numpy()})
+    return rows, {"kind": "score", "dtype": "F32", "labels": ["negative", "neutral", "positive"],
+                  "reference": "transformers.LlamaForSequenceClassification logits"}
+
+
 def make_qwen3_reranker(out_dir: Path, bpe: Tokenizer):
     """Qwen3-Reranker style: Qwen3ForCausalLM, tied LM head, bf16; score = logit(yes) - logit(no)."""
     fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
@@ -1008,6 +1068,8 @@ def main():
         "qwen3_causal_lasttoken": lambda d: make_qwen3_causal(d, bpe_eos),
         "qwen3_bidirectional_mean": lambda d: make_qwen3_bidirectional(d, bpe_plain),
         "qwen3_reranker": lambda d: make_qwen3_reranker(d, bpe_plain),
+        "qwen3_seq_cls": lambda d: make_qwen3_seq_cls(d, bpe_eos),
+        "llama_classifier": lambda d: make_llama_classifier(d, bpe_plain),
         "distilbert_mean": lambda d: make_distilbert_mean(d, wp),
         "distilbert_classifier": lambda d: make_distilbert_classifier(d, wp),
         "xlmr_cls": make_xlmr_cls,
