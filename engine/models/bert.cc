@@ -127,7 +127,11 @@ absl::StatusOr<BertConfig> ParseDistilBertConfig(const JsonValue& json, Head hea
     return absl::InvalidArgumentError(
         StrCat("field 'activation': unsupported activation '", c.hidden_act, "' (gelu, relu)"));
   }
-  if (head != Head::kNone) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
+  if (head == Head::kSplade && c.hidden_act != "gelu") {
+    return absl::InvalidArgumentError(StrCat("field 'activation': a masked-LM head with '",
+                                             c.hidden_act, "' is not supported (gelu)"));
+  }
+  if (head != Head::kNone && head != Head::kSplade) QUIVER_RETURN_IF_ERROR(CheckLabels(json, c));
   QUIVER_RETURN_IF_ERROR(CheckSizes(c, kDistilBertFields));
   return c;
 }
@@ -196,6 +200,28 @@ absl::StatusOr<BertConfig> ParseBertConfig(const JsonValue& json, bool roberta, 
 // SPLADE's chunk of tokens through the masked-LM head at once: [chunk, vocab] logits.
 constexpr int64_t kSpladeChunk = 256;
 
+// Each family's masked-LM head as transformers names it: the transform's dense and LayerNorm,
+// the decoder (absent where tied to the word embeddings) and the decoder's bias.
+struct MlmNames {
+  const char* dense;
+  const char* norm;
+  const char* decoder;
+  const char* bias;
+};
+
+const MlmNames& MlmNamesOf(Family family) {
+  static const MlmNames kBertNames{"cls.predictions.transform.dense",
+                                   "cls.predictions.transform.LayerNorm", "cls.predictions.decoder",
+                                   "cls.predictions.bias"};
+  static const MlmNames kDistilBertNames{"vocab_transform", "vocab_layer_norm", "vocab_projector",
+                                         "vocab_projector.bias"};
+  static const MlmNames kRobertaNames{"lm_head.dense", "lm_head.layer_norm", "lm_head.decoder",
+                                      "lm_head.bias"};
+  return family == Family::kDistilBert ? kDistilBertNames
+         : family == Family::kRoberta  ? kRobertaNames
+                                       : kBertNames;
+}
+
 class BertModel final : public Model {
  public:
   BertModel(const BertConfig& c, Head head, WeightLoader& w) : c_(c) {
@@ -243,18 +269,23 @@ class BertModel final : public Model {
       head_out_ = w.Linear("classifier", c_.num_labels, h, true, Scope::kHead);
       head_activation_ = ops::HeadActivation::kRelu;
     } else if (head == Head::kSplade) {
-      // BertForMaskedLM: transform (dense, activation, LayerNorm), then the decoder, tied to the
-      // word embeddings unless the checkpoint has its own, with its bias.
-      mlm_dense_ = w.Linear("cls.predictions.transform.dense", h, h, true, Scope::kHead);
-      mlm_ln_g_ = w.Get("cls.predictions.transform.LayerNorm.weight", {h}, Scope::kHead);
-      mlm_ln_b_ = w.Get("cls.predictions.transform.LayerNorm.bias", {h}, Scope::kHead);
+      // The masked-LM head: transform (dense, activation, LayerNorm), then the decoder, tied to
+      // the word embeddings unless the checkpoint has its own, with its bias. BertForMaskedLM's
+      // activation is hidden_act; DistilBertForMaskedLM's its `activation` (GELU only here);
+      // RobertaLMHead's always the erf GELU.
+      const MlmNames& n = MlmNamesOf(c_.family);
+      mlm_dense_ = w.Linear(n.dense, h, h, true, Scope::kHead);
+      mlm_ln_g_ = w.Get(StrCat(n.norm, ".weight"), {h}, Scope::kHead);
+      mlm_ln_b_ = w.Get(StrCat(n.norm, ".bias"), {h}, Scope::kHead);
       const int64_t vocab = c_.vocab_size;
-      const std::string bias = "cls.predictions.bias";
-      mlm_decoder_ = w.Has("cls.predictions.decoder.weight", Scope::kHead)
-                         ? w.Linear("cls.predictions.decoder", vocab, h, true, Scope::kHead,
-                                    /*task_head=*/false, bias)
+      mlm_decoder_ = w.Has(StrCat(n.decoder, ".weight"), Scope::kHead)
+                         ? w.Linear(n.decoder, vocab, h, true, Scope::kHead,
+                                    /*task_head=*/false, n.bias)
                          : w.Linear("embeddings.word_embeddings", vocab, h, true, Scope::kBase,
-                                    /*task_head=*/true, bias);
+                                    /*task_head=*/true, n.bias);
+      mlm_activation_ = c_.family == Family::kRoberta || c_.hidden_act == "gelu"
+                            ? ops::Epilogue::kGeluErf
+                            : ops::Epilogue::kGeluTanh;
     }
     info_.family = "bert";  // the attention choice table: bidirectional multi-head attention
     info_.hidden_size = h;
@@ -367,8 +398,6 @@ class BertModel final : public Model {
     const DType act = exec.act_dtype();
     const int64_t h = c_.hidden;
     const float eps = static_cast<float>(c_.layer_norm_eps);
-    const ops::Epilogue gelu =
-        c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf : ops::Epilogue::kGeluTanh;
     const int32_t* bounds = ctx.seq_bounds.i32();
     for (int64_t s = 0; s < ctx.seq_bounds.dim(0); ++s) {
       const int64_t begin = bounds[2 * s], end = bounds[2 * s + 1];
@@ -381,7 +410,7 @@ class BertModel final : public Model {
           in = converted;
         }
         const Tensor transformed = ctx.ws.Get(kDense, act, {n, h});
-        ops::Linear(exec, in, mlm_dense_, transformed, gelu);
+        ops::Linear(exec, in, mlm_dense_, transformed, mlm_activation_);
         ops::LayerNorm(exec, transformed, mlm_ln_g_, mlm_ln_b_, eps, transformed);
         const Tensor logits = ctx.ws.Get(kClsAct, act, {n, c_.vocab_size});
         ops::Linear(exec, transformed, mlm_decoder_, logits);
@@ -412,6 +441,7 @@ class BertModel final : public Model {
   std::vector<Layer> layers_;
   ops::LinearWeights head_dense_, head_out_;
   ops::LinearWeights mlm_dense_, mlm_decoder_;  // SPLADE's masked-LM head
+  ops::Epilogue mlm_activation_ = ops::Epilogue::kGeluErf;
   Tensor mlm_ln_g_, mlm_ln_b_;
   ops::HeadActivation head_activation_ = ops::HeadActivation::kTanh;
 };
@@ -449,6 +479,8 @@ void RegisterBertModels(ModelRegistry& registry) {
   // SparseEncoder folders say so with MLMTransformer + SpladePooling).
   registry.Add({"BertForMaskedLM", "bert.", MakeBert<false, Head::kSplade>});
   registry.Add({"RobertaModel", "roberta.", MakeBert<true, Head::kNone>});
+  registry.Add({"RobertaForMaskedLM", "roberta.", MakeBert<true, Head::kSplade>});
+  registry.Add({"XLMRobertaForMaskedLM", "roberta.", MakeBert<true, Head::kSplade>});
   registry.Add({"XLMRobertaModel", "roberta.", MakeBert<true, Head::kNone>});
   registry.Add(
       {"RobertaForSequenceClassification", "roberta.", MakeBert<true, Head::kRobertaClassifier>});
@@ -461,6 +493,7 @@ void RegisterBertModels(ModelRegistry& registry) {
   registry.Add({"DistilBertModel", "distilbert.", MakeDistilBert<Head::kNone>});
   registry.Add({"DistilBertForSequenceClassification", "distilbert.",
                 MakeDistilBert<Head::kDistilBertClassifier>});
+  registry.Add({"DistilBertForMaskedLM", "distilbert.", MakeDistilBert<Head::kSplade>});
   registry.Add({"MPNetModel", "mpnet.", MakeMpnet<Head::kNone>});
   // MPNetClassificationHead is RoBERTa's: classifier.dense, tanh, classifier.out_proj.
   registry.Add({"MPNetForSequenceClassification", "mpnet.", MakeMpnet<Head::kRobertaClassifier>});

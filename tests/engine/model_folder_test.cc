@@ -180,7 +180,9 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"qwen3_seq_cls", "Qwen3ForSequenceClassification", PoolingMode::kLastToken,
                  false},
         TinyCase{"llama_classifier", "LlamaForSequenceClassification", PoolingMode::kLastToken,
-                 false}),
+                 false},
+        TinyCase{"splade_distilbert", "DistilBertForMaskedLM", PoolingMode::kCls, false},
+        TinyCase{"splade_roberta", "RobertaForMaskedLM", PoolingMode::kCls, false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });
 
 TEST(TinyCheckpointTest, Qwen3FlagsComeFromConfig) {

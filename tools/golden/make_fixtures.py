@@ -752,26 +752,24 @@ def make_gemma3_mean(out_dir: Path, bpe: Tokenizer):
                   "reference": "sentence_transformers.SentenceTransformer.encode (Gemma3TextModel + 2 Dense)"}
 
 
-def make_splade(out_dir: Path, wp: Tokenizer):
-    """SPLADE: BertForMaskedLM (decoder tied to the word embeddings) saved by sentence-transformers'
-    SparseEncoder (MLMTransformer + SpladePooling max, relu); each text's term weights
-    max over tokens of log(1 + ReLU(logit)), as a dense vocabulary-wide row."""
+def splade(out_dir: Path, model, tok: Tokenizer, specials: dict, seed: int, texts_seed: int,
+           max_seq_length: int = 300):
+    """SPLADE: a masked-LM checkpoint (decoder tied to the word embeddings) saved by
+    sentence-transformers' SparseEncoder (MLMTransformer + SpladePooling max, relu); each text's
+    term weights max over tokens of log(1 + ReLU(logit)), as a dense vocabulary-wide row."""
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.models import MLMTransformer, SpladePooling
-    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=24,
-                                  num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
-                                  max_position_embeddings=320, type_vocab_size=2)
-    torch.manual_seed(34)
-    model = transformers.BertForMaskedLM(cfg)
-    randomize(model, 34)
+    torch.manual_seed(seed)
+    randomize(model, seed)
     with tempfile.TemporaryDirectory() as tmp:
-        fast = save_tokenizer(wp, Path(tmp), **WORDPIECE_SPECIALS)
+        fast = save_tokenizer(tok, Path(tmp), **specials)
         model.save_pretrained(tmp)
         fast.save_pretrained(tmp)
-        SparseEncoder(modules=[MLMTransformer(tmp, max_seq_length=300),
+        SparseEncoder(modules=[MLMTransformer(tmp, max_seq_length=max_seq_length),
                                SpladePooling(pooling_strategy="max")], device="cpu").save(str(out_dir))
     st = SparseEncoder(str(out_dir), device="cpu").eval()
-    texts = tiny_texts(seed=131, count=10) + long_texts(seed=132, count=2, chars=1200)
+    texts = tiny_texts(seed=texts_seed, count=10) + long_texts(seed=texts_seed + 1, count=2,
+                                                               chars=1200)
     emb = st.encode(texts, batch_size=1, convert_to_tensor=True).to_dense().numpy()
     rows = []
     for text, e in zip(texts, emb):
@@ -779,8 +777,42 @@ def make_splade(out_dir: Path, wp: Tokenizer):
         rows.append({"text": text, "ids": enc["input_ids"], "output": e})
     if max(len(r["ids"]) for r in rows) <= 256:
         sys.exit(f"{out_dir}: no text passes 256 tokens (the engine's SPLADE chunk)")
-    return rows, {"kind": "sparse", "dtype": "F32", "max_seq_length": 300,
-                  "reference": "sentence_transformers.SparseEncoder.encode (MLMTransformer + SpladePooling max)"}
+    return rows, {"kind": "sparse", "dtype": "F32", "max_seq_length": max_seq_length,
+                  "reference": "sentence_transformers.SparseEncoder.encode (MLMTransformer + "
+                               f"SpladePooling max) over {type(model).__name__}"}
+
+
+def make_splade(out_dir: Path, wp: Tokenizer):
+    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=24,
+                                  num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                                  max_position_embeddings=320, type_vocab_size=2)
+    torch.manual_seed(34)
+    return splade(out_dir, transformers.BertForMaskedLM(cfg), wp, WORDPIECE_SPECIALS, seed=34,
+                  texts_seed=131)
+
+
+def make_splade_distilbert(out_dir: Path, wp: Tokenizer):
+    """DistilBertForMaskedLM (opensearch-neural-sparse-encoding distill style): vocab_transform,
+    GELU, vocab_layer_norm, vocab_projector tied to the word embeddings."""
+    cfg = transformers.DistilBertConfig(vocab_size=wp.get_vocab_size(), dim=24, n_layers=2,
+                                        n_heads=3, hidden_dim=40, max_position_embeddings=320)
+    torch.manual_seed(35)
+    return splade(out_dir, transformers.DistilBertForMaskedLM(cfg), wp, WORDPIECE_SPECIALS,
+                  seed=35, texts_seed=133)
+
+
+def make_splade_roberta(out_dir: Path, wp: Tokenizer):
+    """RobertaForMaskedLM (multilingual SPLADE on XLM-R is the same head): lm_head.dense, erf GELU,
+    lm_head.layer_norm, the decoder tied to the word embeddings with lm_head.bias; positions from
+    padding_idx + 1. The WordPiece vocabulary keeps the dense reference rows small."""
+    pad = wp.token_to_id("[PAD]")
+    cfg = transformers.RobertaConfig(vocab_size=wp.get_vocab_size(), hidden_size=16,
+                                     num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=28, max_position_embeddings=302 + pad,
+                                     type_vocab_size=1, pad_token_id=pad, layer_norm_eps=1e-5)
+    torch.manual_seed(36)
+    return splade(out_dir, transformers.RobertaForMaskedLM(cfg), wp, WORDPIECE_SPECIALS, seed=36,
+                  texts_seed=135)
 
 
 def write_relative_buckets(path: Path):
@@ -1091,6 +1123,8 @@ def main():
         "bert_mean_sqrt_len": lambda d: make_bert_pooling(d, wp, "mean_sqrt_len_tokens", 32, 129),
         "qwen2_bidirectional_mean": lambda d: make_qwen2_bidirectional(d, bpe_eos),
         "splade": lambda d: make_splade(d, wp),
+        "splade_distilbert": lambda d: make_splade_distilbert(d, wp),
+        "splade_roberta": lambda d: make_splade_roberta(d, wp),
         "bert_prompt_mean": lambda d: make_bert_prompt(d, wp, "mean", 41, 141),
         "bert_prompt_weightedmean": lambda d: make_bert_prompt(d, wp, "weightedmean", 42, 142),
         "bert_prompt_cls": lambda d: make_bert_prompt(d, wp, "cls", 43, 143),
