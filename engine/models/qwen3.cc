@@ -182,7 +182,7 @@ class Qwen3Model final : public Model {
     }
     if (head == Head::kClassifier) {
       score_ = w.Linear("score", c_.num_labels, h, false, WeightLoader::Scope::kHead);
-      info_.score_before_trailing_id = c_.pad_token_id >= 0 ? c_.pad_token_id : -1;
+      info_.score_before_trailing_id = static_cast<int32_t>(c_.pad_token_id);  // -1: none
     }
     info_.family = "qwen3";
     info_.hidden_size = h;
