@@ -1009,6 +1009,29 @@ def make_qwen3_seq_cls(out_dir: Path, bpe: Tokenizer):
                   "reference": "transformers.Qwen3ForSequenceClassification logits"}
 
 
+def make_qwen2_seq_cls(out_dir: Path, bpe: Tokenizer):
+    """Qwen2ForSequenceClassification with one label (q/k/v biased, o not); no pad token in its
+    texts, so it scores at the last token."""
+    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    cfg = transformers.Qwen2Config(vocab_size=bpe.get_vocab_size(), hidden_size=32,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=56,
+                                   max_position_embeddings=512, rms_norm_eps=1e-6,
+                                   rope_theta=10000.0, tie_word_embeddings=False,
+                                   hidden_act="silu", num_labels=1,
+                                   pad_token_id=bpe.token_to_id("<|endoftext|>"))
+    ref = save_seeded(out_dir, cfg, transformers.Qwen2ForSequenceClassification, seed=25)
+    fast.save_pretrained(str(out_dir))
+    rows = []
+    for text in tiny_texts(seed=120, count=12):
+        ids = fast(text)["input_ids"]
+        with torch.no_grad():
+            logits = ref(input_ids=torch.tensor([ids])).logits[0]
+        rows.append({"text": text, "ids": ids, "output": logits.numpy()})
+    return rows, {"kind": "score", "dtype": "F32",
+                  "reference": "transformers.Qwen2ForSequenceClassification logits"}
+
+
 def make_llama_classifier(out_dir: Path, bpe: Tokenizer):
     """LlamaForSequenceClassification with three labels named in id2label; no pad token in its
     texts, so it scores at the last token."""
@@ -1102,6 +1125,7 @@ def main():
         "qwen3_reranker": lambda d: make_qwen3_reranker(d, bpe_plain),
         "qwen3_seq_cls": lambda d: make_qwen3_seq_cls(d, bpe_eos),
         "llama_classifier": lambda d: make_llama_classifier(d, bpe_plain),
+        "qwen2_seq_cls": lambda d: make_qwen2_seq_cls(d, bpe_plain),
         "distilbert_mean": lambda d: make_distilbert_mean(d, wp),
         "distilbert_classifier": lambda d: make_distilbert_classifier(d, wp),
         "xlmr_cls": make_xlmr_cls,
