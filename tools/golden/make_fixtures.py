@@ -988,73 +988,62 @@ def save_seeded(out_dir: Path, cfg, model_cls, seed: int):
 # pad_token_id (transformers' rule); the raw logits, f32, batch 1.
 
 
+def decoder_classifier(out_dir: Path, bpe: Tokenizer, cfg, model_cls, seed: int, texts_seed: int,
+                       labels=None):
+    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    ref = save_seeded(out_dir, cfg, model_cls, seed)
+    fast.save_pretrained(str(out_dir))
+    rows = []
+    for text in tiny_texts(seed=texts_seed, count=12):
+        ids = fast(text)["input_ids"]
+        with torch.no_grad():
+            logits = ref(input_ids=torch.tensor([ids])).logits[0]
+        rows.append({"text": text, "ids": ids, "output": logits.numpy()})
+    meta = {"kind": "score", "dtype": "F32", "reference": f"transformers.{model_cls.__name__} logits"}
+    if labels:
+        meta["labels"] = labels
+    return rows, meta
+
+
+# The small decoder of the Qwen2 / Llama classifier fixtures.
+SMALL_DECODER = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, intermediate_size=56, max_position_embeddings=512,
+                     rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
+                     hidden_act="silu")
+
+
 def make_qwen3_seq_cls(out_dir: Path, bpe: Tokenizer):
     """Qwen3ForSequenceClassification with one label (a Qwen3-Reranker seq-cls conversion). Its
     tokenizer appends <|endoftext|>, which is also its pad token: transformers scores at the token
     before it, the last one that is not the pad token."""
-    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
     pad = bpe.token_to_id("<|endoftext|>")
     cfg = qwen3_config(bpe.get_vocab_size(), tie=False, num_labels=1, pad_token_id=pad)
-    ref = save_seeded(out_dir, cfg, transformers.Qwen3ForSequenceClassification, seed=23)
-    fast.save_pretrained(str(out_dir))
-    rows = []
-    for text in tiny_texts(seed=118, count=12):
-        ids = fast(text)["input_ids"]
-        if ids[-1] != pad:
-            sys.exit("qwen3_seq_cls: the tokenizer was meant to append the pad token")
-        with torch.no_grad():
-            logits = ref(input_ids=torch.tensor([ids])).logits[0]
-        rows.append({"text": text, "ids": ids, "output": logits.numpy()})
-    return rows, {"kind": "score", "dtype": "F32",
-                  "reference": "transformers.Qwen3ForSequenceClassification logits"}
+    rows, meta = decoder_classifier(out_dir, bpe, cfg, transformers.Qwen3ForSequenceClassification,
+                                    seed=23, texts_seed=118)
+    if any(r["ids"][-1] != pad for r in rows):
+        sys.exit("qwen3_seq_cls: the tokenizer was meant to append the pad token")
+    return rows, meta
 
 
 def make_qwen2_seq_cls(out_dir: Path, bpe: Tokenizer):
     """Qwen2ForSequenceClassification with one label (q/k/v biased, o not); no pad token in its
     texts, so it scores at the last token."""
-    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
-    cfg = transformers.Qwen2Config(vocab_size=bpe.get_vocab_size(), hidden_size=32,
-                                   num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, intermediate_size=56,
-                                   max_position_embeddings=512, rms_norm_eps=1e-6,
-                                   rope_theta=10000.0, tie_word_embeddings=False,
-                                   hidden_act="silu", num_labels=1,
-                                   pad_token_id=bpe.token_to_id("<|endoftext|>"))
-    ref = save_seeded(out_dir, cfg, transformers.Qwen2ForSequenceClassification, seed=25)
-    fast.save_pretrained(str(out_dir))
-    rows = []
-    for text in tiny_texts(seed=120, count=12):
-        ids = fast(text)["input_ids"]
-        with torch.no_grad():
-            logits = ref(input_ids=torch.tensor([ids])).logits[0]
-        rows.append({"text": text, "ids": ids, "output": logits.numpy()})
-    return rows, {"kind": "score", "dtype": "F32",
-                  "reference": "transformers.Qwen2ForSequenceClassification logits"}
+    cfg = transformers.Qwen2Config(vocab_size=bpe.get_vocab_size(), num_labels=1,
+                                   pad_token_id=bpe.token_to_id("<|endoftext|>"), **SMALL_DECODER)
+    return decoder_classifier(out_dir, bpe, cfg, transformers.Qwen2ForSequenceClassification,
+                              seed=25, texts_seed=120)
 
 
 def make_llama_classifier(out_dir: Path, bpe: Tokenizer):
     """LlamaForSequenceClassification with three labels named in id2label; no pad token in its
     texts, so it scores at the last token."""
-    fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
-    cfg = transformers.LlamaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=32,
-                                   num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, intermediate_size=56,
-                                   max_position_embeddings=512, rms_norm_eps=1e-6,
-                                   rope_theta=10000.0, tie_word_embeddings=False,
-                                   hidden_act="silu", num_labels=3,
+    labels = ["negative", "neutral", "positive"]
+    cfg = transformers.LlamaConfig(vocab_size=bpe.get_vocab_size(), num_labels=3,
                                    pad_token_id=bpe.token_to_id("<|endoftext|>"),
-                                   id2label={0: "negative", 1: "neutral", 2: "positive"},
-                                   label2id={"negative": 0, "neutral": 1, "positive": 2})
-    ref = save_seeded(out_dir, cfg, transformers.LlamaForSequenceClassification, seed=24)
-    fast.save_pretrained(str(out_dir))
-    rows = []
-    for text in tiny_texts(seed=119, count=12):
-        ids = fast(text)["input_ids"]
-        with torch.no_grad():
-            logits = ref(input_ids=torch.tensor([ids])).logits[0]
-        rows.append({"text": text, "ids": ids, "output": logits.numpy()})
-    return rows, {"kind": "score", "dtype": "F32", "labels": ["negative", "neutral", "positive"],
-                  "reference": "transformers.LlamaForSequenceClassification logits"}
+                                   id2label=dict(enumerate(labels)),
+                                   label2id={n: i for i, n in enumerate(labels)}, **SMALL_DECODER)
+    return decoder_classifier(out_dir, bpe, cfg, transformers.LlamaForSequenceClassification,
+                              seed=24, texts_seed=119, labels=labels)
 
 
 def make_qwen3_reranker(out_dir: Path, bpe: Tokenizer):
