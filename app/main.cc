@@ -103,6 +103,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->envname("QUIVER_LOG_LEVEL")
+      ->capture_default_str();
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format,
+                 "Log lines on stderr as 'text' or as 'json' (one object per line: timestamp in "
+                 "UTC, level, logger, thread, message and the record's own fields), for log "
+                 "collectors")
+      ->envname("QUIVER_LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 
   quiver::app::ServeOptions serve;
@@ -298,8 +307,10 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
-  if (absl::Status status = quiver::InitLogging(log_level); !status.ok()) {
-    std::fprintf(stderr, "quiver: %s\n", std::string(status.message()).c_str());
+  absl::StatusOr<quiver::LogFormat> format = quiver::ParseLogFormat(log_format);
+  absl::Status logging = format.ok() ? quiver::InitLogging(log_level, *format) : format.status();
+  if (!logging.ok()) {
+    std::fprintf(stderr, "quiver: %s\n", std::string(logging.message()).c_str());
     return 2;
   }
   // A model folder's quiver.json (ApplyModelSettings) sets what the command line did not.

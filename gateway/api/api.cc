@@ -9,9 +9,9 @@
 
 #include "common/json.h"
 #include "common/json_writer.h"
+#include "common/logging.h"
 #include "common/strings.h"
 #include "gateway/api/openapi.h"
-#include "spdlog/spdlog.h"
 
 namespace quiver::gateway::api {
 namespace {
@@ -291,8 +291,11 @@ HttpResponse Api::Handle(const HttpRequest& request) {
                      MetricLabel("endpoint", endpoint))
       .Observe(seconds);
   if (access_log_) {
-    spdlog::info("access: {} {} {} {}B {:.3f}ms", request.method, endpoint, response.status,
-                 response.body.size(), seconds * 1000);
+    LogInfoWithFields("access", {{"method", std::string_view(request.method)},
+                                 {"route", std::string_view(endpoint)},
+                                 {"status", int64_t{response.status}},
+                                 {"bytes", static_cast<int64_t>(response.body.size())},
+                                 {"duration_ms", std::round(seconds * 1e6) / 1e3}});
   }
   return response;
 }

@@ -118,6 +118,9 @@ def check_service_tier(name, docs):
         where = f"{name}/{dep_name}"
         args, env = check_container(where, c, pod, config)
         check(f"{where}: runs `quiver {cmd}`", args[0] == cmd, args[:1])
+        fmt = env.get("QUIVER_LOG_FORMAT", {}).get("valueFrom", {}).get("configMapKeyRef", {})
+        check(f"{where}: logs JSON lines (QUIVER_LOG_FORMAT from the ConfigMap)",
+              config.get(fmt.get("key")) == "json", fmt)
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
         rp, lp = c["readinessProbe"]["httpGet"], c["livenessProbe"]["httpGet"]
         check(f"{where}: readiness on /ready, liveness on /health, on declared ports",

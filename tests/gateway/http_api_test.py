@@ -28,8 +28,8 @@ MODEL = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
 FAILURES = []
 
 
-def start(extra=()):
-    return start_serve(QUIVER, MODEL, extra)
+def start(extra=(), env=None):
+    return start_serve(QUIVER, MODEL, extra, env=env)
 
 
 def check(cond, what):
@@ -293,10 +293,35 @@ def main():
         check(s == 413, "truncate: false still refuses under --auto-truncate")
         s, b, _ = call(port, "POST", "/rerank", {"query": "q", "texts": ["word " * 600]})
         check(s == 200, "rerank cuts under --auto-truncate")
-        check("access: POST /v1/embeddings 200" in open(log).read(), "--access-log writes a line per request")
+        check(re.search(r" access method=POST route=/v1/embeddings status=200 bytes=\d+ duration_ms=[0-9.]+\n",
+                        open(log).read()) is not None, "--access-log writes a line per request")
     finally:
         proc.send_signal(signal.SIGTERM)
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (auto-truncate)")
+
+    # --log-format json (here through its environment variable): every line of the log is one JSON
+    # object, the access log's values in their own keys.
+    proc, port, log = start(["--access-log"], env={"QUIVER_LOG_FORMAT": "json"})
+    try:
+        check(call(port, "POST", "/v1/embeddings", {"input": "ok"})[0] == 200, "200 under json logs")
+        check(call(port, "POST", "/embed", {"inputs": "word " * 600})[0] == 413, "413 under json logs")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (json logs)")
+    records = []
+    for line in open(log).read().splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            check(False, f"--log-format json: a line that is not JSON: {line!r}")
+    check(records and all({"timestamp", "level", "logger", "thread", "message"} <= r.keys() and
+                          r["timestamp"].endswith("Z") for r in records), "json log records have their keys")
+    check(any("ready on http://127.0.0.1:" in r["message"] for r in records), "json log: the start-up lines")
+    access = [r for r in records if r["message"] == "access" and r["route"] != "/ready"]
+    check([(r["method"], r["route"], r["status"]) for r in access] ==
+          [("POST", "/v1/embeddings", 200), ("POST", "/embed", 413)] and
+          all(isinstance(r["bytes"], int) and isinstance(r["duration_ms"], (int, float)) for r in access),
+          "json access records: method, route, status, bytes, duration_ms")
 
     # Authentication and overload.
     proc, port, log = start(["--api-key", "s3cret", "--max-queued-tokens", "8192", "--max-batch-tokens", "8192",

@@ -6,6 +6,7 @@ returned once /ready answers 200.
 and check(name, ok, detail) for each case, the failed ones' names in `failures`.
 """
 
+import os
 import re
 import socket
 import subprocess
@@ -38,10 +39,11 @@ def wait_for(pattern, log_path, proc, seconds=60):
     sys.exit(f"timed out waiting for {pattern} in {log_path}")
 
 
-def start(quiver, model_dir, extra=(), prefix="quiver-serve-"):
+def start(quiver, model_dir, extra=(), prefix="quiver-serve-", env=None):
     log = tempfile.NamedTemporaryFile(prefix=prefix, suffix=".log", delete=False)
     proc = subprocess.Popen([quiver, "serve", "--model", model_dir, "--host", "127.0.0.1", "--port", "0",
-                             *extra], stderr=log, stdout=subprocess.DEVNULL)
+                             *extra], stderr=log, stdout=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})})
     for _ in range(600):
         text = open(log.name).read()
         m = re.search(r" port=(\d+) ", text)
