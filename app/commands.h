@@ -37,6 +37,7 @@ struct ServeOptions {
   scheduler::SchedulerLimits limits;
   gateway::api::ApiLimits api;
   bool access_log = false;  // one log line per request
+  std::vector<std::string> cors_allow_origins;  // --cors-allow-origin; empty: no CORS
   engine::DeviceSettings device;
   HttpTimeouts timeouts;
 };
@@ -89,6 +90,7 @@ struct GatewayOptions {
   int startup_timeout_s = 60;
   gateway::api::ApiLimits api;
   bool access_log = false;
+  std::vector<std::string> cors_allow_origins;
   HttpTimeouts timeouts;
 };
 

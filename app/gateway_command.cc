@@ -20,6 +20,13 @@ namespace quiver::app {
 int RunGateway(const GatewayOptions& options) {
   CatchStopSignals();
 
+  absl::StatusOr<gateway::api::CorsPolicy> cors =
+      gateway::api::CorsPolicy::Create(options.cors_allow_origins);
+  if (!cors.ok()) {
+    spdlog::error("quiver gateway: {}", cors.status().message());
+    return 2;
+  }
+
   const std::string tokenizer_path = (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
   auto tok = tokenizer::Tokenizer::FromFile(tokenizer_path);
   if (!tok.ok()) {
@@ -86,6 +93,7 @@ int RunGateway(const GatewayOptions& options) {
   dispatcher->ExportMetrics(&metrics);
   gateway::api::Api api(model, *std::move(tok), dispatcher, options.api, &metrics,
                         options.access_log);
+  api.set_cors(*std::move(cors));
   gateway::HttpServer server(HttpOptions(options.host, options.port, options.handler_threads,
                                          options.max_body_bytes, options.timeouts, api),
                              [&api](const gateway::HttpRequest& r) { return api.Handle(r); });

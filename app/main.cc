@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "app/commands.h"
@@ -25,6 +26,16 @@ void AddLimitFlags(CLI::App& cmd, quiver::scheduler::SchedulerLimits& limits) {
                  "Tokens admitted and not yet finished; beyond it requests get 429 at once. "
                  "Size it to throughput (tokens/s) x the queue wait you accept.")
       ->capture_default_str();
+}
+
+void AddCorsFlag(CLI::App& cmd, std::vector<std::string>& origins) {
+  cmd.add_option("--cors-allow-origin", origins,
+                 "Origins whose web pages may call the API from a browser (CORS), as browsers "
+                 "send them: https://search.example.com (no path, no trailing slash), repeated or "
+                 "comma-separated, or * for any; preflights need no API key. Default: none (no "
+                 "CORS headers; servers and SDKs are not affected)")
+      ->delimiter(',')
+      ->envname("QUIVER_CORS_ALLOW_ORIGIN");
 }
 
 void AddTimeoutFlags(CLI::App& cmd, quiver::app::HttpTimeouts& t) {
@@ -159,6 +170,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   AddLimitFlags(*serve_cmd, serve.limits);
   AddTimeoutFlags(*serve_cmd, serve.timeouts);
+  AddCorsFlag(*serve_cmd, serve.cors_allow_origins);
   AddDeviceFlags(*serve_cmd, serve.device);
 
   quiver::app::GatewayOptions gw;
@@ -195,6 +207,7 @@ int main(int argc, char** argv) {
                         "refusing them (off by default, as in TEI)");
   gateway_cmd->add_flag("--access-log", gw.access_log, "Log one line per request");
   AddTimeoutFlags(*gateway_cmd, gw.timeouts);
+  AddCorsFlag(*gateway_cmd, gw.cors_allow_origins);
   quiver::worker::WorkerOptions worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
   worker_cmd->add_option("--model", worker.model_dir, "Hugging Face model folder")->required();

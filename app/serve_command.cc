@@ -27,6 +27,12 @@ int RunServe(const ServeOptions& options) {
     spdlog::error("{}", status.message());
     return 2;
   }
+  absl::StatusOr<gateway::api::CorsPolicy> cors =
+      gateway::api::CorsPolicy::Create(options.cors_allow_origins);
+  if (!cors.ok()) {
+    spdlog::error("quiver serve: {}", cors.status().message());
+    return 2;
+  }
   absl::StatusOr<engine::ModelOptions> model_options = ResolveModelOptions(options.model_dir);
   if (!model_options.ok()) {
     spdlog::error("cannot load model: {}", model_options.status().message());
@@ -110,6 +116,7 @@ int RunServe(const ServeOptions& options) {
   gateway::api::ApiLimits api_limits = options.api;
   gateway::api::Api api(model, *std::move(tok), dispatcher, api_limits, &metrics,
                         options.access_log);
+  api.set_cors(*std::move(cors));
   gateway::HttpServer server(HttpOptions(options.host, options.port, options.handler_threads,
                                          options.max_body_bytes, options.timeouts, api),
                              [&api](const gateway::HttpRequest& r) { return api.Handle(r); });

@@ -249,8 +249,34 @@ std::optional<HttpResponse> Api::CheckHeaders(const HttpRequest& request) {
     return std::nullopt;  // the handler answers (404 / 405 need no key either)
   }
   HttpResponse response = Unauthorized(route->dialect);
+  cors_.Decorate(request, response);  // a page's script may read why
   CountRequest(route->path, response.status);
   return response;
+}
+
+std::string Api::PathPattern(std::string_view path) const {
+  std::string parameter;
+  for (const Route& route : router_.routes()) {
+    if (MatchPath(route.path, path, parameter)) return route.path;
+  }
+  return std::string(kUnmatchedRoute);
+}
+
+HttpResponse Api::Preflight(const HttpRequest& request, Dialect dialect) const {
+  const std::string methods = router_.AllowedMethods(request.target);
+  if (methods.empty()) {
+    return ErrorResponse(dialect, FieldError(absl::StatusCode::kNotFound, "",
+                                             StrCat("no route for ", request.target),
+                                             Reason::kNoRoute));
+  }
+  const auto origin = request.headers.find("origin");
+  if (!cors_.Allows(origin->second)) {
+    return ErrorResponse(
+        dialect, absl::PermissionDeniedError(StrCat(
+                     "origin '", origin->second,
+                     "' may not call this server from a browser (allowed with --cors-allow-origin)")));
+  }
+  return cors_.Preflight(request, methods);
 }
 
 HttpResponse Api::Handle(const HttpRequest& request) {
@@ -263,7 +289,10 @@ HttpResponse Api::Handle(const HttpRequest& request) {
                           : request.target.starts_with("/v2/") ? Dialect::kCohere
                                                                : Dialect::kTei;
   HttpResponse response;
-  if (route == nullptr && path_known) {
+  const bool preflight = cors_.enabled() && CorsPolicy::IsPreflight(request);
+  if (preflight) {
+    response = Preflight(request, dialect);
+  } else if (route == nullptr && path_known) {
     response = ErrorResponse(
         dialect, FieldError(absl::StatusCode::kNotFound, "",
                             StrCat(request.method, " is not allowed on ", request.target,
@@ -282,7 +311,10 @@ HttpResponse Api::Handle(const HttpRequest& request) {
   } else {
     response = route->handler(request, match);
   }
-  const std::string endpoint = route ? route->path : std::string(kUnmatchedRoute);
+  if (!preflight) cors_.Decorate(request, response);
+  const std::string endpoint = route       ? route->path
+                               : preflight ? PathPattern(request.target)
+                                           : std::string(kUnmatchedRoute);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   CountRequest(endpoint, response.status);
   metrics_

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/metrics.h"
+#include "gateway/api/cors.h"
 #include "gateway/api/router.h"
 #include "gateway/api/service.h"
 #include "gateway/http_server.h"
@@ -34,6 +35,8 @@ class Api {
   // a route that needs the API key when the request does not carry it; nullopt otherwise.
   std::optional<HttpResponse> CheckHeaders(const HttpRequest& request);
   void set_ready(bool ready) { ready_ = ready; }
+  // Browsers on other origins (--cors-allow-origin); set before the server starts.
+  void set_cors(CorsPolicy cors) { cors_ = std::move(cors); }
   // Requests still running give up (503) at their next check: a stopping server's drain ends.
   void StopRequests() { stopping_ = true; }
   const Router& router() const { return router_; }
@@ -65,6 +68,11 @@ class Api {
   HttpResponse EmbedSparse(const JsonView& body, Call& call);
   HttpResponse Info() const;
   HttpResponse Unauthorized(Dialect dialect) const;  // 401 with WWW-Authenticate
+  // A browser's preflight (cors.h): 204 with the allowances, 403 for an origin not allowed, 404
+  // for a path with no route.
+  HttpResponse Preflight(const HttpRequest& request, Dialect dialect) const;
+  // The pattern of the first route whose path matches `path` (any method), for metric labels.
+  std::string PathPattern(std::string_view path) const;
   // quiver_http_requests_total{endpoint (the route's pattern, never the raw path), status}.
   void CountRequest(const std::string& endpoint, int status);
   HttpResponse Models(const std::string& id) const;
@@ -73,6 +81,7 @@ class Api {
   Router router_;
   MetricsRegistry* metrics_;
   bool access_log_;
+  CorsPolicy cors_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_id_{1};

@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import struct
+import subprocess
 import sys
 import time
 import urllib.error
@@ -278,6 +279,9 @@ def main():
                       f"an 8 MB answer to a slow reader arrives whole (request {attempt + 1} on one connection)")
         err("/v1/embeddings", None, 400, "UTF-8", raw=b'{"input": "bad \xff byte"}')
         metrics = call(port, "GET", "/metrics")[1]
+        s, b, h = call(port, "OPTIONS", "/v1/embeddings", headers={"Origin": "https://app.example",
+                                                                    "Access-Control-Request-Method": "POST"})
+        check(s == 405 and "Access-Control-Allow-Origin" not in h, f"no CORS unless asked for: OPTIONS is 405 ({s})")
         check("quiver_http_requests_total" in metrics and "quiver_http_tokenize_seconds_bucket" in metrics and "quiver_scheduler_batch_tokens" in metrics, "/metrics")
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -322,6 +326,38 @@ def main():
           [("POST", "/v1/embeddings", 200), ("POST", "/embed", 413)] and
           all(isinstance(r["bytes"], int) and isinstance(r["duration_ms"], (int, float)) for r in access),
           "json access records: method, route, status, bytes, duration_ms")
+
+    # --cors-allow-origin: browsers on the listed origins may call; their preflights need no key.
+    proc, port, log = start(["--api-key", "k3y", "--cors-allow-origin", "https://app.example,http://localhost:3000"])
+    try:
+        ask = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "authorization, content-type"}
+        s, b, h = call(port, "OPTIONS", "/v1/embeddings", headers=ask)
+        check(s == 204 and h.get("Access-Control-Allow-Origin") == "https://app.example" and
+              h.get("Access-Control-Allow-Methods") == "POST" and
+              "authorization" in h.get("Access-Control-Allow-Headers", "") and
+              h.get("Access-Control-Max-Age") == "600", f"CORS preflight without the key: {s} {h}")
+        s, b, h = call(port, "OPTIONS", "/v1/embeddings", headers={**ask, "Origin": "https://evil.example"})
+        check(s == 403 and "--cors-allow-origin" in b and "Access-Control-Allow-Origin" not in h,
+              f"CORS preflight from an origin not listed: 403 naming the flag ({s} {b})")
+        s, b, h = call(port, "OPTIONS", "/nowhere", headers=ask)
+        check(s == 404, f"CORS preflight for a path with no route: 404 ({s})")
+        s, b, h = call(port, "POST", "/v1/embeddings", {"input": "x"},
+                       headers={"Origin": "http://localhost:3000", "Authorization": "Bearer k3y"})
+        check(s == 200 and h.get("Access-Control-Allow-Origin") == "http://localhost:3000" and
+              h.get("Vary") == "Origin", f"CORS: an allowed origin's answer says so ({s} {h})")
+        s, b, h = call(port, "POST", "/v1/embeddings", {"input": "x"}, headers={"Origin": "http://localhost:3000"})
+        check(s == 401 and h.get("Access-Control-Allow-Origin") == "http://localhost:3000",
+              f"CORS: a 401 (answered before the body) readable by the page ({s} {h})")
+        s, b, h = call(port, "GET", "/health", headers={"Origin": "https://evil.example"})
+        check(s == 200 and "Access-Control-Allow-Origin" not in h, "CORS: no allowance for other origins")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (cors)")
+    bad = subprocess.run([QUIVER, "serve", "--model", MODEL, "--port", "0", "--cors-allow-origin",
+                          "https://app.example/"], capture_output=True, text=True, timeout=60)
+    check(bad.returncode == 2 and "--cors-allow-origin: 'https://app.example/'" in bad.stderr,
+          f"a trailing slash in --cors-allow-origin is refused at start ({bad.returncode} {bad.stderr[-300:]})")
 
     # Authentication and overload.
     proc, port, log = start(["--api-key", "s3cret", "--max-queued-tokens", "8192", "--max-batch-tokens", "8192",
