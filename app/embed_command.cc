@@ -135,7 +135,8 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
       b.engine->max_input_tokens());
   b.model_identity = StrCat(b.engine->folder().architecture, "/", b.width, "/",
                             FolderFingerprint(options.model_dir), "/", options.device.device, "/",
-                            options.device.quantize, "/", options.attention_backend);
+                            options.device.quantize, "/", options.attention_backend, "/",
+                            engine::PoolingModeName(b.engine->folder().pooling.mode));
   b.scheduler = std::make_unique<scheduler::Scheduler>(b.engine.get(), limits, b.metrics.get());
   auto replica = std::make_shared<LocalReplica>("local", b.engine.get(), b.scheduler.get());
   b.dispatcher = std::make_shared<gateway::Dispatcher>(
@@ -145,6 +146,11 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
 }
 
 absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
+  if (options.device.pooling_given) {
+    return absl::InvalidArgumentError(
+        "--pooling sets the local engine's pooling; with --workers the workers pool (give them "
+        "--pooling)");
+  }
   Backend b;
   b.workers = std::make_unique<gateway::GrpcReplicaSet>(
       options.workers, std::chrono::milliseconds(500), std::chrono::milliseconds(2000), b.metrics.get());
@@ -174,7 +180,7 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
   // tokenizer used here.
   absl::StatusOr<InputScan> tokenizer = ScanInput(b.tokenizer_path);
   b.model_identity = StrCat(info->architecture(), "/", b.width, "/", info->name(), "/",
-                            tokenizer.ok() ? tokenizer->hash : 0);
+                            tokenizer.ok() ? tokenizer->hash : 0, "/pooling", info->pooling());
   b.dispatcher = std::make_shared<gateway::Dispatcher>(
       [set = b.workers.get()] { return set->Snapshot(); },
       std::min<int64_t>(options.max_batch_tokens, std::max<uint32_t>(1, info->max_batch_tokens())));

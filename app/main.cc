@@ -70,6 +70,12 @@ void AddTimeoutFlags(CLI::App& cmd, quiver::app::HttpTimeouts& t) {
 }
 
 void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {
+  cmd.add_option("--pooling", device.pooling,
+                 "Embedding models: pool the tokens this way instead of as the folder says "
+                 "(sentence-transformers' Pooling module, else the architecture's default): cls, "
+                 "mean, max, lasttoken (or last-token), mean_sqrt_len_tokens, weightedmean. Dense "
+                 "and Normalize modules still apply; refused for scoring models. Also "
+                 "{\"pooling\": ...} in the folder's quiver.json");
   cmd.add_option("--device", device.device,
                  "cpu, cuda (the first GPU) or cuda:N. Asking for CUDA where it is absent fails "
                  "at start-up naming why (not compiled with CUDA, no driver, no device)")
@@ -334,6 +340,7 @@ int main(int argc, char** argv) {
     if (!*cmd) continue;
     device->quantize_given = cmd->get_option("--quantize")->count() > 0;
     device->min_int8_cosine_given = cmd->get_option("--min-int8-cosine")->count() > 0;
+    device->pooling_given = cmd->get_option("--pooling")->count() > 0;
     if (absl::Status s = quiver::engine::ApplyModelSettings(*model_dir, *device); !s.ok()) {
       std::fprintf(stderr, "quiver %s: %s\n", cmd->get_name().c_str(),
                    std::string(s.message()).c_str());

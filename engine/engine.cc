@@ -102,6 +102,9 @@ absl::StatusOr<GraphMode> ParseGraphMode(std::string_view text) {
   return absl::InvalidArgumentError(StrCat("cuda-graphs '", text, "' is not one of off, lazy"));
 }
 
+constexpr std::string_view kPoolingNames =
+    "cls, mean, max, lasttoken (or last-token), mean_sqrt_len_tokens, weightedmean";
+
 absl::Status ApplyModelSettings(const std::string& model_dir, DeviceSettings& settings) {
   const std::string path = (std::filesystem::path(model_dir) / "quiver.json").string();
   std::error_code ec;
@@ -127,9 +130,15 @@ absl::Status ApplyModelSettings(const std::string& model_dir, DeviceSettings& se
             StrCat(path, ": \"min_int8_cosine\" must be a cosine, a number in [-1, 1]"));
       }
       if (!settings.min_int8_cosine_given) settings.min_int8_cosine = value.as_double();
+    } else if (key == "pooling") {
+      if (!value.is_string() || !PoolingModeFromName(value.as_string())) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ": \"pooling\" must be one of ", kPoolingNames));
+      }
+      if (!settings.pooling_given) settings.pooling = value.as_string();
     } else {
-      return absl::InvalidArgumentError(StrCat(path, ": unknown key \"", key,
-                                               "\" (known: quantize, min_int8_cosine)"));
+      return absl::InvalidArgumentError(StrCat(
+          path, ": unknown key \"", key, "\" (known: quantize, min_int8_cosine, pooling)"));
     }
   }
   return absl::OkStatus();
@@ -174,6 +183,13 @@ absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_bat
     return absl::InvalidArgumentError(StrCat(
         "--quantize bf16 needs a CPU with AVX512_BF16 (and a kernel path of avx512 or above); "
         "this one: ", cpu::CpuSummary(), ". Use --quantize int8 or none"));
+  }
+  if (!settings.pooling.empty()) {
+    options.pooling = PoolingModeFromName(settings.pooling);
+    if (!options.pooling) {
+      return absl::InvalidArgumentError(StrCat("--pooling '", settings.pooling,
+                                               "' is not one of ", kPoolingNames));
+    }
   }
   options.device = *device;
   options.cuda_graphs = *graphs;
@@ -248,6 +264,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
         options.make_runtime
             ? options.make_runtime(*e->model_, exec, *e->model_ws_, *e->engine_ws_)
             : std::make_unique<CpuRuntime>(*e->model_, exec, *e->model_ws_, *e->engine_ws_);
+  }
+  if (options.pooling) {
+    if (e->is_scorer()) {
+      return absl::InvalidArgumentError(StrCat(
+          model_dir, ": --pooling applies to embedding models; ", f.architecture,
+          e->info().sparse ? " is a SPLADE model (its pooling is the max over the tokens)"
+                           : " scores with its own head"));
+    }
+    e->folder_->pooling.mode = *options.pooling;
   }
   if (e->pool_ == nullptr && !f.pooling.dense.empty()) {  // CUDA: the host's Dense GEMMs
     const int threads = options.num_threads > 0

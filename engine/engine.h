@@ -57,6 +57,8 @@ struct EngineOptions {
   std::string attention_backend;  // "" = the table (ChooseAttentionBackend), else forced
   bool pad_to_buckets = false;    // CPU: pad every batch to its graph bucket (what CUDA runs)
   ModelOptions model;
+  // Replaces the folder's pooling (--pooling; embedding models only, refused for scorers).
+  std::optional<PoolingMode> pooling;
   DeviceSpec device;
   // kInt8 / kBf16: the base model's Linear layers in int8 or bf16 (CPU only; heads stay f32).
   ops::WeightPrecision quantize = ops::WeightPrecision::kF32;
@@ -86,12 +88,13 @@ struct DeviceSettings {
   int64_t graph_max_tokens = 16384;
   std::string quantize = "none";  // --quantize: none, int8 or bf16
   double min_int8_cosine = 0.99;  // --min-int8-cosine: the int8 fidelity gate's bound
-  // Whether the command line gave --quantize / --min-int8-cosine: a model folder's quiver.json
-  // (ApplyModelSettings) sets only what it did not.
-  bool quantize_given = false, min_int8_cosine_given = false;
+  std::string pooling;            // --pooling: "" keeps the folder's (PoolingModeFromName)
+  // Whether the command line gave --quantize / --min-int8-cosine / --pooling: a model folder's
+  // quiver.json (ApplyModelSettings) sets only what it did not.
+  bool quantize_given = false, min_int8_cosine_given = false, pooling_given = false;
 };
 // The model folder's own settings, from an optional `quiver.json` beside config.json:
-//   {"quantize": "int8", "min_int8_cosine": 0.995}
+//   {"quantize": "int8", "min_int8_cosine": 0.995, "pooling": "cls"}
 // (each key optional), applied to `settings` where the command line did not set them: a model
 // that is served quantized says so once, in its folder. No file: nothing changes.
 // INVALID_ARGUMENT naming the file and the key for an unknown key, a wrong type or a value out

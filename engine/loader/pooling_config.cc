@@ -64,6 +64,16 @@ absl::StatusOr<PoolingMode> ParsePoolingModule(const JsonValue& pool, const std:
 
 }  // namespace
 
+std::optional<PoolingMode> PoolingModeFromName(std::string_view name) {
+  for (PoolingMode mode : {PoolingMode::kCls, PoolingMode::kMean, PoolingMode::kLastToken,
+                           PoolingMode::kMax, PoolingMode::kMeanSqrtLen,
+                           PoolingMode::kWeightedMean}) {
+    if (name == PoolingModeName(mode)) return mode;
+  }
+  if (name == "last-token") return PoolingMode::kLastToken;  // TEI's spelling
+  return std::nullopt;
+}
+
 std::string_view PoolingModeName(PoolingMode mode) {
   switch (mode) {
     case PoolingMode::kCls:

@@ -14,6 +14,9 @@ namespace quiver::engine {
 
 enum class PoolingMode { kCls, kMean, kLastToken, kMax, kMeanSqrtLen, kWeightedMean };
 std::string_view PoolingModeName(PoolingMode mode);
+// A mode by sentence-transformers' name (cls, mean, lasttoken, max, mean_sqrt_len_tokens,
+// weightedmean) or TEI's last-token; nullopt for anything else.
+std::optional<PoolingMode> PoolingModeFromName(std::string_view name);
 
 // A sentence-transformers Dense module: out = activation(W · pooled + b), after pooling and
 // before Normalize. Weights: `weights_path` (its folder's model.safetensors), "linear.weight"

@@ -279,6 +279,54 @@ TEST_P(TinyGoldenTest, Int8RunsAndStaysNearTheReference) {
               worst);
 }
 
+// --pooling on an embedding folder: bert_mean's transformer pooled each other way agrees with
+// sentence-transformers given a Pooling module of that mode (reference_pooling.jsonl, made by
+// tools/golden with the same transformer module), all texts in one ragged batch.
+TEST(GoldenTest, PoolingOverrideMatchesSentenceTransformersPoolingModule) {
+  const fs::path dir = kFixtures / "tiny" / "bert_mean";
+  const std::vector<JsonValue> rows = ReadJsonLines(dir / "reference_pooling.jsonl");
+  ASSERT_EQ(rows.size(), 60u);
+  for (const char* name : {"cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean"}) {
+    EngineOptions options;
+    options.pooling = PoolingModeFromName(name);
+    ASSERT_TRUE(options.pooling.has_value()) << name;
+    auto engine = Engine::Load(dir.string(), options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_EQ((*engine)->folder().pooling.mode, *options.pooling);
+    RaggedBatch batch;
+    std::vector<const JsonValue*> want;
+    for (const JsonValue& row : rows) {
+      if (row.Find("pooling")->as_string() != name) continue;
+      batch.Add(Ints(*row.Find("ids")));
+      want.push_back(&row);
+    }
+    ASSERT_EQ(want.size(), 12u) << name;
+    absl::StatusOr<EngineOutput> out = (*engine)->Run(batch);
+    ASSERT_TRUE(out.ok()) << out.status();
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double rel =
+          RelativeError(out->RowF32(static_cast<int64_t>(i)), Floats(*want[i]->Find("output")));
+      worst = std::max(worst, rel);
+      EXPECT_LE(rel, 1e-4) << name << " row " << i;
+    }
+    std::printf("bert_mean --pooling %s: worst relative error %.3g\n", name, worst);
+  }
+}
+
+TEST(GoldenTest, PoolingOverrideIsRefusedForScoringModels) {
+  for (const char* fixture : {"bert_cross_encoder", "splade", "llama_classifier"}) {
+    EngineOptions options;
+    options.pooling = PoolingMode::kCls;
+    auto engine = Engine::Load((kFixtures / "tiny" / fixture).string(), options);
+    ASSERT_FALSE(engine.ok()) << fixture;
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(engine.status().message().find("--pooling applies to embedding models"),
+              std::string::npos)
+        << engine.status();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                          ::testing::Values("bert_mean", "bert_cross_encoder",
                                            "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",

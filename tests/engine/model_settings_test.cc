@@ -33,20 +33,24 @@ TEST_F(ModelSettingsTest, NoFileChangesNothing) {
 }
 
 TEST_F(ModelSettingsTest, TheFolderSetsWhatTheCommandLineDidNot) {
-  Write(R"({"quantize": "int8", "min_int8_cosine": 0.995})");
+  Write(R"({"quantize": "int8", "min_int8_cosine": 0.995, "pooling": "cls"})");
   DeviceSettings s;
   ASSERT_TRUE(ApplyModelSettings(dir_.string(), s).ok());
   EXPECT_EQ(s.quantize, "int8");
   EXPECT_EQ(s.min_int8_cosine, 0.995);
+  EXPECT_EQ(s.pooling, "cls");
 
   DeviceSettings given;
   given.quantize = "none";
   given.quantize_given = true;
   given.min_int8_cosine = 0.9;
   given.min_int8_cosine_given = true;
+  given.pooling = "mean";
+  given.pooling_given = true;
   ASSERT_TRUE(ApplyModelSettings(dir_.string(), given).ok());
   EXPECT_EQ(given.quantize, "none");
   EXPECT_EQ(given.min_int8_cosine, 0.9);
+  EXPECT_EQ(given.pooling, "mean");
 }
 
 TEST_F(ModelSettingsTest, BadFilesAreRefusedNamingTheKey) {
@@ -56,6 +60,8 @@ TEST_F(ModelSettingsTest, BadFilesAreRefusedNamingTheKey) {
            {R"({"min_int8_cosine": 1.5})", "\"min_int8_cosine\""},
            {R"({"min_int8_cosine": "high"})", "\"min_int8_cosine\""},
            {R"({"quantise": "int8"})", "unknown key \"quantise\""},
+           {R"({"pooling": "first"})", "\"pooling\" must be one of cls, mean"},
+           {R"({"pooling": true})", "\"pooling\""},
            {R"(["int8"])", "JSON object"},
            {R"({"quantize": )", "quiver.json"}}) {
     Write(text);
@@ -66,6 +72,29 @@ TEST_F(ModelSettingsTest, BadFilesAreRefusedNamingTheKey) {
     EXPECT_NE(status.message().find(needle), std::string::npos) << status;
     EXPECT_NE(status.message().find("quiver.json"), std::string::npos) << status;
   }
+}
+
+TEST(PoolingSettingTest, ThePoolingFlagIsParsedOrRefusedNamingIt) {
+  DeviceSettings s;
+  EngineOptions o;
+  ASSERT_TRUE(ApplyDeviceSettings(s, 4096, 64, o).ok());
+  EXPECT_FALSE(o.pooling.has_value());  // the folder's
+  for (const auto& [name, mode] : std::vector<std::pair<std::string, PoolingMode>>{
+           {"cls", PoolingMode::kCls},
+           {"mean", PoolingMode::kMean},
+           {"max", PoolingMode::kMax},
+           {"lasttoken", PoolingMode::kLastToken},
+           {"last-token", PoolingMode::kLastToken},
+           {"mean_sqrt_len_tokens", PoolingMode::kMeanSqrtLen},
+           {"weightedmean", PoolingMode::kWeightedMean}}) {
+    s.pooling = name;
+    ASSERT_TRUE(ApplyDeviceSettings(s, 4096, 64, o).ok()) << name;
+    EXPECT_EQ(o.pooling, mode) << name;
+  }
+  s.pooling = "splade";
+  const absl::Status bad = ApplyDeviceSettings(s, 4096, 64, o);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("--pooling 'splade'"), std::string::npos) << bad;
 }
 
 }  // namespace

@@ -327,6 +327,31 @@ def main():
           all(isinstance(r["bytes"], int) and isinstance(r["duration_ms"], (int, float)) for r in access),
           "json access records: method, route, status, bytes, duration_ms")
 
+    # --pooling cls on a mean-pooling folder: /info says so, and each embedding is the CLS row of
+    # /embed_all (the encoder's last hidden state, checked against sentence-transformers by
+    # embed_all_test.py) normalized as the folder's Normalize module does.
+    proc, port, log = start(["--pooling", "cls"])
+    try:
+        info = json.loads(call(port, "GET", "/info")[1])
+        check(info["model_type"] == {"embedding": {"pooling": "cls"}}, f"--pooling cls in /info: {info['model_type']}")
+        texts = ["how to list open files", "set the system clock from the hardware clock"]
+        emb = json.loads(call(port, "POST", "/embed", {"inputs": texts})[1])
+        rows = json.loads(call(port, "POST", "/embed_all", {"inputs": texts})[1])
+        for e, r in zip(emb, rows):
+            norm = math.sqrt(sum(x * x for x in r[0]))
+            check(max(abs(a - b / norm) for a, b in zip(e, r[0])) < 1e-6, "--pooling cls: the CLS row, normalized")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (pooling)")
+    bad = subprocess.run([QUIVER, "serve", "--model", MODEL, "--port", "0", "--pooling", "first"],
+                         capture_output=True, text=True, timeout=60)
+    check(bad.returncode != 0 and "--pooling" in bad.stderr, f"an unknown --pooling is refused ({bad.stderr[-200:]})")
+    cross = os.path.join(SOURCE, "tests", "fixtures", "tiny", "bert_cross_encoder")
+    bad = subprocess.run([QUIVER, "serve", "--model", cross, "--port", "0", "--pooling", "cls"],
+                         capture_output=True, text=True, timeout=60)
+    check(bad.returncode != 0 and "--pooling applies to embedding models" in bad.stderr,
+          f"--pooling on a cross-encoder is refused ({bad.stderr[-200:]})")
+
     # --cors-allow-origin: browsers on the listed origins may call; their preflights need no key.
     proc, port, log = start(["--api-key", "k3y", "--cors-allow-origin", "https://app.example,http://localhost:3000"])
     try:

@@ -325,7 +325,17 @@ def make_bert_mean(out_dir: Path, wp: Tokenizer):
     rows = []
     for text, e in zip(texts, emb):
         enc = st.tokenizer(text, truncation=True, max_length=128, return_token_type_ids=True)
-        rows.append({"text": text, "ids": enc["input_ids"], "output": e})
+        rows.append({"text": text, "ids": enc["input_ids"], "type_ids": enc["token_type_ids"],
+                     "output": e})
+    # The same transformer pooled the other ways (sentence-transformers' Pooling module swapped
+    # for one of that mode), which is what `--pooling MODE` asks of the engine on this folder.
+    other = []
+    for mode in ("cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean"):
+        pooled = SentenceTransformer(modules=[st[0], st_models.Pooling(36, pooling_mode=mode)],
+                                     device="cpu").eval()
+        for row, e in zip(rows, pooled.encode(texts, batch_size=1, convert_to_numpy=True)):
+            other.append({"pooling": mode, "text": row["text"], "ids": row["ids"], "output": e})
+    write_jsonl(out_dir / "reference_pooling.jsonl", other)
     return rows, {"kind": "embedding", "pooling": "mean", "normalize": False, "dtype": "F32",
                   "reference": "sentence_transformers.SentenceTransformer.encode"}
 
