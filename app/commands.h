@@ -38,6 +38,7 @@ struct ServeOptions {
   gateway::api::ApiLimits api;
   bool access_log = false;  // one log line per request
   std::vector<std::string> cors_allow_origins;  // --cors-allow-origin; empty: no CORS
+  std::string default_prompt_name, default_prompt;  // over the folder's default prompt
   engine::DeviceSettings device;
   HttpTimeouts timeouts;
 };
@@ -91,6 +92,7 @@ struct GatewayOptions {
   gateway::api::ApiLimits api;
   bool access_log = false;
   std::vector<std::string> cors_allow_origins;
+  std::string default_prompt_name, default_prompt;
   HttpTimeouts timeouts;
 };
 

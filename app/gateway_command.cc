@@ -82,6 +82,12 @@ int RunGateway(const GatewayOptions& options) {
     spdlog::error("quiver gateway: {}", s.message());
     return 1;
   }
+  if (absl::Status s = gateway::api::ApplyDefaultPrompt(options.default_prompt_name,
+                                                        options.default_prompt, model);
+      !s.ok()) {
+    spdlog::error("quiver gateway: {}", s.message());
+    return 2;
+  }
   if (absl::Status s = gateway::api::ReadLabels(options.model_dir, model); !s.ok()) {
     spdlog::error("quiver gateway: {}", s.message());
     return 1;

@@ -38,6 +38,15 @@ void AddCorsFlag(CLI::App& cmd, std::vector<std::string>& origins) {
       ->envname("QUIVER_CORS_ALLOW_ORIGIN");
 }
 
+void AddPromptFlags(CLI::App& cmd, std::string& name, std::string& text) {
+  cmd.add_option("--default-prompt-name", name,
+                 "The prompt (one of the folder's config_sentence_transformers.json prompts) that "
+                 "requests naming none get, instead of the folder's default_prompt_name");
+  cmd.add_option("--default-prompt", text,
+                 "A prompt's text that requests naming none get, e.g. 'query: ' (instead of the "
+                 "folder's default prompt; not with --default-prompt-name)");
+}
+
 void AddTimeoutFlags(CLI::App& cmd, quiver::app::HttpTimeouts& t) {
   cmd.add_option("--header-timeout", t.header_s,
                  "Seconds a client may take to send a request's line and headers; the "
@@ -177,6 +186,7 @@ int main(int argc, char** argv) {
   AddLimitFlags(*serve_cmd, serve.limits);
   AddTimeoutFlags(*serve_cmd, serve.timeouts);
   AddCorsFlag(*serve_cmd, serve.cors_allow_origins);
+  AddPromptFlags(*serve_cmd, serve.default_prompt_name, serve.default_prompt);
   AddDeviceFlags(*serve_cmd, serve.device);
 
   quiver::app::GatewayOptions gw;
@@ -214,6 +224,7 @@ int main(int argc, char** argv) {
   gateway_cmd->add_flag("--access-log", gw.access_log, "Log one line per request");
   AddTimeoutFlags(*gateway_cmd, gw.timeouts);
   AddCorsFlag(*gateway_cmd, gw.cors_allow_origins);
+  AddPromptFlags(*gateway_cmd, gw.default_prompt_name, gw.default_prompt);
   quiver::worker::WorkerOptions worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
   worker_cmd->add_option("--model", worker.model_dir, "Hugging Face model folder")->required();

@@ -102,6 +102,12 @@ int RunServe(const ServeOptions& options) {
     spdlog::error("cannot load model: {}", s.message());
     return 1;
   }
+  if (absl::Status s = gateway::api::ApplyDefaultPrompt(options.default_prompt_name,
+                                                        options.default_prompt, model);
+      !s.ok()) {
+    spdlog::error("quiver serve: {}", s.message());
+    return 2;
+  }
   if (absl::Status s = gateway::api::ReadLabels(options.model_dir, model); !s.ok()) {
     spdlog::error("cannot load model: {}", s.message());
     return 1;

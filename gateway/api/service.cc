@@ -55,18 +55,40 @@ absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model) 
   if (const JsonValue* prompts = json.Find("prompts"); prompts && prompts->is_object()) {
     for (const auto& [name, value] : prompts->members()) {
       if (!value.is_string()) {
-        return absl::InvalidArgumentError(
-            StrCat(path, ": prompts.", name, " must be a string"));
+        return absl::InvalidArgumentError(StrCat(path, ": prompts.", name, " must be a string"));
       }
       model.prompts[name] = value.as_string();
     }
   }
   if (const JsonValue* def = json.Find("default_prompt_name"); def && def->is_string()) {
     if (!model.prompts.contains(def->as_string())) {
-      return absl::InvalidArgumentError(StrCat(path, ": default_prompt_name '", def->as_string(),
-                                               "' is not one of its prompts"));
+      return absl::InvalidArgumentError(
+          StrCat(path, ": default_prompt_name '", def->as_string(), "' is not one of its prompts"));
     }
     model.default_prompt_name = def->as_string();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyDefaultPrompt(const std::string& name, const std::string& text,
+                                ModelDescription& model) {
+  if (!name.empty() && !text.empty()) {
+    return absl::InvalidArgumentError(
+        "--default-prompt-name and --default-prompt exclude each other: give one");
+  }
+  if (!name.empty()) {
+    if (!model.prompts.contains(name)) {
+      std::string known;
+      for (const auto& [n, _] : model.prompts) known += StrCat(known.empty() ? "" : ", ", n);
+      return absl::InvalidArgumentError(
+          StrCat("--default-prompt-name '", name, "' is not one of the model's prompts (",
+                 known.empty() ? "it has none in config_sentence_transformers.json" : known, ")"));
+    }
+    model.default_prompt_name = name;
+    model.default_prompt.clear();
+  } else if (!text.empty()) {
+    model.default_prompt = text;
+    model.default_prompt_name.clear();
   }
   return absl::OkStatus();
 }
@@ -87,9 +109,9 @@ absl::Status ReadLabels(const std::string& model_dir, ModelDescription& model) {
       id = std::stoll(key);
     }
     if (id < 0 || id >= model.num_labels || !value.is_string()) {
-      return absl::InvalidArgumentError(
-          StrCat(path, ": id2label[\"", key, "\"] must name a label id below ", model.num_labels,
-                 " with a string"));
+      return absl::InvalidArgumentError(StrCat(path, ": id2label[\"", key,
+                                               "\"] must name a label id below ", model.num_labels,
+                                               " with a string"));
     }
     model.labels[static_cast<size_t>(id)] = value.as_string();
   }
@@ -97,33 +119,33 @@ absl::Status ReadLabels(const std::string& model_dir, ModelDescription& model) {
 }
 
 ScorePrompt Qwen3RerankerPrompt() {
-  return {"<|im_start|>system\nJudge whether the Document meets the requirements based on the "
-          "Query and the Instruct provided. Note that the answer can only be \"yes\" or "
-          "\"no\".<|im_end|>\n<|im_start|>user\n",
-          "<Instruct>: Given a web search query, retrieve relevant passages that answer the "
-          "query\n<Query>: {query}\n<Document>: {document}",
-          "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"};
+  return {
+      "<|im_start|>system\nJudge whether the Document meets the requirements based on the "
+      "Query and the Instruct provided. Note that the answer can only be \"yes\" or "
+      "\"no\".<|im_end|>\n<|im_start|>user\n",
+      "<Instruct>: Given a web search query, retrieve relevant passages that answer the "
+      "query\n<Query>: {query}\n<Document>: {document}",
+      "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"};
 }
 
 Service::Service(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer,
-                 std::shared_ptr<Dispatcher> dispatcher, ApiLimits limits,
-                 MetricsRegistry* metrics)
+                 std::shared_ptr<Dispatcher> dispatcher, ApiLimits limits, MetricsRegistry* metrics)
     : model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
       dispatcher_(std::move(dispatcher)),
       limits_(std::move(limits)) {
   if (metrics != nullptr) {
-    tokenize_seconds_ = &metrics->GetHistogram(
-        "quiver_http_tokenize_seconds", "Tokenization time per request",
-        MetricsRegistry::ExponentialBuckets(0.0001, 2, 18));
+    tokenize_seconds_ =
+        &metrics->GetHistogram("quiver_http_tokenize_seconds", "Tokenization time per request",
+                               MetricsRegistry::ExponentialBuckets(0.0001, 2, 18));
     input_tokens_ = &metrics->GetHistogram("quiver_http_input_tokens", "Tokens per input",
                                            MetricsRegistry::ExponentialBuckets(4, 2, 14));
     queue_seconds_ = &metrics->GetHistogram(
         "quiver_http_queue_seconds", "Time a request's chunks waited in the replicas' queues",
         MetricsRegistry::ExponentialBuckets(0.0001, 2, 18));
-    inference_seconds_ = &metrics->GetHistogram(
-        "quiver_http_inference_seconds", "Compute time per request",
-        MetricsRegistry::ExponentialBuckets(0.0001, 2, 18));
+    inference_seconds_ =
+        &metrics->GetHistogram("quiver_http_inference_seconds", "Compute time per request",
+                               MetricsRegistry::ExponentialBuckets(0.0001, 2, 18));
   }
 }
 
@@ -161,24 +183,27 @@ void Service::Observe(const Tokenized& t, std::chrono::steady_clock::time_point 
 
 absl::Status Service::CheckModel(const std::string& requested) const {
   if (requested.empty() || requested == model_.name) return absl::OkStatus();
-  return FieldError(absl::StatusCode::kNotFound, "model",
-                    StrCat("model '", requested, "' is not served here; this server serves '",
-                           model_.name, "'"),
-                    Reason::kModelNotFound);
+  return FieldError(
+      absl::StatusCode::kNotFound, "model",
+      StrCat("model '", requested, "' is not served here; this server serves '", model_.name, "'"),
+      Reason::kModelNotFound);
 }
 
 absl::StatusOr<std::string> Service::Prompt(const std::string& prompt_name) const {
+  if (prompt_name.empty() && !model_.default_prompt.empty()) return model_.default_prompt;
   const std::string& name = prompt_name.empty() ? model_.default_prompt_name : prompt_name;
   if (name.empty()) return std::string();
   auto it = model_.prompts.find(name);
   if (it == model_.prompts.end()) {
     // TEI's wording for the list, which clients parse (tei-client's prompt_names).
     std::string known;
-    for (const auto& [n, _] : model_.prompts) known += StrCat(known.empty() ? "" : ", ", "\"", n, "\"");
+    for (const auto& [n, _] : model_.prompts)
+      known += StrCat(known.empty() ? "" : ", ", "\"", n, "\"");
     return FieldError(absl::StatusCode::kInvalidArgument, "prompt_name",
                       StrCat("prompt_name '", name,
                              "' is not one of the model's sentence-transformers prompts. "
-                             "Available prompts: [", known, "]"));
+                             "Available prompts: [",
+                             known, "]"));
   }
   return it->second;
 }
@@ -209,8 +234,7 @@ tokenizer::EncodeOptions Service::EncodeOptionsFor(const TruncationRequest& trun
 
 absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
                                             const TruncationRequest& truncation,
-                                            const std::string& prompt_name,
-                                            std::string_view field,
+                                            const std::string& prompt_name, std::string_view field,
                                             const CallContext& call) const {
   QUIVER_ASSIGN_OR_RETURN(const std::string prompt, Prompt(prompt_name));
   QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
@@ -262,12 +286,12 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
       seq.ids = enc.ids;
       seq.type_ids = enc.type_ids;
       if (prompt_tokens > 0 && prompt_tokens >= seq.ids.size()) {
-        return FieldError(absl::StatusCode::kInvalidArgument, field,
-                          StrCat("input ", i, ": the prompt takes ", prompt_tokens, " of its ",
-                                 seq.ids.size(),
-                                 " tokens, and the model pools without the prompt's tokens "
-                                 "(include_prompt false): nothing is left to pool"),
-                          Reason::kInputTooLong);
+        return FieldError(
+            absl::StatusCode::kInvalidArgument, field,
+            StrCat("input ", i, ": the prompt takes ", prompt_tokens, " of its ", seq.ids.size(),
+                   " tokens, and the model pools without the prompt's tokens "
+                   "(include_prompt false): nothing is left to pool"),
+            Reason::kInputTooLong);
       }
       // Cut from the left, an input loses the prompt's tokens first: what is left out of the
       // pooling would be text. Refused rather than answered differently from the model's own.
@@ -275,7 +299,8 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
           static_cast<int64_t>(seq.ids.size()) == limit &&
           !std::equal(prompt_ids.begin(), prompt_ids.end(), seq.ids.begin())) {
         return FieldError(absl::StatusCode::kInvalidArgument, "truncation_direction",
-                          StrCat("input ", i, ": cut from the left, it lost the start of the "
+                          StrCat("input ", i,
+                                 ": cut from the left, it lost the start of the "
                                  "prompt, and the model pools without the prompt's tokens "
                                  "(include_prompt false); cut from the right "
                                  "(truncation_direction Right) or send a shorter input"));
@@ -307,9 +332,9 @@ absl::StatusOr<Tokenized> Service::TokenizePrompts(const std::vector<std::string
   const int64_t fixed = static_cast<int64_t>(prefix.ids.size() + suffix.ids.size() +
                                              tokenizer_->NumAddedTokens(false));
   if (fixed >= limit) {
-    return FieldError(absl::StatusCode::kInvalidArgument, field,
-                      StrCat("the reranker's prompt alone has ", fixed,
-                             " tokens; the limit is ", limit));
+    return FieldError(
+        absl::StatusCode::kInvalidArgument, field,
+        StrCat("the reranker's prompt alone has ", fixed, " tokens; the limit is ", limit));
   }
   const tokenizer::EncodeOptions options = EncodeOptionsFor(truncation, limit - fixed, false);
   Tokenized t;
@@ -341,23 +366,23 @@ absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
                                           const CallContext& call) const {
   QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
   if (!model_.can_embed) {
-    return FieldError(absl::StatusCode::kInvalidArgument, "model",
-                      model_.sparse_width > 0
-                          ? StrCat("model '", model_.name,
-                                   "' is a SPLADE model: it answers /embed_sparse, not dense "
-                                   "embeddings")
-                      : model_.num_labels > 1
-                          ? StrCat("model '", model_.name, "' is a classifier with ",
-                                   model_.num_labels, " labels: it answers /predict, not "
-                                   "embeddings")
-                          : StrCat("model '", model_.name,
-                                   "' is a scoring model: it answers /rerank, /v1/score and "
-                                   "/predict, not embeddings"));
+    return FieldError(
+        absl::StatusCode::kInvalidArgument, "model",
+        model_.sparse_width > 0 ? StrCat("model '", model_.name,
+                                         "' is a SPLADE model: it answers /embed_sparse, not dense "
+                                         "embeddings")
+        : model_.num_labels > 1
+            ? StrCat("model '", model_.name, "' is a classifier with ", model_.num_labels,
+                     " labels: it answers /predict, not "
+                     "embeddings")
+            : StrCat("model '", model_.name,
+                     "' is a scoring model: it answers /rerank, /v1/score and "
+                     "/predict, not embeddings"));
   }
   if (request.dimensions > model_.hidden_size) {
-    return FieldError(absl::StatusCode::kInvalidArgument, "dimensions",
-                      StrCat("'dimensions' is ", request.dimensions, "; the model has ",
-                             model_.hidden_size));
+    return FieldError(
+        absl::StatusCode::kInvalidArgument, "dimensions",
+        StrCat("'dimensions' is ", request.dimensions, "; the model has ", model_.hidden_size));
   }
   QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(request.inputs, request.truncation,
                                                 request.prompt_name, "input", call));
@@ -411,9 +436,9 @@ absl::StatusOr<TokenEmbeddings> Service::EmbedAll(const EmbedRequest& request,
   return out;
 }
 
-absl::StatusOr<Embeddings> Service::EmbedContextualized(
-    const ContextualizedRequest& request, quiver::v1::OutputType output_type,
-    const CallContext& call) const {
+absl::StatusOr<Embeddings> Service::EmbedContextualized(const ContextualizedRequest& request,
+                                                        quiver::v1::OutputType output_type,
+                                                        const CallContext& call) const {
   QUIVER_RETURN_IF_ERROR(CheckModel(request.model));
   if (!model_.can_embed || model_.pooling != "mean") {
     return FieldError(absl::StatusCode::kInvalidArgument, "model",
@@ -422,9 +447,9 @@ absl::StatusOr<Embeddings> Service::EmbedContextualized(
                              "a mean-pooling embedding model)"));
   }
   if (request.dimensions > model_.hidden_size) {
-    return FieldError(absl::StatusCode::kInvalidArgument, "dimensions",
-                      StrCat("'dimensions' is ", request.dimensions, "; the model has ",
-                             model_.hidden_size));
+    return FieldError(
+        absl::StatusCode::kInvalidArgument, "dimensions",
+        StrCat("'dimensions' is ", request.dimensions, "; the model has ", model_.hidden_size));
   }
   // Where the special tokens put the text: the index of a sentinel id after wrapping.
   tokenizer::Encoding probe;
@@ -459,7 +484,8 @@ absl::StatusOr<Embeddings> Service::EmbedContextualized(
       return FieldError(absl::StatusCode::kInvalidArgument, "input",
                         StrCat("document ", d, " has ", enc.ids.size(),
                                " tokens or more with its special tokens; the model accepts at "
-                               "most ", model_.max_input_tokens,
+                               "most ",
+                               model_.max_input_tokens,
                                " (a document is embedded in one pass: split it into several)"),
                         Reason::kInputTooLong);
     }
@@ -487,12 +513,13 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
                                       const TruncationRequest& truncation, std::string_view field,
                                       const CallContext& call) const {
   if (queries.size() != 1 && queries.size() != documents.size()) {
-    return absl::InternalError(StrCat("Score: ", queries.size(), " queries for ",
-                                      documents.size(), " documents"));
+    return absl::InternalError(
+        StrCat("Score: ", queries.size(), " queries for ", documents.size(), " documents"));
   }
   if (model_.sparse_width > 0) {
     return FieldError(absl::StatusCode::kInvalidArgument, std::string(field),
-                      StrCat("model '", model_.name, "' is a SPLADE model: it answers "
+                      StrCat("model '", model_.name,
+                             "' is a SPLADE model: it answers "
                              "/embed_sparse; reranking needs a cross-encoder or a dense "
                              "embedding model"));
   }
@@ -597,8 +624,8 @@ absl::StatusOr<std::vector<std::vector<float>>> Service::EmbedSparse(
   QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, call));
   const size_t n = t.sequences.size(), width = static_cast<size_t>(model_.sparse_width);
   if (result.data.size() != n * width * sizeof(float)) {
-    return absl::InternalError(StrCat("the replicas answered ", result.data.size(),
-                                      " bytes for ", n, " inputs of ", width, " terms"));
+    return absl::InternalError(StrCat("the replicas answered ", result.data.size(), " bytes for ",
+                                      n, " inputs of ", width, " terms"));
   }
   std::vector<std::vector<float>> out(n, std::vector<float>(width));
   for (size_t i = 0; i < n; ++i) {
@@ -613,8 +640,7 @@ absl::StatusOr<std::vector<std::vector<float>>> Service::Classify(const PredictR
   if (!model_.can_score || !model_.score_prompt.empty()) {
     return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
                       StrCat("model '", model_.name, "' is ",
-                             model_.can_score ? "a prompt-based reranker"
-                                              : "an embedding model",
+                             model_.can_score ? "a prompt-based reranker" : "an embedding model",
                              ": /predict needs a sequence-classification model"));
   }
   const auto start = std::chrono::steady_clock::now();
@@ -650,8 +676,8 @@ absl::StatusOr<std::vector<std::vector<float>>> Service::Classify(const PredictR
   QUIVER_RETURN_IF_ERROR(CheckRows(result, n));
   const size_t labels = static_cast<size_t>(std::max<int64_t>(1, model_.num_labels));
   if (result.data.size() != static_cast<size_t>(n) * labels * sizeof(float)) {
-    return absl::InternalError(StrCat("the replicas answered ", result.data.size(),
-                                      " bytes for ", n, " inputs of ", labels, " labels"));
+    return absl::InternalError(StrCat("the replicas answered ", result.data.size(), " bytes for ",
+                                      n, " inputs of ", labels, " labels"));
   }
   std::vector<std::vector<float>> out(static_cast<size_t>(n), std::vector<float>(labels));
   for (size_t i = 0; i < out.size(); ++i) {
@@ -701,10 +727,10 @@ absl::StatusOr<std::vector<std::string>> Service::Decode(const DecodeRequest& re
       if (!tokenizer_->IdToToken(ids[j]).has_value()) {
         const std::string where =
             request.ids.size() == 1 ? StrCat("ids[", j, "]") : StrCat("ids[", i, "][", j, "]");
-        return FieldError(absl::StatusCode::kFailedPrecondition, "ids",
-                          StrCat("'", where, "': token id ", ids[j],
-                                 " is not in the tokenizer's vocabulary (", tokenizer_->vocab_size(),
-                                 " ids and its added tokens)"));
+        return FieldError(
+            absl::StatusCode::kFailedPrecondition, "ids",
+            StrCat("'", where, "': token id ", ids[j], " is not in the tokenizer's vocabulary (",
+                   tokenizer_->vocab_size(), " ids and its added tokens)"));
       }
     }
     out.push_back(tokenizer_->Decode(ids, request.skip_special_tokens));

@@ -51,6 +51,9 @@ struct ModelDescription {
   // applied when a request names none ("" = none).
   std::map<std::string, std::string> prompts;
   std::string default_prompt_name;
+  // --default-prompt: a prompt's text applied when a request names none (instead of
+  // default_prompt_name's).
+  std::string default_prompt;
   // Server settings /info reports.
   int64_t max_batch_tokens = 0;
   int64_t max_concurrent_requests = 0;
@@ -59,6 +62,13 @@ struct ModelDescription {
 // The prompts of a sentence-transformers folder (config_sentence_transformers.json's "prompts"
 // and "default_prompt_name"); none when the file is absent.
 absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model);
+
+// The server's choice of the prompt a request without prompt_name gets, over the folder's
+// default_prompt_name: `name` one of the model's prompts (--default-prompt-name), or `text` itself
+// (--default-prompt); at most one of them. INVALID_ARGUMENT naming the flag otherwise (an unknown
+// name lists the model's prompts).
+absl::Status ApplyDefaultPrompt(const std::string& name, const std::string& text,
+                                ModelDescription& model);
 
 // `model.labels` from config.json's id2label (LABEL_i for ids it does not name), for
 // model.num_labels labels.
@@ -123,8 +133,7 @@ class Service {
                                      const CallContext& call = {}) const;
 
   // Embeddings in the engine's `output_type` (F32 unless a packed format is asked).
-  absl::StatusOr<Embeddings> Embed(const EmbedRequest& request,
-                                   quiver::v1::OutputType output_type,
+  absl::StatusOr<Embeddings> Embed(const EmbedRequest& request, quiver::v1::OutputType output_type,
                                    const CallContext& call) const;
 
   // TEI's /embed_all: one row per token of each input, as the encoder's last hidden state
@@ -143,9 +152,8 @@ class Service {
   // logit (sigmoid unless `raw`), or for an embedding model the cosine similarity of their
   // embeddings. One pass over the replicas for the whole request.
   absl::StatusOr<Scores> Score(const std::vector<std::string>& queries,
-                               const std::vector<std::string>& documents,
-                               bool raw, const TruncationRequest& truncation,
-                               std::string_view field,
+                               const std::vector<std::string>& documents, bool raw,
+                               const TruncationRequest& truncation, std::string_view field,
                                const CallContext& call) const;
 
   // A sequence-classification model's logits for each input (texts or pairs), in input order:
@@ -168,13 +176,12 @@ class Service {
   absl::StatusOr<Tokenized> TokenizePrompts(const std::vector<std::string>& queries,
                                             const std::vector<std::string>& documents,
                                             const TruncationRequest& truncation,
-                                            std::string_view field,
-                                            const CallContext& call) const;
+                                            std::string_view field, const CallContext& call) const;
   absl::StatusOr<int64_t> TruncationLimit(const TruncationRequest& truncation) const;
   // Tokenizer options for `truncation`: cut to `max_tokens` when the request (or, unset,
   // --auto-truncate) asks for it.
-  tokenizer::EncodeOptions EncodeOptionsFor(const TruncationRequest& truncation,
-                                            int64_t max_tokens, bool add_special_tokens) const;
+  tokenizer::EncodeOptions EncodeOptionsFor(const TruncationRequest& truncation, int64_t max_tokens,
+                                            bool add_special_tokens) const;
   void Observe(const Tokenized& t, std::chrono::steady_clock::time_point start) const;
   // Dispatcher::Run, with the replicas' queue and compute times observed.
   absl::StatusOr<ReplicaResult> Run(CallKind kind, const Tokenized& t,

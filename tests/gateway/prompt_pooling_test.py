@@ -94,6 +94,36 @@ def main():
             proc.terminate()
             proc.wait(timeout=30)
 
+    # --default-prompt-name passage, and --default-prompt with the passage prompt's text: a
+    # request naming no prompt gets it, as sentence-transformers encoded the passage rows.
+    model = os.path.join(TINY, "bert_prompt_mean")
+    rows = [json.loads(l) for l in open(os.path.join(model, "reference.jsonl"), encoding="utf-8")]
+    passages = [r for r in rows if r["prompt_name"] == "passage"]
+    config = json.load(open(os.path.join(model, "config_sentence_transformers.json")))
+    for flags in (["--default-prompt-name", "passage"],
+                  ["--default-prompt", config["prompts"]["passage"]]):
+        proc, port, _ = serving.start(QUIVER, model, flags, prefix="quiver-prompt-")
+        try:
+            status, out = post(port, "/embed", {"inputs": [r["text"] for r in passages]})
+            check(f"serve {flags[0]}: a request naming no prompt gets it ({len(passages)} texts)",
+                  status == 200 and len(out) == len(passages) and
+                  all(relative_error(o, r["output"]) <= 1e-4 for o, r in zip(out, passages)),
+                  f"{status} {str(out)[:200]}")
+            query = next(r for r in rows if r["prompt_name"] == "query")
+            status, out = post(port, "/embed", {"inputs": query["text"], "prompt_name": "query"})
+            check(f"serve {flags[0]}: a request's own prompt_name still wins",
+                  status == 200 and relative_error(out[0], query["output"]) <= 1e-4,
+                  f"{status} {str(out)[:200]}")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    bad = subprocess.run([QUIVER, "serve", "--model", model, "--port", "0",
+                          "--default-prompt-name", "title"], capture_output=True, text=True,
+                         timeout=120)
+    check("serve: an unknown --default-prompt-name is refused at start, listing the prompts",
+          bad.returncode == 2 and "--default-prompt-name 'title'" in bad.stderr and
+          "passage" in bad.stderr, bad.stderr[-300:])
+
     # The same through a gateway and a worker: prompt lengths travel in the gRPC chunks.
     model = os.path.join(TINY, "bert_prompt_weightedmean")
     wport = serving.free_port()

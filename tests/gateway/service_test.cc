@@ -180,6 +180,54 @@ TEST(ServiceTest, PromptsAndTheModelName) {
   EXPECT_EQ(ErrorReason(other.status()), Reason::kModelNotFound);
 }
 
+// --default-prompt-name / --default-prompt: what a request naming no prompt gets; a request's own
+// prompt_name still wins.
+TEST(ServiceTest, TheServersDefaultPromptOverTheFolders) {
+  ModelDescription base;
+  base.name = "served";
+  base.hidden_size = 8;
+  base.prompts = {{"query", "query: "}, {"passage", "passage: "}};
+  base.default_prompt_name = "query";  // the folder's
+  auto sent = [&](const ModelDescription& m, const std::string& prompt_name) {
+    Fixture f = Make("tests/fixtures/tokenizers/minilm_wordpiece", m);
+    EmbedRequest r;
+    r.inputs.push_back({"hello", {}, false});
+    r.prompt_name = prompt_name;
+    EXPECT_TRUE(f.service->Embed(r, quiver::v1::OUTPUT_F32, kForever).ok());
+    return f.replica->sequences.back();
+  };
+  auto ids = [&](const std::string& text) {
+    auto tok = tokenizer::Tokenizer::FromFile(
+        (kSource / "tests/fixtures/tokenizers/minilm_wordpiece/tokenizer.json").string());
+    tokenizer::Encoding enc;
+    EXPECT_TRUE((*tok)->Encode(text, {}, &enc).ok());
+    return enc.ids;
+  };
+  EXPECT_EQ(sent(base, ""), ids("query: hello"));
+
+  ModelDescription named = base;
+  ASSERT_TRUE(ApplyDefaultPrompt("passage", "", named).ok());
+  EXPECT_EQ(sent(named, ""), ids("passage: hello"));
+  EXPECT_EQ(sent(named, "query"), ids("query: hello"));
+
+  ModelDescription text = base;
+  ASSERT_TRUE(ApplyDefaultPrompt("", "search_query: ", text).ok());
+  EXPECT_EQ(sent(text, ""), ids("search_query: hello"));
+  EXPECT_EQ(sent(text, "passage"), ids("passage: hello"));
+
+  ModelDescription unchanged = base;
+  ASSERT_TRUE(ApplyDefaultPrompt("", "", unchanged).ok());
+  EXPECT_EQ(unchanged.default_prompt_name, "query");
+
+  ModelDescription bad = base;
+  absl::Status unknown = ApplyDefaultPrompt("doc", "", bad);
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("--default-prompt-name 'doc'"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.message().find("passage, query"), std::string::npos) << unknown;
+  absl::Status both = ApplyDefaultPrompt("query", "q: ", bad);
+  EXPECT_NE(both.message().find("exclude each other"), std::string::npos) << both;
+}
+
 TEST(ServiceTest, ScorePairsInOnePass) {
   ModelDescription m;
   m.name = "m";
