@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <random>
 
 #include "common/json.h"
 #include "common/json_writer.h"
@@ -15,6 +16,22 @@
 
 namespace quiver::gateway::api {
 namespace {
+
+// A client's X-Request-Id when it is one that is safe to echo and log (1-128 characters of
+// letters, digits and ._:/+=-), else a new one: 32 random hex digits.
+std::string RequestId(const HttpRequest& request) {
+  if (auto it = request.headers.find("x-request-id"); it != request.headers.end()) {
+    const std::string& id = it->second;
+    bool ok = !id.empty() && id.size() <= 128;
+    for (char c : id) {
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) ||
+                  std::string_view("._:/+=-").find(c) != std::string_view::npos);
+    }
+    if (ok) return id;
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{:016x}{:016x}", rng(), rng());
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -249,6 +266,7 @@ std::optional<HttpResponse> Api::CheckHeaders(const HttpRequest& request) {
     return std::nullopt;  // the handler answers (404 / 405 need no key either)
   }
   HttpResponse response = Unauthorized(route->dialect);
+  response.headers["X-Request-Id"] = RequestId(request);
   cors_.Decorate(request, response);  // a page's script may read why
   CountRequest(route->path, response.status);
   return response;
@@ -311,6 +329,8 @@ HttpResponse Api::Handle(const HttpRequest& request) {
   } else {
     response = route->handler(request, match);
   }
+  const std::string request_id = RequestId(request);
+  response.headers["X-Request-Id"] = request_id;
   if (!preflight) cors_.Decorate(request, response);
   const std::string endpoint = route       ? route->path
                                : preflight ? PathPattern(request.target)
@@ -327,7 +347,8 @@ HttpResponse Api::Handle(const HttpRequest& request) {
                                  {"route", std::string_view(endpoint)},
                                  {"status", int64_t{response.status}},
                                  {"bytes", static_cast<int64_t>(response.body.size())},
-                                 {"duration_ms", std::round(seconds * 1e6) / 1e3}});
+                                 {"duration_ms", std::round(seconds * 1e6) / 1e3},
+                                 {"request_id", std::string_view(request_id)}});
   }
   return response;
 }

@@ -130,7 +130,7 @@ void CorsPolicy::Decorate(const HttpRequest& request, HttpResponse& response) co
   const std::string_view origin = Header(request, "origin");
   if (!Allows(origin)) return;
   response.headers["Access-Control-Allow-Origin"] = any_ ? "*" : std::string(origin);
-  response.headers["Access-Control-Expose-Headers"] = "Retry-After";
+  response.headers["Access-Control-Expose-Headers"] = "Retry-After, X-Request-Id";
 }
 
 HttpResponse CorsPolicy::Preflight(const HttpRequest& request,

@@ -55,7 +55,7 @@ TEST(CorsTest, AllowedOriginIsEchoedAndOthersAreNot) {
   policy.Decorate(Request("POST", {{"origin", "https://a.example"}}), allowed);
   EXPECT_EQ(allowed.headers["Access-Control-Allow-Origin"], "https://a.example");
   EXPECT_EQ(allowed.headers["Vary"], "Origin");
-  EXPECT_EQ(allowed.headers["Access-Control-Expose-Headers"], "Retry-After");
+  EXPECT_EQ(allowed.headers["Access-Control-Expose-Headers"], "Retry-After, X-Request-Id");
 
   HttpResponse other;
   policy.Decorate(Request("POST", {{"origin", "https://evil.example"}}), other);

@@ -297,7 +297,7 @@ def main():
         check(s == 413, "truncate: false still refuses under --auto-truncate")
         s, b, _ = call(port, "POST", "/rerank", {"query": "q", "texts": ["word " * 600]})
         check(s == 200, "rerank cuts under --auto-truncate")
-        check(re.search(r" access method=POST route=/v1/embeddings status=200 bytes=\d+ duration_ms=[0-9.]+\n",
+        check(re.search(r" access method=POST route=/v1/embeddings status=200 bytes=\d+ duration_ms=[0-9.]+ request_id=[0-9a-f]{32}\n",
                         open(log).read()) is not None, "--access-log writes a line per request")
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -305,10 +305,17 @@ def main():
 
     # --log-format json (here through its environment variable): every line of the log is one JSON
     # object, the access log's values in their own keys.
+    # Every answer carries X-Request-Id: the client's when it is a plain token, else a new one.
     proc, port, log = start(["--access-log"], env={"QUIVER_LOG_FORMAT": "json"})
     try:
-        check(call(port, "POST", "/v1/embeddings", {"input": "ok"})[0] == 200, "200 under json logs")
-        check(call(port, "POST", "/embed", {"inputs": "word " * 600})[0] == 413, "413 under json logs")
+        s, _, h = call(port, "POST", "/v1/embeddings", {"input": "ok"}, headers={"X-Request-Id": "client-42"})
+        check(s == 200 and h.get("X-Request-Id") == "client-42", f"X-Request-Id echoed: {h.get('X-Request-Id')}")
+        s, _, h = call(port, "POST", "/embed", {"inputs": "word " * 600}, headers={"X-Request-Id": "x" * 200})
+        made = h.get("X-Request-Id", "")
+        check(s == 413 and re.fullmatch(r"[0-9a-f]{32}", made) is not None,
+              f"an over-long X-Request-Id is replaced by a new one, errors included ({made!r})")
+        other = call(port, "GET", "/health")[2].get("X-Request-Id", "")
+        check(re.fullmatch(r"[0-9a-f]{32}", other) is not None and other != made, "a new id per request")
     finally:
         proc.send_signal(signal.SIGTERM)
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (json logs)")
@@ -322,10 +329,11 @@ def main():
                           r["timestamp"].endswith("Z") for r in records), "json log records have their keys")
     check(any("ready on http://127.0.0.1:" in r["message"] for r in records), "json log: the start-up lines")
     access = [r for r in records if r["message"] == "access" and r["route"] != "/ready"]
-    check([(r["method"], r["route"], r["status"]) for r in access] ==
-          [("POST", "/v1/embeddings", 200), ("POST", "/embed", 413)] and
+    access = [r for r in access if r["route"] != "/health"]
+    check([(r["method"], r["route"], r["status"], r["request_id"]) for r in access] ==
+          [("POST", "/v1/embeddings", 200, "client-42"), ("POST", "/embed", 413, made)] and
           all(isinstance(r["bytes"], int) and isinstance(r["duration_ms"], (int, float)) for r in access),
-          "json access records: method, route, status, bytes, duration_ms")
+          "json access records: method, route, status, bytes, duration_ms, request_id")
 
     # --pooling cls on a mean-pooling folder: /info says so, and each embedding is the CLS row of
     # /embed_all (the encoder's last hidden state, checked against sentence-transformers by
