@@ -11,6 +11,7 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "engine/attention/registry.h"
 #include "engine/attention/table.h"
 #include "engine/kernels/cpu/cpu_features.h"
@@ -291,7 +292,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   f.weights.DropResidentPages();
   e->stats_.device = options.device.ToString();
   e->UpdateStats();
-  e->compute_thread_ = std::thread([engine = e.get()] { engine->ComputeLoop(); });
+  e->compute_thread_ = std::thread([engine = e.get()] {
+    SetThreadName("quiver-compute");
+    engine->ComputeLoop();
+  });
   return e;
 }
 

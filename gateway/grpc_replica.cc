@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace quiver::gateway {
@@ -33,7 +34,10 @@ GrpcReplica::GrpcReplica(std::string address, std::chrono::milliseconds health_i
   healthy_gauge_ = &metrics->GetGauge("quiver_gateway_replica_healthy", "1 if the replica passes health checks", labels);
   chunks_ = &metrics->GetCounter("quiver_gateway_replica_chunks_total", "Chunks sent to each replica", labels);
   failures_ = &metrics->GetCounter("quiver_gateway_replica_failures_total", "Chunks a replica failed (retried elsewhere)", labels);
-  health_thread_ = std::thread([this] { HealthLoop(); });
+  health_thread_ = std::thread([this] {
+    SetThreadName("quiver-health");
+    HealthLoop();
+  });
 }
 
 GrpcReplica::~GrpcReplica() {
@@ -143,6 +147,7 @@ GrpcReplicaSet::GrpcReplicaSet(std::string spec, std::chrono::milliseconds healt
   Resolve();
   if (spec_.starts_with("dns:")) {
     resolver_ = std::thread([this] {
+      SetThreadName("quiver-resolver");
       std::unique_lock<std::mutex> lock(mu_);
       while (!stop_) {
         cv_.wait_for(lock, resolve_interval_, [&] { return stop_; });

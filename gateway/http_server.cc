@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "spdlog/spdlog.h"
 
 namespace quiver::gateway {
@@ -111,7 +112,7 @@ class BodyBudget {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, asio::thread_pool& handlers, const HttpHandler& handler,
+  Session(tcp::socket socket, asio::io_context& handlers, const HttpHandler& handler,
           const HttpServerOptions& options, const std::atomic<bool>& draining,
           std::atomic<int>& open, BodyBudget& budget)
       : stream_(std::move(socket)), handlers_(handlers), handler_(handler), options_(options),
@@ -345,7 +346,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  asio::thread_pool& handlers_;
+  asio::io_context& handlers_;  // run by the handler threads (HttpServer::Impl)
   const HttpHandler& handler_;
   const HttpServerOptions& options_;
   const std::atomic<bool>& draining_;
@@ -369,15 +370,37 @@ struct HttpServer::Impl {
   static constexpr const char* kBusyBody =
       "{\"error\":{\"message\":\"too many connections open (--max-connections); retry\","
       "\"type\":\"server_error\",\"code\":\"too_many_connections\"}}";
-  asio::thread_pool handlers;
+  // Handlers run here, on handler_threads threads named quiver-http-N; the guard keeps them
+  // waiting for work until Stop.
+  asio::io_context handlers;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> handlers_guard;
+  std::vector<std::thread> handler_threads;
   std::vector<std::thread> io_threads;
   int port = 0;
 
   Impl(HttpServerOptions o, HttpHandler h)
       : options(std::move(o)), handler(std::move(h)),
         budget(options.max_body_bytes_in_flight > 0 ? options.max_body_bytes_in_flight
-                                                    : 4 * options.max_body_bytes),
-        handlers(static_cast<size_t>(std::max(1, options.handler_threads))) {}
+                                                    : 4 * options.max_body_bytes) {
+    handlers_guard.emplace(asio::make_work_guard(handlers));
+    for (int i = 0; i < std::max(1, options.handler_threads); ++i) {
+      handler_threads.emplace_back([this, i] {
+        SetThreadName(StrCat("quiver-http-", i));
+        handlers.run();
+      });
+    }
+  }
+
+  ~Impl() { JoinHandlers(); }
+
+  // Lets the handler threads finish what is queued, then joins them.
+  void JoinHandlers() {
+    handlers_guard.reset();
+    for (std::thread& t : handler_threads) {
+      if (t.joinable()) t.join();
+    }
+    handler_threads.clear();
+  }
 
   void Accept() {
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
@@ -443,7 +466,10 @@ absl::Status HttpServer::Start() {
   impl_->port = impl_->acceptor.local_endpoint().port();
   impl_->Accept();
   for (int i = 0; i < std::max(1, impl_->options.io_threads); ++i) {
-    impl_->io_threads.emplace_back([this] { impl_->io.run(); });
+    impl_->io_threads.emplace_back([this] {
+      SetThreadName("quiver-http-io");
+      impl_->io.run();
+    });
   }
   return absl::OkStatus();
 }
@@ -458,7 +484,7 @@ void HttpServer::Stop() {
   beast::error_code ec;
   impl_->acceptor.close(ec);
   impl_->accept_retry.cancel();
-  impl_->handlers.join();
+  impl_->JoinHandlers();
   impl_->io.stop();
   for (std::thread& t : impl_->io_threads) {
     if (t.joinable()) t.join();

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace quiver::worker {
 
@@ -33,7 +34,10 @@ absl::Status MetricsHttpServer::Start(const std::string& host, int port) {
   socklen_t len = sizeof(addr);
   ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.sin_port);
-  thread_ = std::thread([this] { Serve(); });
+  thread_ = std::thread([this] {
+    SetThreadName("quiver-metrics");
+    Serve();
+  });
   return absl::OkStatus();
 }
 

@@ -2,6 +2,9 @@
 
 #include <chrono>
 
+#include "common/strings.h"
+#include "common/thread_name.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -33,7 +36,12 @@ bool SpinUntil(Done done) {
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 1; i < num_threads; ++i) {
+    workers_.emplace_back([this, i] {
+      SetThreadName(StrCat("quiver-pool-", i));
+      WorkerLoop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -293,6 +293,12 @@ def main():
         cut = json.loads(call(port, "POST", "/v1/embeddings", {"input": [f["text"] for f in long_fixtures]})[1])
         check(min(cosine(d["embedding"], f["embedding"]) for d, f in zip(cut["data"], long_fixtures)) >= 0.99999, "--auto-truncate matches sentence-transformers' cut")
         check(json.loads(call(port, "GET", "/info")[1])["auto_truncate"] is True, "/info auto_truncate")
+        # Threads named by role (top -H, perf, gdb), every one but the main thread.
+        names = [open(f"/proc/{proc.pid}/task/{t}/comm").read().strip()
+                 for t in os.listdir(f"/proc/{proc.pid}/task")]
+        check(names.count("quiver") == 1 and {"quiver-compute", "quiver-http-io", "quiver-http-0"} <= set(names)
+              and all(re.fullmatch(r"quiver(-compute|-http-io|-http-\d+|-pool-\d+)?", n) for n in names),
+              f"threads named by role: {sorted(set(names))}")
         s, b, _ = call(port, "POST", "/embed", {"inputs": "word " * 600, "truncate": False})
         check(s == 413, "truncate: false still refuses under --auto-truncate")
         s, b, _ = call(port, "POST", "/rerank", {"query": "q", "texts": ["word " * 600]})
