@@ -342,7 +342,7 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
                                            "qwen2_bidirectional_mean", "splade",
                                            "bert_prompt_mean", "bert_prompt_weightedmean",
                                            "bert_prompt_cls", "qwen3_seq_cls",
-                                           "llama_classifier", "qwen2_seq_cls",
+                                           "llama_classifier", "qwen2_seq_cls", "mistral_seq_cls",
                                            "splade_distilbert",
                                            "splade_roberta"));
 

@@ -182,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest,
                                            "bert_weightedmean", "bert_mean_sqrt_len",
                                            "qwen2_bidirectional_mean", "splade",
                                            "bert_prompt_mean", "qwen3_seq_cls",
-                                           "llama_classifier", "qwen2_seq_cls",
+                                           "llama_classifier", "qwen2_seq_cls", "mistral_seq_cls",
                                            "splade_distilbert",
                                            "splade_roberta"));
 

@@ -183,6 +183,8 @@ INSTANTIATE_TEST_SUITE_P(
                  false},
         TinyCase{"qwen2_seq_cls", "Qwen2ForSequenceClassification", PoolingMode::kLastToken,
                  false},
+        TinyCase{"mistral_seq_cls", "MistralForSequenceClassification", PoolingMode::kLastToken,
+                 false},
         TinyCase{"splade_distilbert", "DistilBertForMaskedLM", PoolingMode::kCls, false},
         TinyCase{"splade_roberta", "RobertaForMaskedLM", PoolingMode::kCls, false}),
     [](const ::testing::TestParamInfo<TinyCase>& info) { return std::string(info.param.name); });

@@ -676,7 +676,7 @@ constexpr const char* kTinyFixtures[] = {
     "mpnet_cross_encoder", "modernbert_cls", "modernbert_cross_encoder", "bert_dense", "t5_mean",
     "t5_gated", "gemma3_mean", "bert_weightedmean", "bert_mean_sqrt_len",
     "qwen2_bidirectional_mean", "splade", "bert_prompt_mean", "bert_prompt_weightedmean",
-    "bert_prompt_cls", "qwen3_seq_cls", "llama_classifier", "qwen2_seq_cls",
+    "bert_prompt_cls", "qwen3_seq_cls", "llama_classifier", "qwen2_seq_cls", "mistral_seq_cls",
     "splade_distilbert", "splade_roberta"};
 
 // Hugging Face's own bf16 error over the spread for fixture `name` (hf_bf16_scores.json beside

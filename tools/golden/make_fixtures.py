@@ -1056,6 +1056,16 @@ def make_llama_classifier(out_dir: Path, bpe: Tokenizer):
                               seed=24, texts_seed=119, labels=labels)
 
 
+def make_mistral_seq_cls(out_dir: Path, bpe: Tokenizer):
+    """MistralForSequenceClassification with two labels (e5-mistral-style classifiers): no
+    biases, no sliding window; no pad token in its texts, so it scores at the last token."""
+    cfg = transformers.MistralConfig(vocab_size=bpe.get_vocab_size(), num_labels=2,
+                                     pad_token_id=bpe.token_to_id("<|endoftext|>"),
+                                     sliding_window=None, **SMALL_DECODER)
+    return decoder_classifier(out_dir, bpe, cfg, transformers.MistralForSequenceClassification,
+                              seed=26, texts_seed=121, labels=["LABEL_0", "LABEL_1"])
+
+
 def make_qwen3_reranker(out_dir: Path, bpe: Tokenizer):
     """Qwen3-Reranker style: Qwen3ForCausalLM, tied LM head, bf16; score = logit(yes) - logit(no)."""
     fast = save_tokenizer(bpe, out_dir, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
@@ -1125,6 +1135,7 @@ def main():
         "qwen3_seq_cls": lambda d: make_qwen3_seq_cls(d, bpe_eos),
         "llama_classifier": lambda d: make_llama_classifier(d, bpe_plain),
         "qwen2_seq_cls": lambda d: make_qwen2_seq_cls(d, bpe_plain),
+        "mistral_seq_cls": lambda d: make_mistral_seq_cls(d, bpe_plain),
         "distilbert_mean": lambda d: make_distilbert_mean(d, wp),
         "distilbert_classifier": lambda d: make_distilbert_classifier(d, wp),
         "xlmr_cls": make_xlmr_cls,
