@@ -39,6 +39,7 @@ struct ServeOptions {
   bool access_log = false;  // one log line per request
   std::vector<std::string> cors_allow_origins;  // --cors-allow-origin; empty: no CORS
   std::string default_prompt_name, default_prompt;  // over the folder's default prompt
+  std::string otlp_endpoint, otlp_service_name = "quiver";  // request spans (gateway/tracing.h)
   engine::DeviceSettings device;
   HttpTimeouts timeouts;
 };
@@ -93,6 +94,7 @@ struct GatewayOptions {
   bool access_log = false;
   std::vector<std::string> cors_allow_origins;
   std::string default_prompt_name, default_prompt;
+  std::string otlp_endpoint, otlp_service_name = "quiver";
   HttpTimeouts timeouts;
 };
 

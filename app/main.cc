@@ -47,6 +47,17 @@ void AddPromptFlags(CLI::App& cmd, std::string& name, std::string& text) {
                  "folder's default prompt; not with --default-prompt-name)");
 }
 
+void AddTracingFlags(CLI::App& cmd, std::string& endpoint, std::string& service_name) {
+  cmd.add_option("--otlp-endpoint", endpoint,
+                 "Send one span per request to this OpenTelemetry collector, over OTLP/HTTP with "
+                 "JSON (the base URL: http://HOST:4318; spans go to its /v1/traces); a "
+                 "traceparent header's trace is continued. Default: no tracing")
+      ->envname("OTEL_EXPORTER_OTLP_ENDPOINT");
+  cmd.add_option("--otlp-service-name", service_name, "service.name of the spans")
+      ->envname("OTEL_SERVICE_NAME")
+      ->capture_default_str();
+}
+
 void AddTimeoutFlags(CLI::App& cmd, quiver::app::HttpTimeouts& t) {
   cmd.add_option("--header-timeout", t.header_s,
                  "Seconds a client may take to send a request's line and headers; the "
@@ -187,6 +198,7 @@ int main(int argc, char** argv) {
   AddTimeoutFlags(*serve_cmd, serve.timeouts);
   AddCorsFlag(*serve_cmd, serve.cors_allow_origins);
   AddPromptFlags(*serve_cmd, serve.default_prompt_name, serve.default_prompt);
+  AddTracingFlags(*serve_cmd, serve.otlp_endpoint, serve.otlp_service_name);
   AddDeviceFlags(*serve_cmd, serve.device);
 
   quiver::app::GatewayOptions gw;
@@ -225,6 +237,7 @@ int main(int argc, char** argv) {
   AddTimeoutFlags(*gateway_cmd, gw.timeouts);
   AddCorsFlag(*gateway_cmd, gw.cors_allow_origins);
   AddPromptFlags(*gateway_cmd, gw.default_prompt_name, gw.default_prompt);
+  AddTracingFlags(*gateway_cmd, gw.otlp_endpoint, gw.otlp_service_name);
   quiver::worker::WorkerOptions worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
   worker_cmd->add_option("--model", worker.model_dir, "Hugging Face model folder")->required();

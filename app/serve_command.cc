@@ -33,6 +33,17 @@ int RunServe(const ServeOptions& options) {
     spdlog::error("quiver serve: {}", cors.status().message());
     return 2;
   }
+  MetricsRegistry metrics;
+  std::shared_ptr<gateway::SpanExporter> tracer;
+  if (!options.otlp_endpoint.empty()) {
+    absl::StatusOr<std::unique_ptr<gateway::SpanExporter>> made = gateway::SpanExporter::Create(
+        options.otlp_endpoint, options.otlp_service_name, &metrics);
+    if (!made.ok()) {
+      spdlog::error("quiver serve: {}", made.status().message());
+      return 2;
+    }
+    tracer = *std::move(made);
+  }
   absl::StatusOr<engine::ModelOptions> model_options = ResolveModelOptions(options.model_dir);
   if (!model_options.ok()) {
     spdlog::error("cannot load model: {}", model_options.status().message());
@@ -113,7 +124,6 @@ int RunServe(const ServeOptions& options) {
     return 1;
   }
 
-  MetricsRegistry metrics;
   scheduler::Scheduler sched(engine->get(), options.limits, &metrics);
   auto replica = std::make_shared<LocalReplica>("local", engine->get(), &sched);
   auto dispatcher = std::make_shared<gateway::Dispatcher>(
@@ -123,6 +133,7 @@ int RunServe(const ServeOptions& options) {
   gateway::api::Api api(model, *std::move(tok), dispatcher, api_limits, &metrics,
                         options.access_log);
   api.set_cors(*std::move(cors));
+  api.set_tracer(tracer);
   gateway::HttpServer server(HttpOptions(options.host, options.port, options.handler_threads,
                                          options.max_body_bytes, options.timeouts, api),
                              [&api](const gateway::HttpRequest& r) { return api.Handle(r); });

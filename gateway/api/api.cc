@@ -272,6 +272,34 @@ std::optional<HttpResponse> Api::CheckHeaders(const HttpRequest& request) {
   return response;
 }
 
+void Api::Trace(const HttpRequest& request, const HttpResponse& response,
+                const std::string& endpoint, const std::string& request_id,
+                std::chrono::system_clock::time_point start) const {
+  std::optional<TraceParent> parent;
+  if (auto it = request.headers.find("traceparent"); it != request.headers.end()) {
+    parent = ParseTraceParent(it->second);
+  }
+  if (parent && !parent->sampled) return;  // the caller's trace is not recorded
+  auto unix_ns = [](std::chrono::system_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  Span span;
+  span.trace_id = parent ? parent->trace_id : RandomHexId(16);
+  span.span_id = RandomHexId(8);
+  if (parent) span.parent_span_id = parent->parent_span_id;
+  span.name = StrCat(request.method, " ", endpoint);
+  span.start_unix_ns = unix_ns(start);
+  span.end_unix_ns = unix_ns(std::chrono::system_clock::now());
+  span.error = response.status >= 500;
+  span.attributes = {{"http.request.method", request.method},
+                     {"http.route", endpoint},
+                     {"http.response.status_code", int64_t{response.status}},
+                     {"quiver.request_id", request_id},
+                     {"quiver.model", service_.model().name},
+                     {"http.response.body.size", static_cast<int64_t>(response.body.size())}};
+  tracer_->Record(std::move(span));
+}
+
 std::string Api::PathPattern(std::string_view path) const {
   std::string parameter;
   for (const Route& route : router_.routes()) {
@@ -299,6 +327,7 @@ HttpResponse Api::Preflight(const HttpRequest& request, Dialect dialect) const {
 
 HttpResponse Api::Handle(const HttpRequest& request) {
   const Clock::time_point start = Clock::now();
+  const auto wall_start = std::chrono::system_clock::now();
   RouteMatch match;
   bool path_known = false;
   const Route* route = router_.Find(request.method, request.target, match, path_known);
@@ -342,6 +371,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
                      MetricsRegistry::ExponentialBuckets(0.0001, 2, 18),
                      MetricLabel("endpoint", endpoint))
       .Observe(seconds);
+  if (tracer_ != nullptr) Trace(request, response, endpoint, request_id, wall_start);
   if (access_log_) {
     LogInfoWithFields("access", {{"method", std::string_view(request.method)},
                                  {"route", std::string_view(endpoint)},
