@@ -49,9 +49,9 @@ void AddPromptFlags(CLI::App& cmd, std::string& name, std::string& text) {
 
 void AddTracingFlags(CLI::App& cmd, std::string& endpoint, std::string& service_name) {
   cmd.add_option("--otlp-endpoint", endpoint,
-                 "Send one span per request to this OpenTelemetry collector, over OTLP/HTTP with "
-                 "JSON (the base URL: http://HOST:4318; spans go to its /v1/traces); a "
-                 "traceparent header's trace is continued. Default: no tracing")
+                 "Send spans (one per request; a worker's, one per chunk) to this OpenTelemetry "
+                 "collector, over OTLP/HTTP with JSON (the base URL: http://HOST:4318; spans go to "
+                 "its /v1/traces); a traceparent's trace is continued. Default: no tracing")
       ->envname("OTEL_EXPORTER_OTLP_ENDPOINT");
   cmd.add_option("--otlp-service-name", service_name, "service.name of the spans")
       ->envname("OTEL_SERVICE_NAME")
@@ -241,6 +241,7 @@ int main(int argc, char** argv) {
   quiver::worker::WorkerOptions worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
   worker_cmd->add_option("--model", worker.model_dir, "Hugging Face model folder")->required();
+  AddTracingFlags(*worker_cmd, worker.otlp_endpoint, worker.otlp_service_name);
   worker_cmd->add_option("--model-name", worker.model_name,
                          "Name clients use for the model (default: the folder's name)");
   worker_cmd->add_option("--listen", worker.listen, "gRPC host:port (port 0: pick a free one)")

@@ -34,9 +34,9 @@ int RunServe(const ServeOptions& options) {
     return 2;
   }
   MetricsRegistry metrics;
-  std::shared_ptr<gateway::SpanExporter> tracer;
+  std::shared_ptr<telemetry::SpanExporter> tracer;
   if (!options.otlp_endpoint.empty()) {
-    absl::StatusOr<std::unique_ptr<gateway::SpanExporter>> made = gateway::SpanExporter::Create(
+    absl::StatusOr<std::unique_ptr<telemetry::SpanExporter>> made = telemetry::SpanExporter::Create(
         options.otlp_endpoint, options.otlp_service_name, &metrics);
     if (!made.ok()) {
       spdlog::error("quiver serve: {}", made.status().message());

@@ -348,6 +348,7 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
   for (size_t c = 0; c < bounds.size(); ++c) {
     quiver::v1::Chunk& ch = run->chunks[c].chunk;
     *ch.mutable_output() = output;
+    if (!call.traceparent.empty()) ch.set_traceparent(call.traceparent);
     ch.add_cu_seqlens(0);
     bool types = false, prompts = false;
     for (size_t i = bounds[c].first; i < bounds[c].second; ++i) {

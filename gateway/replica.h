@@ -40,6 +40,8 @@ struct CallContext {
   std::function<bool()> client_gone;  // optional; polled, so it must be cheap
   // Set when a stopping server's --drain-timeout passed: what is still running gives up (503).
   const std::atomic<bool>* stopping = nullptr;
+  // The W3C traceparent the request's chunks carry to the replicas ("" none; telemetry/tracing.h).
+  std::string traceparent;
 
   // OK while the request should go on; else CANCELLED (the client left), UNAVAILABLE (the server
   // stops) or DEADLINE_EXCEEDED, naming `stage` ("tokenization", ...).

@@ -26,8 +26,9 @@ ALLOWED = {
     "tokenizer": {"common"},
     "engine": {"common"},
     "scheduler": {"engine", "common"},
-    "worker": {"scheduler", "engine", "proto", "common"},
-    "gateway": {"tokenizer", "proto", "common"},
+    "telemetry": {"common"},
+    "worker": {"scheduler", "engine", "proto", "telemetry", "common"},
+    "gateway": {"tokenizer", "proto", "telemetry", "common"},
 }
 
 # Third-party headers a library must never include: the transports stay out of the lower layers.

@@ -46,8 +46,17 @@ grpc::ServerUnaryReactor* InferenceService::Serve(
     grpc::CallbackServerContext* context, bool score, const std::string& model,
     const quiver::v1::Chunk& in, std::function<void(scheduler::ChunkResult&)> fill) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  CallTrace trace;
+  if (tracer_ != nullptr) {
+    trace.score = score;
+    trace.traceparent = in.traceparent();
+    trace.tokens = in.token_ids_size();
+    trace.sequences = std::max(0, in.cu_seqlens_size() - 1);
+    trace.start = std::chrono::system_clock::now();
+  }
   auto fail = [&](const absl::Status& s) {
     requests_error_->Inc();
+    if (tracer_ != nullptr) Trace(trace, s, nullptr);
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   };
@@ -60,18 +69,54 @@ grpc::ServerUnaryReactor* InferenceService::Serve(
   if (!chunk.ok()) return fail(chunk.status());
   absl::Status admitted = scheduler_->Enqueue(
       *std::move(chunk),
-      [this, reactor, fill = std::move(fill)](absl::StatusOr<scheduler::ChunkResult> r) {
+      [this, reactor, fill = std::move(fill),
+       trace = std::move(trace)](absl::StatusOr<scheduler::ChunkResult> r) {
         if (!r.ok()) {
           requests_error_->Inc();
+          if (tracer_ != nullptr) Trace(trace, r.status(), nullptr);
           reactor->Finish(ToGrpcStatus(r.status()));
           return;
         }
+        if (tracer_ != nullptr) Trace(trace, absl::OkStatus(), &*r);
         fill(*r);
         requests_ok_->Inc();
         reactor->Finish(grpc::Status::OK);
       });
   if (!admitted.ok()) return fail(admitted);
   return reactor;
+}
+
+void InferenceService::Trace(const CallTrace& call, const absl::Status& outcome,
+                             const scheduler::ChunkResult* result) const {
+  std::optional<telemetry::TraceParent> parent;
+  if (!call.traceparent.empty()) parent = telemetry::ParseTraceParent(call.traceparent);
+  if (parent && !parent->sampled) return;  // the request's trace is not recorded
+  telemetry::Span span;
+  span.trace_id = parent ? parent->trace_id : telemetry::RandomHexId(16);
+  span.span_id = telemetry::RandomHexId(8);
+  if (parent) span.parent_span_id = parent->parent_span_id;
+  span.name = call.score ? "quiver.v1.Inference/Score" : "quiver.v1.Inference/Embed";
+  auto unix_ns = [](std::chrono::system_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  span.start_unix_ns = unix_ns(call.start);
+  span.end_unix_ns = unix_ns(std::chrono::system_clock::now());
+  // ERROR for the codes OpenTelemetry's gRPC conventions count as a server's own failure.
+  span.error = absl::IsUnknown(outcome) || absl::IsDeadlineExceeded(outcome) ||
+               absl::IsUnimplemented(outcome) || absl::IsInternal(outcome) ||
+               absl::IsUnavailable(outcome) || absl::IsDataLoss(outcome);
+  span.attributes = {{"rpc.system", std::string("grpc")},
+                     {"rpc.service", std::string("quiver.v1.Inference")},
+                     {"rpc.method", std::string(call.score ? "Score" : "Embed")},
+                     {"rpc.grpc.status_code", int64_t{ToGrpcStatus(outcome).error_code()}},
+                     {"quiver.model", model_name_},
+                     {"quiver.chunk.tokens", call.tokens},
+                     {"quiver.chunk.sequences", call.sequences}};
+  if (result != nullptr) {
+    span.attributes.push_back({"quiver.queue_wait_us", result->queue_wait_us});
+    span.attributes.push_back({"quiver.compute_us", result->compute_us});
+  }
+  tracer_->Record(std::move(span));
 }
 
 grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,

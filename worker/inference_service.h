@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <functional>
 #include <string>
 
@@ -11,6 +13,7 @@
 #include "engine/engine.h"
 #include "quiver/v1/inference.grpc.pb.h"
 #include "scheduler/scheduler.h"
+#include "telemetry/tracing.h"
 
 namespace quiver::worker {
 
@@ -28,6 +31,8 @@ class InferenceService final : public quiver::v1::Inference::CallbackService {
   grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* context,
                                       const quiver::v1::ModelInfoRequest* request,
                                       quiver::v1::ModelInfoResponse* response) override;
+  // One span per Embed or Score call (set before the server starts; null: none).
+  void set_tracer(std::shared_ptr<telemetry::SpanExporter> tracer) { tracer_ = std::move(tracer); }
 
  private:
   // The path Embed and Score share: check the call fits the model, convert and validate the
@@ -40,8 +45,19 @@ class InferenceService final : public quiver::v1::Inference::CallbackService {
                                              const std::string& model,
                                              const quiver::v1::Chunk& chunk) const;
 
+  // Queues the span of one call that started at `start` (the chunk's traceparent its parent).
+  struct CallTrace {
+    bool score = false;
+    std::string traceparent;
+    int64_t tokens = 0, sequences = 0;
+    std::chrono::system_clock::time_point start;
+  };
+  void Trace(const CallTrace& call, const absl::Status& outcome,
+             const scheduler::ChunkResult* result) const;
+
   engine::Engine* engine_;
   scheduler::Scheduler* scheduler_;
+  std::shared_ptr<telemetry::SpanExporter> tracer_;
   std::string model_name_;
   int64_t max_batch_tokens_;
   Counter* requests_ok_;

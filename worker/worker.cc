@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "scheduler/scheduler.h"
 #include "spdlog/spdlog.h"
+#include "telemetry/tracing.h"
 #include "worker/inference_service.h"
 #include "worker/metrics_http.h"
 
@@ -37,6 +38,18 @@ int RunWorker(const WorkerOptions& options) {
     spdlog::error("quiver worker: {}", s.message());
     return 2;
   }
+  MetricsRegistry metrics;
+  std::shared_ptr<telemetry::SpanExporter> tracer;
+  if (!options.otlp_endpoint.empty()) {
+    absl::StatusOr<std::unique_ptr<telemetry::SpanExporter>> made =
+        telemetry::SpanExporter::Create(options.otlp_endpoint, options.otlp_service_name,
+                                        &metrics);
+    if (!made.ok()) {
+      spdlog::error("quiver worker: {}", made.status().message());
+      return 2;
+    }
+    tracer = *std::move(made);
+  }
   if (options.before_load) options.before_load(engine_options);
   auto engine = engine::Engine::Load(options.model_dir, engine_options);
   if (!engine.ok()) {
@@ -47,10 +60,10 @@ int RunWorker(const WorkerOptions& options) {
       options.model_name.empty()
           ? FolderName(options.model_dir)
           : options.model_name;
-  MetricsRegistry metrics;
   scheduler::Scheduler scheduler(engine->get(), options.limits, &metrics);
   InferenceService service(engine->get(), &scheduler, model_name,
                            options.limits.max_batch_tokens, &metrics);
+  service.set_tracer(tracer);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;

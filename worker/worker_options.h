@@ -23,6 +23,10 @@ struct WorkerOptions {
   scheduler::SchedulerLimits limits;
   engine::ModelOptions model;            // reranker token ids
   engine::DeviceSettings device;         // --device, --cuda-graphs, ...
+  // --otlp-endpoint: one span per chunk to this OpenTelemetry collector (telemetry/tracing.h),
+  // in the trace the chunk's traceparent names. "" = none.
+  std::string otlp_endpoint;
+  std::string otlp_service_name = "quiver-worker";
   // Runs once the engine is loaded, before the worker reports SERVING: a failure keeps it
   // NOT_SERVING (logged), e.g. the GPU engine's fidelity gate (app/fidelity_gate.h).
   std::function<absl::Status(engine::Engine&)> readiness_gate;

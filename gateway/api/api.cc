@@ -19,6 +19,10 @@ namespace {
 
 // A client's X-Request-Id when it is one that is safe to echo and log (1-128 characters of
 // letters, digits and ._:/+=-), else a new one: 32 random hex digits.
+// The request being handled on this thread (Api::Handle), for the routes' calls: its chunks
+// carry the trace on to the replicas.
+thread_local const Api::RequestTrace* current_trace = nullptr;
+
 std::string RequestId(const HttpRequest& request) {
   if (auto it = request.headers.find("x-request-id"); it != request.headers.end()) {
     const std::string& id = it->second;
@@ -176,6 +180,9 @@ void Api::AddJson(std::string path, Dialect dialect,
                  call.dialect = dialect;
                  call.context.client_gone = request.client_gone;
                  call.context.stopping = &stopping_;
+                 if (current_trace != nullptr) {
+                   call.context.traceparent = current_trace->downstream;
+                 }
                  call.context.deadline = std::chrono::system_clock::now() +
                                  std::chrono::milliseconds(static_cast<int64_t>(
                                      service_.limits().request_timeout_s * 1000));
@@ -274,19 +281,14 @@ std::optional<HttpResponse> Api::CheckHeaders(const HttpRequest& request) {
 
 void Api::Trace(const HttpRequest& request, const HttpResponse& response,
                 const std::string& endpoint, const std::string& request_id,
-                std::chrono::system_clock::time_point start) const {
-  std::optional<TraceParent> parent;
-  if (auto it = request.headers.find("traceparent"); it != request.headers.end()) {
-    parent = ParseTraceParent(it->second);
-  }
-  if (parent && !parent->sampled) return;  // the caller's trace is not recorded
+                const RequestTrace& trace, std::chrono::system_clock::time_point start) const {
   auto unix_ns = [](std::chrono::system_clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   };
-  Span span;
-  span.trace_id = parent ? parent->trace_id : RandomHexId(16);
-  span.span_id = RandomHexId(8);
-  if (parent) span.parent_span_id = parent->parent_span_id;
+  telemetry::Span span;
+  span.trace_id = trace.trace_id;
+  span.span_id = trace.span_id;
+  span.parent_span_id = trace.parent_span_id;
   span.name = StrCat(request.method, " ", endpoint);
   span.start_unix_ns = unix_ns(start);
   span.end_unix_ns = unix_ns(std::chrono::system_clock::now());
@@ -298,6 +300,23 @@ void Api::Trace(const HttpRequest& request, const HttpResponse& response,
                      {"quiver.model", service_.model().name},
                      {"http.response.body.size", static_cast<int64_t>(response.body.size())}};
   tracer_->Record(std::move(span));
+}
+
+Api::RequestTrace Api::StartTrace(const HttpRequest& request) const {
+  RequestTrace trace;
+  std::optional<telemetry::TraceParent> parent;
+  auto header = request.headers.find("traceparent");
+  if (header != request.headers.end()) parent = telemetry::ParseTraceParent(header->second);
+  if (tracer_ != nullptr && (!parent || parent->sampled)) {
+    trace.record = true;
+    trace.trace_id = parent ? parent->trace_id : telemetry::RandomHexId(16);
+    trace.span_id = telemetry::RandomHexId(8);
+    if (parent) trace.parent_span_id = parent->parent_span_id;
+    trace.downstream = StrCat("00-", trace.trace_id, "-", trace.span_id, "-01");
+  } else if (parent) {
+    trace.downstream = header->second;  // passed on as it came (a "not sampled" one included)
+  }
+  return trace;
 }
 
 std::string Api::PathPattern(std::string_view path) const {
@@ -336,6 +355,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
                           : request.target.starts_with("/v2/") ? Dialect::kCohere
                                                                : Dialect::kTei;
   HttpResponse response;
+  const RequestTrace trace = StartTrace(request);
   const bool preflight = cors_.enabled() && CorsPolicy::IsPreflight(request);
   if (preflight) {
     response = Preflight(request, dialect);
@@ -356,7 +376,9 @@ HttpResponse Api::Handle(const HttpRequest& request) {
              !HasKey(request, service_.limits().api_key)) {
     response = Unauthorized(dialect);
   } else {
+    current_trace = &trace;
     response = route->handler(request, match);
+    current_trace = nullptr;
   }
   const std::string request_id = RequestId(request);
   response.headers["X-Request-Id"] = request_id;
@@ -371,7 +393,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
                      MetricsRegistry::ExponentialBuckets(0.0001, 2, 18),
                      MetricLabel("endpoint", endpoint))
       .Observe(seconds);
-  if (tracer_ != nullptr) Trace(request, response, endpoint, request_id, wall_start);
+  if (trace.record) Trace(request, response, endpoint, request_id, trace, wall_start);
   if (access_log_) {
     LogInfoWithFields("access", {{"method", std::string_view(request.method)},
                                  {"route", std::string_view(endpoint)},

@@ -19,7 +19,7 @@
 
 #include "common/metrics.h"
 #include "gateway/api/cors.h"
-#include "gateway/tracing.h"
+#include "telemetry/tracing.h"
 #include "gateway/api/router.h"
 #include "gateway/api/service.h"
 #include "gateway/http_server.h"
@@ -41,7 +41,16 @@ class Api {
   void set_cors(CorsPolicy cors) { cors_ = std::move(cors); }
   // One span per request to an OpenTelemetry collector (--otlp-endpoint); set before the server
   // starts. Null: no tracing.
-  void set_tracer(std::shared_ptr<SpanExporter> tracer) { tracer_ = std::move(tracer); }
+  void set_tracer(std::shared_ptr<telemetry::SpanExporter> tracer) { tracer_ = std::move(tracer); }
+
+  // The trace a request is in: recorded here (a span) when this server traces and the caller's
+  // traceparent, if any, is sampled; `downstream` is the traceparent its chunks carry to the
+  // replicas (this span's, else the caller's as it came, else none).
+  struct RequestTrace {
+    bool record = false;
+    std::string trace_id, span_id, parent_span_id;
+    std::string downstream;
+  };
   // Requests still running give up (503) at their next check: a stopping server's drain ends.
   void StopRequests() { stopping_ = true; }
   const Router& router() const { return router_; }
@@ -76,9 +85,11 @@ class Api {
   // A browser's preflight (cors.h): 204 with the allowances, 403 for an origin not allowed, 404
   // for a path with no route.
   HttpResponse Preflight(const HttpRequest& request, Dialect dialect) const;
-  // Queues this request's span (tracer_ set; a traceparent saying "not sampled" records none).
+  RequestTrace StartTrace(const HttpRequest& request) const;
+  // Queues this request's span (trace.record).
   void Trace(const HttpRequest& request, const HttpResponse& response, const std::string& endpoint,
-             const std::string& request_id, std::chrono::system_clock::time_point start) const;
+             const std::string& request_id, const RequestTrace& trace,
+             std::chrono::system_clock::time_point start) const;
   // The pattern of the first route whose path matches `path` (any method), for metric labels.
   std::string PathPattern(std::string_view path) const;
   // quiver_http_requests_total{endpoint (the route's pattern, never the raw path), status}.
@@ -90,7 +101,7 @@ class Api {
   MetricsRegistry* metrics_;
   bool access_log_;
   CorsPolicy cors_;
-  std::shared_ptr<SpanExporter> tracer_;
+  std::shared_ptr<telemetry::SpanExporter> tracer_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_id_{1};

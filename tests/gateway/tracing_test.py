@@ -8,6 +8,8 @@ for an OpenTelemetry collector's OTLP/HTTP receiver), end to end:
   X-Request-Id); a traceparent's trace continued (its id, its span the parent), one saying "not
   sampled" not recorded; the service name from OTEL_SERVICE_NAME; spans queued at SIGTERM posted
   before the process exits;
+- a gateway and a worker each exporting: the worker's span of each chunk a child of the gateway's
+  span of the request; a gateway that does not trace passes the client's traceparent on;
 - a collector that is down, or that takes the connection and never answers, costs the requests
   nothing: they are answered as fast as usual, the lost spans are counted in /metrics, and the
   server still stops promptly.
@@ -20,6 +22,7 @@ import json
 import os
 import re
 import signal
+import tempfile
 import socket
 import subprocess
 import sys
@@ -199,11 +202,81 @@ def main():
               code == 0 and took < 15)
         hung.close()
 
+    check_gateway_and_worker()
+
     bad = subprocess.run([QUIVER, "serve", "--model", MODEL, "--port", "0", "--otlp-endpoint",
                           "https://collector:4318"], capture_output=True, text=True, timeout=60)
     check("an https endpoint is refused at start, naming the flag",
           bad.returncode == 2 and "--otlp-endpoint 'https://collector:4318'" in bad.stderr, bad.stderr[-300:])
     return finish()
+
+
+def start_tier(args, prefix, pattern):
+    log = tempfile.NamedTemporaryFile(prefix=prefix, suffix=".log", delete=False).name
+    proc = subprocess.Popen([QUIVER, *args], stderr=open(log, "w"), stdout=subprocess.DEVNULL)
+    return proc, serving.wait_for(pattern, log, proc)
+
+
+def check_gateway_and_worker():
+    """A gateway and a worker, each exporting: the worker's span of a chunk is a child of the
+    gateway's span of the request, in the client's trace; then a gateway that does not trace
+    passes the client's traceparent on, and the worker's span is the client span's child."""
+    for gateway_traces in (True, False):
+        collector = Collector()
+        endpoint = f"http://127.0.0.1:{collector.port}"
+        wport = serving.free_port()
+        worker, _ = start_tier(["worker", "--model", MODEL, "--listen", f"127.0.0.1:{wport}",
+                                "--metrics-port", "-1", "--threads", "1", "--otlp-endpoint", endpoint],
+                               "quiver-tracing-worker-", r"port=\d+")
+        gateway = None
+        try:
+            args = ["gateway", "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
+                    "--workers", f"127.0.0.1:{wport}", "--max-chunk-tokens", "64"]
+            if gateway_traces:
+                args += ["--otlp-endpoint", endpoint]
+            gateway, m = start_tier(args, "quiver-tracing-gateway-", r" port=(\d+) ")
+            gport = int(m.group(1))
+            end = time.time() + 30
+            while time.time() < end:  # until the gateway has seen the worker healthy
+                try:
+                    if urllib.request.urlopen(f"http://127.0.0.1:{gport}/ready", timeout=5).status == 200:
+                        break
+                except OSError:
+                    time.sleep(0.1)
+            # Three texts of about 30 tokens over chunks of 64 tokens: two chunks, two worker spans.
+            texts = ["the manual page of a command and all of its options explained " * 2] * 3
+            s, h = call(gport, "/embed", {"inputs": texts},
+                        headers={"traceparent": f"00-{TRACE}-{PARENT}-01"})
+            check(f"gateway+worker (gateway traces: {gateway_traces}): answered", s == 200)
+            request_id = h.get("X-Request-Id")
+        finally:
+            for p in (gateway, worker):
+                if p is not None:
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(timeout=60)
+        spans = [sp for _, _, body in collector.posts
+                 for rs in json.loads(body)["resourceSpans"] for ss in rs["scopeSpans"]
+                 for sp in ss["spans"]]
+        for _, _, body in collector.posts:
+            json_format.Parse(body, ExportTraceServiceRequest(), ignore_unknown_fields=False)
+        outer = [sp for sp in spans if attributes(sp).get("quiver.request_id") == request_id]
+        inner = [sp for sp in spans if sp["name"] == "quiver.v1.Inference/Embed"]
+        if gateway_traces:
+            check("the gateway's span of the request, in the client's trace",
+                  len(outer) == 1 and outer[0]["traceId"] == TRACE and outer[0]["parentSpanId"] == PARENT,
+                  outer)
+            parent = outer[0]["spanId"] if outer else None
+        else:
+            check("a gateway without --otlp-endpoint records nothing", outer == [], outer)
+            parent = PARENT
+        check(f"the worker's spans of the chunks are children of {'the gateway span' if gateway_traces else 'the client span'}",
+              len(inner) >= 2 and all(sp["traceId"] == TRACE and sp["parentSpanId"] == parent for sp in inner),
+              [(sp["traceId"], sp.get("parentSpanId"), parent) for sp in inner])
+        a = [attributes(sp) for sp in inner]
+        check("a worker span says what it computed",
+              sum(x["quiver.chunk.sequences"] for x in a) == 3 and
+              all(x["rpc.grpc.status_code"] == 0 and x["quiver.compute_us"] > 0 and
+                  x["rpc.method"] == "Embed" for x in a), a)
 
 
 def finish():

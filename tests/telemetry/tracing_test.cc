@@ -1,6 +1,6 @@
-// Request traces (gateway/tracing.h): W3C traceparent parsing, the OTLP/JSON encoding, and the
+// Request traces (telemetry/tracing.h): W3C traceparent parsing, the OTLP/JSON encoding, and the
 // exporter's endpoint checks. tests/gateway/tracing_test.py runs the exporter against a collector.
-#include "gateway/tracing.h"
+#include "telemetry/tracing.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "common/json.h"
 
-namespace quiver::gateway {
+namespace quiver::telemetry {
 namespace {
 
 TEST(TracingTest, TraceParentIsReadAsW3cTraceContextSaysOrNotAtAll) {
@@ -97,4 +97,4 @@ TEST(TracingTest, AnEndpointThatIsNotAnHttpBaseUrlIsRefusedNamingTheFlag) {
 }
 
 }  // namespace
-}  // namespace quiver::gateway
+}  // namespace quiver::telemetry

@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "common/metrics.h"
 
-namespace quiver::gateway {
+namespace quiver::telemetry {
 
 // A W3C Trace Context `traceparent`: version 00, 32 and 16 lower-case hex digits (neither all
 // zeros), the flags; nullopt for anything else (the request then starts a new trace).
@@ -89,4 +89,4 @@ class SpanExporter {
   std::chrono::steady_clock::time_point last_warning_{};
 };
 
-}  // namespace quiver::gateway
+}  // namespace quiver::telemetry

@@ -1,4 +1,4 @@
-#include "gateway/tracing.h"
+#include "telemetry/tracing.h"
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
@@ -10,7 +10,7 @@
 #include "common/thread_name.h"
 #include "spdlog/spdlog.h"
 
-namespace quiver::gateway {
+namespace quiver::telemetry {
 namespace {
 
 namespace asio = boost::asio;
@@ -253,4 +253,4 @@ absl::Status SpanExporter::Post(const std::string& body) {
   return absl::OkStatus();
 }
 
-}  // namespace quiver::gateway
+}  // namespace quiver::telemetry
