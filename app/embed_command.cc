@@ -135,8 +135,11 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
       b.engine->max_input_tokens());
   b.model_identity = StrCat(b.engine->folder().architecture, "/", b.width, "/",
                             FolderFingerprint(options.model_dir), "/", options.device.device, "/",
-                            options.device.quantize, "/", options.attention_backend, "/",
-                            engine::PoolingModeName(b.engine->folder().pooling.mode));
+                            options.device.quantize, "/", options.attention_backend,
+                            // only when asked for: checkpoints of earlier jobs still match
+                            options.device.pooling.empty()
+                                ? std::string()
+                                : StrCat("/pooling=", options.device.pooling));
   b.scheduler = std::make_unique<scheduler::Scheduler>(b.engine.get(), limits, b.metrics.get());
   auto replica = std::make_shared<LocalReplica>("local", b.engine.get(), b.scheduler.get());
   b.dispatcher = std::make_shared<gateway::Dispatcher>(
@@ -180,7 +183,7 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
   // tokenizer used here.
   absl::StatusOr<InputScan> tokenizer = ScanInput(b.tokenizer_path);
   b.model_identity = StrCat(info->architecture(), "/", b.width, "/", info->name(), "/",
-                            tokenizer.ok() ? tokenizer->hash : 0, "/pooling", info->pooling());
+                            tokenizer.ok() ? tokenizer->hash : 0);
   b.dispatcher = std::make_shared<gateway::Dispatcher>(
       [set = b.workers.get()] { return set->Snapshot(); },
       std::min<int64_t>(options.max_batch_tokens, std::max<uint32_t>(1, info->max_batch_tokens())));

@@ -17,6 +17,9 @@ gateway::HttpServerOptions HttpOptions(const std::string& host, int port, int ha
   http.handler_threads = handler_threads;
   http.max_body_bytes = max_body_bytes;
   http.check_headers = [&api](const gateway::HttpRequest& r) { return api.CheckHeaders(r); };
+  http.decorate_refusal = [&api](const gateway::HttpRequest& r, gateway::HttpResponse& answer) {
+    api.DecorateRefusal(r, answer);
+  };
   http.header_timeout_s = t.header_s;
   http.body_timeout_s = t.body_s;
   http.idle_timeout_s = t.idle_s;

@@ -8,6 +8,7 @@
 #include "app/commands.h"
 #include "app/fidelity_gate.h"
 #include "common/logging.h"
+#include "spdlog/spdlog.h"
 #include "worker/worker.h"
 
 namespace {
@@ -51,8 +52,10 @@ void AddTracingFlags(CLI::App& cmd, std::string& endpoint, std::string& service_
   cmd.add_option("--otlp-endpoint", endpoint,
                  "Send spans (one per request; a worker's, one per chunk) to this OpenTelemetry "
                  "collector, over OTLP/HTTP with JSON (the base URL: http://HOST:4318; spans go to "
-                 "its /v1/traces); a traceparent's trace is continued. Default: no tracing")
-      ->envname("OTEL_EXPORTER_OTLP_ENDPOINT");
+                 "its /v1/traces); a traceparent's trace is continued. Default: no tracing (the "
+                 "standard OTEL_EXPORTER_OTLP_ENDPOINT is not read: it may name a gRPC or https "
+                 "collector this exporter cannot reach)")
+      ->envname("QUIVER_OTLP_ENDPOINT");
   cmd.add_option("--otlp-service-name", service_name, "service.name of the spans")
       ->envname("OTEL_SERVICE_NAME")
       ->capture_default_str();
@@ -367,8 +370,7 @@ int main(int argc, char** argv) {
     device->min_int8_cosine_given = cmd->get_option("--min-int8-cosine")->count() > 0;
     device->pooling_given = cmd->get_option("--pooling")->count() > 0;
     if (absl::Status s = quiver::engine::ApplyModelSettings(*model_dir, *device); !s.ok()) {
-      std::fprintf(stderr, "quiver %s: %s\n", cmd->get_name().c_str(),
-                   std::string(s.message()).c_str());
+      spdlog::error("quiver {}: {}", cmd->get_name(), s.message());
       return 2;
     }
   }
@@ -380,7 +382,7 @@ int main(int argc, char** argv) {
     absl::StatusOr<quiver::engine::ModelOptions> model = quiver::app::ResolveModelOptions(
         worker.model_dir);
     if (!model.ok()) {
-      std::fprintf(stderr, "quiver worker: %s\n", std::string(model.status().message()).c_str());
+      spdlog::error("quiver worker: {}", model.status().message());
       return 1;
     }
     worker.model = *model;

@@ -18,33 +18,6 @@ namespace {
 // formatter: the logger is synchronous, so the record is formatted before the call returns.
 thread_local const std::initializer_list<LogField>* current_fields = nullptr;
 
-// The length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629: no overlong forms,
-// no surrogates, nothing above U+10FFFF), or 0 if it is not one.
-size_t Utf8SequenceLength(std::string_view s) {
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = b(0);
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (s.size() < n || b(1) < lo || b(1) > hi) return 0;
-  for (size_t i = 2; i < n; ++i) {
-    if (b(i) < 0x80 || b(i) > 0xBF) return 0;
-  }
-  return n;
-}
-
 // `s` as the inside of a JSON string: escaped as AppendJsonEscaped does, and every byte that
 // does not start a well-formed UTF-8 sequence written as U+FFFD, so that the line always parses.
 void AppendJsonText(std::string& out, std::string_view s) {
@@ -56,7 +29,7 @@ void AppendJsonText(std::string& out, std::string_view s) {
       ++i;
       continue;
     }
-    const size_t n = Utf8SequenceLength(s.substr(i));
+    const size_t n = Utf8SequenceLength(s.substr(i));  // common/strings.h
     if (n == 0) {
       out += "\\ufffd";
       ++i;

@@ -50,6 +50,54 @@ inline void AppendJsonEscaped(std::string& out, std::string_view s) {
   }
 }
 
+// The length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629: no overlong forms,
+// no surrogates, nothing above U+10FFFF), or 0 if it is not one.
+inline size_t Utf8SequenceLength(std::string_view s) {
+  if (s.empty()) return 0;
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < n || b(1) < lo || b(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i) {
+    if (b(i) < 0x80 || b(i) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// `s` with every byte that does not start a well-formed UTF-8 sequence replaced by U+FFFD: text
+// that must be valid UTF-8 (JSON for log collectors and trace collectors) whatever it came from.
+inline std::string ValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t n = Utf8SequenceLength(s.substr(i));
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 inline std::string JsonEscape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);

@@ -277,6 +277,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // An answer before (or instead of) the body: the rest of the request is never read, so the
   // connection closes after it.
   void Refuse(HttpResponse r) {
+    if (options_.decorate_refusal && !r.headers.contains("X-Request-Id")) {  // a 401 has them
+      // The fields read so far (all of them, or those before the one that was refused).
+      options_.decorate_refusal(parser_ ? Convert(parser_->get(), {}) : HttpRequest(), r);
+    }
     grant_.reset();
     Answer(std::move(r), /*keep_alive=*/false, 11);
   }

@@ -63,6 +63,9 @@ struct HttpServerOptions {
   // nullopt lets the body be read and the request handled. The body of a request answered here
   // is never read: its connection closes after the answer.
   std::function<std::optional<HttpResponse>(const HttpRequest&)> check_headers;
+  // Adds headers to the server's own refusals (400, 413, 431) before they are sent, given the
+  // request's header fields read so far.
+  std::function<void(const HttpRequest&, HttpResponse&)> decorate_refusal;
 };
 
 class HttpServer {

@@ -33,13 +33,19 @@ bool AllZeros(std::string_view s) { return s.find_first_not_of('0') == std::stri
 
 std::optional<TraceParent> ParseTraceParent(std::string_view header) {
   // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 = 55 characters.
-  if (header.size() != 55 || header[2] != '-' || header[35] != '-' || header[52] != '-') {
+  // Version 00 is exactly that; a later version is read by the same first 55 characters, and
+  // may go on after a "-" (W3C Trace Context, "Versioning of traceparent"); ff is invalid.
+  if (header.size() < 55 || header[2] != '-' || header[35] != '-' || header[52] != '-') {
     return std::nullopt;
   }
   const std::string_view version = header.substr(0, 2), trace = header.substr(3, 32),
                          parent = header.substr(36, 16), flags = header.substr(53, 2);
-  if (version != "00" || !IsLowerHex(trace) || !IsLowerHex(parent) || !IsLowerHex(flags) ||
-      AllZeros(trace) || AllZeros(parent)) {
+  if (!IsLowerHex(version) || version == "ff" ||
+      (version == "00" ? header.size() != 55 : header.size() > 55 && header[55] != '-')) {
+    return std::nullopt;
+  }
+  if (!IsLowerHex(trace) || !IsLowerHex(parent) || !IsLowerHex(flags) || AllZeros(trace) ||
+      AllZeros(parent)) {
     return std::nullopt;
   }
   TraceParent out;
@@ -50,7 +56,14 @@ std::optional<TraceParent> ParseTraceParent(std::string_view header) {
 }
 
 std::string RandomHexId(size_t bytes) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
+  // Seeded with 256 bits, so that two threads anywhere (other processes, other hosts) do not draw
+  // the same ids.
+  thread_local std::mt19937_64 rng = [] {
+    std::random_device device;
+    std::seed_seq seed{device(), device(), device(), device(),
+                       device(), device(), device(), device()};
+    return std::mt19937_64(seed);
+  }();
   std::string out;
   while (out.size() < 2 * bytes) out += fmt::format("{:016x}", rng());
   out.resize(2 * bytes);
@@ -63,7 +76,7 @@ std::string OtlpTraceJson(const std::vector<Span>& spans, std::string_view servi
   w.BeginObject().Key("resourceSpans").BeginArray().BeginObject();
   w.Key("resource").BeginObject().Key("attributes").BeginArray();
   w.BeginObject().Key("key").String("service.name").Key("value").BeginObject();
-  w.Key("stringValue").String(service_name).EndObject().EndObject();
+  w.Key("stringValue").String(ValidUtf8(service_name)).EndObject().EndObject();
   w.EndArray().EndObject();
   w.Key("scopeSpans").BeginArray().BeginObject();
   w.Key("scope").BeginObject().Key("name").String("quiver").Key("version").String(QUIVER_VERSION);
@@ -73,15 +86,17 @@ std::string OtlpTraceJson(const std::vector<Span>& spans, std::string_view servi
     w.BeginObject();
     w.Key("traceId").String(s.trace_id).Key("spanId").String(s.span_id);
     if (!s.parent_span_id.empty()) w.Key("parentSpanId").String(s.parent_span_id);
-    w.Key("name").String(s.name).Key("kind").Int(2);  // SPAN_KIND_SERVER
+    // Strings as valid UTF-8 (a model or folder name may not be): a collector refuses a batch
+    // that is not.
+    w.Key("name").String(ValidUtf8(s.name)).Key("kind").Int(2);  // SPAN_KIND_SERVER
     // 64-bit integers are strings in OTLP/JSON.
     w.Key("startTimeUnixNano").String(StrCat(s.start_unix_ns));
     w.Key("endTimeUnixNano").String(StrCat(s.end_unix_ns));
     w.Key("attributes").BeginArray();
     for (const auto& [key, value] : s.attributes) {
-      w.BeginObject().Key("key").String(key).Key("value").BeginObject();
+      w.BeginObject().Key("key").String(ValidUtf8(key)).Key("value").BeginObject();
       if (const auto* text = std::get_if<std::string>(&value)) {
-        w.Key("stringValue").String(*text);
+        w.Key("stringValue").String(ValidUtf8(*text));
       } else {
         w.Key("intValue").String(StrCat(std::get<int64_t>(value)));
       }
@@ -117,6 +132,7 @@ absl::StatusOr<std::unique_ptr<SpanExporter>> SpanExporter::Create(const std::st
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   if (authority.empty()) return refuse("no host");
   std::unique_ptr<SpanExporter> e(new SpanExporter());
+  e->host_header_ = std::string(authority);  // as written: [::1]:4318 keeps its brackets
   const size_t colon = authority.rfind(':');
   if (colon != std::string_view::npos && authority.back() != ']') {
     e->host_ = std::string(authority.substr(0, colon));
@@ -128,6 +144,7 @@ absl::StatusOr<std::unique_ptr<SpanExporter>> SpanExporter::Create(const std::st
   } else {
     e->host_ = std::string(authority);
     e->port_ = "80";
+    e->host_header_ = std::string(authority);
   }
   if (e->host_.size() > 2 && e->host_.front() == '[' && e->host_.back() == ']') {
     e->host_ = e->host_.substr(1, e->host_.size() - 2);  // [::1] -> ::1 for the resolver
@@ -181,7 +198,11 @@ void SpanExporter::Loop() {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
-      last = stopping_ && queue_.empty();
+      last = stopping_;
+      if (last) {  // one post at shutdown, bounded: what does not fit in it is dropped
+        dropped_->Inc(static_cast<int64_t>(queue_.size()));
+        queue_.clear();
+      }
     }
     if (!batch.empty()) {
       const absl::Status posted = Post(OtlpTraceJson(batch, service_name_));
@@ -208,7 +229,7 @@ absl::Status SpanExporter::Post(const std::string& body) {
   tcp::resolver resolver(io);
   beast::tcp_stream stream(io);
   http::request<http::string_body> request{http::verb::post, path_, 11};
-  request.set(http::field::host, StrCat(host_, ":", port_));
+  request.set(http::field::host, host_header_);
   request.set(http::field::content_type, "application/json");
   request.set(http::field::user_agent, StrCat("quiver/", QUIVER_VERSION));
   request.body() = body;

@@ -7,7 +7,9 @@
 // dropped and counted) and one thread posts batches every second or every kBatch spans, each POST
 // bounded by a 2 s timeout; a collector that is down costs failed posts on that thread only
 // (logged at most once a minute, counted). A request whose traceparent says "not sampled" is not
-// recorded. At shutdown what is queued is posted once more, within the same timeout.
+// recorded. At shutdown one more batch is posted, within the same timeout (what does not fit in
+// it is dropped and counted): stopping takes at most two posts' timeouts plus, for a collector
+// named by host name, its DNS lookup (which the timeout cannot interrupt).
 //
 // Counted in quiver_otlp_spans_total{outcome="exported"|"dropped"|"failed"}.
 #pragma once
@@ -32,8 +34,9 @@
 
 namespace quiver::telemetry {
 
-// A W3C Trace Context `traceparent`: version 00, 32 and 16 lower-case hex digits (neither all
-// zeros), the flags; nullopt for anything else (the request then starts a new trace).
+// A W3C Trace Context `traceparent`: a version (00, or a later one read by its first 55
+// characters; never ff), 32 and 16 lower-case hex digits (neither all zeros), the flags; nullopt
+// for anything else (the request then starts a new trace).
 struct TraceParent {
   std::string trace_id;        // 32 hex digits
   std::string parent_span_id;  // 16 hex digits
@@ -77,7 +80,7 @@ class SpanExporter {
   void Loop();
   absl::Status Post(const std::string& body);
 
-  std::string host_, port_, path_, service_name_;
+  std::string host_, port_, host_header_, path_, service_name_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Span> queue_;

@@ -33,8 +33,7 @@ std::string RequestId(const HttpRequest& request) {
     }
     if (ok) return id;
   }
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{:016x}{:016x}", rng(), rng());
+  return telemetry::RandomHexId(16);
 }
 
 using Clock = std::chrono::steady_clock;
@@ -317,6 +316,11 @@ Api::RequestTrace Api::StartTrace(const HttpRequest& request) const {
     trace.downstream = header->second;  // passed on as it came (a "not sampled" one included)
   }
   return trace;
+}
+
+void Api::DecorateRefusal(const HttpRequest& request, HttpResponse& response) const {
+  response.headers["X-Request-Id"] = RequestId(request);
+  cors_.Decorate(request, response);
 }
 
 std::string Api::PathPattern(std::string_view path) const {

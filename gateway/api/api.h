@@ -36,6 +36,9 @@ class Api {
   // From the headers alone, before the body is read (HttpServerOptions::check_headers): 401 for
   // a route that needs the API key when the request does not carry it; nullopt otherwise.
   std::optional<HttpResponse> CheckHeaders(const HttpRequest& request);
+  // What the HTTP server's own refusals (HttpServerOptions::decorate_refusal) carry as the API's
+  // answers do: X-Request-Id and, for an allowed origin, CORS.
+  void DecorateRefusal(const HttpRequest& request, HttpResponse& response) const;
   void set_ready(bool ready) { ready_ = ready; }
   // Browsers on other origins (--cors-allow-origin); set before the server starts.
   void set_cors(CorsPolicy cors) { cors_ = std::move(cors); }

@@ -5,7 +5,8 @@
 //
 // With origins: an answer to a request whose Origin is allowed says so
 // (Access-Control-Allow-Origin, the origin itself or "*"; Vary: Origin unless any origin is
-// allowed; Retry-After and X-Request-Id exposed), errors included. A preflight (OPTIONS with Origin and
+// allowed; Retry-After and X-Request-Id exposed), errors included (the HTTP server's own refusals
+// through Api::DecorateRefusal). A preflight (OPTIONS with Origin and
 // Access-Control-Request-Method) is answered 204 without the API key (browsers never send it
 // there): the path's methods, the request headers asked for (Authorization and Content-Type
 // among them), cached 600 s by the browser; the API answers 403 (naming the flag) to one from an

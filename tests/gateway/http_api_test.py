@@ -15,6 +15,7 @@ import math
 import os
 import re
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -390,6 +391,21 @@ def main():
               f"CORS: a 401 (answered before the body) readable by the page ({s} {h})")
         s, b, h = call(port, "GET", "/health", headers={"Origin": "https://evil.example"})
         check(s == 200 and "Access-Control-Allow-Origin" not in h, "CORS: no allowance for other origins")
+        # The server's own refusal before the body (a declared length over --max-body-bytes)
+        # carries them too, so the page reads its 413.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
+                        b"Content-Type: application/json\r\nContent-Length: 90000000\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = raw.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+        head = head.decode(errors="replace")
+        check(head.startswith("HTTP/1.1 413") and "Access-Control-Allow-Origin: https://app.example" in head
+              and re.search(r"X-Request-Id: [0-9a-f]{32}", head) is not None,
+              f"a transport-level 413 carries CORS and X-Request-Id: {head[:300]!r}")
     finally:
         proc.send_signal(signal.SIGTERM)
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (cors)")

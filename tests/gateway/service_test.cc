@@ -193,7 +193,11 @@ TEST(ServiceTest, TheServersDefaultPromptOverTheFolders) {
     EmbedRequest r;
     r.inputs.push_back({"hello", {}, false});
     r.prompt_name = prompt_name;
-    EXPECT_TRUE(f.service->Embed(r, quiver::v1::OUTPUT_F32, kForever).ok());
+    if (!f.service->Embed(r, quiver::v1::OUTPUT_F32, kForever).ok() ||
+        f.replica->sequences.empty()) {
+      ADD_FAILURE() << "nothing sent for prompt_name '" << prompt_name << "'";
+      return std::vector<uint32_t>();
+    }
     return f.replica->sequences.back();
   };
   auto ids = [&](const std::string& text) {

@@ -22,14 +22,23 @@ TEST(TracingTest, TraceParentIsReadAsW3cTraceContextSaysOrNotAtAll) {
       ParseTraceParent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00");
   ASSERT_TRUE(unsampled.has_value());
   EXPECT_FALSE(unsampled->sampled);
+  // A later version is read by its first 55 characters (and what follows a "-").
+  for (const char* later : {"01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                            "cc-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-what-else"}) {
+    const auto read = ParseTraceParent(later);
+    ASSERT_TRUE(read.has_value()) << later;
+    EXPECT_EQ(read->trace_id, "0af7651916cd43dd8448eb211c80319c");
+  }
   for (const char* bad :
        {"",
-        "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",   // another version
-        "00-00000000000000000000000000000000-b7ad6b7169203331-01",   // zero trace id
-        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",   // zero parent
-        "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",   // upper case
-        "00-0af7651916cd43dd8448eb211c80319-b7ad6b7169203331-01",    // short trace id
-        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-",  // trailing
+        "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",    // ff: invalid
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x",  // 00 is 55 exactly
+        "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01x",   // no "-" after 55
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01",    // zero trace id
+        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",    // zero parent
+        "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",    // upper case
+        "00-0af7651916cd43dd8448eb211c80319-b7ad6b7169203331-01",     // short trace id
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-",   // trailing
         "00_0af7651916cd43dd8448eb211c80319c_b7ad6b7169203331_01",
         "00-0af7651916cd43dd8448eb211c80319g-b7ad6b7169203331-01"}) {
     EXPECT_FALSE(ParseTraceParent(bad).has_value()) << bad;
@@ -59,6 +68,8 @@ TEST(TracingTest, OtlpJsonHoldsTheSpansAsTheJsonMappingWantsThem) {
   Span child = root;
   child.parent_span_id = "00f067aa0ba902b7";
   child.error = true;
+  child.attributes.push_back({"quiver.model", std::string("bad \xC0 name")});  // not UTF-8
+  // simdjson checks UTF-8 below: the encoder must have replaced the byte.
   absl::StatusOr<JsonValue> json = JsonValue::Parse(OtlpTraceJson({root, child}, "svc \"x\""));
   ASSERT_TRUE(json.ok()) << json.status();
   const JsonValue& rs = json->Find("resourceSpans")->items()[0];
@@ -80,6 +91,8 @@ TEST(TracingTest, OtlpJsonHoldsTheSpansAsTheJsonMappingWantsThem) {
   EXPECT_EQ(spans[0].Find("status")->Find("code"), nullptr);  // unset
   EXPECT_EQ(spans[1].Find("parentSpanId")->as_string(), "00f067aa0ba902b7");
   EXPECT_EQ(spans[1].Find("status")->Find("code")->as_int(), 2);  // ERROR
+  EXPECT_EQ(spans[1].Find("attributes")->items()[2].Find("value")->Find("stringValue")->as_string(),
+            "bad \xEF\xBF\xBD name");
 }
 
 TEST(TracingTest, AnEndpointThatIsNotAnHttpBaseUrlIsRefusedNamingTheFlag) {
