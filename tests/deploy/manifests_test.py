@@ -121,6 +121,10 @@ def check_service_tier(name, docs):
         fmt = env.get("QUIVER_LOG_FORMAT", {}).get("valueFrom", {}).get("configMapKeyRef", {})
         check(f"{where}: logs JSON lines (QUIVER_LOG_FORMAT from the ConfigMap)",
               config.get(fmt.get("key")) == "json", fmt)
+        otlp = env.get("QUIVER_OTLP_ENDPOINT", {}).get("valueFrom", {}).get("configMapKeyRef", {})
+        check(f"{where}: the trace collector from the ConfigMap (QUIVER_OTLP_ENDPOINT; empty: none)",
+              otlp.get("key") in config and config[otlp["key"]] in ("", None) or
+              str(config.get(otlp.get("key"), "")).startswith("http://"), otlp)
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
         rp, lp = c["readinessProbe"]["httpGet"], c["livenessProbe"]["httpGet"]
         check(f"{where}: readiness on /ready, liveness on /health, on declared ports",
