@@ -34,15 +34,12 @@ int RunGateway(const GatewayOptions& options) {
     return 1;
   }
   MetricsRegistry metrics;
-  std::shared_ptr<telemetry::SpanExporter> tracer;
-  if (!options.otlp_endpoint.empty()) {
-    absl::StatusOr<std::unique_ptr<telemetry::SpanExporter>> made = telemetry::SpanExporter::Create(
-        options.otlp_endpoint, options.otlp_service_name, &metrics);
-    if (!made.ok()) {
-      spdlog::error("quiver gateway: {}", made.status().message());
-      return 2;
-    }
-    tracer = *std::move(made);
+  absl::StatusOr<std::shared_ptr<telemetry::SpanExporter>> tracer =
+      telemetry::SpanExporter::CreateIfAsked(options.otlp_endpoint, options.otlp_service_name,
+                                             &metrics);
+  if (!tracer.ok()) {
+    spdlog::error("quiver gateway: {}", tracer.status().message());
+    return 2;
   }
   gateway::GrpcReplicaSet replicas(options.workers,
                                    std::chrono::milliseconds(options.health_interval_ms),
@@ -110,7 +107,7 @@ int RunGateway(const GatewayOptions& options) {
   gateway::api::Api api(model, *std::move(tok), dispatcher, options.api, &metrics,
                         options.access_log);
   api.set_cors(*std::move(cors));
-  api.set_tracer(tracer);
+  api.set_tracer(*tracer);
   gateway::HttpServer server(HttpOptions(options.host, options.port, options.handler_threads,
                                          options.max_body_bytes, options.timeouts, api),
                              [&api](const gateway::HttpRequest& r) { return api.Handle(r); });

@@ -34,15 +34,12 @@ int RunServe(const ServeOptions& options) {
     return 2;
   }
   MetricsRegistry metrics;
-  std::shared_ptr<telemetry::SpanExporter> tracer;
-  if (!options.otlp_endpoint.empty()) {
-    absl::StatusOr<std::unique_ptr<telemetry::SpanExporter>> made = telemetry::SpanExporter::Create(
-        options.otlp_endpoint, options.otlp_service_name, &metrics);
-    if (!made.ok()) {
-      spdlog::error("quiver serve: {}", made.status().message());
-      return 2;
-    }
-    tracer = *std::move(made);
+  absl::StatusOr<std::shared_ptr<telemetry::SpanExporter>> tracer =
+      telemetry::SpanExporter::CreateIfAsked(options.otlp_endpoint, options.otlp_service_name,
+                                             &metrics);
+  if (!tracer.ok()) {
+    spdlog::error("quiver serve: {}", tracer.status().message());
+    return 2;
   }
   absl::StatusOr<engine::ModelOptions> model_options = ResolveModelOptions(options.model_dir);
   if (!model_options.ok()) {
@@ -133,7 +130,7 @@ int RunServe(const ServeOptions& options) {
   gateway::api::Api api(model, *std::move(tok), dispatcher, api_limits, &metrics,
                         options.access_log);
   api.set_cors(*std::move(cors));
-  api.set_tracer(tracer);
+  api.set_tracer(*tracer);
   gateway::HttpServer server(HttpOptions(options.host, options.port, options.handler_threads,
                                          options.max_body_bytes, options.timeouts, api),
                              [&api](const gateway::HttpRequest& r) { return api.Handle(r); });

@@ -20,25 +20,7 @@ thread_local const std::initializer_list<LogField>* current_fields = nullptr;
 
 // `s` as the inside of a JSON string: escaped as AppendJsonEscaped does, and every byte that
 // does not start a well-formed UTF-8 sequence written as U+FFFD, so that the line always parses.
-void AppendJsonText(std::string& out, std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      AppendJsonEscaped(out, s.substr(i, 1));
-      ++i;
-      continue;
-    }
-    const size_t n = Utf8SequenceLength(s.substr(i));  // common/strings.h
-    if (n == 0) {
-      out += "\\ufffd";
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-}
+void AppendJsonText(std::string& out, std::string_view s) { AppendJsonEscaped(out, ValidUtf8(s)); }
 
 void AppendJsonValue(std::string& out, const LogField& field) {
   if (const auto* text = std::get_if<std::string_view>(&field.value)) {

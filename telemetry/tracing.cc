@@ -164,6 +164,15 @@ absl::StatusOr<std::unique_ptr<SpanExporter>> SpanExporter::Create(const std::st
   return e;
 }
 
+absl::StatusOr<std::shared_ptr<SpanExporter>> SpanExporter::CreateIfAsked(
+    const std::string& endpoint, std::string service_name, MetricsRegistry* metrics) {
+  if (endpoint.empty()) return std::shared_ptr<SpanExporter>();
+  absl::StatusOr<std::unique_ptr<SpanExporter>> made =
+      Create(endpoint, std::move(service_name), metrics);
+  if (!made.ok()) return made.status();
+  return std::shared_ptr<SpanExporter>(*std::move(made));
+}
+
 SpanExporter::~SpanExporter() {
   {
     std::lock_guard<std::mutex> lock(mu_);

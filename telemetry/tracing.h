@@ -69,6 +69,10 @@ class SpanExporter {
   static absl::StatusOr<std::unique_ptr<SpanExporter>> Create(const std::string& endpoint,
                                                               std::string service_name,
                                                               MetricsRegistry* metrics);
+  // Create where `endpoint` is given (--otlp-endpoint); null where it is empty (no tracing).
+  static absl::StatusOr<std::shared_ptr<SpanExporter>> CreateIfAsked(const std::string& endpoint,
+                                                                     std::string service_name,
+                                                                     MetricsRegistry* metrics);
   ~SpanExporter();  // posts what is queued, then stops
   SpanExporter(const SpanExporter&) = delete;
   SpanExporter& operator=(const SpanExporter&) = delete;

@@ -39,16 +39,12 @@ int RunWorker(const WorkerOptions& options) {
     return 2;
   }
   MetricsRegistry metrics;
-  std::shared_ptr<telemetry::SpanExporter> tracer;
-  if (!options.otlp_endpoint.empty()) {
-    absl::StatusOr<std::unique_ptr<telemetry::SpanExporter>> made =
-        telemetry::SpanExporter::Create(options.otlp_endpoint, options.otlp_service_name,
-                                        &metrics);
-    if (!made.ok()) {
-      spdlog::error("quiver worker: {}", made.status().message());
-      return 2;
-    }
-    tracer = *std::move(made);
+  absl::StatusOr<std::shared_ptr<telemetry::SpanExporter>> tracer =
+      telemetry::SpanExporter::CreateIfAsked(options.otlp_endpoint, options.otlp_service_name,
+                                             &metrics);
+  if (!tracer.ok()) {
+    spdlog::error("quiver worker: {}", tracer.status().message());
+    return 2;
   }
   if (options.before_load) options.before_load(engine_options);
   auto engine = engine::Engine::Load(options.model_dir, engine_options);
@@ -63,7 +59,7 @@ int RunWorker(const WorkerOptions& options) {
   scheduler::Scheduler scheduler(engine->get(), options.limits, &metrics);
   InferenceService service(engine->get(), &scheduler, model_name,
                            options.limits.max_batch_tokens, &metrics);
-  service.set_tracer(tracer);
+  service.set_tracer(*tracer);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
