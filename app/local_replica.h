@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "gateway/replica.h"
 #include "scheduler/scheduler.h"
+#include "telemetry/tracing.h"
 
 namespace quiver::app {
 
@@ -25,12 +26,16 @@ class LocalReplica final : public gateway::Replica {
             std::chrono::system_clock::time_point deadline,
             std::shared_ptr<gateway::CancelSignal> cancel,
             std::function<void(absl::StatusOr<gateway::ReplicaResult>)> done) override;
+  // One INTERNAL span per chunk, a child of the request's span (the chunk's traceparent): its
+  // queue wait and compute. Set before serving; null: none.
+  void set_tracer(std::shared_ptr<telemetry::SpanExporter> tracer) { tracer_ = std::move(tracer); }
 
  private:
   std::string name_;
   engine::Engine* engine_;
   scheduler::Scheduler* scheduler_;
   std::atomic<int64_t> outstanding_{0};
+  std::shared_ptr<telemetry::SpanExporter> tracer_;
 };
 
 }  // namespace quiver::app

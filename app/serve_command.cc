@@ -131,6 +131,7 @@ int RunServe(const ServeOptions& options) {
                         options.access_log);
   api.set_cors(*std::move(cors));
   api.set_tracer(*tracer);
+  replica->set_tracer(*tracer);
   gateway::HttpServer server(HttpOptions(options.host, options.port, options.handler_threads,
                                          options.max_body_bytes, options.timeouts, api),
                              [&api](const gateway::HttpRequest& r) { return api.Handle(r); });

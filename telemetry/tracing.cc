@@ -71,6 +71,18 @@ std::string RandomHexId(size_t bytes) {
   return out;
 }
 
+std::optional<Span> ChildSpan(std::string_view traceparent, std::string name) {
+  std::optional<TraceParent> parent;
+  if (!traceparent.empty()) parent = ParseTraceParent(traceparent);
+  if (parent && !parent->sampled) return std::nullopt;
+  Span span;
+  span.trace_id = parent ? parent->trace_id : RandomHexId(16);
+  span.span_id = RandomHexId(8);
+  if (parent) span.parent_span_id = parent->parent_span_id;
+  span.name = std::move(name);
+  return span;
+}
+
 std::string OtlpTraceJson(const std::vector<Span>& spans, std::string_view service_name) {
   JsonWriter w;
   w.BeginObject().Key("resourceSpans").BeginArray().BeginObject();
@@ -88,7 +100,7 @@ std::string OtlpTraceJson(const std::vector<Span>& spans, std::string_view servi
     if (!s.parent_span_id.empty()) w.Key("parentSpanId").String(s.parent_span_id);
     // Strings as valid UTF-8 (a model or folder name may not be): a collector refuses a batch
     // that is not.
-    w.Key("name").String(ValidUtf8(s.name)).Key("kind").Int(2);  // SPAN_KIND_SERVER
+    w.Key("name").String(ValidUtf8(s.name)).Key("kind").Int(s.kind);
     // 64-bit integers are strings in OTLP/JSON.
     w.Key("startTimeUnixNano").String(StrCat(s.start_unix_ns));
     w.Key("endTimeUnixNano").String(StrCat(s.end_unix_ns));

@@ -50,10 +50,16 @@ std::string RandomHexId(size_t bytes);
 struct Span {
   std::string trace_id, span_id, parent_span_id;  // hex; parent empty for a root span
   std::string name;                               // "POST /v1/embeddings"
+  int kind = 2;  // OTLP SpanKind: 2 SERVER (a request or an RPC served), 1 INTERNAL
   int64_t start_unix_ns = 0, end_unix_ns = 0;
   bool error = false;  // status ERROR (a 5xx); otherwise unset, as for a server's 4xx
   std::vector<std::pair<std::string, std::variant<std::string, int64_t>>> attributes;
 };
+
+// A span named `name` in the trace `traceparent` names, its span the parent (a new trace where
+// `traceparent` is empty or malformed); nullopt where it says "not sampled". Times and
+// attributes are the caller's to fill.
+std::optional<Span> ChildSpan(std::string_view traceparent, std::string name);
 
 // The OTLP/JSON ExportTraceServiceRequest for `spans` from service `service_name` (pure).
 std::string OtlpTraceJson(const std::vector<Span>& spans, std::string_view service_name);

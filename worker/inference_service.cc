@@ -88,14 +88,10 @@ grpc::ServerUnaryReactor* InferenceService::Serve(
 
 void InferenceService::Trace(const CallTrace& call, const absl::Status& outcome,
                              const scheduler::ChunkResult* result) const {
-  std::optional<telemetry::TraceParent> parent;
-  if (!call.traceparent.empty()) parent = telemetry::ParseTraceParent(call.traceparent);
-  if (parent && !parent->sampled) return;  // the request's trace is not recorded
-  telemetry::Span span;
-  span.trace_id = parent ? parent->trace_id : telemetry::RandomHexId(16);
-  span.span_id = telemetry::RandomHexId(8);
-  if (parent) span.parent_span_id = parent->parent_span_id;
-  span.name = call.score ? "quiver.v1.Inference/Score" : "quiver.v1.Inference/Embed";
+  std::optional<telemetry::Span> child = telemetry::ChildSpan(
+      call.traceparent, call.score ? "quiver.v1.Inference/Score" : "quiver.v1.Inference/Embed");
+  if (!child) return;  // the request's trace is not recorded
+  telemetry::Span& span = *child;
   auto unix_ns = [](std::chrono::system_clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   };
@@ -116,7 +112,7 @@ void InferenceService::Trace(const CallTrace& call, const absl::Status& outcome,
     span.attributes.push_back({"quiver.queue_wait_us", result->queue_wait_us});
     span.attributes.push_back({"quiver.compute_us", result->compute_us});
   }
-  tracer_->Record(std::move(span));
+  tracer_->Record(std::move(*child));
 }
 
 grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,

@@ -4,7 +4,8 @@ for an OpenTelemetry collector's OTLP/HTTP receiver), end to end:
 - every body the server posts parses, strictly, as OpenTelemetry's own ExportTraceServiceRequest
   (the opentelemetry-proto package's protobuf classes and protobuf's JSON mapping: an unknown or
   misspelt field, a wrong type or enum fails), is posted to /v1/traces as application/json;
-- one SERVER span per request: its name, route, status code and request id (the answer's
+- one SERVER span per request, and under it serve's engine span of each chunk (INTERNAL, queue
+  wait and compute): its name, route, status code and request id (the answer's
   X-Request-Id); a traceparent's trace continued (its id, its span the parent), one saying "not
   sampled" not recorded; the service name from OTEL_SERVICE_NAME; spans queued at SIGTERM posted
   before the process exits;
@@ -154,6 +155,17 @@ def main():
     check("times in nanoseconds, the end after the start",
           0 < int(plain["endTimeUnixNano"]) - int(plain["startTimeUnixNano"]) < 60e9 and
           abs(int(plain["startTimeUnixNano"]) / 1e9 - time.time()) < 600, plain)
+    engine = [sp for sp in spans if sp["name"] == "quiver.engine/Embed"]
+    under = [sp for sp in engine if sp.get("parentSpanId") == plain["spanId"]]
+    check("serve: the engine's span of the request's chunk, INTERNAL, a child of the request's",
+          len(under) == 1 and under[0]["traceId"] == plain["traceId"] and under[0]["kind"] == 1 and
+          attributes(under[0])["quiver.compute_us"] > 0 and
+          attributes(under[0])["quiver.chunk.sequences"] == 1 and
+          int(plain["startTimeUnixNano"]) <= int(under[0]["startTimeUnixNano"]) and
+          int(under[0]["endTimeUnixNano"]) <= int(plain["endTimeUnixNano"]), under)
+    check("serve: no engine span for the request whose trace is not sampled",
+          [sp.get("parentSpanId") for sp in engine if sp["traceId"] == TRACE] == [traced["spanId"]],
+          [(sp["traceId"], sp.get("parentSpanId")) for sp in engine])
     check("a 413 is a span with its status code and no error status (a client's error)",
           attributes(refused)["http.response.status_code"] == 413 and "code" not in refused["status"],
           refused)
