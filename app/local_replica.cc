@@ -46,40 +46,41 @@ void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
     }
   }
   outstanding_ += tokens;
-  absl::Status admitted = scheduler_->Enqueue(std::move(c), [this, tokens, sequences, done,
-                                                             span = std::move(span)](
-                                                                absl::StatusOr<
-                                                                    scheduler::ChunkResult>
-                                                                    r) mutable {
-    outstanding_ -= tokens;
-    if (span) {
-      span->end_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
-      span->error = !r.ok() && !absl::IsCancelled(r.status()) &&
-                    !absl::IsDeadlineExceeded(r.status()) && !absl::IsResourceExhausted(r.status());
-      span->attributes = {{"quiver.chunk.tokens", tokens}, {"quiver.chunk.sequences", sequences}};
-      if (r.ok()) {
-        span->attributes.push_back({"quiver.queue_wait_us", r->queue_wait_us});
-        span->attributes.push_back({"quiver.compute_us", r->compute_us});
-      }
-      tracer_->Record(*std::move(span));
+  // The span, where the chunk is traced: ended and queued once the chunk is answered or refused.
+  auto record = [this, tokens, sequences](telemetry::Span span, const absl::Status& status,
+                                          const scheduler::ChunkResult* result) {
+    span.end_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+    span.error = !status.ok() && !absl::IsCancelled(status) && !absl::IsDeadlineExceeded(status) &&
+                 !absl::IsResourceExhausted(status);
+    span.attributes = {{"quiver.chunk.tokens", tokens}, {"quiver.chunk.sequences", sequences}};
+    if (result != nullptr) {
+      span.attributes.push_back({"quiver.queue_wait_us", result->queue_wait_us});
+      span.attributes.push_back({"quiver.compute_us", result->compute_us});
     }
-    if (!r.ok()) {
-      done(r.status());
-      return;
-    }
-    gateway::ReplicaResult out;
-    out.num_seqs = r->output.num_seqs;
-    out.dimensions = r->output.dimensions;
-    out.output_type = worker::EncodeOutputType(r->output.output_type);
-    out.data.assign(r->output.data.begin(), r->output.data.end());
-    out.queue_wait_us = r->queue_wait_us;
-    out.compute_us = r->compute_us;
-    done(std::move(out));
-  });
-  if (!admitted.ok()) {
+    tracer_->Record(std::move(span));
+  };
+  absl::Status admitted = scheduler_->Enqueue(
+      std::move(c), [this, tokens, done, span, record](absl::StatusOr<scheduler::ChunkResult> r) {
+        outstanding_ -= tokens;
+        if (span) record(*span, r.status(), r.ok() ? &*r : nullptr);
+        if (!r.ok()) {
+          done(r.status());
+          return;
+        }
+        gateway::ReplicaResult out;
+        out.num_seqs = r->output.num_seqs;
+        out.dimensions = r->output.dimensions;
+        out.output_type = worker::EncodeOutputType(r->output.output_type);
+        out.data.assign(r->output.data.begin(), r->output.data.end());
+        out.queue_wait_us = r->queue_wait_us;
+        out.compute_us = r->compute_us;
+        done(std::move(out));
+      });
+  if (!admitted.ok()) {  // refused (overload, drain): the callback never runs
     outstanding_ -= tokens;
+    if (span) record(*std::move(span), admitted, nullptr);
     done(admitted);
   }
 }

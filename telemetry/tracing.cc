@@ -51,6 +51,7 @@ std::optional<TraceParent> ParseTraceParent(std::string_view header) {
   TraceParent out;
   out.trace_id = std::string(trace);
   out.parent_span_id = std::string(parent);
+  out.flags = std::string(flags);
   out.sampled = (std::stoi(std::string(flags), nullptr, 16) & 1) != 0;
   return out;
 }

@@ -40,6 +40,7 @@ namespace quiver::telemetry {
 struct TraceParent {
   std::string trace_id;        // 32 hex digits
   std::string parent_span_id;  // 16 hex digits
+  std::string flags;           // 2 hex digits, passed on as they came
   bool sampled = true;
 };
 std::optional<TraceParent> ParseTraceParent(std::string_view header);

@@ -47,7 +47,10 @@ grpc::ServerUnaryReactor* InferenceService::Serve(
     const quiver::v1::Chunk& in, std::function<void(scheduler::ChunkResult&)> fill) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   CallTrace trace;
-  if (tracer_ != nullptr) {
+  // Traced where the chunk carries its request's trace (a gateway's traceparent); chunks without
+  // one (quiver embed --workers, an untraced client through an untracing gateway) are not.
+  const bool traced = tracer_ != nullptr && !in.traceparent().empty();
+  if (traced) {
     trace.score = score;
     trace.traceparent = in.traceparent();
     trace.tokens = in.token_ids_size();
@@ -56,7 +59,7 @@ grpc::ServerUnaryReactor* InferenceService::Serve(
   }
   auto fail = [&](const absl::Status& s) {
     requests_error_->Inc();
-    if (tracer_ != nullptr) Trace(trace, s, nullptr);
+    if (traced) Trace(trace, s, nullptr);
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   };
@@ -69,15 +72,16 @@ grpc::ServerUnaryReactor* InferenceService::Serve(
   if (!chunk.ok()) return fail(chunk.status());
   absl::Status admitted = scheduler_->Enqueue(
       *std::move(chunk),
-      [this, reactor, fill = std::move(fill),
-       trace = std::move(trace)](absl::StatusOr<scheduler::ChunkResult> r) {
+      // A copy of the trace: a refused chunk's span below still needs the original.
+      [this, reactor, fill = std::move(fill), trace, traced](
+          absl::StatusOr<scheduler::ChunkResult> r) {
         if (!r.ok()) {
           requests_error_->Inc();
-          if (tracer_ != nullptr) Trace(trace, r.status(), nullptr);
+          if (traced) Trace(trace, r.status(), nullptr);
           reactor->Finish(ToGrpcStatus(r.status()));
           return;
         }
-        if (tracer_ != nullptr) Trace(trace, absl::OkStatus(), &*r);
+        if (traced) Trace(trace, absl::OkStatus(), &*r);
         fill(*r);
         requests_ok_->Inc();
         reactor->Finish(grpc::Status::OK);

@@ -311,7 +311,8 @@ Api::RequestTrace Api::StartTrace(const HttpRequest& request) const {
     trace.trace_id = parent ? parent->trace_id : telemetry::RandomHexId(16);
     trace.span_id = telemetry::RandomHexId(8);
     if (parent) trace.parent_span_id = parent->parent_span_id;
-    trace.downstream = StrCat("00-", trace.trace_id, "-", trace.span_id, "-01");
+    trace.downstream =
+        StrCat("00-", trace.trace_id, "-", trace.span_id, "-", parent ? parent->flags : "01");
   } else if (parent) {
     trace.downstream = header->second;  // passed on as it came (a "not sampled" one included)
   }

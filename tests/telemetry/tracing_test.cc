@@ -18,6 +18,7 @@ TEST(TracingTest, TraceParentIsReadAsW3cTraceContextSaysOrNotAtAll) {
   EXPECT_EQ(good->trace_id, "0af7651916cd43dd8448eb211c80319c");
   EXPECT_EQ(good->parent_span_id, "b7ad6b7169203331");
   EXPECT_TRUE(good->sampled);
+  EXPECT_EQ(good->flags, "01");
   const auto unsampled =
       ParseTraceParent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00");
   ASSERT_TRUE(unsampled.has_value());
