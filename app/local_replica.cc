@@ -40,18 +40,14 @@ void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
                                                          : "quiver.engine/Embed");
     if (span) {
       span->kind = 1;  // INTERNAL
-      span->start_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count();
+      span->start_unix_ns = telemetry::UnixNanos();
     }
   }
   outstanding_ += tokens;
   // The span, where the chunk is traced: ended and queued once the chunk is answered or refused.
   auto record = [this, tokens, sequences](telemetry::Span span, const absl::Status& status,
                                           const scheduler::ChunkResult* result) {
-    span.end_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
+    span.end_unix_ns = telemetry::UnixNanos();
     span.error = !status.ok() && !absl::IsCancelled(status) && !absl::IsDeadlineExceeded(status) &&
                  !absl::IsResourceExhausted(status);
     span.attributes = {{"quiver.chunk.tokens", tokens}, {"quiver.chunk.sequences", sequences}};

@@ -57,6 +57,12 @@ struct Span {
   std::vector<std::pair<std::string, std::variant<std::string, int64_t>>> attributes;
 };
 
+// `t` in nanoseconds since the Unix epoch, as spans give their times.
+inline int64_t UnixNanos(
+    std::chrono::system_clock::time_point t = std::chrono::system_clock::now()) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 // A span named `name` in the trace `traceparent` names, its span the parent (a new trace where
 // `traceparent` is empty or malformed); nullopt where it says "not sampled". Times and
 // attributes are the caller's to fill.

@@ -96,11 +96,8 @@ void InferenceService::Trace(const CallTrace& call, const absl::Status& outcome,
       call.traceparent, call.score ? "quiver.v1.Inference/Score" : "quiver.v1.Inference/Embed");
   if (!child) return;  // the request's trace is not recorded
   telemetry::Span& span = *child;
-  auto unix_ns = [](std::chrono::system_clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  };
-  span.start_unix_ns = unix_ns(call.start);
-  span.end_unix_ns = unix_ns(std::chrono::system_clock::now());
+  span.start_unix_ns = telemetry::UnixNanos(call.start);
+  span.end_unix_ns = telemetry::UnixNanos();
   // ERROR for the codes OpenTelemetry's gRPC conventions count as a server's own failure.
   span.error = absl::IsUnknown(outcome) || absl::IsDeadlineExceeded(outcome) ||
                absl::IsUnimplemented(outcome) || absl::IsInternal(outcome) ||

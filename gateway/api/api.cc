@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <random>
 
 #include "common/json.h"
 #include "common/json_writer.h"
@@ -17,12 +16,12 @@
 namespace quiver::gateway::api {
 namespace {
 
-// A client's X-Request-Id when it is one that is safe to echo and log (1-128 characters of
-// letters, digits and ._:/+=-), else a new one: 32 random hex digits.
 // The request being handled on this thread (Api::Handle), for the routes' calls: its chunks
 // carry the trace on to the replicas.
 thread_local const Api::RequestTrace* current_trace = nullptr;
 
+// A client's X-Request-Id when it is one that is safe to echo and log (1-128 characters of
+// letters, digits and ._:/+=-), else a new one: 32 random hex digits.
 std::string RequestId(const HttpRequest& request) {
   if (auto it = request.headers.find("x-request-id"); it != request.headers.end()) {
     const std::string& id = it->second;
@@ -281,16 +280,13 @@ std::optional<HttpResponse> Api::CheckHeaders(const HttpRequest& request) {
 void Api::Trace(const HttpRequest& request, const HttpResponse& response,
                 const std::string& endpoint, const std::string& request_id,
                 const RequestTrace& trace, std::chrono::system_clock::time_point start) const {
-  auto unix_ns = [](std::chrono::system_clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  };
   telemetry::Span span;
   span.trace_id = trace.trace_id;
   span.span_id = trace.span_id;
   span.parent_span_id = trace.parent_span_id;
   span.name = StrCat(request.method, " ", endpoint);
-  span.start_unix_ns = unix_ns(start);
-  span.end_unix_ns = unix_ns(std::chrono::system_clock::now());
+  span.start_unix_ns = telemetry::UnixNanos(start);
+  span.end_unix_ns = telemetry::UnixNanos();
   span.error = response.status >= 500;
   span.attributes = {{"http.request.method", request.method},
                      {"http.route", endpoint},
