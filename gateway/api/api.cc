@@ -44,8 +44,8 @@ std::string Base64(std::string_view bytes) {
   out.reserve((bytes.size() + 2) / 3 * 4);
   size_t i = 0;
   for (; i + 2 < bytes.size(); i += 3) {
-    const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) | (uint32_t(uint8_t(bytes[i + 1])) << 8) |
-                       uint8_t(bytes[i + 2]);
+    const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) |
+                       (uint32_t(uint8_t(bytes[i + 1])) << 8) | uint8_t(bytes[i + 2]);
     out += kTable[v >> 18];
     out += kTable[(v >> 12) & 63];
     out += kTable[(v >> 6) & 63];
@@ -169,10 +169,9 @@ void Api::AddJson(std::string path, Dialect dialect,
                [this, dialect, handler](const HttpRequest& request, const RouteMatch&) {
                  absl::StatusOr<JsonDocument> body = JsonDocument::Parse(request.body);
                  if (!body.ok()) {
-                   return ErrorResponse(
-                       dialect, FieldError(absl::StatusCode::kInvalidArgument, "",
-                                           StrCat("malformed JSON body: ",
-                                                  body.status().message())));
+                   return ErrorResponse(dialect, FieldError(absl::StatusCode::kInvalidArgument, "",
+                                                            StrCat("malformed JSON body: ",
+                                                                   body.status().message())));
                  }
                  Call call;
                  call.dialect = dialect;
@@ -182,8 +181,8 @@ void Api::AddJson(std::string path, Dialect dialect,
                    call.context.traceparent = current_trace->downstream;
                  }
                  call.context.deadline = std::chrono::system_clock::now() +
-                                 std::chrono::milliseconds(static_cast<int64_t>(
-                                     service_.limits().request_timeout_s * 1000));
+                                         std::chrono::milliseconds(static_cast<int64_t>(
+                                             service_.limits().request_timeout_s * 1000));
                  return (this->*handler)(body->root(), call);
                }});
 }
@@ -217,7 +216,8 @@ void Api::AddRoutes() {
       [document = std::move(document)](const HttpRequest&, const RouteMatch&) {
         return Json(document);
       });
-  get("/info", Dialect::kTei, true, [this](const HttpRequest&, const RouteMatch&) { return Info(); });
+  get("/info", Dialect::kTei, true,
+      [this](const HttpRequest&, const RouteMatch&) { return Info(); });
   get("/v1/models", Dialect::kOpenAi, true,
       [this](const HttpRequest&, const RouteMatch&) { return Models(""); });
   // Infinity's (and OpenAI-compatible servers' without the /v1 prefix).
@@ -256,9 +256,9 @@ HttpResponse Api::Unauthorized(Dialect dialect) const {
 
 void Api::CountRequest(const std::string& endpoint, int status) {
   metrics_
-      ->GetCounter("quiver_http_requests_total", "HTTP requests by route and status",
-                   StrCat(MetricLabel("endpoint", endpoint), ",",
-                          MetricLabel("status", StrCat(status))))
+      ->GetCounter(
+          "quiver_http_requests_total", "HTTP requests by route and status",
+          StrCat(MetricLabel("endpoint", endpoint), ",", MetricLabel("status", StrCat(status))))
       .Inc();
 }
 
@@ -331,16 +331,17 @@ std::string Api::PathPattern(std::string_view path) const {
 HttpResponse Api::Preflight(const HttpRequest& request, Dialect dialect) const {
   const std::string methods = router_.AllowedMethods(request.target);
   if (methods.empty()) {
-    return ErrorResponse(dialect, FieldError(absl::StatusCode::kNotFound, "",
-                                             StrCat("no route for ", request.target),
-                                             Reason::kNoRoute));
+    return ErrorResponse(dialect,
+                         FieldError(absl::StatusCode::kNotFound, "",
+                                    StrCat("no route for ", request.target), Reason::kNoRoute));
   }
   const auto origin = request.headers.find("origin");
   if (!cors_.Allows(origin->second)) {
     return ErrorResponse(
-        dialect, absl::PermissionDeniedError(StrCat(
-                     "origin '", origin->second,
-                     "' may not call this server from a browser (allowed with --cors-allow-origin)")));
+        dialect,
+        absl::PermissionDeniedError(StrCat(
+            "origin '", origin->second,
+            "' may not call this server from a browser (allowed with --cors-allow-origin)")));
   }
   return cors_.Preflight(request, methods);
 }
@@ -351,7 +352,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
   RouteMatch match;
   bool path_known = false;
   const Route* route = router_.Find(request.method, request.target, match, path_known);
-  const Dialect dialect = route ? route->dialect
+  const Dialect dialect = route                                ? route->dialect
                           : request.target.starts_with("/v1/") ? Dialect::kOpenAi
                           : request.target.starts_with("/v2/") ? Dialect::kCohere
                                                                : Dialect::kTei;
@@ -369,10 +370,10 @@ HttpResponse Api::Handle(const HttpRequest& request) {
     response.status = 405;
     response.headers["Allow"] = router_.AllowedMethods(request.target);
   } else if (route == nullptr) {
-    response = ErrorResponse(dialect, FieldError(absl::StatusCode::kNotFound, "",
-                                                 StrCat("no route for ", request.method, " ",
-                                                        request.target),
-                                                 Reason::kNoRoute));
+    response = ErrorResponse(
+        dialect,
+        FieldError(absl::StatusCode::kNotFound, "",
+                   StrCat("no route for ", request.method, " ", request.target), Reason::kNoRoute));
   } else if (route->needs_key && !service_.limits().api_key.empty() &&
              !HasKey(request, service_.limits().api_key)) {
     response = Unauthorized(dialect);
@@ -476,8 +477,7 @@ HttpResponse Api::Models(const std::string& id) const {
       return ErrorResponse(Dialect::kOpenAi,
                            FieldError(absl::StatusCode::kNotFound, "model",
                                       StrCat("The model '", id,
-                                             "' does not exist; this server serves '", m.name,
-                                             "'"),
+                                             "' does not exist; this server serves '", m.name, "'"),
                                       Reason::kModelNotFound));
     }
     write_model(w);
@@ -539,8 +539,7 @@ HttpResponse Api::Contextualized(const JsonView& body, Call& call) {
 HttpResponse Api::TeiEmbed(const JsonView& body, Call& call) {
   absl::StatusOr<EmbedRequest> request = ParseTeiEmbed(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
-  absl::StatusOr<Embeddings> out =
-      service_.Embed(*request, quiver::v1::OUTPUT_F32, call.context);
+  absl::StatusOr<Embeddings> out = service_.Embed(*request, quiver::v1::OUTPUT_F32, call.context);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
   JsonWriter w;
   w.BeginArray();
@@ -554,11 +553,11 @@ HttpResponse Api::TeiEmbed(const JsonView& body, Call& call) {
 HttpResponse Api::TeiEmbedAll(const JsonView& body, Call& call) {
   for (const char* field : {"normalize", "dimensions"}) {
     if (const std::optional<JsonView> v = body.Find(field); v.has_value() && !v->is_null()) {
-      return ErrorResponse(
-          call.dialect,
-          FieldError(absl::StatusCode::kInvalidArgument, field,
-                     StrCat("'", field, "' does not apply to /embed_all, which answers each "
-                                        "token's hidden state as the model computes it")));
+      return ErrorResponse(call.dialect,
+                           FieldError(absl::StatusCode::kInvalidArgument, field,
+                                      StrCat("'", field,
+                                             "' does not apply to /embed_all, which answers each "
+                                             "token's hidden state as the model computes it")));
     }
   }
   absl::StatusOr<EmbedRequest> request = ParseTeiEmbed(body, service_.limits());
@@ -604,8 +603,7 @@ HttpResponse Api::TeiSimilarity(const JsonView& body, Call& call) {
   embed.truncation = request->truncation;
   embed.prompt_name = request->prompt_name;
   embed.normalize = true;  // cosine similarity
-  absl::StatusOr<Embeddings> out =
-      service_.Embed(embed, quiver::v1::OUTPUT_F32, call.context);
+  absl::StatusOr<Embeddings> out = service_.Embed(embed, quiver::v1::OUTPUT_F32, call.context);
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
   const std::vector<float> source = Floats(Row(out->result, 0));
   JsonWriter w;
@@ -620,7 +618,8 @@ HttpResponse Api::TeiSimilarity(const JsonView& body, Call& call) {
   return Json(std::move(w).Take());
 }
 
-// ---- Reranking and scoring ------------------------------------------------------------------------
+// ---- Reranking and scoring
+// ------------------------------------------------------------------------
 
 HttpResponse Api::TeiRerank(const JsonView& body, Call& call) {
   // /rerank is TEI's (texts) and vLLM's / Jina's (documents): the body says which.
@@ -631,8 +630,8 @@ HttpResponse Api::TeiRerank(const JsonView& body, Call& call) {
   absl::StatusOr<RerankRequest> request = ParseRerank(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<Scores> scores =
-      service_.Score({request->query}, request->documents, request->raw_scores,
-                     request->truncation, "texts", call.context);
+      service_.Score({request->query}, request->documents, request->raw_scores, request->truncation,
+                     "texts", call.context);
   if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
   JsonWriter w;
   w.BeginArray();
@@ -649,8 +648,8 @@ namespace {
 
 // Cohere's and vLLM's rerank answer, in one shape both clients read: results sorted by
 // relevance_score with the document where asked, id, model, usage and Cohere's meta.
-std::string RenderRerank(const RerankRequest& request, const Scores& scores,
-                         const std::string& id, const std::string& model) {
+std::string RenderRerank(const RerankRequest& request, const Scores& scores, const std::string& id,
+                         const std::string& model) {
   JsonWriter w;
   w.BeginObject().Key("id").String(id).Key("object").String("rerank");
   w.Key("created").Int(UnixSeconds()).Key("model").String(model);
@@ -695,11 +694,10 @@ HttpResponse Api::Rerank(const RerankRequest& request, Call& call) {
     return ErrorResponse(call.dialect, s);
   }
   absl::StatusOr<Scores> scores =
-      service_.Score({request.query}, request.documents, request.raw_scores,
-                     request.truncation, "documents", call.context);
+      service_.Score({request.query}, request.documents, request.raw_scores, request.truncation,
+                     "documents", call.context);
   if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
-  return Json(RenderRerank(request, *scores, StrCat("rerank-", next_id_++),
-                           service_.model().name));
+  return Json(RenderRerank(request, *scores, StrCat("rerank-", next_id_++), service_.model().name));
 }
 
 HttpResponse Api::Score(const JsonView& body, Call& call) {
@@ -762,9 +760,9 @@ HttpResponse Api::CohereEmbed(const JsonView& body, Call& call, int version) {
     slot = *std::move(out);
     return absl::OkStatus();
   };
-  const std::vector<CohereEmbeddingType> types =
-      request->embedding_types.empty() ? std::vector{CohereEmbeddingType::kFloat}
-                                       : request->embedding_types;
+  const std::vector<CohereEmbeddingType> types = request->embedding_types.empty()
+                                                     ? std::vector{CohereEmbeddingType::kFloat}
+                                                     : request->embedding_types;
   for (CohereEmbeddingType t : types) {
     absl::Status s;
     if (t == CohereEmbeddingType::kFloat && !f32) s = run(f32, quiver::v1::OUTPUT_F32);

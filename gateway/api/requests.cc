@@ -13,9 +13,9 @@ namespace {
 using Type = JsonView::Type;
 
 absl::Status WrongType(std::string_view field, std::string_view expected, const JsonView& got) {
-  return FieldError(absl::StatusCode::kFailedPrecondition, field,
-                    StrCat("'", field, "' must be ", expected, ", got ",
-                           JsonValue::TypeName(got.type())));
+  return FieldError(
+      absl::StatusCode::kFailedPrecondition, field,
+      StrCat("'", field, "' must be ", expected, ", got ", JsonValue::TypeName(got.type())));
 }
 
 absl::Status Missing(std::string_view field) {
@@ -25,9 +25,9 @@ absl::Status Missing(std::string_view field) {
 
 absl::Status CheckObject(const JsonView& body) {
   if (body.is_object()) return absl::OkStatus();
-  return FieldError(absl::StatusCode::kFailedPrecondition, "",
-                    StrCat("the body must be a JSON object, got ",
-                           JsonValue::TypeName(body.type())));
+  return FieldError(
+      absl::StatusCode::kFailedPrecondition, "",
+      StrCat("the body must be a JSON object, got ", JsonValue::TypeName(body.type())));
 }
 
 // A member that is absent or null counts as not sent.
@@ -98,10 +98,11 @@ absl::Status CheckCount(size_t count, std::string_view field, std::string_view w
                       StrCat("'", field, "' is empty: send at least one ", what), Reason::kEmpty);
   }
   if (static_cast<int64_t>(count) > limits.max_inputs) {
-    return FieldError(absl::StatusCode::kOutOfRange, field,
-                      StrCat("'", field, "' has ", count, " ", what, "s; this server takes at most ",
-                             limits.max_inputs, " per request (--max-inputs)"),
-                      Reason::kTooManyInputs);
+    return FieldError(
+        absl::StatusCode::kOutOfRange, field,
+        StrCat("'", field, "' has ", count, " ", what, "s; this server takes at most ",
+               limits.max_inputs, " per request (--max-inputs)"),
+        Reason::kTooManyInputs);
   }
   return absl::OkStatus();
 }
@@ -127,8 +128,7 @@ absl::StatusOr<std::vector<std::string>> Strings(const JsonView& v, std::string_
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> RequiredStrings(const JsonView& body,
-                                                         std::string_view key,
+absl::StatusOr<std::vector<std::string>> RequiredStrings(const JsonView& body, std::string_view key,
                                                          std::string_view what,
                                                          const ApiLimits& limits) {
   const std::optional<JsonView> v = Field(body, key);
@@ -216,9 +216,9 @@ absl::StatusOr<TruncationRequest> TeiTruncation(const JsonView& body) {
     } else if (*direction == "Left" || *direction == "left") {
       t.side = TruncationSide::kLeft;
     } else {
-      return FieldError(absl::StatusCode::kFailedPrecondition, "truncation_direction",
-                        StrCat("'truncation_direction' must be Right or Left, got '", *direction,
-                               "'"));
+      return FieldError(
+          absl::StatusCode::kFailedPrecondition, "truncation_direction",
+          StrCat("'truncation_direction' must be Right or Left, got '", *direction, "'"));
     }
   }
   return t;
@@ -236,7 +236,8 @@ absl::Status VllmTruncation(const JsonView& body, TruncationRequest& t) {
   } else {
     return FieldError(absl::StatusCode::kFailedPrecondition, "truncate_prompt_tokens",
                       StrCat("'truncate_prompt_tokens' must be -1 (the model's limit) or a "
-                             "positive integer, got ", *k));
+                             "positive integer, got ",
+                             *k));
   }
   return absl::OkStatus();
 }
@@ -251,7 +252,8 @@ absl::StatusOr<EmbeddingFormat> Format(const JsonView& body, EmbeddingFormat fal
   if (*f == "base64_binary") return EmbeddingFormat::kBase64Binary;
   return FieldError(absl::StatusCode::kFailedPrecondition, "encoding_format",
                     StrCat("'encoding_format' must be float, base64, base64_int8 or "
-                           "base64_binary, got '", *f, "'"));
+                           "base64_binary, got '",
+                           *f, "'"));
 }
 
 absl::StatusOr<std::string> Model(const JsonView& body) {
@@ -368,7 +370,8 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
     if (!known) {
       return FieldError(absl::StatusCode::kFailedPrecondition, "input_type",
                         StrCat("'input_type' must be search_document, search_query, "
-                               "classification or clustering, got '", *input_type, "'"));
+                               "classification or clustering, got '",
+                               *input_type, "'"));
     }
     r.input_type = *input_type;
   }
@@ -392,8 +395,10 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
         type = CohereEmbeddingType::kUbinary;
       } else {
         return FieldError(absl::StatusCode::kFailedPrecondition, field,
-                          StrCat("'", field, "' must be float, int8, uint8, binary or ubinary, "
-                                 "got '", s, "'"));
+                          StrCat("'", field,
+                                 "' must be float, int8, uint8, binary or ubinary, "
+                                 "got '",
+                                 s, "'"));
       }
       bool seen = false;
       for (CohereEmbeddingType e : r.embedding_types) seen = seen || e == type;
@@ -430,7 +435,8 @@ absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonView& body,
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
   const std::optional<JsonView> input = Field(body, "input");
   if (input == std::nullopt) return Missing("input");
-  if (!input->is_array()) return WrongType("input", "a list of documents (lists of strings)", *input);
+  if (!input->is_array())
+    return WrongType("input", "a list of documents (lists of strings)", *input);
   QUIVER_RETURN_IF_ERROR(CheckCount(input->items().size(), "input", "document", limits));
   int64_t chunks = 0;
   size_t d = 0;
@@ -444,11 +450,11 @@ absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonView& body,
     }
     chunks += static_cast<int64_t>(doc_items.size());
     if (chunks > limits.max_inputs) {
-      return FieldError(absl::StatusCode::kOutOfRange, "input",
-                        StrCat("'input' has more than ", limits.max_inputs,
-                               " chunks; this server takes at most ", limits.max_inputs,
-                               " per request (--max-inputs)"),
-                        Reason::kTooManyInputs);
+      return FieldError(
+          absl::StatusCode::kOutOfRange, "input",
+          StrCat("'input' has more than ", limits.max_inputs, " chunks; this server takes at most ",
+                 limits.max_inputs, " per request (--max-inputs)"),
+          Reason::kTooManyInputs);
     }
     std::vector<std::string> texts;
     size_t j = 0;
@@ -490,12 +496,12 @@ absl::StatusOr<RerankRequest> ParseRerank(const JsonView& body, const ApiLimits&
   if (const std::optional<JsonView> top_n = Field(body, "top_n")) {
     const std::optional<int64_t> n = AsInteger(*top_n);
     if (!n || *n <= 0) {
-      return FieldError(absl::StatusCode::kFailedPrecondition, "top_n",
-                        StrCat("'top_n' must be a positive integer, got ",
-                               n ? StrCat(*n)
-                                 : top_n->is_number()
-                                     ? StrCat(top_n->as_double())
-                                     : std::string(JsonValue::TypeName(top_n->type()))));
+      return FieldError(
+          absl::StatusCode::kFailedPrecondition, "top_n",
+          StrCat("'top_n' must be a positive integer, got ",
+                 n                    ? StrCat(*n)
+                 : top_n->is_number() ? StrCat(top_n->as_double())
+                                      : std::string(JsonValue::TypeName(top_n->type()))));
     }
     r.top_n = *n;
   }
@@ -566,8 +572,8 @@ absl::StatusOr<PredictRequest> ParsePredict(const JsonView& body, const ApiLimit
   const std::optional<JsonView> inputs = Field(body, "inputs");
   if (!inputs) return Missing("inputs");
   // One sequence: a text, or a list of one or two texts.
-  const auto sequence = [](const JsonView& v, const std::string& field)
-      -> absl::StatusOr<PredictInput> {
+  const auto sequence = [](const JsonView& v,
+                           const std::string& field) -> absl::StatusOr<PredictInput> {
     if (v.is_string()) return PredictInput{std::string(v.as_string()), std::nullopt};
     const JsonView::Items items = v.items();
     if (!v.is_array() || items.empty() || items.size() > 2) {

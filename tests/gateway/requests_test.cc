@@ -37,14 +37,22 @@ void ExpectError(Parse parse, std::string_view body, absl::StatusCode code, std:
 
 const auto kOpenAi = [](const JsonView& b, const ApiLimits& l) { return ParseOpenAiEmbed(b, l); };
 const auto kTei = [](const JsonView& b, const ApiLimits& l) { return ParseTeiEmbed(b, l); };
-const auto kCohere1 = [](const JsonView& b, const ApiLimits& l) { return ParseCohereEmbed(b, l, 1); };
-const auto kCohere2 = [](const JsonView& b, const ApiLimits& l) { return ParseCohereEmbed(b, l, 2); };
+const auto kCohere1 = [](const JsonView& b, const ApiLimits& l) {
+  return ParseCohereEmbed(b, l, 1);
+};
+const auto kCohere2 = [](const JsonView& b, const ApiLimits& l) {
+  return ParseCohereEmbed(b, l, 2);
+};
 const auto kRerank = [](const JsonView& b, const ApiLimits& l) { return ParseRerank(b, l); };
 const auto kScore = [](const JsonView& b, const ApiLimits& l) { return ParseScore(b, l); };
-const auto kSimilarity = [](const JsonView& b, const ApiLimits& l) { return ParseSimilarity(b, l); };
+const auto kSimilarity = [](const JsonView& b, const ApiLimits& l) {
+  return ParseSimilarity(b, l);
+};
 const auto kTokenize = [](const JsonView& b, const ApiLimits& l) { return ParseTokenize(b, l); };
 const auto kDecode = [](const JsonView& b, const ApiLimits& l) { return ParseDecode(b, l); };
-const auto kContext = [](const JsonView& b, const ApiLimits& l) { return ParseContextualized(b, l); };
+const auto kContext = [](const JsonView& b, const ApiLimits& l) {
+  return ParseContextualized(b, l);
+};
 
 constexpr auto k422 = absl::StatusCode::kFailedPrecondition;
 constexpr auto k400 = absl::StatusCode::kInvalidArgument;
@@ -88,9 +96,9 @@ TEST(OpenAiEmbedTest, FormatsDimensionsAndExtensions) {
   auto k = ParseOpenAiEmbed(Body(R"({"input": "x", "truncate_prompt_tokens": 16})"), limits);
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(k->truncation.max_tokens, 16);
-  EXPECT_EQ(ParseOpenAiEmbed(Body(R"({"input": "x", "encoding_format": "base64_int8"})"), limits)
-                ->format,
-            EmbeddingFormat::kBase64Int8);
+  EXPECT_EQ(
+      ParseOpenAiEmbed(Body(R"({"input": "x", "encoding_format": "base64_int8"})"), limits)->format,
+      EmbeddingFormat::kBase64Int8);
   // null counts as not sent.
   EXPECT_TRUE(ParseOpenAiEmbed(Body(R"({"input": "x", "dimensions": null})"), limits).ok());
 }
@@ -134,7 +142,7 @@ TEST(TeiEmbedTest, DefaultsAndFields) {
   const ApiLimits limits;
   auto r = ParseTeiEmbed(Body(R"({"inputs": ["a", "b"]})"), limits);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->normalize, true);  // TEI's default
+  EXPECT_EQ(r->normalize, true);                    // TEI's default
   EXPECT_FALSE(r->truncation.enabled.has_value());  // the server's --auto-truncate decides
   EXPECT_EQ(r->truncation.side, TruncationSide::kRight);
   auto raw = ParseTeiEmbed(Body(R"({"inputs": "a", "normalize": false, "truncate": true,
@@ -171,7 +179,7 @@ TEST(CohereEmbedTest, V1AndV2) {
   auto v1 = ParseCohereEmbed(Body(R"({"texts": ["a"], "model": "m"})"), limits, 1);
   ASSERT_TRUE(v1.ok()) << v1.status();
   EXPECT_TRUE(v1->embedding_types.empty());  // v1 answers embeddings_floats
-  EXPECT_EQ(v1->truncation.enabled, true);    // Cohere's default truncate is END
+  EXPECT_EQ(v1->truncation.enabled, true);   // Cohere's default truncate is END
   EXPECT_EQ(v1->truncation.side, TruncationSide::kRight);
   auto v2 = ParseCohereEmbed(Body(R"({"texts": ["a"], "model": "m", "input_type": "search_query",
                                        "embedding_types": ["int8", "float", "int8"],
@@ -196,8 +204,8 @@ TEST(CohereEmbedTest, BadFields) {
   ExpectError(kCohere2, R"({"texts": ["a"], "input_type": "poem"})", k422, "input_type", "'poem'");
   ExpectError(kCohere2, R"({"texts": ["a"], "embedding_types": ["hex"]})", k422,
               "embedding_types[0]", "'hex'");
-  ExpectError(kCohere2, R"({"texts": ["a"], "embedding_types": "float"})", k422,
-              "embedding_types", "list");
+  ExpectError(kCohere2, R"({"texts": ["a"], "embedding_types": "float"})", k422, "embedding_types",
+              "list");
   ExpectError(kCohere2, R"({"texts": ["a"], "truncate": "MIDDLE"})", k422, "truncate",
               "NONE, START or END");
 }
@@ -240,10 +248,10 @@ TEST(RerankTest, BadFields) {
   ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "top_n": "3"})", k422, "top_n",
               "positive integer");
   ExpectError(kRerank, R"({"query": 3, "texts": ["a"]})", k422, "query", "string");
-  ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "truncate": "yes"})", k422,
-              "truncate", "boolean");
-  ExpectError(kRerank, R"({"query": "q", "texts": ["a"], "return_text": "y"})", k422,
-              "return_text", "boolean");
+  ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "truncate": "yes"})", k422, "truncate",
+              "boolean");
+  ExpectError(kRerank, R"({"query": "q", "texts": ["a"], "return_text": "y"})", k422, "return_text",
+              "boolean");
 }
 
 TEST(ScoreTest, PairsAndErrors) {
@@ -285,8 +293,8 @@ TEST(TokenizeDecodeTest, Shapes) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->ids.size(), 1u);
   EXPECT_TRUE(d->skip_special_tokens);
-  auto dd = ParseDecode(Body(R"({"ids": [[101], [102, 103]], "skip_special_tokens": false})"),
-                        limits);
+  auto dd =
+      ParseDecode(Body(R"({"ids": [[101], [102, 103]], "skip_special_tokens": false})"), limits);
   ASSERT_TRUE(dd.ok());
   EXPECT_EQ(dd->ids.size(), 2u);
   ExpectError(kTokenize, R"({"inputs": 5})", k422, "inputs", "string");
@@ -305,8 +313,8 @@ TEST(ContextualizedTest, DefaultsAndErrors) {
   ExpectError(kContext, R"({"input": ["a"]})", k422, "input[0]", "list of chunk strings");
   ExpectError(kContext, R"({"input": [[]]})", k400, "input[0]", "no chunks");
   ExpectError(kContext, R"({"input": [["a", 1]]})", k422, "input[0][1]", "string");
-  ExpectError(kContext, R"({"input": [["a"]], "encoding_format": "hex"})", k422,
-              "encoding_format", "'hex'");
+  ExpectError(kContext, R"({"input": [["a"]], "encoding_format": "hex"})", k422, "encoding_format",
+              "'hex'");
   ApiLimits small;
   small.max_inputs = 2;
   auto many = ParseContextualized(Body(R"({"input": [["a", "b"], ["c"]]})"), small);
