@@ -237,6 +237,8 @@ void Api::AddRoutes() {
   AddJson("/tokenize", Dialect::kTei, &Api::Tokenize);
   AddJson("/decode", Dialect::kTei, &Api::Decode);
   AddJson("/predict", Dialect::kTei, &Api::Predict);
+  AddJson("/classify", Dialect::kOpenAi, &Api::Classify);
+  AddJson("/v1/classify", Dialect::kOpenAi, &Api::Classify);
   AddJson("/embed_sparse", Dialect::kTei, &Api::EmbedSparse);
   AddJson("/v1/rerank", Dialect::kOpenAi, &Api::VllmRerank);
   AddJson("/v2/rerank", Dialect::kCohere, &Api::CohereRerank);
@@ -895,27 +897,34 @@ HttpResponse Api::EmbedSparse(const JsonView& body, Call& call) {
   return Json(std::move(w).Take());
 }
 
+namespace {
+
+// A classifier's logits as probabilities, as transformers' pipelines and vLLM make them: the
+// sigmoid for one label, the softmax over several.
+void Activate(std::vector<float>& scores) {
+  if (scores.size() == 1) {
+    scores[0] = 1.0f / (1.0f + std::exp(-scores[0]));
+    return;
+  }
+  const float top = *std::max_element(scores.begin(), scores.end());
+  double sum = 0;
+  for (float& v : scores) sum += (v = std::exp(v - top));
+  for (float& v : scores) v = static_cast<float>(v / sum);
+}
+
+}  // namespace
+
 HttpResponse Api::Predict(const JsonView& body, Call& call) {
   absl::StatusOr<PredictRequest> request = ParsePredict(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
-  absl::StatusOr<std::vector<std::vector<float>>> logits =
-      service_.Classify(*request, call.context);
-  if (!logits.ok()) return ErrorResponse(call.dialect, logits.status());
+  absl::StatusOr<Classified> classified =
+      service_.Classify(request->inputs, request->truncation, true, "inputs", call.context);
+  if (!classified.ok()) return ErrorResponse(call.dialect, classified.status());
   const std::vector<std::string>& names = service_.model().labels;
   JsonWriter w;
   if (request->batch) w.BeginArray();
-  for (const std::vector<float>& row : *logits) {
-    std::vector<float> scores = row;
-    if (!request->raw_scores) {
-      if (scores.size() == 1) {
-        scores[0] = 1.0f / (1.0f + std::exp(-scores[0]));
-      } else {
-        const float top = *std::max_element(scores.begin(), scores.end());
-        double sum = 0;
-        for (float& v : scores) sum += (v = std::exp(v - top));
-        for (float& v : scores) v = static_cast<float>(v / sum);
-      }
-    }
+  for (std::vector<float>& scores : classified->logits) {
+    if (!request->raw_scores) Activate(scores);
     std::vector<size_t> order(scores.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
@@ -928,6 +937,41 @@ HttpResponse Api::Predict(const JsonView& body, Call& call) {
     w.EndArray();
   }
   if (request->batch) w.EndArray();
+  return Json(std::move(w).Take());
+}
+
+HttpResponse Api::Classify(const JsonView& body, Call& call) {
+  absl::StatusOr<ClassifyRequest> request = ParseClassify(body, service_.limits());
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  if (absl::Status s = service_.CheckModel(request->model); !s.ok()) {
+    return ErrorResponse(call.dialect, s);
+  }
+  absl::StatusOr<Classified> classified = service_.Classify(
+      request->inputs, request->truncation, request->add_special_tokens, "input", call.context);
+  if (!classified.ok()) return ErrorResponse(call.dialect, classified.status());
+  const std::vector<std::string>& names = service_.model().labels;
+  JsonWriter w;
+  w.BeginObject().Key("id").String(StrCat("classify-", next_id_++)).Key("object").String("list");
+  w.Key("created").Int(UnixSeconds()).Key("model").String(service_.model().name);
+  w.Key("data").BeginArray();
+  for (size_t i = 0; i < classified->logits.size(); ++i) {
+    std::vector<float>& probs = classified->logits[i];
+    if (request->activation) Activate(probs);
+    // The label of the highest value (the first of equals, as numpy's argmax).
+    const size_t top =
+        static_cast<size_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+    w.BeginObject().Key("index").Int(static_cast<int64_t>(i));
+    w.Key("label").String(top < names.size() ? names[top] : StrCat("LABEL_", top));
+    w.Key("probs").BeginArray();
+    for (float v : probs) w.Float(v);
+    w.EndArray();
+    w.Key("num_classes").Int(static_cast<int64_t>(probs.size())).EndObject();
+  }
+  w.EndArray();
+  w.Key("usage").BeginObject();
+  w.Key("prompt_tokens").Int(classified->tokens).Key("total_tokens").Int(classified->tokens);
+  w.Key("completion_tokens").Int(0).Key("prompt_tokens_details").Null().EndObject();
+  w.EndObject();
   return Json(std::move(w).Take());
 }
 

@@ -82,6 +82,7 @@ class Api {
   HttpResponse Tokenize(const JsonView& body, Call& call);
   HttpResponse Decode(const JsonView& body, Call& call);
   HttpResponse Predict(const JsonView& body, Call& call);
+  HttpResponse Classify(const JsonView& body, Call& call);
   HttpResponse EmbedSparse(const JsonView& body, Call& call);
   HttpResponse Info() const;
   HttpResponse Unauthorized(Dialect dialect) const;  // 401 with WWW-Authenticate

@@ -226,6 +226,7 @@ absl::StatusOr<TruncationRequest> TeiTruncation(const JsonView& body) {
 
 // vLLM's truncate_prompt_tokens: -1 cuts to the model's limit, k > 0 to k tokens.
 absl::Status VllmTruncation(const JsonView& body, TruncationRequest& t) {
+  t.ask = "\"truncate_prompt_tokens\": -1";
   QUIVER_ASSIGN_OR_RETURN(std::optional<int64_t> k, OptInt(body, "truncate_prompt_tokens"));
   if (!k) return absl::OkStatus();
   if (*k == -1) {
@@ -317,6 +318,7 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLim
   QUIVER_ASSIGN_OR_RETURN(r.truncation.enabled, OptBool(body, "truncate"));
   const std::optional<bool> truncate = r.truncation.enabled;
   QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
+  r.truncation.ask = "\"truncate\": true or \"truncate_prompt_tokens\": -1";
   if (truncate == false && r.truncation.enabled == true) {
     return FieldError(absl::StatusCode::kFailedPrecondition, "truncate_prompt_tokens",
                       "'truncate_prompt_tokens' asks for truncation and 'truncate' is false");
@@ -420,6 +422,7 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
     r.truncation.side = TruncationSide::kLeft;
   } else if (mode == "NONE") {
     r.truncation.enabled = false;
+    r.truncation.ask = "\"truncate\": \"END\"";
   } else {
     return FieldError(absl::StatusCode::kFailedPrecondition, "truncate",
                       StrCat("'truncate' must be NONE, START or END, got '", mode, "'"));
@@ -549,6 +552,7 @@ absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonView& body, const Ap
   if (const std::optional<JsonView> params = Field(body, "parameters")) {
     if (!params->is_object()) return WrongType("parameters", "an object", *params);
     QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(*params));
+    r.truncation.ask = "\"parameters\": {\"truncate\": true}";
     QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(*params, "prompt_name"));
     r.prompt_name = prompt.value_or("");
   }
@@ -623,6 +627,54 @@ absl::StatusOr<PredictRequest> ParsePredict(const JsonView& body, const ApiLimit
   }
   QUIVER_ASSIGN_OR_RETURN(r.raw_scores, Bool(body, "raw_scores", false));
   QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(body));
+  return r;
+}
+
+absl::StatusOr<ClassifyRequest> ParseClassify(const JsonView& body, const ApiLimits& limits) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  ClassifyRequest r;
+  if (Field(body, "messages") && !Field(body, "input")) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "messages",
+                      "'messages' (chat-style classification) is not supported: send 'input'");
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+  QUIVER_ASSIGN_OR_RETURN(std::vector<Input> inputs, Inputs(body, "input", limits));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].is_ids && inputs[i].text.empty()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, "input",
+                        inputs.size() == 1 ? std::string("'input' is an empty string")
+                                           : StrCat("'input[", i, "]' is an empty string"),
+                        Reason::kEmpty);
+    }
+    r.inputs.push_back(
+        {std::move(inputs[i].text), std::nullopt, std::move(inputs[i].ids), inputs[i].is_ids});
+  }
+  QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> side, OptString(body, "truncation_side"));
+  if (side) {
+    if (*side != "left" && *side != "right") {
+      return FieldError(absl::StatusCode::kFailedPrecondition, "truncation_side",
+                        StrCat("'truncation_side' must be left or right, got '", *side, "'"));
+    }
+    r.truncation.side = *side == "left" ? TruncationSide::kLeft : TruncationSide::kRight;
+  }
+  QUIVER_ASSIGN_OR_RETURN(std::optional<bool> use, OptBool(body, "use_activation"));
+  QUIVER_ASSIGN_OR_RETURN(std::optional<bool> legacy, OptBool(body, "activation"));
+  if (use && legacy && *use != *legacy) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "use_activation",
+                      "'use_activation' and 'activation' disagree");
+  }
+  r.activation = use.value_or(legacy.value_or(true));
+  QUIVER_ASSIGN_OR_RETURN(r.add_special_tokens, Bool(body, "add_special_tokens", true));
+  if (const std::optional<JsonView> user = Field(body, "user"); user && !user->is_string()) {
+    return WrongType("user", "a string", *user);
+  }
+  QUIVER_ASSIGN_OR_RETURN(std::optional<int64_t> priority, OptInt(body, "priority"));
+  if (priority.value_or(0) != 0) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "priority",
+                      StrCat("'priority' ", *priority,
+                             ": this server schedules first come, first served (only 0)"));
+  }
   return r;
 }
 

@@ -45,6 +45,8 @@ struct TruncationRequest {
   std::optional<bool> enabled;
   TruncationSide side = TruncationSide::kRight;
   int64_t max_tokens = 0;  // > 0: cut to this many tokens (vLLM's truncate_prompt_tokens)
+  // How this request's dialect asks for truncation, for the error of an over-long input.
+  std::string_view ask = "\"truncate\": true";
 };
 
 // How embeddings are sent back.
@@ -115,12 +117,26 @@ struct TokenizeRequest {
 struct PredictInput {
   std::string text;
   std::optional<std::string> pair;
+  // Token ids instead of a text (vLLM's /classify), sent as they are.
+  std::vector<uint32_t> ids;
+  bool is_ids = false;
 };
 struct PredictRequest {
   std::vector<PredictInput> inputs;
   bool batch = false;
   bool raw_scores = false;  // logits instead of softmax (sigmoid for one label)
   TruncationRequest truncation;
+};
+
+// vLLM's /classify: texts or token ids (sent as they are, as vLLM does) for a
+// sequence-classification model; one answer per input with its class probabilities.
+struct ClassifyRequest {
+  std::string model;                 // "" when the request names none
+  std::vector<PredictInput> inputs;  // texts or token ids, no pairs
+  TruncationRequest truncation;
+  // use_activation (and vLLM's earlier name, activation): false gives the logits.
+  bool activation = true;
+  bool add_special_tokens = true;
 };
 
 struct DecodeRequest {
@@ -147,5 +163,9 @@ absl::StatusOr<DecodeRequest> ParseDecode(const JsonView& body, const ApiLimits&
 // TEI's inputs: "text", ["text", "text"] (one pair, as TEI reads two strings), or a list whose
 // items are each a text, a [text] or a [text, text].
 absl::StatusOr<PredictRequest> ParsePredict(const JsonView& body, const ApiLimits& limits);
+// vLLM's input (a text, texts, token ids or lists of them), truncate_prompt_tokens and
+// truncation_side, use_activation / activation, add_special_tokens, user, priority (0 only: there
+// is no priority scheduling); a chat-style request ('messages') is refused naming the field.
+absl::StatusOr<ClassifyRequest> ParseClassify(const JsonView& body, const ApiLimits& limits);
 
 }  // namespace quiver::gateway::api

@@ -36,11 +36,13 @@ std::string FillPrompt(std::string_view prompt, std::string_view query, std::str
   return out;
 }
 
-absl::Status TooLong(std::string_view field, std::string_view what, size_t tokens, int64_t limit) {
+// `ask`: how the request's dialect asks for truncation (TruncationRequest::ask).
+absl::Status TooLong(std::string_view field, std::string_view what, size_t tokens, int64_t limit,
+                     std::string_view ask) {
   return FieldError(absl::StatusCode::kInvalidArgument, field,
                     StrCat(what, " has ", tokens, " tokens; the model accepts at most ", limit,
-                           ". Send shorter inputs, ask for truncation (\"truncate\": true), or "
-                           "start the server with --auto-truncate"),
+                           ". Send shorter inputs, ask for truncation (", ask,
+                           "), or start the server with --auto-truncate"),
                     Reason::kInputTooLong);
 }
 
@@ -266,7 +268,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
     if (input.is_ids) {
       seq.ids = input.ids;
       if (static_cast<int64_t>(seq.ids.size()) > limit) {
-        if (!cut) return TooLong(field, StrCat("input ", i), seq.ids.size(), limit);
+        if (!cut) return TooLong(field, StrCat("input ", i), seq.ids.size(), limit, truncation.ask);
         if (truncation.side == TruncationSide::kLeft) {
           seq.ids.erase(seq.ids.begin(), seq.ids.end() - limit);
         } else {
@@ -281,7 +283,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
                           StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
       }
       if (static_cast<int64_t>(enc.ids.size()) > limit) {
-        return TooLong(field, StrCat("input ", i), enc.ids.size(), limit);
+        return TooLong(field, StrCat("input ", i), enc.ids.size(), limit, truncation.ask);
       }
       seq.ids = enc.ids;
       seq.type_ids = enc.type_ids;
@@ -352,7 +354,8 @@ absl::StatusOr<Tokenized> Service::TokenizePrompts(const std::vector<std::string
     ids.insert(ids.end(), suffix.ids.begin(), suffix.ids.end());
     tokenizer_->AddSpecialTokens(ids, &full);
     if (static_cast<int64_t>(full.ids.size()) > limit) {
-      return TooLong(field, StrCat("the query with document ", i), full.ids.size(), limit);
+      return TooLong(field, StrCat("the query with document ", i), full.ids.size(), limit,
+                     truncation.ask);
     }
     t.tokens += static_cast<int64_t>(full.ids.size());
     t.sequences.push_back({full.ids, full.type_ids, {}});
@@ -587,7 +590,8 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
                           StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
       }
       if (static_cast<int64_t>(enc.ids.size()) > limit) {
-        return TooLong(field, StrCat("the query with document ", i), enc.ids.size(), limit);
+        return TooLong(field, StrCat("the query with document ", i), enc.ids.size(), limit,
+                       truncation.ask);
       }
       t.tokens += static_cast<int64_t>(enc.ids.size());
       t.sequences.push_back({enc.ids, enc.type_ids, {}});
@@ -635,23 +639,40 @@ absl::StatusOr<std::vector<std::vector<float>>> Service::EmbedSparse(
   return out;
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> Service::Classify(const PredictRequest& request,
-                                                                  const CallContext& call) const {
+absl::StatusOr<Classified> Service::Classify(const std::vector<PredictInput>& inputs,
+                                             const TruncationRequest& truncation,
+                                             bool add_special_tokens, std::string_view field,
+                                             const CallContext& call) const {
   if (!model_.can_score || !model_.score_prompt.empty()) {
-    return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
+    return FieldError(absl::StatusCode::kInvalidArgument, field,
                       StrCat("model '", model_.name, "' is ",
                              model_.can_score ? "a prompt-based reranker" : "an embedding model",
-                             ": /predict needs a sequence-classification model"));
+                             ": classification needs a sequence-classification model"));
   }
   const auto start = std::chrono::steady_clock::now();
-  QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(request.truncation));
-  const tokenizer::EncodeOptions single = EncodeOptionsFor(request.truncation, limit, true);
+  QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
+  const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
+  const tokenizer::EncodeOptions single = EncodeOptionsFor(truncation, limit, add_special_tokens);
   const tokenizer::EncodeOptions plain = EncodeOptionsFor(kNoTruncation, 0, false);
   Tokenized t;
   tokenizer::Encoding enc, first, second;
-  for (size_t i = 0; i < request.inputs.size(); ++i) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
     QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
-    const PredictInput& in = request.inputs[i];
+    const PredictInput& in = inputs[i];
+    if (in.is_ids) {
+      std::vector<uint32_t> ids = in.ids;
+      if (static_cast<int64_t>(ids.size()) > limit) {
+        if (!cut) return TooLong(field, StrCat("input ", i), ids.size(), limit, truncation.ask);
+        if (truncation.side == TruncationSide::kLeft) {
+          ids.erase(ids.begin(), ids.end() - limit);
+        } else {
+          ids.resize(static_cast<size_t>(limit));
+        }
+      }
+      t.tokens += static_cast<int64_t>(ids.size());
+      t.sequences.push_back({std::move(ids), {}, {}});
+      continue;
+    }
     absl::Status s;
     if (!in.pair) {
       s = tokenizer_->Encode(in.text, single, &enc);
@@ -661,27 +682,33 @@ absl::StatusOr<std::vector<std::vector<float>>> Service::Classify(const PredictR
       if (s.ok()) s = tokenizer_->EncodePairIds(first.ids, second.ids, single, &enc);
     }
     if (!s.ok()) {
-      return FieldError(absl::StatusCode::kInvalidArgument, "inputs",
+      return FieldError(absl::StatusCode::kInvalidArgument, field,
                         StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
     }
     if (static_cast<int64_t>(enc.ids.size()) > limit) {
-      return TooLong("inputs", StrCat("input ", i), enc.ids.size(), limit);
+      return TooLong(field, StrCat("input ", i), enc.ids.size(), limit, truncation.ask);
+    }
+    if (enc.ids.empty()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, field,
+                        StrCat("input ", i, " is empty after tokenization"), Reason::kEmpty);
     }
     t.tokens += static_cast<int64_t>(enc.ids.size());
     t.sequences.push_back({enc.ids, enc.type_ids, {}});
   }
   Observe(t, start);
   QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, call));
-  const int64_t n = static_cast<int64_t>(request.inputs.size());
+  const int64_t n = static_cast<int64_t>(inputs.size());
   QUIVER_RETURN_IF_ERROR(CheckRows(result, n));
   const size_t labels = static_cast<size_t>(std::max<int64_t>(1, model_.num_labels));
   if (result.data.size() != static_cast<size_t>(n) * labels * sizeof(float)) {
     return absl::InternalError(StrCat("the replicas answered ", result.data.size(), " bytes for ",
                                       n, " inputs of ", labels, " labels"));
   }
-  std::vector<std::vector<float>> out(static_cast<size_t>(n), std::vector<float>(labels));
-  for (size_t i = 0; i < out.size(); ++i) {
-    std::memcpy(out[i].data(), result.data.data() + i * labels * sizeof(float),
+  Classified out;
+  out.tokens = t.tokens;
+  out.logits.assign(static_cast<size_t>(n), std::vector<float>(labels));
+  for (size_t i = 0; i < out.logits.size(); ++i) {
+    std::memcpy(out.logits[i].data(), result.data.data() + i * labels * sizeof(float),
                 labels * sizeof(float));
   }
   return out;

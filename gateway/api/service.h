@@ -101,6 +101,11 @@ struct Scores {
   int64_t tokens = 0;
 };
 
+struct Classified {
+  std::vector<std::vector<float>> logits;  // num_labels per input, in input order
+  int64_t tokens = 0;
+};
+
 // One token of a tokenized text, as TEI's /tokenize lists it.
 struct TokenPiece {
   uint32_t id;
@@ -162,8 +167,11 @@ class Service {
   // a SPLADE model. INVALID_ARGUMENT naming the model kind for other models.
   absl::StatusOr<std::vector<std::vector<float>>> EmbedSparse(const EmbedRequest& request,
                                                               const CallContext& call) const;
-  absl::StatusOr<std::vector<std::vector<float>>> Classify(const PredictRequest& request,
-                                                           const CallContext& call) const;
+  // Token ids are sent as they are (cut where truncation asks, as Tokenize does); `field` names
+  // the request field in errors.
+  absl::StatusOr<Classified> Classify(const std::vector<PredictInput>& inputs,
+                                      const TruncationRequest& truncation, bool add_special_tokens,
+                                      std::string_view field, const CallContext& call) const;
 
   absl::StatusOr<std::vector<std::vector<TokenPiece>>> TokenizeForDisplay(
       const TokenizeRequest& request) const;

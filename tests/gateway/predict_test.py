@@ -1,7 +1,8 @@
 """TEI's /predict against a real `quiver serve` of the tiny DistilBERT classifier fixture (three
 labels from its id2label), compared with the logits transformers gave (reference.jsonl): softmax
 scores by default, raw logits with raw_scores, one list for one input and a list of lists for a
-batch, labels by name, highest first. Routes that do not fit a model kind are refused naming it.
+batch, labels by name, highest first. vLLM's /classify on the same models (probabilities, the top label,
+token ids, its refusals). Routes that do not fit a model kind are refused naming it.
 The same for two decoder sequence classifiers (Llama's, three labels; Qwen3's, one label, which
 also reranks).
 
@@ -44,6 +45,59 @@ def close(a, b, tol=1e-4):
     return all(abs(x - y) <= tol * scale for x, y in zip(a, b))
 
 
+def classify(port, rows, names):
+    """vLLM's /classify on the three-label classifier: probabilities, the top label, token ids."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/info", timeout=30) as r:
+        info = json.loads(r.read())
+    model, limit = info["model_id"], info["max_input_length"]
+    status, out = post(port, "/classify", {"input": rows[0]["text"], "model": model})
+    want = softmax(rows[0]["output"])
+    top = names[max(range(3), key=lambda k: want[k])]
+    ok = status == 200 and out.get("object") == "list" and out["id"].startswith("classify-") \
+        and isinstance(out.get("created"), int) and out.get("model") == model
+    d = out["data"][0] if ok and len(out["data"]) == 1 else {}
+    check("/classify, one text: softmax probabilities, the top label, num_classes, index",
+          ok and d.get("index") == 0 and d.get("label") == top and d.get("num_classes") == 3
+          and close(d.get("probs", []), want), f"{status} {out}")
+    _, pieces = post(port, "/tokenize", {"inputs": rows[0]["text"]})
+    ids = [p["id"] for p in pieces[0]]
+    check("/classify's usage counts the tokens (special ones included)",
+          status == 200 and out["usage"]["prompt_tokens"] == len(ids)
+          and out["usage"]["total_tokens"] == len(ids) and out["usage"]["completion_tokens"] == 0,
+          f"{out.get('usage')} against {len(ids)} ids")
+    status, out = post(port, "/v1/classify", {"input": [r["text"] for r in rows[:5]],
+                                              "use_activation": False})
+    ok = status == 200 and [d["index"] for d in out["data"]] == list(range(5))
+    for r, d in zip(rows[:5], out["data"] if ok else []):
+        ok = ok and close(d["probs"], r["output"])
+    check("/v1/classify, five texts, use_activation false: transformers' logits", ok,
+          f"{status} {out}")
+    status, out = post(port, "/classify", {"input": [ids, rows[0]["text"]], "activation": True})
+    ok = status == 200 and len(out["data"]) == 2
+    check("/classify of token ids equals the text's", ok and close(out["data"][0]["probs"], want)
+          and close(out["data"][1]["probs"], want), f"{status} {out}")
+    status, out = post(port, "/classify", {"input": rows[0]["text"] * 200})
+    check("/classify of an input over the limit: 400 naming the limit and vLLM's way to truncate",
+          status == 400 and out["error"]["param"] == "input" and str(limit) in json.dumps(out)
+          and "truncate_prompt_tokens" in json.dumps(out), f"{status} {out}")
+    status, out = post(port, "/classify", {"input": rows[0]["text"] * 200,
+                                           "truncate_prompt_tokens": -1})
+    check("/classify with truncate_prompt_tokens -1: cut to the model's limit",
+          status == 200 and out["usage"]["prompt_tokens"] == limit, f"{status} {out} (limit {limit})")
+    for body, code, name, what in (
+            ({"input": ""}, 400, "input", "an empty text"),
+            ({"input": []}, 400, "input", "an empty list"),
+            ({"messages": [{"role": "user", "content": "x"}]}, 400, "messages", "a chat request"),
+            ({"input": "x", "priority": 1}, 422, "priority", "a priority"),
+            ({"input": "x", "use_activation": "yes"}, 422, "use_activation", "a non-boolean"),
+            ({"input": "x", "truncation_side": "middle"}, 422, "truncation_side", "a side"),
+            ({"input": [[7, 2147483647]]}, 400, "", "an id past the vocabulary"),
+            ({"input": "x", "model": "other"}, 404, "other", "another model")):
+        status, out = post(port, "/classify", body)
+        check(f"/classify refuses {what}: {code} naming it", status == code
+              and name in json.dumps(out) and "error" in out, f"{status} {out}")
+
+
 def main():
     rows = [json.loads(l) for l in open(os.path.join(FIXTURE, "reference.jsonl"), encoding="utf-8")]
     names = ["negative", "neutral", "positive"]
@@ -78,6 +132,7 @@ def main():
         status, out = post(port, "/predict", {"inputs": [["a", "b", "c"]]})
         check("a sequence of three texts is 422 naming it", status == 422
               and "inputs[0]" in json.dumps(out), f"{status} {out}")
+        classify(port, rows, names)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -99,6 +154,15 @@ def main():
                 ok = ok and sorted(got) == sorted(labels) and close([got[n] for n in labels],
                                                                     r["output"])
             check(f"{name}: /predict's raw logits equal transformers'", ok, f"{status} {out}")
+            status, out = post(port, "/classify", {"input": [r["text"] for r in rows[:4]]})
+            ok = status == 200 and len(out.get("data", [])) == 4
+            for r, d in zip(rows[:4], out["data"] if ok else []):
+                want = ([1 / (1 + math.exp(-r["output"][0]))] if len(labels) == 1
+                        else softmax(r["output"]))
+                ok = ok and d["num_classes"] == len(labels) and close(d["probs"], want) \
+                    and d["label"] == labels[max(range(len(want)), key=lambda k: want[k])]
+            check(f"{name}: /classify's probabilities ({'sigmoid' if len(labels) == 1 else 'softmax'})"
+                  " and labels from transformers' logits", ok, f"{status} {out}")
             status, out = post(port, "/rerank", {"query": "q", "texts": ["a", "b"]})
             if len(labels) == 1:
                 check(f"{name}: one label reranks", status == 200 and len(out) == 2,
@@ -114,6 +178,9 @@ def main():
     try:
         status, out = post(port, "/predict", {"inputs": "text"})
         check("/predict on an embedding model: 400 naming the kind",
+              status == 400 and "embedding model" in json.dumps(out), f"{status} {out}")
+        status, out = post(port, "/classify", {"input": "text"})
+        check("/classify on an embedding model: 400 naming the kind",
               status == 400 and "embedding model" in json.dumps(out), f"{status} {out}")
     finally:
         proc.terminate()

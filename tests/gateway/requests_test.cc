@@ -53,6 +53,7 @@ const auto kDecode = [](const JsonView& b, const ApiLimits& l) { return ParseDec
 const auto kContext = [](const JsonView& b, const ApiLimits& l) {
   return ParseContextualized(b, l);
 };
+const auto kClassify = [](const JsonView& b, const ApiLimits& l) { return ParseClassify(b, l); };
 
 constexpr auto k422 = absl::StatusCode::kFailedPrecondition;
 constexpr auto k400 = absl::StatusCode::kInvalidArgument;
@@ -318,6 +319,67 @@ TEST(ContextualizedTest, DefaultsAndErrors) {
   ApiLimits small;
   small.max_inputs = 2;
   auto many = ParseContextualized(Body(R"({"input": [["a", "b"], ["c"]]})"), small);
+  ASSERT_FALSE(many.ok());
+  EXPECT_EQ(many.status().code(), k413);
+}
+
+TEST(ClassifyTest, InputShapesAndDefaults) {
+  const ApiLimits limits;
+  auto one = ParseClassify(Body(R"({"input": "good", "model": "m"})"), limits);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->inputs.size(), 1u);
+  EXPECT_EQ(one->inputs[0].text, "good");
+  EXPECT_FALSE(one->inputs[0].is_ids);
+  EXPECT_EQ(one->model, "m");
+  EXPECT_TRUE(one->activation);
+  EXPECT_TRUE(one->add_special_tokens);
+  EXPECT_FALSE(one->truncation.enabled.has_value());
+  auto mixed = ParseClassify(Body(R"({"input": ["a", [5, 6]], "use_activation": false,
+                                     "truncate_prompt_tokens": 8, "truncation_side": "left",
+                                     "add_special_tokens": false, "priority": 0,
+                                     "user": "u"})"),
+                             limits);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  ASSERT_EQ(mixed->inputs.size(), 2u);
+  EXPECT_TRUE(mixed->inputs[1].is_ids);
+  EXPECT_EQ(mixed->inputs[1].ids, (std::vector<uint32_t>{5, 6}));
+  EXPECT_FALSE(mixed->activation);
+  EXPECT_FALSE(mixed->add_special_tokens);
+  EXPECT_EQ(mixed->truncation.max_tokens, 8);
+  EXPECT_EQ(mixed->truncation.side, TruncationSide::kLeft);
+  auto ids = ParseClassify(Body(R"({"input": [1, 2, 3], "activation": false})"), limits);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_EQ(ids->inputs.size(), 1u);  // one list of ids is one input
+  EXPECT_EQ(ids->inputs[0].ids.size(), 3u);
+  EXPECT_FALSE(ids->activation);  // vLLM's earlier name
+  auto null_activation = ParseClassify(Body(R"({"input": "a", "use_activation": null})"), limits);
+  ASSERT_TRUE(null_activation.ok());
+  EXPECT_TRUE(null_activation->activation);  // null: the model's default
+}
+
+TEST(ClassifyTest, BadFields) {
+  ExpectError(kClassify, R"({"model": "m"})", k422, "input", "missing field 'input'");
+  ExpectError(kClassify, R"({"input": ""})", k400, "input", "empty string");
+  ExpectError(kClassify, R"({"input": ["a", ""]})", k400, "input", "'input[1]'");
+  ExpectError(kClassify, R"({"input": []})", k400, "input", "empty");
+  ExpectError(kClassify, R"({"input": [[]]})", k400, "input[0]", "empty list of token ids");
+  ExpectError(kClassify, R"({"input": {"text": "a"}})", k422, "input", "a string");
+  ExpectError(kClassify, R"({"messages": [{"role": "user", "content": "a"}]})", k400, "messages",
+              "not supported");
+  ExpectError(kClassify, R"({"input": "a", "priority": 3})", k422, "priority", "only 0");
+  ExpectError(kClassify, R"({"input": "a", "use_activation": 1})", k422, "use_activation",
+              "boolean");
+  ExpectError(kClassify, R"({"input": "a", "use_activation": true, "activation": false})", k422,
+              "use_activation", "disagree");
+  ExpectError(kClassify, R"({"input": "a", "truncation_side": "both"})", k422, "truncation_side",
+              "'both'");
+  ExpectError(kClassify, R"({"input": "a", "truncate_prompt_tokens": 0})", k422,
+              "truncate_prompt_tokens", "-1");
+  ExpectError(kClassify, R"({"input": "a", "user": 5})", k422, "user", "a string");
+  ExpectError(kClassify, R"(["a"])", k422, "", "object");
+  ApiLimits small;
+  small.max_inputs = 2;
+  auto many = ParseClassify(Body(R"({"input": ["a", "b", "c"]})"), small);
   ASSERT_FALSE(many.ok());
   EXPECT_EQ(many.status().code(), k413);
 }
