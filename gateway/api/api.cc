@@ -695,9 +695,16 @@ HttpResponse Api::Rerank(const RerankRequest& request, Call& call) {
   if (absl::Status s = service_.CheckModel(request.model); !s.ok()) {
     return ErrorResponse(call.dialect, s);
   }
+  std::vector<std::string> cut;
+  if (request.max_tokens_per_doc > 0) {
+    absl::StatusOr<std::vector<std::string>> kept = service_.KeepFirstTokens(
+        request.documents, request.max_tokens_per_doc, "documents", call.context);
+    if (!kept.ok()) return ErrorResponse(call.dialect, kept.status());
+    cut = *std::move(kept);
+  }
   absl::StatusOr<Scores> scores =
-      service_.Score({request.query}, request.documents, request.raw_scores, request.truncation,
-                     "documents", call.context);
+      service_.Score({request.query}, request.max_tokens_per_doc > 0 ? cut : request.documents,
+                     request.raw_scores, request.truncation, "documents", call.context);
   if (!scores.ok()) return ErrorResponse(call.dialect, scores.status());
   return Json(RenderRerank(request, *scores, StrCat("rerank-", next_id_++), service_.model().name));
 }

@@ -87,7 +87,8 @@ schemas = {
   "RerankRequest": request({
       "query": string, "documents": arr(ref("Document"), minItems=1), "model": model,
       "top_n": positive(), "return_documents": boolean, "raw_scores": boolean,
-      "truncate_prompt_tokens": truncate_tokens()}, ["query", "documents"]),
+      "truncate_prompt_tokens": truncate_tokens(),
+      "max_tokens_per_doc": {**positive(), "description": "Cohere: each document scored on its first this many tokens (returned whole)"}}, ["query", "documents"]),
   "RerankResponse": obj({
       "id": string, "object": {"const": "rerank"}, "created": integer, "model": string,
       "results": arr(obj({"index": integer, "relevance_score": number, "document": obj({"text": string}, ["text"])}, ["index", "relevance_score"])),

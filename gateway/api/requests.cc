@@ -491,6 +491,7 @@ absl::StatusOr<RerankRequest> ParseRerank(const JsonView& body, const ApiLimits&
     QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
     QUIVER_ASSIGN_OR_RETURN(const std::optional<bool> truncate, OptBool(body, "truncate"));
     if (truncate) r.truncation.enabled = truncate;
+    QUIVER_ASSIGN_OR_RETURN(r.max_tokens_per_doc, PositiveInt(body, "max_tokens_per_doc"));
   } else {
     return FieldError(absl::StatusCode::kFailedPrecondition, "texts",
                       "missing field 'texts' (TEI) or 'documents' (Cohere, vLLM)");

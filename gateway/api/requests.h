@@ -89,6 +89,8 @@ struct RerankRequest {
   bool return_documents = false;
   bool raw_scores = false;  // TEI: logits instead of sigmoid probabilities
   TruncationRequest truncation;
+  // Cohere's max_tokens_per_doc: > 0 scores each document's first this many tokens.
+  int64_t max_tokens_per_doc = 0;
 };
 
 // vLLM's /v1/score: one text against many, or pairs.

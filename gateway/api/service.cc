@@ -614,6 +614,39 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> Service::KeepFirstTokens(
+    const std::vector<std::string>& texts, int64_t max_tokens, std::string_view field,
+    const CallContext& call) const {
+  const tokenizer::EncodeOptions plain = EncodeOptionsFor(kNoTruncation, 0, false);
+  std::vector<std::string> out;
+  out.reserve(texts.size());
+  tokenizer::Encoding enc;
+  std::vector<tokenizer::Tokenizer::Offset> offsets;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
+    if (absl::Status s = tokenizer_->EncodeWithOffsets(texts[i], plain, &enc, &offsets); !s.ok()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, field,
+                        StrCat("document ", i, ": ", s.message()), Reason::kTokenizer);
+    }
+    if (static_cast<int64_t>(enc.ids.size()) <= max_tokens) {
+      out.push_back(texts[i]);
+      continue;
+    }
+    const size_t last = static_cast<size_t>(max_tokens) - 1;
+    if (last < offsets.size() && offsets[last].has_value() &&
+        offsets[last]->second <= texts[i].size()) {
+      // At a character's end: a byte-level token may end inside one.
+      size_t end = offsets[last]->second;
+      while (end < texts[i].size() && (static_cast<uint8_t>(texts[i][end]) & 0xC0) == 0x80) ++end;
+      out.push_back(texts[i].substr(0, end));
+    } else {
+      enc.ids.resize(static_cast<size_t>(max_tokens));
+      out.push_back(tokenizer_->Decode(enc.ids, /*skip_special_tokens=*/true));
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<std::vector<float>>> Service::EmbedSparse(
     const EmbedRequest& request, const CallContext& call) const {
   QUIVER_RETURN_IF_ERROR(CheckModel(request.model));

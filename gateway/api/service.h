@@ -161,6 +161,14 @@ class Service {
                                const TruncationRequest& truncation, std::string_view field,
                                const CallContext& call) const;
 
+  // Each text cut to its first `max_tokens` tokens (special tokens not counted): at the end of
+  // its last kept token where the tokenizer gives offsets, else the kept tokens decoded. Texts
+  // that fit are returned as they are.
+  absl::StatusOr<std::vector<std::string>> KeepFirstTokens(const std::vector<std::string>& texts,
+                                                           int64_t max_tokens,
+                                                           std::string_view field,
+                                                           const CallContext& call) const;
+
   // A sequence-classification model's logits for each input (texts or pairs), in input order:
   // num_labels per input. INVALID_ARGUMENT naming the model kind for other models.
   // TEI's /embed_sparse: each input's term weights (sparse_width per input, zeros included) from

@@ -184,6 +184,19 @@ def main():
             check(s == 422 and "top_n" in b, f"/v1/rerank top_n={top_n!r}: 422 naming top_n ({s} {b[:120]})")
         c2 = json.loads(call(port, "POST", "/v2/rerank", {"model": "all-MiniLM-L6-v2", "query": "q", "documents": ["a", "b"], "top_n": 2})[1])
         check(len(c2["results"]) == 2 and all("relevance_score" in r for r in c2["results"]) and isinstance(c2["id"], str), "/v2/rerank")
+        # Cohere's max_tokens_per_doc: each document scored on its first N tokens, returned whole.
+        long_doc = texts[3]
+        pieces = json.loads(call(port, "POST", "/tokenize", {"inputs": long_doc, "add_special_tokens": False})[1])[0]
+        head = long_doc.encode()[:pieces[2]["stop"]].decode()
+        cut = json.loads(call(port, "POST", "/v2/rerank", {"query": texts[0], "documents": [long_doc, head], "max_tokens_per_doc": 3, "return_documents": True})[1])
+        whole = json.loads(call(port, "POST", "/v2/rerank", {"query": texts[0], "documents": [long_doc, head]})[1])
+        by_index = lambda answer: {r["index"]: r for r in answer["results"]}
+        check(len(pieces) > 3 and by_index(cut)[0]["relevance_score"] == by_index(cut)[1]["relevance_score"]
+              == by_index(whole)[1]["relevance_score"] != by_index(whole)[0]["relevance_score"]
+              and by_index(cut)[0]["document"]["text"] == long_doc,
+              f"/v2/rerank max_tokens_per_doc 3 scores the first 3 tokens ({head!r}) and returns the document whole: {cut} {whole}")
+        s, b, _ = call(port, "POST", "/v2/rerank", {"query": "q", "documents": ["a"], "max_tokens_per_doc": 0})
+        check(s == 422 and "max_tokens_per_doc" in b, f"/v2/rerank max_tokens_per_doc 0: 422 naming it ({s} {b[:160]})")
         c1 = json.loads(call(port, "POST", "/v1/rerank", {"query": "q", "documents": [{"text": "a"}, {"text": "b"}], "return_documents": False})[1])
         check(len(c1["results"]) == 2 and "document" not in c1["results"][0], "/v1/rerank with Cohere v1 document objects")
         e1 = json.loads(call(port, "POST", "/v1/embed", {"texts": texts[:2], "model": "all-MiniLM-L6-v2", "input_type": "search_document"})[1])

@@ -253,6 +253,15 @@ TEST(RerankTest, BadFields) {
               "boolean");
   ExpectError(kRerank, R"({"query": "q", "texts": ["a"], "return_text": "y"})", k422, "return_text",
               "boolean");
+  ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "max_tokens_per_doc": 0})", k422,
+              "max_tokens_per_doc", "positive");
+  ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "max_tokens_per_doc": "9"})", k422,
+              "max_tokens_per_doc", "integer");
+  const ApiLimits limits;
+  auto cohere = ParseRerank(Body(R"({"query": "q", "documents": ["a"], "max_tokens_per_doc": 7})"),
+                            limits);
+  ASSERT_TRUE(cohere.ok()) << cohere.status();
+  EXPECT_EQ(cohere->max_tokens_per_doc, 7);
 }
 
 TEST(ScoreTest, PairsAndErrors) {
