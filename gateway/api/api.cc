@@ -963,7 +963,15 @@ HttpResponse Api::Classify(const JsonView& body, Call& call) {
   w.Key("data").BeginArray();
   for (size_t i = 0; i < classified->logits.size(); ++i) {
     std::vector<float>& probs = classified->logits[i];
-    if (request->activation) Activate(probs);
+    // vLLM's choice by the config's problem_type: a regression's values as they are, a
+    // multi-label classifier's a sigmoid per label, any other the softmax (a sigmoid for one).
+    const std::string& problem = service_.model().problem_type;
+    if (!request->activation || problem == "regression") {
+    } else if (problem == "multi_label_classification") {
+      for (float& v : probs) v = 1.0f / (1.0f + std::exp(-v));
+    } else {
+      Activate(probs);
+    }
     // The label of the highest value (the first of equals, as numpy's argmax).
     const size_t top =
         static_cast<size_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());

@@ -45,7 +45,8 @@ schemas = {
   "TeiInputs": {"anyOf": [{"type": "string", "minLength": 1}, token_ids, arr(ref("TeiInput"), minItems=1)]},
   "TruncationDirection": {"type": "string", "enum": ["Left", "Right", "left", "right"]},
   "Embedding": arr(number),
-  "Usage": obj({"prompt_tokens": integer, "total_tokens": integer}, ["prompt_tokens", "total_tokens"]),
+  "Usage": obj({"prompt_tokens": integer, "total_tokens": integer, "completion_tokens": integer,
+                "prompt_tokens_details": {"type": "null"}}, ["prompt_tokens", "total_tokens"]),
   "EncodingFormat": {"type": "string", "enum": ["float", "base64", "base64_int8", "base64_binary"]},
   "OpenAiEmbedRequest": request({
       "input": ref("Inputs"), "model": model, "encoding_format": ref("EncodingFormat"),
@@ -129,7 +130,7 @@ schemas = {
   "ClassifyRequest": request({
       "input": {"anyOf": [{"type": "string", "minLength": 1}, token_ids,
                           arr({"anyOf": [{"type": "string", "minLength": 1}, token_ids]}, minItems=1)]},
-      "model": model, "user": string, "use_activation": boolean, "activation": boolean,
+      "model": model, "user": string, "use_activation": boolean, "activation": boolean, "softmax": boolean,
       "add_special_tokens": boolean, "truncate_prompt_tokens": truncate_tokens(),
       "truncation_side": {"type": "string", "enum": ["left", "right"]},
       "priority": {"type": "integer", "enum": [0], "description": "first come, first served: only 0"}},

@@ -212,9 +212,9 @@ absl::StatusOr<TruncationRequest> TeiTruncation(const JsonView& body) {
                           OptString(body, "truncation_direction"));
   if (direction) {
     if (*direction == "Right" || *direction == "right") {
-      t.side = TruncationSide::kRight;
+      t.side = t.ids_side = TruncationSide::kRight;
     } else if (*direction == "Left" || *direction == "left") {
-      t.side = TruncationSide::kLeft;
+      t.side = t.ids_side = TruncationSide::kLeft;
     } else {
       return FieldError(
           absl::StatusCode::kFailedPrecondition, "truncation_direction",
@@ -229,6 +229,7 @@ absl::Status VllmTruncation(const JsonView& body, TruncationRequest& t) {
   t.ask = "\"truncate_prompt_tokens\": -1";
   QUIVER_ASSIGN_OR_RETURN(std::optional<int64_t> k, OptInt(body, "truncate_prompt_tokens"));
   if (!k) return absl::OkStatus();
+  t.ids_side = TruncationSide::kLeft;  // vLLM keeps a token-id prompt's last k ids
   if (*k == -1) {
     t.enabled = true;
   } else if (*k > 0) {
@@ -419,7 +420,7 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
     r.truncation.enabled = true;
   } else if (mode == "START") {
     r.truncation.enabled = true;
-    r.truncation.side = TruncationSide::kLeft;
+    r.truncation.side = r.truncation.ids_side = TruncationSide::kLeft;
   } else if (mode == "NONE") {
     r.truncation.enabled = false;
     r.truncation.ask = "\"truncate\": \"END\"";
@@ -491,6 +492,7 @@ absl::StatusOr<RerankRequest> ParseRerank(const JsonView& body, const ApiLimits&
     QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
     QUIVER_ASSIGN_OR_RETURN(const std::optional<bool> truncate, OptBool(body, "truncate"));
     if (truncate) r.truncation.enabled = truncate;
+    r.truncation.ask = "\"truncate\": true or \"truncate_prompt_tokens\": -1";
     QUIVER_ASSIGN_OR_RETURN(r.max_tokens_per_doc, PositiveInt(body, "max_tokens_per_doc"));
   } else {
     return FieldError(absl::StatusCode::kFailedPrecondition, "texts",
@@ -553,10 +555,10 @@ absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonView& body, const Ap
   if (const std::optional<JsonView> params = Field(body, "parameters")) {
     if (!params->is_object()) return WrongType("parameters", "an object", *params);
     QUIVER_ASSIGN_OR_RETURN(r.truncation, TeiTruncation(*params));
-    r.truncation.ask = "\"parameters\": {\"truncate\": true}";
     QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(*params, "prompt_name"));
     r.prompt_name = prompt.value_or("");
   }
+  r.truncation.ask = "\"parameters\": {\"truncate\": true}";
   return r;
 }
 
@@ -640,11 +642,12 @@ absl::StatusOr<ClassifyRequest> ParseClassify(const JsonView& body, const ApiLim
   }
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
   QUIVER_ASSIGN_OR_RETURN(std::vector<Input> inputs, Inputs(body, "input", limits));
+  const bool one = Field(body, "input")->is_string();
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].is_ids && inputs[i].text.empty()) {
       return FieldError(absl::StatusCode::kInvalidArgument, "input",
-                        inputs.size() == 1 ? std::string("'input' is an empty string")
-                                           : StrCat("'input[", i, "]' is an empty string"),
+                        one ? std::string("'input' is an empty string")
+                            : StrCat("'input[", i, "]' is an empty string"),
                         Reason::kEmpty);
     }
     r.inputs.push_back(
@@ -658,14 +661,21 @@ absl::StatusOr<ClassifyRequest> ParseClassify(const JsonView& body, const ApiLim
                         StrCat("'truncation_side' must be left or right, got '", *side, "'"));
     }
     r.truncation.side = *side == "left" ? TruncationSide::kLeft : TruncationSide::kRight;
+    r.truncation.ids_side = r.truncation.side;
   }
-  QUIVER_ASSIGN_OR_RETURN(std::optional<bool> use, OptBool(body, "use_activation"));
-  QUIVER_ASSIGN_OR_RETURN(std::optional<bool> legacy, OptBool(body, "activation"));
-  if (use && legacy && *use != *legacy) {
-    return FieldError(absl::StatusCode::kFailedPrecondition, "use_activation",
-                      "'use_activation' and 'activation' disagree");
+  // use_activation, or vLLM's earlier names for it (activation, softmax).
+  std::optional<bool> activation;
+  for (std::string_view name : {"use_activation", "activation", "softmax"}) {
+    QUIVER_ASSIGN_OR_RETURN(std::optional<bool> v, OptBool(body, name));
+    if (v && activation && *v != *activation) {
+      return FieldError(absl::StatusCode::kFailedPrecondition, name,
+                        StrCat("'", name,
+                               "' disagrees with 'use_activation' (or 'activation', "
+                               "its earlier name)"));
+    }
+    if (v) activation = v;
   }
-  r.activation = use.value_or(legacy.value_or(true));
+  r.activation = activation.value_or(true);
   QUIVER_ASSIGN_OR_RETURN(r.add_special_tokens, Bool(body, "add_special_tokens", true));
   if (const std::optional<JsonView> user = Field(body, "user"); user && !user->is_string()) {
     return WrongType("user", "a string", *user);

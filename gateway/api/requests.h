@@ -44,8 +44,11 @@ enum class TruncationSide { kRight, kLeft };  // kLeft cuts the start, keeping t
 struct TruncationRequest {
   std::optional<bool> enabled;
   TruncationSide side = TruncationSide::kRight;
+  // The side token-id inputs are cut from (vLLM keeps their end unless truncation_side says).
+  TruncationSide ids_side = TruncationSide::kRight;
   int64_t max_tokens = 0;  // > 0: cut to this many tokens (vLLM's truncate_prompt_tokens)
-  // How this request's dialect asks for truncation, for the error of an over-long input.
+  // How this request's dialect asks for truncation, for the error of an over-long input (a
+  // literal: copies of the request keep pointing at it).
   std::string_view ask = "\"truncate\": true";
 };
 

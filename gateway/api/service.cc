@@ -102,6 +102,9 @@ absl::Status ReadLabels(const std::string& model_dir, ModelDescription& model) {
   if (model.num_labels == 0 || !std::filesystem::exists(path)) return absl::OkStatus();
   QUIVER_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   QUIVER_ASSIGN_OR_RETURN(JsonValue json, JsonValue::Parse(text));
+  if (const JsonValue* problem = json.Find("problem_type"); problem && problem->is_string()) {
+    model.problem_type = problem->as_string();
+  }
   const JsonValue* id2label = json.Find("id2label");
   if (id2label == nullptr || !id2label->is_object()) return absl::OkStatus();
   for (const auto& [key, value] : id2label->members()) {
@@ -269,7 +272,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
       seq.ids = input.ids;
       if (static_cast<int64_t>(seq.ids.size()) > limit) {
         if (!cut) return TooLong(field, StrCat("input ", i), seq.ids.size(), limit, truncation.ask);
-        if (truncation.side == TruncationSide::kLeft) {
+        if (truncation.ids_side == TruncationSide::kLeft) {
           seq.ids.erase(seq.ids.begin(), seq.ids.end() - limit);
         } else {
           seq.ids.resize(static_cast<size_t>(limit));
@@ -696,7 +699,7 @@ absl::StatusOr<Classified> Service::Classify(const std::vector<PredictInput>& in
       std::vector<uint32_t> ids = in.ids;
       if (static_cast<int64_t>(ids.size()) > limit) {
         if (!cut) return TooLong(field, StrCat("input ", i), ids.size(), limit, truncation.ask);
-        if (truncation.side == TruncationSide::kLeft) {
+        if (truncation.ids_side == TruncationSide::kLeft) {
           ids.erase(ids.begin(), ids.end() - limit);
         } else {
           ids.resize(static_cast<size_t>(limit));

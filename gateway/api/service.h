@@ -45,6 +45,9 @@ struct ModelDescription {
   bool exclude_prompt = false;
   // Their names in id order (config.json's id2label; LABEL_i where it has none).
   std::vector<std::string> labels;
+  // config.json's problem_type ("" when absent): vLLM's /classify answers a regression model's
+  // logits as they are and a multi-label one's through a sigmoid per label.
+  std::string problem_type;
   // Empty: a scoring model encodes (query, document) as two segments (a cross-encoder).
   ScorePrompt score_prompt;
   // sentence-transformers' prompts (config_sentence_transformers.json), by name, and the one
@@ -71,7 +74,7 @@ absl::Status ApplyDefaultPrompt(const std::string& name, const std::string& text
                                 ModelDescription& model);
 
 // `model.labels` from config.json's id2label (LABEL_i for ids it does not name), for
-// model.num_labels labels.
+// model.num_labels labels, and `model.problem_type`.
 absl::Status ReadLabels(const std::string& model_dir, ModelDescription& model);
 
 // The Qwen3 reranker's prompt (its model card's format, with its default instruction).

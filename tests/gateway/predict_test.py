@@ -12,7 +12,9 @@ also reranks).
 import json
 import math
 import os
+import shutil
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 
@@ -42,7 +44,7 @@ def softmax(v):
 
 def close(a, b, tol=1e-4):
     scale = max(1.0, max(abs(x) for x in b))
-    return all(abs(x - y) <= tol * scale for x, y in zip(a, b))
+    return len(a) == len(b) and all(abs(x - y) <= tol * scale for x, y in zip(a, b))
 
 
 def classify(port, rows, names):
@@ -69,7 +71,8 @@ def classify(port, rows, names):
                                               "use_activation": False})
     ok = status == 200 and [d["index"] for d in out["data"]] == list(range(5))
     for r, d in zip(rows[:5], out["data"] if ok else []):
-        ok = ok and close(d["probs"], r["output"])
+        top = max(range(3), key=lambda k: r["output"][k])
+        ok = ok and close(d["probs"], r["output"]) and d["num_classes"] == 3 and d["label"] == names[top]
     check("/v1/classify, five texts, use_activation false: transformers' logits", ok,
           f"{status} {out}")
     status, out = post(port, "/classify", {"input": [ids, rows[0]["text"]], "activation": True})
@@ -84,18 +87,62 @@ def classify(port, rows, names):
                                            "truncate_prompt_tokens": -1})
     check("/classify with truncate_prompt_tokens -1: cut to the model's limit",
           status == 200 and out["usage"]["prompt_tokens"] == limit, f"{status} {out} (limit {limit})")
+    # Token ids over truncate_prompt_tokens: vLLM keeps their last k unless truncation_side says.
+    k = len(ids) - 3
+    status, out = post(port, "/classify", {"input": [ids, ids[-k:], ids[:k]], "truncate_prompt_tokens": k,
+                                           "use_activation": False})
+    got = [d["probs"] for d in out["data"]] if status == 200 else []
+    check("/classify of token ids with truncate_prompt_tokens k: their last k ids, as vLLM keeps",
+          len(got) == 3 and close(got[0], got[1]) and not close(got[0], got[2])
+          and out["usage"]["prompt_tokens"] == 3 * k, f"{status} {out}")
+    status, out = post(port, "/classify", {"input": [ids, ids[:k]], "truncate_prompt_tokens": k,
+                                           "truncation_side": "right", "use_activation": False})
+    got = [d["probs"] for d in out["data"]] if status == 200 else []
+    check("/classify with truncation_side right: the first k ids", len(got) == 2 and close(got[0], got[1]),
+          f"{status} {out}")
     for body, code, name, what in (
             ({"input": ""}, 400, "input", "an empty text"),
             ({"input": []}, 400, "input", "an empty list"),
             ({"messages": [{"role": "user", "content": "x"}]}, 400, "messages", "a chat request"),
             ({"input": "x", "priority": 1}, 422, "priority", "a priority"),
             ({"input": "x", "use_activation": "yes"}, 422, "use_activation", "a non-boolean"),
+            ({"input": "x", "use_activation": True, "softmax": False}, 422, "softmax", "two names disagreeing"),
             ({"input": "x", "truncation_side": "middle"}, 422, "truncation_side", "a side"),
-            ({"input": [[7, 2147483647]]}, 400, "", "an id past the vocabulary"),
+            ({"input": [[7, 2147483647]]}, 400, "vocabulary", "an id past the vocabulary"),
             ({"input": "x", "model": "other"}, 404, "other", "another model")):
         status, out = post(port, "/classify", body)
         check(f"/classify refuses {what}: {code} naming it", status == code
               and name in json.dumps(out) and "error" in out, f"{status} {out}")
+
+
+def problem_types(rows, names):
+    """The classifier's folder with config.json's problem_type set: vLLM's /classify answers a
+    multi-label model with a sigmoid per label and a regression one with the logits; TEI's /predict
+    keeps its softmax."""
+    with tempfile.TemporaryDirectory(prefix="quiver-problem-type-") as tmp:
+        for problem, want in (("multi_label_classification", lambda v: [1 / (1 + math.exp(-x)) for x in v]),
+                              ("regression", lambda v: list(v))):
+            folder = os.path.join(tmp, problem)
+            shutil.copytree(FIXTURE, folder)
+            config = json.load(open(os.path.join(folder, "config.json")))
+            config["problem_type"] = problem
+            json.dump(config, open(os.path.join(folder, "config.json"), "w"))
+            proc, port, _ = serving.start(QUIVER, folder, [], prefix=f"quiver-{problem}-")
+            try:
+                status, out = post(port, "/classify", {"input": [r["text"] for r in rows[:3]]})
+                ok = status == 200 and len(out["data"]) == 3
+                for r, d in zip(rows[:3], out["data"] if ok else []):
+                    top = max(range(3), key=lambda k: r["output"][k])
+                    ok = ok and close(d["probs"], want(r["output"])) and d["label"] == names[top]
+                check(f"/classify of a {problem} model: vLLM's activation for it", ok, f"{status} {out}")
+                status, out = post(port, "/predict", {"inputs": rows[0]["text"]})
+                got = {d["label"]: d["score"] for d in out} if status == 200 else {}
+                check(f"/predict of a {problem} model: TEI's softmax still",
+                      sorted(got) == sorted(names)
+                      and close([got[n] for n in names], softmax(rows[0]["output"])), f"{status} {out}")
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
 
 
 def main():
@@ -136,6 +183,7 @@ def main():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    problem_types(rows, names)
     # Decoder sequence classifiers: Llama's with three labels; Qwen3's with one (a Qwen3-Reranker
     # seq-cls conversion), whose tokenizer appends its pad token: transformers scores the token
     # before it, and so must the server.

@@ -364,6 +364,47 @@ TEST(ClassifyTest, InputShapesAndDefaults) {
   auto null_activation = ParseClassify(Body(R"({"input": "a", "use_activation": null})"), limits);
   ASSERT_TRUE(null_activation.ok());
   EXPECT_TRUE(null_activation->activation);  // null: the model's default
+  auto softmax = ParseClassify(Body(R"({"input": "a", "softmax": false})"), limits);
+  ASSERT_TRUE(softmax.ok());
+  EXPECT_FALSE(softmax->activation);  // vLLM's earliest name
+  // vLLM keeps a token-id prompt's last k ids, a text's first k (the tokenizer's side).
+  auto cut = ParseClassify(Body(R"({"input": [1, 2, 3], "truncate_prompt_tokens": 2})"), limits);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->truncation.side, TruncationSide::kRight);
+  EXPECT_EQ(cut->truncation.ids_side, TruncationSide::kLeft);
+  EXPECT_NE(cut->truncation.ask.find("truncate_prompt_tokens"), std::string_view::npos);
+  auto right = ParseClassify(
+      Body(R"({"input": [1, 2, 3], "truncate_prompt_tokens": 2, "truncation_side": "right"})"),
+      limits);
+  ASSERT_TRUE(right.ok());
+  EXPECT_EQ(right->truncation.ids_side, TruncationSide::kRight);
+}
+
+TEST(TruncationTest, EachDialectNamesItsOwnWayToAskForIt) {
+  const ApiLimits limits;
+  auto tei = ParseTeiEmbed(Body(R"({"inputs": "a"})"), limits);
+  ASSERT_TRUE(tei.ok());
+  EXPECT_EQ(tei->truncation.ask, "\"truncate\": true");
+  auto openai = ParseOpenAiEmbed(Body(R"({"input": "a"})"), limits);
+  ASSERT_TRUE(openai.ok());
+  EXPECT_EQ(openai->truncation.ask, "\"truncate\": true or \"truncate_prompt_tokens\": -1");
+  auto similarity =
+      ParseSimilarity(Body(R"({"inputs": {"source_sentence": "a", "sentences": ["b"]}})"), limits);
+  ASSERT_TRUE(similarity.ok());
+  EXPECT_EQ(similarity->truncation.ask, "\"parameters\": {\"truncate\": true}");
+  auto cohere = ParseCohereEmbed(Body(R"({"texts": ["a"], "truncate": "NONE"})"), limits, 2);
+  ASSERT_TRUE(cohere.ok());
+  EXPECT_EQ(cohere->truncation.ask, "\"truncate\": \"END\"");
+  auto rerank = ParseRerank(Body(R"({"query": "q", "documents": ["a"]})"), limits);
+  ASSERT_TRUE(rerank.ok());
+  EXPECT_EQ(rerank->truncation.ask, "\"truncate\": true or \"truncate_prompt_tokens\": -1");
+  auto score = ParseScore(Body(R"({"text_1": "a", "text_2": "b"})"), limits);
+  ASSERT_TRUE(score.ok());
+  EXPECT_EQ(score->truncation.ask, "\"truncate_prompt_tokens\": -1");
+  // TEI's truncation_direction cuts token ids from the same side as texts.
+  auto left = ParseTeiEmbed(Body(R"({"inputs": [5, 6], "truncation_direction": "Left"})"), limits);
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->truncation.ids_side, TruncationSide::kLeft);
 }
 
 TEST(ClassifyTest, BadFields) {
@@ -379,7 +420,8 @@ TEST(ClassifyTest, BadFields) {
   ExpectError(kClassify, R"({"input": "a", "use_activation": 1})", k422, "use_activation",
               "boolean");
   ExpectError(kClassify, R"({"input": "a", "use_activation": true, "activation": false})", k422,
-              "use_activation", "disagree");
+              "activation", "disagrees");
+  ExpectError(kClassify, R"({"input": [""]})", k400, "input", "'input[0]'");
   ExpectError(kClassify, R"({"input": "a", "truncation_side": "both"})", k422, "truncation_side",
               "'both'");
   ExpectError(kClassify, R"({"input": "a", "truncate_prompt_tokens": 0})", k422,
