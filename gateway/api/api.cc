@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "common/half.h"
 #include "common/json.h"
 #include "common/json_writer.h"
 #include "common/logging.h"
@@ -87,10 +88,35 @@ quiver::v1::OutputType EngineType(EmbeddingFormat format) {
   return quiver::v1::OUTPUT_F32;
 }
 
-// One embedding in OpenAI's forms: floats, or base64 of the row's bytes.
-void WriteEmbedding(JsonWriter& w, std::string_view row, EmbeddingFormat format) {
+// A row of little-endian f32 values in vLLM's embed_dtype and endianness.
+std::string Reencoded(std::string_view row, const Base64Layout& layout) {
+  const std::vector<float> values = Floats(row);
+  const size_t width = layout.values == Base64Values::kF32 ? 4 : 2;
+  std::string out(values.size() * width, '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits;
+    if (layout.values == Base64Values::kF32) {
+      std::memcpy(&bits, &values[i], sizeof(bits));
+    } else {
+      bits = layout.values == Base64Values::kF16 ? FloatToHalf(values[i]) : FloatToBf16(values[i]);
+    }
+    for (size_t b = 0; b < width; ++b) {  // least significant byte first, then reversed if big
+      const size_t at = layout.big_endian ? width - 1 - b : b;
+      out[i * width + at] = static_cast<char>((bits >> (8 * b)) & 0xffu);
+    }
+  }
+  return out;
+}
+
+// One embedding in OpenAI's forms: floats, or base64 of the row's bytes (for "base64", in the
+// request's embed_dtype and endianness).
+void WriteEmbedding(JsonWriter& w, std::string_view row, EmbeddingFormat format,
+                    const Base64Layout& layout = {}) {
   if (format == EmbeddingFormat::kFloatList) {
     w.FloatArray(Floats(row));
+  } else if (format == EmbeddingFormat::kBase64F32 &&
+             (layout.values != Base64Values::kF32 || layout.big_endian)) {
+    w.String(Base64(Reencoded(row, layout)));
   } else {
     w.String(Base64(row));
   }
@@ -503,7 +529,7 @@ HttpResponse Api::OpenAiEmbeddings(const JsonView& body, Call& call) {
   w.BeginObject().Key("object").String("list").Key("data").BeginArray();
   for (int64_t i = 0; i < out->result.num_seqs; ++i) {
     w.BeginObject().Key("object").String("embedding").Key("index").Int(i).Key("embedding");
-    WriteEmbedding(w, Row(out->result, i), request->format);
+    WriteEmbedding(w, Row(out->result, i), request->format, request->base64);
     w.EndObject();
   }
   w.EndArray().Key("model").String(service_.model().name);

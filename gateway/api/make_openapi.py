@@ -53,7 +53,12 @@ schemas = {
       "dimensions": positive(), "user": string,
       "truncate": {"type": "boolean", "description": "quiver/TEI extension: cut over-long inputs to the model's limit"},
       "truncate_prompt_tokens": {**truncate_tokens(), "description": "vLLM extension: -1 cuts to the model's limit, k > 0 to k tokens (at most the model's limit)"},
-      "prompt_name": string}, ["input"]),
+      "prompt_name": string,
+      "use_activation": {"type": "boolean", "description": "vLLM extension: false leaves the embedding unnormalized"},
+      "normalize": {"type": "boolean", "description": "the same, by vLLM's earlier name (and TEI's)"},
+      "add_special_tokens": boolean, "truncation_side": {"type": "string", "enum": ["left", "right"]},
+      "embed_dtype": {"type": "string", "enum": ["float32", "float16", "bfloat16"], "description": "vLLM extension: the values' type in base64"},
+      "endianness": {"type": "string", "enum": ["native", "little", "big"], "description": "vLLM extension: their byte order in base64"}}, ["input"]),
   "OpenAiEmbedResponse": obj({
       "object": {"const": "list"},
       "data": arr(obj({"object": {"const": "embedding"}, "index": integer, "embedding": {"anyOf": [ref("Embedding"), string]}}, ["object", "index", "embedding"])),

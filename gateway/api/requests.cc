@@ -212,9 +212,9 @@ absl::StatusOr<TruncationRequest> TeiTruncation(const JsonView& body) {
                           OptString(body, "truncation_direction"));
   if (direction) {
     if (*direction == "Right" || *direction == "right") {
-      t.side = t.ids_side = TruncationSide::kRight;
+      t.side = TruncationSide::kRight;
     } else if (*direction == "Left" || *direction == "left") {
-      t.side = t.ids_side = TruncationSide::kLeft;
+      t.side = TruncationSide::kLeft;
     } else {
       return FieldError(
           absl::StatusCode::kFailedPrecondition, "truncation_direction",
@@ -242,6 +242,38 @@ absl::Status VllmTruncation(const JsonView& body, TruncationRequest& t) {
                              *k));
   }
   return absl::OkStatus();
+}
+
+// vLLM's truncation_side ("left" or "right"): which end truncation cuts, for texts and token ids.
+absl::Status VllmTruncationSide(const JsonView& body, TruncationRequest& t) {
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> side, OptString(body, "truncation_side"));
+  if (!side) return absl::OkStatus();
+  if (*side != "left" && *side != "right") {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "truncation_side",
+                      StrCat("'truncation_side' must be left or right, got '", *side, "'"));
+  }
+  t.side = *side == "left" ? TruncationSide::kLeft : TruncationSide::kRight;
+  t.ids_side.reset();
+  return absl::OkStatus();
+}
+
+// One boolean under several names (a field and its earlier names): unset when none is sent,
+// 422 naming the second when two disagree.
+absl::StatusOr<std::optional<bool>> AgreeingBool(const JsonView& body,
+                                                 std::initializer_list<std::string_view> names) {
+  std::optional<bool> value;
+  std::string_view first;
+  for (std::string_view name : names) {
+    QUIVER_ASSIGN_OR_RETURN(std::optional<bool> v, OptBool(body, name));
+    if (!v) continue;
+    if (value && *v != *value) {
+      return FieldError(absl::StatusCode::kFailedPrecondition, name,
+                        StrCat("'", name, "' disagrees with '", first, "'"));
+    }
+    if (!value) first = name;
+    value = v;
+  }
+  return value;
 }
 
 // OpenAI's encoding_format, with quiver's and Perplexity's base64_int8 and base64_binary.
@@ -324,10 +356,41 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLim
     return FieldError(absl::StatusCode::kFailedPrecondition, "truncate_prompt_tokens",
                       "'truncate_prompt_tokens' asks for truncation and 'truncate' is false");
   }
+  QUIVER_RETURN_IF_ERROR(VllmTruncationSide(body, r.truncation));
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(body, "prompt_name"));
   r.prompt_name = prompt.value_or("");
   if (const std::optional<JsonView> user = Field(body, "user"); user && !user->is_string()) {
     return WrongType("user", "a string", *user);
+  }
+  // vLLM's extensions: use_activation (for an embedding model, whether to normalize; its earlier
+  // name normalize, also TEI's), add_special_tokens, embed_dtype and endianness.
+  QUIVER_ASSIGN_OR_RETURN(std::optional<bool> normalize,
+                          AgreeingBool(body, {"use_activation", "normalize"}));
+  if (normalize) r.normalize = normalize;
+  QUIVER_ASSIGN_OR_RETURN(r.add_special_tokens, Bool(body, "add_special_tokens", true));
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> dtype, OptString(body, "embed_dtype"));
+  if (dtype) {
+    if (*dtype == "float32") {
+      r.base64.values = Base64Values::kF32;
+    } else if (*dtype == "float16") {
+      r.base64.values = Base64Values::kF16;
+    } else if (*dtype == "bfloat16") {
+      r.base64.values = Base64Values::kBf16;
+    } else {
+      return FieldError(
+          absl::StatusCode::kFailedPrecondition, "embed_dtype",
+          StrCat("'embed_dtype' must be float32, float16 or bfloat16, got '", *dtype, "'"));
+    }
+  }
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> endianness, OptString(body, "endianness"));
+  if (endianness) {
+    if (*endianness != "native" && *endianness != "little" && *endianness != "big") {
+      return FieldError(
+          absl::StatusCode::kFailedPrecondition, "endianness",
+          StrCat("'endianness' must be native, little or big, got '", *endianness, "'"));
+    }
+    // native: this server's, little-endian on every host it builds for.
+    r.base64.big_endian = *endianness == "big";
   }
   return r;
 }
@@ -420,7 +483,7 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
     r.truncation.enabled = true;
   } else if (mode == "START") {
     r.truncation.enabled = true;
-    r.truncation.side = r.truncation.ids_side = TruncationSide::kLeft;
+    r.truncation.side = TruncationSide::kLeft;
   } else if (mode == "NONE") {
     r.truncation.enabled = false;
     r.truncation.ask = "\"truncate\": \"END\"";
@@ -654,27 +717,10 @@ absl::StatusOr<ClassifyRequest> ParseClassify(const JsonView& body, const ApiLim
         {std::move(inputs[i].text), std::nullopt, std::move(inputs[i].ids), inputs[i].is_ids});
   }
   QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
-  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> side, OptString(body, "truncation_side"));
-  if (side) {
-    if (*side != "left" && *side != "right") {
-      return FieldError(absl::StatusCode::kFailedPrecondition, "truncation_side",
-                        StrCat("'truncation_side' must be left or right, got '", *side, "'"));
-    }
-    r.truncation.side = *side == "left" ? TruncationSide::kLeft : TruncationSide::kRight;
-    r.truncation.ids_side = r.truncation.side;
-  }
+  QUIVER_RETURN_IF_ERROR(VllmTruncationSide(body, r.truncation));
   // use_activation, or vLLM's earlier names for it (activation, softmax).
-  std::optional<bool> activation;
-  for (std::string_view name : {"use_activation", "activation", "softmax"}) {
-    QUIVER_ASSIGN_OR_RETURN(std::optional<bool> v, OptBool(body, name));
-    if (v && activation && *v != *activation) {
-      return FieldError(absl::StatusCode::kFailedPrecondition, name,
-                        StrCat("'", name,
-                               "' disagrees with 'use_activation' (or 'activation', "
-                               "its earlier name)"));
-    }
-    if (v) activation = v;
-  }
+  QUIVER_ASSIGN_OR_RETURN(std::optional<bool> activation,
+                          AgreeingBool(body, {"use_activation", "activation", "softmax"}));
   r.activation = activation.value_or(true);
   QUIVER_ASSIGN_OR_RETURN(r.add_special_tokens, Bool(body, "add_special_tokens", true));
   if (const std::optional<JsonView> user = Field(body, "user"); user && !user->is_string()) {

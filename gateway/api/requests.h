@@ -44,8 +44,9 @@ enum class TruncationSide { kRight, kLeft };  // kLeft cuts the start, keeping t
 struct TruncationRequest {
   std::optional<bool> enabled;
   TruncationSide side = TruncationSide::kRight;
-  // The side token-id inputs are cut from (vLLM keeps their end unless truncation_side says).
-  TruncationSide ids_side = TruncationSide::kRight;
+  // The side token-id inputs are cut from where it differs from `side` (vLLM keeps their end
+  // unless truncation_side says); unset: `side`.
+  std::optional<TruncationSide> ids_side;
   int64_t max_tokens = 0;  // > 0: cut to this many tokens (vLLM's truncate_prompt_tokens)
   // How this request's dialect asks for truncation, for the error of an over-long input (a
   // literal: copies of the request keep pointing at it).
@@ -60,6 +61,13 @@ enum class EmbeddingFormat {
   kBase64Binary,  // "base64_binary": one bit per dimension, most significant bit first
 };
 
+// vLLM's embed_dtype and endianness: the bytes "base64" carries per value.
+enum class Base64Values { kF32, kF16, kBf16 };
+struct Base64Layout {
+  Base64Values values = Base64Values::kF32;
+  bool big_endian = false;
+};
+
 // Cohere's embedding_types.
 enum class CohereEmbeddingType { kFloat, kInt8, kUint8, kBinary, kUbinary };
 
@@ -70,7 +78,9 @@ struct EmbedRequest {
   std::optional<bool> normalize;  // unset: the model's own default
   int64_t dimensions = 0;         // 0: all of them
   EmbeddingFormat format = EmbeddingFormat::kFloatList;
-  std::string prompt_name;  // "" = none; one of the model's prompts otherwise
+  std::string prompt_name;         // "" = none; one of the model's prompts otherwise
+  bool add_special_tokens = true;  // vLLM's add_special_tokens (OpenAI's route)
+  Base64Layout base64;             // OpenAI's "base64" only
   // Cohere only.
   std::string input_type;
   std::vector<CohereEmbeddingType> embedding_types;  // empty: floats, v1's embeddings_floats

@@ -240,11 +240,12 @@ tokenizer::EncodeOptions Service::EncodeOptionsFor(const TruncationRequest& trun
 absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
                                             const TruncationRequest& truncation,
                                             const std::string& prompt_name, std::string_view field,
-                                            const CallContext& call) const {
+                                            const CallContext& call,
+                                            bool add_special_tokens) const {
   QUIVER_ASSIGN_OR_RETURN(const std::string prompt, Prompt(prompt_name));
   QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
   const bool cut = truncation.enabled.value_or(limits_.auto_truncate);
-  const tokenizer::EncodeOptions options = EncodeOptionsFor(truncation, limit, true);
+  const tokenizer::EncodeOptions options = EncodeOptionsFor(truncation, limit, add_special_tokens);
   const auto start = std::chrono::steady_clock::now();
   Tokenized out;
   out.sequences.reserve(inputs.size());
@@ -255,7 +256,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
   size_t prompt_tokens = 0;
   std::vector<uint32_t> prompt_ids;
   if (model_.exclude_prompt && !prompt.empty()) {
-    const tokenizer::EncodeOptions alone = EncodeOptionsFor(kNoTruncation, 0, true);
+    const tokenizer::EncodeOptions alone = EncodeOptionsFor(kNoTruncation, 0, add_special_tokens);
     if (absl::Status s = tokenizer_->Encode(prompt, alone, &enc); !s.ok()) {
       return FieldError(absl::StatusCode::kInvalidArgument, "prompt_name",
                         StrCat("the prompt: ", s.message()), Reason::kTokenizer);
@@ -272,7 +273,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
       seq.ids = input.ids;
       if (static_cast<int64_t>(seq.ids.size()) > limit) {
         if (!cut) return TooLong(field, StrCat("input ", i), seq.ids.size(), limit, truncation.ask);
-        if (truncation.ids_side == TruncationSide::kLeft) {
+        if (truncation.ids_side.value_or(truncation.side) == TruncationSide::kLeft) {
           seq.ids.erase(seq.ids.begin(), seq.ids.end() - limit);
         } else {
           seq.ids.resize(static_cast<size_t>(limit));
@@ -390,8 +391,9 @@ absl::StatusOr<Embeddings> Service::Embed(const EmbedRequest& request,
         absl::StatusCode::kInvalidArgument, "dimensions",
         StrCat("'dimensions' is ", request.dimensions, "; the model has ", model_.hidden_size));
   }
-  QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(request.inputs, request.truncation,
-                                                request.prompt_name, "input", call));
+  QUIVER_ASSIGN_OR_RETURN(
+      Tokenized t, Tokenize(request.inputs, request.truncation, request.prompt_name, "input", call,
+                            request.add_special_tokens));
   quiver::v1::OutputOptions output;
   output.set_output_type(output_type);
   if (request.normalize) output.set_normalize(*request.normalize);
@@ -414,8 +416,9 @@ absl::StatusOr<TokenEmbeddings> Service::EmbedAll(const EmbedRequest& request,
                                                        "/predict",
                              ")"));
   }
-  QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(request.inputs, request.truncation,
-                                                request.prompt_name, "inputs", call));
+  QUIVER_ASSIGN_OR_RETURN(
+      Tokenized t, Tokenize(request.inputs, request.truncation, request.prompt_name, "inputs", call,
+                            request.add_special_tokens));
   const int64_t values = t.tokens * model_.hidden_size;
   if (values > kMaxTokenEmbeddingValues) {
     return FieldError(absl::StatusCode::kOutOfRange, "inputs",
@@ -659,8 +662,9 @@ absl::StatusOr<std::vector<std::vector<float>>> Service::EmbedSparse(
                              model_.can_score ? "a scoring model" : "a dense embedding model",
                              ": /embed_sparse needs a SPLADE model (a masked-LM head)"));
   }
-  QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(request.inputs, request.truncation,
-                                                request.prompt_name, "inputs", call));
+  QUIVER_ASSIGN_OR_RETURN(
+      Tokenized t, Tokenize(request.inputs, request.truncation, request.prompt_name, "inputs", call,
+                            request.add_special_tokens));
   QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, call));
   const size_t n = t.sequences.size(), width = static_cast<size_t>(model_.sparse_width);
   if (result.data.size() != n * width * sizeof(float)) {
@@ -699,7 +703,7 @@ absl::StatusOr<Classified> Service::Classify(const std::vector<PredictInput>& in
       std::vector<uint32_t> ids = in.ids;
       if (static_cast<int64_t>(ids.size()) > limit) {
         if (!cut) return TooLong(field, StrCat("input ", i), ids.size(), limit, truncation.ask);
-        if (truncation.ids_side == TruncationSide::kLeft) {
+        if (truncation.ids_side.value_or(truncation.side) == TruncationSide::kLeft) {
           ids.erase(ids.begin(), ids.end() - limit);
         } else {
           ids.resize(static_cast<size_t>(limit));

@@ -138,7 +138,8 @@ class Service {
   absl::StatusOr<Tokenized> Tokenize(const std::vector<Input>& inputs,
                                      const TruncationRequest& truncation,
                                      const std::string& prompt_name, std::string_view field,
-                                     const CallContext& call = {}) const;
+                                     const CallContext& call = {},
+                                     bool add_special_tokens = true) const;
 
   // Embeddings in the engine's `output_type` (F32 unless a packed format is asked).
   absl::StatusOr<Embeddings> Embed(const EmbedRequest& request, quiver::v1::OutputType output_type,

@@ -56,6 +56,57 @@ def cosine(a, b):
     return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
+def vllm_extensions(port, texts, out, fixtures):
+    """vLLM's fields on /v1/embeddings: embed_dtype and endianness for base64, use_activation
+    (normalize), add_special_tokens, truncation_side. The reference casts: struct's IEEE half
+    ('e', rounded to nearest even, as numpy's), float32's upper half rounded to nearest even."""
+    floats = [d["embedding"] for d in out["data"][:2]]
+
+    def b64(body):
+        answer = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[:2], "encoding_format": "base64", **body})[1])
+        return [base64.b64decode(d["embedding"]) for d in answer["data"]]
+
+    def bf16(x):
+        bits = struct.unpack("<I", struct.pack("<f", x))[0]
+        return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+    check(b64({"embed_dtype": "float16"}) == [struct.pack(f"<{len(v)}e", *v) for v in floats],
+          "embed_dtype float16: IEEE half of the floats, little-endian")
+    check(b64({"embed_dtype": "float16", "endianness": "big"}) == [struct.pack(f">{len(v)}e", *v) for v in floats],
+          "embed_dtype float16, endianness big")
+    check(b64({"embed_dtype": "bfloat16", "endianness": "little"}) == [struct.pack(f"<{len(v)}H", *map(bf16, v)) for v in floats],
+          "embed_dtype bfloat16: float32 rounded to nearest even")
+    check(b64({"embed_dtype": "float32", "endianness": "big"}) == [struct.pack(f">{len(v)}f", *v) for v in floats],
+          "endianness big: float32 bytes reversed")
+    check(b64({"embed_dtype": "float32", "endianness": "native"}) == [struct.pack(f"<{len(v)}f", *v) for v in floats],
+          "endianness native: little-endian here")
+    raw = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "use_activation": False})[1])
+    tei = json.loads(call(port, "POST", "/embed", {"inputs": texts[0], "normalize": False})[1])[0]
+    norm = math.sqrt(sum(x * x for x in raw["data"][0]["embedding"]))
+    check(abs(norm - 1) > 1e-3 and max(abs(a - b) for a, b in zip(raw["data"][0]["embedding"], tei)) < 1e-6,
+          f"use_activation false: the embedding before normalization, as TEI's normalize false (norm {norm})")
+    legacy = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "normalize": False})[1])
+    check(legacy["data"][0]["embedding"] == raw["data"][0]["embedding"], "normalize false: the same")
+    s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x", "use_activation": True, "normalize": False})
+    check(s == 422 and "'normalize' disagrees with 'use_activation'" in b, f"use_activation and normalize disagreeing: 422 ({s} {b[:160]})")
+    plain = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "add_special_tokens": False})[1])
+    no_specials = fixtures[0]["ids"][1:-1]
+    by_ids = json.loads(call(port, "POST", "/v1/embeddings", {"input": [no_specials]})[1])
+    check(plain["usage"]["prompt_tokens"] == len(no_specials)
+          and max(abs(a - b) for a, b in zip(plain["data"][0]["embedding"], by_ids["data"][0]["embedding"])) < 1e-6,
+          "add_special_tokens false: the text's tokens alone, as its ids without [CLS] and [SEP]")
+    ids, k = fixtures[0]["ids"], len(fixtures[0]["ids"]) - 2
+    cut = json.loads(call(port, "POST", "/v1/embeddings", {"input": [ids, ids[-k:], ids[:k]], "truncate_prompt_tokens": k})[1])
+    e = [d["embedding"] for d in cut["data"]]
+    check(e[0] == e[1] and e[0] != e[2], "token ids over truncate_prompt_tokens: the last k, as vLLM keeps")
+    cut = json.loads(call(port, "POST", "/v1/embeddings", {"input": [ids, ids[:k]], "truncate_prompt_tokens": k, "truncation_side": "right"})[1])
+    check(cut["data"][0]["embedding"] == cut["data"][1]["embedding"], "truncation_side right: the first k ids")
+    for body, field in (({"embed_dtype": "fp8_e4m3"}, "embed_dtype"), ({"endianness": "middle"}, "endianness"),
+                        ({"truncation_side": "up"}, "truncation_side")):
+        s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x", **body})
+        check(s == 422 and field in b, f"{body}: 422 naming {field} ({s} {b[:160]})")
+
+
 def main():
     all_fixtures = [json.loads(l) for l in open(os.path.join(SOURCE, "tests", "fixtures", "minilm",
                                                              "embeddings.jsonl"))]
@@ -91,6 +142,7 @@ def main():
         binary = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "encoding_format": "base64_binary"})[1])
         bits = base64.b64decode(binary["data"][0]["embedding"])
         check(len(bits) == 48 and all(((bits[j // 8] >> (7 - j % 8)) & 1) == (out["data"][0]["embedding"][j] > 0) for j in range(384)), "base64_binary sign bits")
+        vllm_extensions(port, texts, out, fixtures)
         dims = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "dimensions": 64})[1])
         e = dims["data"][0]["embedding"]
         check(len(e) == 64 and abs(math.sqrt(sum(x * x for x in e)) - 1) < 1e-5, "dimensions: 64 values, unit length")

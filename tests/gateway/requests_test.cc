@@ -258,8 +258,8 @@ TEST(RerankTest, BadFields) {
   ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "max_tokens_per_doc": "9"})", k422,
               "max_tokens_per_doc", "integer");
   const ApiLimits limits;
-  auto cohere = ParseRerank(Body(R"({"query": "q", "documents": ["a"], "max_tokens_per_doc": 7})"),
-                            limits);
+  auto cohere =
+      ParseRerank(Body(R"({"query": "q", "documents": ["a"], "max_tokens_per_doc": 7})"), limits);
   ASSERT_TRUE(cohere.ok()) << cohere.status();
   EXPECT_EQ(cohere->max_tokens_per_doc, 7);
 }
@@ -377,7 +377,7 @@ TEST(ClassifyTest, InputShapesAndDefaults) {
       Body(R"({"input": [1, 2, 3], "truncate_prompt_tokens": 2, "truncation_side": "right"})"),
       limits);
   ASSERT_TRUE(right.ok());
-  EXPECT_EQ(right->truncation.ids_side, TruncationSide::kRight);
+  EXPECT_EQ(right->truncation.ids_side.value_or(right->truncation.side), TruncationSide::kRight);
 }
 
 TEST(TruncationTest, EachDialectNamesItsOwnWayToAskForIt) {
@@ -404,7 +404,7 @@ TEST(TruncationTest, EachDialectNamesItsOwnWayToAskForIt) {
   // TEI's truncation_direction cuts token ids from the same side as texts.
   auto left = ParseTeiEmbed(Body(R"({"inputs": [5, 6], "truncation_direction": "Left"})"), limits);
   ASSERT_TRUE(left.ok());
-  EXPECT_EQ(left->truncation.ids_side, TruncationSide::kLeft);
+  EXPECT_EQ(left->truncation.ids_side.value_or(left->truncation.side), TruncationSide::kLeft);
 }
 
 TEST(ClassifyTest, BadFields) {
