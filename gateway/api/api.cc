@@ -774,6 +774,8 @@ HttpResponse Api::CohereEmbedV2(const JsonView& body, Call& call) {
 HttpResponse Api::CohereEmbed(const JsonView& body, Call& call, int version) {
   absl::StatusOr<EmbedRequest> request = ParseCohereEmbed(body, service_.limits(), version);
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  request->truncation.max_tokens =
+      std::min(request->truncation.max_tokens, service_.model().max_input_tokens);
   // input_type picks the model's own prompt of that purpose where it has one.
   const std::map<std::string, std::string>& prompts = service_.model().prompts;
   if (request->input_type == "search_query" && prompts.contains("query")) {

@@ -111,7 +111,7 @@ schemas = {
       "input_type": {"type": "string", "enum": ["search_document", "search_query", "classification", "clustering"]},
       "embedding_types": arr({"type": "string", "enum": ["float", "int8", "uint8", "binary", "ubinary"]}),
       "truncate": {"type": "string", "enum": ["NONE", "START", "END"]},
-      "output_dimension": positive()}, ["texts"]),
+      "output_dimension": positive(), "max_tokens": positive()}, ["texts"]),
   "CohereEmbedResponse": obj({
       "id": string, "response_type": {"type": "string", "enum": ["embeddings_floats", "embeddings_by_type"]},
       "embeddings": {"anyOf": [arr(ref("Embedding")), obj({

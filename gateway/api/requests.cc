@@ -422,7 +422,17 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
   EmbedRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
   const std::optional<JsonView> texts_json = Field(body, "texts");
-  if (texts_json == std::nullopt) return Missing("texts");
+  if (texts_json == std::nullopt) {
+    for (std::string_view other : {"images", "inputs"}) {
+      if (Field(body, other)) {
+        return FieldError(absl::StatusCode::kInvalidArgument, other,
+                          StrCat("'", other,
+                                 "' (image or mixed content) is not served: this "
+                                 "server embeds text; send 'texts'"));
+      }
+    }
+    return Missing("texts");
+  }
   if (!texts_json->is_array()) return WrongType("texts", "a list of strings", *texts_json);
   QUIVER_ASSIGN_OR_RETURN(std::vector<std::string> texts,
                           Strings(*texts_json, "texts", "text", limits));
@@ -492,6 +502,11 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
                       StrCat("'truncate' must be NONE, START or END, got '", mode, "'"));
   }
   QUIVER_ASSIGN_OR_RETURN(r.dimensions, PositiveInt(body, "output_dimension"));
+  // v2's max_tokens: each text's first (START: last) max_tokens tokens, or, with truncate NONE,
+  // a text longer than that refused. The model's own limit caps it (Api::CohereEmbed).
+  if (version >= 2) {
+    QUIVER_ASSIGN_OR_RETURN(r.truncation.max_tokens, PositiveInt(body, "max_tokens"));
+  }
   return r;
 }
 

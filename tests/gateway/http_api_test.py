@@ -255,6 +255,19 @@ def main():
         check(e1["response_type"] == "embeddings_floats" and len(e1["embeddings"]) == 2
               and cosine(e1["embeddings"][0], fixtures[0]["embedding"]) >= 0.99999 and e1["texts"] == texts[:2]
               and isinstance(e1["meta"]["billed_units"], dict), "/v1/embed floats")
+        # Cohere v2's max_tokens: the first (START: the last) tokens, as truncate_prompt_tokens.
+        for truncate, side in (("END", "right"), ("START", "left")):
+            c = json.loads(call(port, "POST", "/v2/embed", {"texts": [texts[3]], "model": "all-MiniLM-L6-v2", "input_type": "search_document", "max_tokens": 4, "truncate": truncate})[1])
+            o = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[3], "truncate_prompt_tokens": 4, "truncation_side": side})[1])
+            full = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[3]})[1])
+            check(c["embeddings"]["float"][0] == o["data"][0]["embedding"] != full["data"][0]["embedding"],
+                  f"/v2/embed max_tokens 4, truncate {truncate}: as truncate_prompt_tokens 4 from the {side}")
+        s, b, _ = call(port, "POST", "/v2/embed", {"texts": [texts[3]], "model": "all-MiniLM-L6-v2", "input_type": "search_document", "max_tokens": 4, "truncate": "NONE"})
+        check(s == 400 and "at most 4" in b, f"/v2/embed max_tokens 4, truncate NONE: a longer text refused ({s} {b[:200]})")
+        c = json.loads(call(port, "POST", "/v2/embed", {"texts": [texts[3]], "model": "all-MiniLM-L6-v2", "input_type": "search_document", "max_tokens": 100000})[1])
+        check(c["embeddings"]["float"][0] == full["data"][0]["embedding"], "/v2/embed max_tokens above the model's limit: the model's limit")
+        s, b, _ = call(port, "POST", "/v2/embed", {"images": ["data:image/png;base64,AAAA"], "model": "all-MiniLM-L6-v2", "input_type": "image"})
+        check(s == 400 and "images" in b, f"/v2/embed of images: 400 naming the field ({s} {b[:200]})")
         e2 = json.loads(call(port, "POST", "/v2/embed", {"texts": texts[:1], "model": "all-MiniLM-L6-v2", "input_type": "search_query", "embedding_types": ["float", "int8", "uint8", "ubinary", "binary"]})[1])
         emb = e2["embeddings"]
         want_i8 = [max(-128, min(127, round(math.tanh(x) * 127))) for x in emb["float"][0]]
