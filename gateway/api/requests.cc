@@ -502,10 +502,13 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
                       StrCat("'truncate' must be NONE, START or END, got '", mode, "'"));
   }
   QUIVER_ASSIGN_OR_RETURN(r.dimensions, PositiveInt(body, "output_dimension"));
-  // v2's max_tokens: each text's first (START: last) max_tokens tokens, or, with truncate NONE,
-  // a text longer than that refused. The model's own limit caps it (Api::CohereEmbed).
-  if (version >= 2) {
-    QUIVER_ASSIGN_OR_RETURN(r.truncation.max_tokens, PositiveInt(body, "max_tokens"));
+  // v2's max_tokens (read on v1's route too): each text's first (START: last) max_tokens
+  // tokens, or, with truncate NONE, a text longer than that refused. The model's own limit caps
+  // it (Api::CohereEmbed).
+  QUIVER_ASSIGN_OR_RETURN(r.truncation.max_tokens, PositiveInt(body, "max_tokens"));
+  if (r.truncation.max_tokens > std::numeric_limits<int32_t>::max()) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "max_tokens",
+                      StrCat("'max_tokens' ", r.truncation.max_tokens, " is past 2^31 - 1"));
   }
   return r;
 }
