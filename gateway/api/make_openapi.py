@@ -57,6 +57,8 @@ schemas = {
       "use_activation": {"type": "boolean", "description": "vLLM extension: false leaves the embedding unnormalized"},
       "normalize": {"type": "boolean", "description": "the same, by vLLM's earlier name (and TEI's)"},
       "add_special_tokens": boolean, "truncation_side": {"type": "string", "enum": ["left", "right"]},
+      "task": {"type": "string", "description": "Jina: the model's prompt of that name, as prompt_name"},
+      "modality": {"type": "string", "enum": ["text"], "description": "Infinity: text only"},
       "embed_dtype": {"type": "string", "enum": ["float32", "float16", "bfloat16"], "description": "vLLM extension: the values' type in base64"},
       "endianness": {"type": "string", "enum": ["native", "little", "big"], "description": "vLLM extension: their byte order in base64"}}, ["input"]),
   "OpenAiEmbedResponse": obj({

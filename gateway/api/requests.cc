@@ -358,9 +358,24 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLim
   }
   QUIVER_RETURN_IF_ERROR(VllmTruncationSide(body, r.truncation));
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> prompt, OptString(body, "prompt_name"));
-  r.prompt_name = prompt.value_or("");
+  // Jina's task names the model's prompt of that name (its sentence-transformers folders name
+  // them retrieval.query, retrieval.passage, ...).
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> task, OptString(body, "task"));
+  if (task && prompt && *task != *prompt) {
+    return FieldError(
+        absl::StatusCode::kFailedPrecondition, "task",
+        StrCat("'task' '", *task, "' and 'prompt_name' '", *prompt, "' name different prompts"));
+  }
+  r.prompt_name = prompt ? *prompt : task.value_or("");
   if (const std::optional<JsonView> user = Field(body, "user"); user && !user->is_string()) {
     return WrongType("user", "a string", *user);
+  }
+  // Infinity's modality: text is all this server embeds.
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> modality, OptString(body, "modality"));
+  if (modality && *modality != "text") {
+    return FieldError(
+        absl::StatusCode::kInvalidArgument, "modality",
+        StrCat("'modality' '", *modality, "' is not served: this server embeds text"));
   }
   // vLLM's extensions: use_activation (for an embedding model, whether to normalize; its earlier
   // name normalize, also TEI's), add_special_tokens, embed_dtype and endianness.

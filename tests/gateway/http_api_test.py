@@ -101,6 +101,10 @@ def vllm_extensions(port, texts, out, fixtures):
     check(e[0] == e[1] and e[0] != e[2], "token ids over truncate_prompt_tokens: the last k, as vLLM keeps")
     cut = json.loads(call(port, "POST", "/v1/embeddings", {"input": [ids, ids[:k]], "truncate_prompt_tokens": k, "truncation_side": "right"})[1])
     check(cut["data"][0]["embedding"] == cut["data"][1]["embedding"], "truncation_side right: the first k ids")
+    s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x", "modality": "image"})
+    check(s == 400 and "modality" in b, f"Infinity's modality image: 400 naming it ({s} {b[:160]})")
+    s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x", "modality": "text", "task": "retrieval.query"})
+    check(s == 400 and "retrieval.query" in b, f"Jina's task naming no prompt of the model: 400 naming it ({s} {b[:160]})")
     for body, field in (({"embed_dtype": "fp8_e4m3"}, "embed_dtype"), ({"endianness": "middle"}, "endianness"),
                         ({"truncation_side": "up"}, "truncation_side")):
         s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x", **body})

@@ -58,6 +58,12 @@ def check_model(port, name, via):
     check(f"{via} {name}: no prompt_name takes the default prompt",
           status == 200 and relative_error(out[0], query["output"]) <= 1e-4,
           f"{status} {str(out)[:200]}")
+    # Jina's task names a prompt as prompt_name does.
+    passage = next(r for r in rows if r["prompt_name"] == "passage")
+    status, out = post(port, "/v1/embeddings", {"input": passage["text"], "task": "passage"})
+    check(f"{via} {name}: /v1/embeddings with task passage takes that prompt",
+          status == 200 and relative_error(out["data"][0]["embedding"], passage["output"]) <= 1e-4,
+          f"{status} {str(out)[:200]}")
 
 
 def check_refusals(port, via):
