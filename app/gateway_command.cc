@@ -27,7 +27,8 @@ int RunGateway(const GatewayOptions& options) {
     return 2;
   }
 
-  const std::string tokenizer_path = (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
+  const std::string tokenizer_path =
+      (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
   auto tok = tokenizer::Tokenizer::FromFile(tokenizer_path);
   if (!tok.ok()) {
     spdlog::error("quiver gateway: {}", tok.status().message());
@@ -41,12 +42,13 @@ int RunGateway(const GatewayOptions& options) {
     spdlog::error("quiver gateway: {}", tracer.status().message());
     return 2;
   }
-  gateway::GrpcReplicaSet replicas(options.workers,
-                                   std::chrono::milliseconds(options.health_interval_ms),
-                                   std::chrono::milliseconds(options.resolve_interval_ms), &metrics);
+  gateway::GrpcReplicaSet replicas(
+      options.workers, std::chrono::milliseconds(options.health_interval_ms),
+      std::chrono::milliseconds(options.resolve_interval_ms), &metrics);
   // The model's description from the first worker that answers.
   absl::StatusOr<quiver::v1::ModelInfoResponse> info = absl::UnavailableError("no worker");
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(options.startup_timeout_s);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options.startup_timeout_s);
   while (!info.ok() && std::chrono::steady_clock::now() < give_up) {
     for (const auto& r : replicas.All()) {
       info = r->ModelInfo(std::chrono::milliseconds(1000));
@@ -62,8 +64,8 @@ int RunGateway(const GatewayOptions& options) {
   gateway::api::ModelDescription model;
   model.name = options.model_name.empty() ? info->name() : options.model_name;
   model.architecture = info->architecture();
-  model.max_input_tokens = info->max_seq_length() > 0 ? info->max_seq_length()
-                                                      : info->max_input_tokens();
+  model.max_input_tokens =
+      info->max_seq_length() > 0 ? info->max_seq_length() : info->max_input_tokens();
   model.hidden_size = info->hidden_size();
   model.normalize = info->normalize();
   model.exclude_prompt = info->exclude_prompt();
@@ -75,12 +77,24 @@ int RunGateway(const GatewayOptions& options) {
     model.score_prompt = gateway::api::Qwen3RerankerPrompt();
   }
   switch (info->pooling()) {
-    case quiver::v1::POOLING_MEAN: model.pooling = "mean"; break;
-    case quiver::v1::POOLING_LAST_TOKEN: model.pooling = "last_token"; break;
-    case quiver::v1::POOLING_MAX: model.pooling = "max"; break;
-    case quiver::v1::POOLING_MEAN_SQRT_LEN: model.pooling = "mean_sqrt_len_tokens"; break;
-    case quiver::v1::POOLING_WEIGHTED_MEAN: model.pooling = "weightedmean"; break;
-    default: model.pooling = "cls"; break;
+    case quiver::v1::POOLING_MEAN:
+      model.pooling = "mean";
+      break;
+    case quiver::v1::POOLING_LAST_TOKEN:
+      model.pooling = "last_token";
+      break;
+    case quiver::v1::POOLING_MAX:
+      model.pooling = "max";
+      break;
+    case quiver::v1::POOLING_MEAN_SQRT_LEN:
+      model.pooling = "mean_sqrt_len_tokens";
+      break;
+    case quiver::v1::POOLING_WEIGHTED_MEAN:
+      model.pooling = "weightedmean";
+      break;
+    default:
+      model.pooling = "cls";
+      break;
   }
   if (model.sparse_width > 0) model.pooling = "splade";  // TEI's /info for a SPLADE model
   model.max_batch_tokens = info->max_batch_tokens();
@@ -99,10 +113,11 @@ int RunGateway(const GatewayOptions& options) {
     spdlog::error("quiver gateway: {}", s.message());
     return 1;
   }
-  const int64_t chunk_tokens = options.max_chunk_tokens > 0 ? options.max_chunk_tokens
-                                                            : static_cast<int64_t>(info->max_batch_tokens());
-  auto dispatcher = std::make_shared<gateway::Dispatcher>([&replicas] { return replicas.Snapshot(); },
-                                                          chunk_tokens);
+  const int64_t chunk_tokens = options.max_chunk_tokens > 0
+                                   ? options.max_chunk_tokens
+                                   : static_cast<int64_t>(info->max_batch_tokens());
+  auto dispatcher = std::make_shared<gateway::Dispatcher>(
+      [&replicas] { return replicas.Snapshot(); }, chunk_tokens);
   dispatcher->ExportMetrics(&metrics);
   gateway::api::Api api(model, *std::move(tok), dispatcher, options.api, &metrics,
                         options.access_log);
@@ -115,16 +130,18 @@ int RunGateway(const GatewayOptions& options) {
     spdlog::error("quiver gateway: {}", s.message());
     return 1;
   }
-  spdlog::info("quiver gateway: model={} architecture={} workers={} ({} now) host={} port={} "
-               "max_chunk_tokens={} max_input_tokens={} health_interval_ms={} auth={}",
-               model.name, model.architecture, options.workers, replicas.All().size(), options.host,
-               server.port(), chunk_tokens, model.max_input_tokens, options.health_interval_ms,
-               options.api.api_key.empty() ? "off" : "bearer");
+  spdlog::info(
+      "quiver gateway: model={} architecture={} workers={} ({} now) host={} port={} "
+      "max_chunk_tokens={} max_input_tokens={} health_interval_ms={} auth={}",
+      model.name, model.architecture, options.workers, replicas.All().size(), options.host,
+      server.port(), chunk_tokens, model.max_input_tokens, options.health_interval_ms,
+      options.api.api_key.empty() ? "off" : "bearer");
   api.set_ready(true);
-  spdlog::info("quiver gateway: ready on http://{}:{} (model {}, max_input_tokens={}, "
-               "max_inputs={}, auto_truncate={})",
-               options.host, server.port(), model.name, model.max_input_tokens,
-               options.api.max_inputs, options.api.auto_truncate);
+  spdlog::info(
+      "quiver gateway: ready on http://{}:{} (model {}, max_input_tokens={}, "
+      "max_inputs={}, auto_truncate={})",
+      options.host, server.port(), model.name, model.max_input_tokens, options.api.max_inputs,
+      options.api.auto_truncate);
   spdlog::info("quiver gateway: {} received, stopping", WaitForStopSignal());
   DrainAndStop(server, api, options.timeouts.drain_s, "quiver gateway");
   spdlog::info("quiver gateway: stopped");

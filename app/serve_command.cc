@@ -72,15 +72,13 @@ int RunServe(const ServeOptions& options) {
   }
   const engine::ModelFolder& folder = (*engine)->folder();
   gateway::api::ModelDescription model;
-  model.name = options.model_name.empty()
-                   ? FolderName(options.model_dir)
-                   : options.model_name;
+  model.name = options.model_name.empty() ? FolderName(options.model_dir) : options.model_name;
   model.architecture = folder.architecture;
   // sentence-transformers' max_seq_length when the folder has it (the length the model was
   // trained for), else the position table; --max-input-tokens up to the position table.
-  model.max_input_tokens = std::min<int64_t>(
-      folder.pooling.max_seq_length.value_or((*engine)->max_input_tokens()),
-      (*engine)->max_input_tokens());
+  model.max_input_tokens =
+      std::min<int64_t>(folder.pooling.max_seq_length.value_or((*engine)->max_input_tokens()),
+                        (*engine)->max_input_tokens());
   if (options.max_input_tokens > 0) {
     if (options.max_input_tokens > (*engine)->max_input_tokens()) {
       spdlog::error("--max-input-tokens {} is more than the model's position limit {}",
@@ -165,14 +163,15 @@ int RunServe(const ServeOptions& options) {
   } else {
     spdlog::error("quiver serve: not ready: {}", gate.message());
   }
-  spdlog::info("quiver serve: ready on http://{}:{} (model {}, max_input_tokens={}, "
-               "max_inputs={}, auto_truncate={})",
-               options.host, server.port(), model.name, model.max_input_tokens,
-               options.api.max_inputs, options.api.auto_truncate);
+  spdlog::info(
+      "quiver serve: ready on http://{}:{} (model {}, max_input_tokens={}, "
+      "max_inputs={}, auto_truncate={})",
+      options.host, server.port(), model.name, model.max_input_tokens, options.api.max_inputs,
+      options.api.auto_truncate);
 
   spdlog::info("quiver serve: {} received, stopping", WaitForStopSignal());
   DrainAndStop(server, api, options.timeouts.drain_s, "quiver serve");
-  sched.Drain();   // what is still admitted completes (cancelled chunks are dropped)
+  sched.Drain();  // what is still admitted completes (cancelled chunks are dropped)
   spdlog::info("quiver serve: stopped");
   return 0;
 }

@@ -14,8 +14,8 @@
 #include "common/thread_name.h"
 #include "engine/attention/registry.h"
 #include "engine/attention/table.h"
-#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/graph_bucket.h"
+#include "engine/kernels/cpu/cpu_features.h"
 #include "engine/ops/output_format.h"
 #include "engine/ops/pooling.h"
 #include "engine/runtime/cuda_runtime.h"
@@ -138,8 +138,8 @@ absl::Status ApplyModelSettings(const std::string& model_dir, DeviceSettings& se
       }
       if (!settings.pooling_given) settings.pooling = value.as_string();
     } else {
-      return absl::InvalidArgumentError(StrCat(
-          path, ": unknown key \"", key, "\" (known: quantize, min_int8_cosine, pooling)"));
+      return absl::InvalidArgumentError(
+          StrCat(path, ": unknown key \"", key, "\" (known: quantize, min_int8_cosine, pooling)"));
     }
   }
   return absl::OkStatus();
@@ -169,8 +169,8 @@ absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_bat
         StrCat("--quantize '", settings.quantize, "' is not one of none, int8, bf16"));
   }
   if (!(settings.min_int8_cosine >= -1.0 && settings.min_int8_cosine <= 1.0)) {
-    return absl::InvalidArgumentError(StrCat("--min-int8-cosine ", settings.min_int8_cosine,
-                                             " must be a cosine, in [-1, 1]"));
+    return absl::InvalidArgumentError(
+        StrCat("--min-int8-cosine ", settings.min_int8_cosine, " must be a cosine, in [-1, 1]"));
   }
   if (settings.quantize != "none" && device->device != Device::kCpu) {
     return absl::InvalidArgumentError(
@@ -183,13 +183,14 @@ absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_bat
   if (!ops::WeightPrecisionSupported(device->device, options.quantize)) {
     return absl::InvalidArgumentError(StrCat(
         "--quantize bf16 needs a CPU with AVX512_BF16 (and a kernel path of avx512 or above); "
-        "this one: ", cpu::CpuSummary(), ". Use --quantize int8 or none"));
+        "this one: ",
+        cpu::CpuSummary(), ". Use --quantize int8 or none"));
   }
   if (!settings.pooling.empty()) {
     options.pooling = PoolingModeFromName(settings.pooling);
     if (!options.pooling) {
-      return absl::InvalidArgumentError(StrCat("--pooling '", settings.pooling,
-                                               "' is not one of ", kPoolingNames));
+      return absl::InvalidArgumentError(
+          StrCat("--pooling '", settings.pooling, "' is not one of ", kPoolingNames));
     }
   }
   options.device = *device;
@@ -268,10 +269,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   }
   if (options.pooling) {
     if (e->is_scorer()) {
-      return absl::InvalidArgumentError(StrCat(
-          model_dir, ": --pooling applies to embedding models; ", f.architecture,
-          e->info().sparse ? " is a SPLADE model (its pooling is the max over the tokens)"
-                           : " scores with its own head"));
+      return absl::InvalidArgumentError(
+          StrCat(model_dir, ": --pooling applies to embedding models; ", f.architecture,
+                 e->info().sparse ? " is a SPLADE model (its pooling is the max over the tokens)"
+                                  : " scores with its own head"));
     }
     e->folder_->pooling.mode = *options.pooling;
   }
@@ -480,13 +481,14 @@ std::string Engine::DeviceSummary() const {
   }
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(
-      "device={} device_memory={:.0f} MiB (weights {:.0f} MiB; buffers sized for "
-      "max_batch_tokens={} max_batch_seqs={}) cuda_graphs={} max_graphs={} graph_max_tokens={} "
-      "slots={}",
-      s.device, static_cast<double>(s.device_memory_bytes) / kMiB,
-      static_cast<double>(s.weight_bytes) / kMiB, options_.max_batch_tokens,
-      options_.max_batch_seqs, options_.cuda_graphs == GraphMode::kOff ? "off" : "lazy",
-      options_.max_graphs, options_.graph_max_tokens, runtime_->slots()) +
+             "device={} device_memory={:.0f} MiB (weights {:.0f} MiB; buffers sized for "
+             "max_batch_tokens={} max_batch_seqs={}) cuda_graphs={} max_graphs={} "
+             "graph_max_tokens={} "
+             "slots={}",
+             s.device, static_cast<double>(s.device_memory_bytes) / kMiB,
+             static_cast<double>(s.weight_bytes) / kMiB, options_.max_batch_tokens,
+             options_.max_batch_seqs, options_.cuda_graphs == GraphMode::kOff ? "off" : "lazy",
+             options_.max_graphs, options_.graph_max_tokens, runtime_->slots()) +
          (fallback.empty() ? CudaAttentionSummary() : fallback);
 }
 
@@ -554,17 +556,17 @@ absl::Status Engine::FitAttention(const ModelInfo& info) {
       return absl::OkStatus();
     }
   }
-  return absl::InvalidArgumentError(
-      StrCat("no attention backend on ", DeviceName(device), " runs ", needs, " (",
-             folder_->architecture, ")"));
+  return absl::InvalidArgumentError(StrCat("no attention backend on ", DeviceName(device), " runs ",
+                                           needs, " (", folder_->architecture, ")"));
 }
 
 const AttentionBackend& Engine::AttentionFor(int64_t max_seqlen, bool graphable) const {
   if (forced_attention_ != nullptr) return *forced_attention_;
-  const AttentionBackend* chosen = table_attention_
-      .at(ChooseAttentionBackend(options_.device.device, info().family, info().head_dim,
-                                 max_seqlen))
-      .get();
+  const AttentionBackend* chosen =
+      table_attention_
+          .at(ChooseAttentionBackend(options_.device.device, info().family, info().head_dim,
+                                     max_seqlen))
+          .get();
   if (fallback_attention_ != nullptr && !Runs(*chosen, info())) chosen = fallback_attention_.get();
   if (graphable && !chosen->Capturable()) {
     if (const AttentionBackend* capturable = CapturableAttention()) return *capturable;
@@ -735,8 +737,8 @@ absl::StatusOr<EngineOutput> Engine::Finish(const Running& r) {
   std::vector<float> dense_a, dense_b;
   if (!dense_.empty() && !input.output.raw_hidden) {
     try {
-      pooled = dense_.Apply(ExecContext{Device::kCpu, pool_.get()}, pooled, r.rows, dense_a,
-                            dense_b);
+      pooled =
+          dense_.Apply(ExecContext{Device::kCpu, pool_.get()}, pooled, r.rows, dense_a, dense_b);
     } catch (const std::exception& e) {
       return absl::InternalError(StrCat("the Dense modules failed: ", e.what()));
     }

@@ -26,12 +26,12 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "engine/dense_modules.h"
 #include "engine/attention/backend.h"
 #include "engine/base/exec_context.h"
 #include "engine/base/thread_pool.h"
 #include "engine/base/workspace.h"
 #include "engine/batch.h"
+#include "engine/dense_modules.h"
 #include "engine/loader/weight_loader.h"
 #include "engine/model_folder.h"
 #include "engine/models/model.h"

@@ -12,20 +12,22 @@ namespace quiver::worker {
 InferenceService::InferenceService(engine::Engine* engine, scheduler::Scheduler* scheduler,
                                    std::string model_name, int64_t max_batch_tokens,
                                    MetricsRegistry* metrics)
-    : engine_(engine), scheduler_(scheduler), model_name_(std::move(model_name)),
+    : engine_(engine),
+      scheduler_(scheduler),
+      model_name_(std::move(model_name)),
       max_batch_tokens_(max_batch_tokens) {
-  requests_ok_ = &metrics->GetCounter("quiver_worker_requests_total", "RPCs by outcome",
-                                      "outcome=\"ok\"");
-  requests_error_ = &metrics->GetCounter("quiver_worker_requests_total", "RPCs by outcome",
-                                         "outcome=\"error\"");
+  requests_ok_ =
+      &metrics->GetCounter("quiver_worker_requests_total", "RPCs by outcome", "outcome=\"ok\"");
+  requests_error_ =
+      &metrics->GetCounter("quiver_worker_requests_total", "RPCs by outcome", "outcome=\"error\"");
 }
 
 absl::StatusOr<scheduler::Chunk> InferenceService::MakeChunk(grpc::CallbackServerContext* context,
                                                              const std::string& model,
                                                              const quiver::v1::Chunk& in) const {
   if (!model.empty() && model != model_name_) {
-    return absl::NotFoundError(StrCat("model '", model, "' is not served here (this worker serves '",
-                                      model_name_, "')"));
+    return absl::NotFoundError(
+        StrCat("model '", model, "' is not served here (this worker serves '", model_name_, "')"));
   }
   scheduler::Chunk chunk;
   engine::RaggedBatch& b = chunk.batch;
@@ -73,8 +75,8 @@ grpc::ServerUnaryReactor* InferenceService::Serve(
   absl::Status admitted = scheduler_->Enqueue(
       *std::move(chunk),
       // A copy of the trace: a refused chunk's span below still needs the original.
-      [this, reactor, fill = std::move(fill), trace, traced](
-          absl::StatusOr<scheduler::ChunkResult> r) {
+      [this, reactor, fill = std::move(fill), trace,
+       traced](absl::StatusOr<scheduler::ChunkResult> r) {
         if (!r.ok()) {
           requests_error_->Inc();
           if (traced) Trace(trace, r.status(), nullptr);
@@ -123,8 +125,7 @@ grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* c
                [response](scheduler::ChunkResult& r) {
                  response->set_num_seqs(static_cast<uint32_t>(r.output.num_seqs));
                  response->set_dimensions(static_cast<uint32_t>(r.output.dimensions));
-                 response->set_output_type(
-                     EncodeOutputType(r.output.output_type));
+                 response->set_output_type(EncodeOutputType(r.output.output_type));
                  response->set_data(r.output.data.data(), r.output.data.size());
                  response->set_queue_wait_us(static_cast<uint64_t>(r.queue_wait_us));
                  response->set_compute_us(static_cast<uint64_t>(r.compute_us));
@@ -159,12 +160,12 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_can_score(engine_->is_scorer() && !sparse);
   if (sparse) response->set_sparse_width(static_cast<uint32_t>(engine_->info().num_labels));
   response->set_max_batch_tokens(static_cast<uint32_t>(max_batch_tokens_));
-  response->set_max_queued_tokens(static_cast<uint32_t>(
-      std::min<int64_t>(scheduler_->limits().max_queued_tokens, UINT32_MAX)));
+  response->set_max_queued_tokens(
+      static_cast<uint32_t>(std::min<int64_t>(scheduler_->limits().max_queued_tokens, UINT32_MAX)));
   // The trained length, never beyond what the position table allows.
-  response->set_max_seq_length(static_cast<uint32_t>(std::min<int64_t>(
-      folder.pooling.max_seq_length.value_or(engine_->max_input_tokens()),
-      engine_->max_input_tokens())));
+  response->set_max_seq_length(static_cast<uint32_t>(
+      std::min<int64_t>(folder.pooling.max_seq_length.value_or(engine_->max_input_tokens()),
+                        engine_->max_input_tokens())));
   for (int64_t i = 0; !sparse && i < engine_->info().num_labels; ++i) {
     response->add_labels(StrCat("LABEL_", i));
   }

@@ -65,9 +65,9 @@ absl::StatusOr<PoolingMode> ParsePoolingModule(const JsonValue& pool, const std:
 }  // namespace
 
 std::optional<PoolingMode> PoolingModeFromName(std::string_view name) {
-  for (PoolingMode mode : {PoolingMode::kCls, PoolingMode::kMean, PoolingMode::kLastToken,
-                           PoolingMode::kMax, PoolingMode::kMeanSqrtLen,
-                           PoolingMode::kWeightedMean}) {
+  for (PoolingMode mode :
+       {PoolingMode::kCls, PoolingMode::kMean, PoolingMode::kLastToken, PoolingMode::kMax,
+        PoolingMode::kMeanSqrtLen, PoolingMode::kWeightedMean}) {
     if (name == PoolingModeName(mode)) return mode;
   }
   if (name == "last-token") return PoolingMode::kLastToken;  // TEI's spelling
@@ -129,9 +129,8 @@ absl::StatusOr<DenseModule> ParseDenseModule(const std::filesystem::path& dir) {
     QUIVER_RETURN_IF_ERROR(RequirePositive("in_features", d.in_features));
     QUIVER_RETURN_IF_ERROR(RequirePositive("out_features", d.out_features));
     QUIVER_ASSIGN_OR_RETURN(d.bias, JsonBool(json, "bias", true));
-    QUIVER_ASSIGN_OR_RETURN(d.activation_name,
-                            JsonString(json, "activation_function",
-                                       "torch.nn.modules.activation.Tanh"));
+    QUIVER_ASSIGN_OR_RETURN(d.activation_name, JsonString(json, "activation_function",
+                                                          "torch.nn.modules.activation.Tanh"));
     const std::string& a = d.activation_name;
     if (a == "torch.nn.modules.linear.Identity") {
       d.activation = DenseActivation::kIdentity;
@@ -158,7 +157,8 @@ absl::StatusOr<DenseModule> ParseDenseModule(const std::filesystem::path& dir) {
     if (input != "sentence_embedding" || output != "sentence_embedding") {
       return absl::InvalidArgumentError(
           StrCat("fields 'module_input_name' / 'module_output_name': only the sentence embedding "
-                 "is supported, got '", input, "' -> '", output, "'"));
+                 "is supported, got '",
+                 input, "' -> '", output, "'"));
     }
     return absl::OkStatus();
   }();
@@ -166,8 +166,9 @@ absl::StatusOr<DenseModule> ParseDenseModule(const std::filesystem::path& dir) {
   const std::filesystem::path weights = dir / "model.safetensors";
   if (!std::filesystem::exists(weights)) {
     return absl::InvalidArgumentError(
-        StrCat(dir.string(), ": no model.safetensors (a Dense module saved as pytorch_model.bin "
-                             "cannot be read: save it again with safe_serialization)"));
+        StrCat(dir.string(),
+               ": no model.safetensors (a Dense module saved as pytorch_model.bin "
+               "cannot be read: save it again with safe_serialization)"));
   }
   d.weights_path = weights.string();
   return d;
@@ -204,14 +205,14 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
       QUIVER_ASSIGN_OR_RETURN(std::string sub, JsonString(module, "path", ""));
       const fs::path splade_path = fs::path(dir) / sub / "config.json";
       QUIVER_ASSIGN_OR_RETURN(JsonValue splade, ReadJson(splade_path));
-      QUIVER_ASSIGN_OR_RETURN(std::string strategy,
-                              JsonString(splade, "pooling_strategy", "max"));
+      QUIVER_ASSIGN_OR_RETURN(std::string strategy, JsonString(splade, "pooling_strategy", "max"));
       QUIVER_ASSIGN_OR_RETURN(std::string activation,
                               JsonString(splade, "activation_function", "relu"));
       if (strategy != "max") {
         return absl::InvalidArgumentError(StrCat(splade_path.string(),
                                                  ": field 'pooling_strategy': only 'max' is "
-                                                 "supported, got '", strategy, "'"));
+                                                 "supported, got '",
+                                                 strategy, "'"));
       }
       if (activation != "relu" && activation != "log1p_relu") {
         return absl::InvalidArgumentError(StrCat(splade_path.string(),
@@ -223,8 +224,8 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
       QUIVER_ASSIGN_OR_RETURN(std::string sub, JsonString(module, "path", ""));
       QUIVER_ASSIGN_OR_RETURN(DenseModule dense, ParseDenseModule(fs::path(dir) / sub));
       if (pooling.normalize) {
-        return absl::InvalidArgumentError(StrCat(
-            modules_path.string(), ": a Dense module after Normalize is not supported"));
+        return absl::InvalidArgumentError(
+            StrCat(modules_path.string(), ": a Dense module after Normalize is not supported"));
       }
       pooling.dense.push_back(std::move(dense));
     } else if (!kind.ends_with(".Transformer") && !kind.ends_with(".MLMTransformer")) {

@@ -100,8 +100,8 @@ TEST(GoldenTest, MiniLmMatchesSentenceTransformersOnEveryFixtureText) {
       EXPECT_EQ(one->RowF32(0), out->RowF32(7));
     }
   }
-  std::printf("all-MiniLM-L6-v2: worst cosine %.9f, worst max-abs %.3g over 240 texts\n",
-              worst_cos, worst_abs);
+  std::printf("all-MiniLM-L6-v2: worst cosine %.9f, worst max-abs %.3g over 240 texts\n", worst_cos,
+              worst_abs);
 }
 
 // A quantized engine on the default model: every fixture text against sentence-transformers' f32
@@ -220,7 +220,8 @@ TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
   const bool scores = meta.Find("kind")->as_string() != "embedding";
   double score_scale = 0;
   for (const JsonValue& row : rows) {
-    for (float v : Floats(*row.Find("output"))) score_scale = std::max(score_scale, std::abs(double(v)));
+    for (float v : Floats(*row.Find("output")))
+      score_scale = std::max(score_scale, std::abs(double(v)));
   }
   double worst = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -229,8 +230,7 @@ TEST_P(TinyGoldenTest, MatchesTheReferenceWithin1e4Relative) {
     ASSERT_EQ(got.size(), want.size());
     const double rel = scores ? MaxAbsDiff(got, want) / score_scale : RelativeError(got, want);
     worst = std::max(worst, rel);
-    EXPECT_LE(rel, 1e-4) << GetParam() << " row " << i << ": got " << got[0] << " want "
-                         << want[0];
+    EXPECT_LE(rel, 1e-4) << GetParam() << " row " << i << ": got " << got[0] << " want " << want[0];
   }
   std::printf("%s: worst relative error %.3g over %zu references\n", GetParam(), worst,
               rows.size());
@@ -327,24 +327,17 @@ TEST(GoldenTest, PoolingOverrideIsRefusedForScoringModels) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCheckpoints, TinyGoldenTest,
-                         ::testing::Values("bert_mean", "bert_cross_encoder",
-                                           "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
-                                           "qwen3_reranker", "distilbert_mean",
-                                           "distilbert_classifier", "xlmr_cls", "camembert_cls",
-                                           "xlmr_cross_encoder", "bert_max",
-                                           "qwen2_lasttoken", "mistral_lasttoken",
-                                           "llama_lasttoken", "mpnet_mean",
-                                           "mpnet_cross_encoder", "modernbert_cls",
-                                           "modernbert_cross_encoder", "bert_dense",
-                                           "t5_mean", "t5_gated", "gemma3_mean",
-                                           "bert_weightedmean", "bert_mean_sqrt_len",
-                                           "qwen2_bidirectional_mean", "splade",
-                                           "bert_prompt_mean", "bert_prompt_weightedmean",
-                                           "bert_prompt_cls", "qwen3_seq_cls",
-                                           "llama_classifier", "qwen2_seq_cls", "mistral_seq_cls",
-                                           "splade_distilbert",
-                                           "splade_roberta"));
+INSTANTIATE_TEST_SUITE_P(
+    AllCheckpoints, TinyGoldenTest,
+    ::testing::Values(
+        "bert_mean", "bert_cross_encoder", "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
+        "qwen3_reranker", "distilbert_mean", "distilbert_classifier", "xlmr_cls", "camembert_cls",
+        "xlmr_cross_encoder", "bert_max", "qwen2_lasttoken", "mistral_lasttoken", "llama_lasttoken",
+        "mpnet_mean", "mpnet_cross_encoder", "modernbert_cls", "modernbert_cross_encoder",
+        "bert_dense", "t5_mean", "t5_gated", "gemma3_mean", "bert_weightedmean",
+        "bert_mean_sqrt_len", "qwen2_bidirectional_mean", "splade", "bert_prompt_mean",
+        "bert_prompt_weightedmean", "bert_prompt_cls", "qwen3_seq_cls", "llama_classifier",
+        "qwen2_seq_cls", "mistral_seq_cls", "splade_distilbert", "splade_roberta"));
 
 }  // namespace
 }  // namespace quiver::engine

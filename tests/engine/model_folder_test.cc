@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <tuple>
 #include <string>
+#include <tuple>
 
 #include "common/file.h"
-#include "common/strings.h"
 #include "common/json.h"
+#include "common/strings.h"
 
 namespace quiver::engine {
 namespace {
@@ -149,8 +149,8 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"qwen3_bidirectional_mean", "Qwen3Model", PoolingMode::kMean, false},
         TinyCase{"qwen3_reranker", "Qwen3ForCausalLM", PoolingMode::kLastToken, false},
         TinyCase{"distilbert_mean", "DistilBertModel", PoolingMode::kMean, false},
-        TinyCase{"distilbert_classifier", "DistilBertForSequenceClassification",
-                 PoolingMode::kCls, false},
+        TinyCase{"distilbert_classifier", "DistilBertForSequenceClassification", PoolingMode::kCls,
+                 false},
         TinyCase{"xlmr_cls", "XLMRobertaModel", PoolingMode::kCls, false},
         TinyCase{"camembert_cls", "CamembertModel", PoolingMode::kCls, false},
         TinyCase{"xlmr_cross_encoder", "XLMRobertaForSequenceClassification", PoolingMode::kCls,
@@ -160,8 +160,7 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"mistral_lasttoken", "MistralModel", PoolingMode::kLastToken, true},
         TinyCase{"llama_lasttoken", "LlamaModel", PoolingMode::kLastToken, true},
         TinyCase{"mpnet_mean", "MPNetModel", PoolingMode::kMean, true},
-        TinyCase{"mpnet_cross_encoder", "MPNetForSequenceClassification", PoolingMode::kCls,
-                 false},
+        TinyCase{"mpnet_cross_encoder", "MPNetForSequenceClassification", PoolingMode::kCls, false},
         TinyCase{"modernbert_cls", "ModernBertModel", PoolingMode::kCls, true},
         TinyCase{"modernbert_cross_encoder", "ModernBertForSequenceClassification",
                  PoolingMode::kCls, false},
@@ -174,15 +173,12 @@ INSTANTIATE_TEST_SUITE_P(
         TinyCase{"qwen2_bidirectional_mean", "Qwen2Model", PoolingMode::kMean, false},
         TinyCase{"splade", "BertForMaskedLM", PoolingMode::kCls, false},
         TinyCase{"bert_prompt_mean", "BertModel", PoolingMode::kMean, true, false},
-        TinyCase{"bert_prompt_weightedmean", "BertModel", PoolingMode::kWeightedMean, false,
-                 false},
+        TinyCase{"bert_prompt_weightedmean", "BertModel", PoolingMode::kWeightedMean, false, false},
         TinyCase{"bert_prompt_cls", "BertModel", PoolingMode::kCls, false, false},
-        TinyCase{"qwen3_seq_cls", "Qwen3ForSequenceClassification", PoolingMode::kLastToken,
-                 false},
+        TinyCase{"qwen3_seq_cls", "Qwen3ForSequenceClassification", PoolingMode::kLastToken, false},
         TinyCase{"llama_classifier", "LlamaForSequenceClassification", PoolingMode::kLastToken,
                  false},
-        TinyCase{"qwen2_seq_cls", "Qwen2ForSequenceClassification", PoolingMode::kLastToken,
-                 false},
+        TinyCase{"qwen2_seq_cls", "Qwen2ForSequenceClassification", PoolingMode::kLastToken, false},
         TinyCase{"mistral_seq_cls", "MistralForSequenceClassification", PoolingMode::kLastToken,
                  false},
         TinyCase{"splade_distilbert", "DistilBertForMaskedLM", PoolingMode::kCls, false},
@@ -325,8 +321,8 @@ TEST_F(MalformedFolderTest, WrongShapeNamesTensorAndBothShapes) {
 
 // DistilBERT's own field names in its errors.
 TEST(DistilBertFolderTest, UnsupportedActivationAndWrongShapeAreNamed) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("quiver-distilbert-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("quiver-distilbert-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::copy(kFixtures / "tiny" / "distilbert_classifier", dir, fs::copy_options::recursive);
   const std::string config = *ReadFile((dir / "config.json").string());
@@ -392,8 +388,7 @@ TEST(EncoderFolderTest, UnsupportedFieldsAndShapesAreNamed) {
            {"mpnet_mean", "relative_attention_num_buckets", "64",
             "'relative_attention_num_buckets'"},
            {"mpnet_mean", "hidden_act", R"("swish")", "'hidden_act'"},
-           {"t5_mean", "relative_attention_max_distance", "8",
-            "'relative_attention_max_distance'"},
+           {"t5_mean", "relative_attention_max_distance", "8", "'relative_attention_max_distance'"},
            {"t5_mean", "feed_forward_proj", R"("gated-silu")", "'feed_forward_proj'"},
            {"t5_gated", "d_ff", "20", "encoder.block.0.layer.1.DenseReluDense.wi_0.weight"},
            {"gemma3_mean", "hidden_activation", R"("silu")", "'hidden_activation'"},
@@ -440,7 +435,8 @@ TEST(DenseFolderTest, BadDenseModulesAreNamed) {
     absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir.string());
     return folder.ok() ? std::string() : std::string(folder.status().message());
   };
-  std::string error = load_error("torch.nn.modules.activation.Tanh", "torch.nn.modules.activation.SiLU");
+  std::string error =
+      load_error("torch.nn.modules.activation.Tanh", "torch.nn.modules.activation.SiLU");
   EXPECT_NE(error.find("'activation_function'"), std::string::npos) << error;
   error = load_error("\"in_features\": 24", "\"in_features\": 25");
   EXPECT_NE(error.find("in_features 25"), std::string::npos) << error;
