@@ -76,25 +76,29 @@ int RunGateway(const GatewayOptions& options) {
   if (info->can_score() && info->architecture() == "Qwen3ForCausalLM") {
     model.score_prompt = gateway::api::Qwen3RerankerPrompt();
   }
-  switch (info->pooling()) {
-    case quiver::v1::POOLING_MEAN:
-      model.pooling = "mean";
-      break;
-    case quiver::v1::POOLING_LAST_TOKEN:
-      model.pooling = "last_token";
-      break;
-    case quiver::v1::POOLING_MAX:
-      model.pooling = "max";
-      break;
-    case quiver::v1::POOLING_MEAN_SQRT_LEN:
-      model.pooling = "mean_sqrt_len_tokens";
-      break;
-    case quiver::v1::POOLING_WEIGHTED_MEAN:
-      model.pooling = "weightedmean";
-      break;
-    default:
-      model.pooling = "cls";
-      break;
+  // TEI's /info names, as quiver serve gives them; several concatenated modes joined by '+'.
+  const auto name = [](int pooling) -> std::string_view {
+    switch (pooling) {
+      case quiver::v1::POOLING_MEAN:
+        return "mean";
+      case quiver::v1::POOLING_LAST_TOKEN:
+        return "last_token";
+      case quiver::v1::POOLING_MAX:
+        return "max";
+      case quiver::v1::POOLING_MEAN_SQRT_LEN:
+        return "mean_sqrt_len_tokens";
+      case quiver::v1::POOLING_WEIGHTED_MEAN:
+        return "weightedmean";
+      default:
+        return "cls";
+    }
+  };
+  model.pooling = name(info->pooling());
+  if (info->poolings_size() > 1) {
+    model.pooling.clear();
+    for (int pooling : info->poolings()) {
+      model.pooling += StrCat(model.pooling.empty() ? "" : "+", name(pooling));
+    }
   }
   if (model.sparse_width > 0) model.pooling = "splade";  // TEI's /info for a SPLADE model
   model.max_batch_tokens = info->max_batch_tokens();

@@ -98,9 +98,13 @@ int RunServe(const ServeOptions& options) {
   if ((*engine)->info().yes_no_reranker) model.score_prompt = gateway::api::Qwen3RerankerPrompt();
   // TEI's /info spelling (the gateway reports the same): last_token, the others as
   // sentence-transformers names them.
-  model.pooling = folder.pooling.mode == engine::PoolingMode::kLastToken
-                      ? "last_token"
-                      : std::string(engine::PoolingModeName(folder.pooling.mode));
+  model.pooling.clear();
+  for (engine::PoolingMode mode : folder.pooling.modes) {  // several: joined by '+'
+    model.pooling +=
+        StrCat(model.pooling.empty() ? "" : "+", mode == engine::PoolingMode::kLastToken
+                                                     ? std::string_view("last_token")
+                                                     : engine::PoolingModeName(mode));
+  }
   if (sparse) model.pooling = "splade";  // TEI's /info for a SPLADE model
   model.max_batch_tokens = options.limits.max_batch_tokens;
   model.max_concurrent_requests = options.handler_threads;
@@ -143,9 +147,8 @@ int RunServe(const ServeOptions& options) {
       "max_batch_seqs={} max_queued_tokens={} max_inputs={} max_body_bytes={} auto_truncate={} "
       "auth={}",
       model.name, folder.dir, model.architecture, model.hidden_size, model.max_input_tokens,
-      engine::PoolingModeName(folder.pooling.mode), folder.pooling.normalize,
-      model.can_score ? "score" : "embed", folder.weight_names.size(),
-      folder.weights.weights_bytes() / 1e6, options.host, server.port(),
+      folder.pooling.ModesName(), folder.pooling.normalize, model.can_score ? "score" : "embed",
+      folder.weight_names.size(), folder.weights.weights_bytes() / 1e6, options.host, server.port(),
       options.limits.max_batch_tokens, options.limits.max_batch_seqs,
       options.limits.max_queued_tokens, options.api.max_inputs, options.max_body_bytes,
       options.api.auto_truncate, options.api.api_key.empty() ? "off" : "bearer");

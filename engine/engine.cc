@@ -274,7 +274,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
                  e->info().sparse ? " is a SPLADE model (its pooling is the max over the tokens)"
                                   : " scores with its own head"));
     }
-    e->folder_->pooling.mode = *options.pooling;
+    e->folder_->pooling.modes = {*options.pooling};
+  }
+  if (e->folder_->pooling.modes.size() > 1 && options.device.device == Device::kCuda) {
+    return absl::UnimplementedError(StrCat(model_dir, ": its Pooling module concatenates ",
+                                           e->folder_->pooling.ModesName(),
+                                           "; several pooling modes run on the CPU only (--device "
+                                           "cpu), or choose one with --pooling"));
   }
   if (e->pool_ == nullptr && !f.pooling.dense.empty()) {  // CUDA: the host's Dense GEMMs
     const int threads = options.num_threads > 0
@@ -284,7 +290,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   }
   {
     absl::StatusOr<DenseModules> dense =
-        DenseModules::Load(f.pooling.dense, e->hidden_size(), WeightLoader::Mode::kPrepare);
+        DenseModules::Load(f.pooling.dense, e->pooled_size(), WeightLoader::Mode::kPrepare);
     if (!dense.ok()) return dense.status();
     e->dense_ = *std::move(dense);
   }
@@ -416,6 +422,20 @@ absl::Status Engine::Validate(const RaggedBatch& batch) const {
   if (valid.ok() && batch.output.dimensions > output_size() && !is_scorer()) {
     valid = absl::InvalidArgumentError(StrCat("dimensions ", batch.output.dimensions,
                                               " is larger than the model's ", output_size()));
+  }
+  if (valid.ok() && !is_scorer() && folder_->pooling.modes.size() > 1) {
+    // The model's embedding is its modes' rows side by side: a chunk cannot ask for one mode,
+    // nor for late chunking's mean per span (token rows, raw_hidden, are the hidden states).
+    if (batch.output.pooling != Pooling::kModelDefault) {
+      valid = absl::InvalidArgumentError(StrCat("the model concatenates the pooling modes ",
+                                                folder_->pooling.ModesName(),
+                                                ": a chunk cannot choose one"));
+    } else if (!batch.span_bounds.empty() && !batch.output.raw_hidden) {
+      valid = absl::InvalidArgumentError(
+          StrCat("late chunking (contextualized embeddings) pools each span by its mean; the "
+                 "model concatenates the pooling modes ",
+                 folder_->pooling.ModesName(), ", so its embeddings have no such form"));
+    }
   }
   if (valid.ok() && options_.device.device == Device::kCuda) {
     if (batch.num_tokens() > cuda_max_tokens_) {
@@ -670,15 +690,21 @@ Engine::Running Engine::Start(Pending item) {
     work.plan = &plan_;
     work.attention = &AttentionFor(plan_.attention.max_seqlen, cuda && pad);
     work.score = is_scorer();
-    work.pool = input.output.pooling == Pooling::kModelDefault ? ToOpPooling(folder_->pooling.mode)
-                                                               : ToOpPooling(input.output.pooling);
-    // Late chunking: one mean-pooled row per span.
-    if (!input.span_bounds.empty()) work.pool = ops::PoolMode::kMean;
+    // The model's modes (several: their rows side by side, Finish), a chunk's own, or late
+    // chunking's mean per span.
+    if (!input.span_bounds.empty()) {
+      work.pools = {ops::PoolMode::kMean};
+    } else if (input.output.pooling != Pooling::kModelDefault) {
+      work.pools = {ToOpPooling(input.output.pooling)};
+    } else {
+      for (PoolingMode mode : folder_->pooling.modes) work.pools.push_back(ToOpPooling(mode));
+    }
     work.rows =
         work.score ? plan_.num_real_seqs : static_cast<int64_t>(plan_.row_bounds.size() / 3);
     work.width = work.score ? info().num_labels : hidden_size();
     r.rows = work.rows;
     r.width = work.width;
+    r.blocks = work.score ? 1 : static_cast<int64_t>(work.pools.size());
     std::shared_ptr<std::atomic<bool>> done = r.done;
     absl::StatusOr<int> ticket = runtime_->Start(work, [this, done] {
       {
@@ -731,9 +757,23 @@ absl::StatusOr<EngineOutput> Engine::Finish(const Running& r) {
     }
     return out;
   }
-  // Dense modules, then format, on the host.
+  // Several pooling modes: each row's blocks side by side (sentence-transformers' concatenation).
   const float* pooled = *rows;
   int64_t h = r.width;
+  std::vector<float> joined;
+  if (r.blocks > 1) {
+    joined.resize(static_cast<size_t>(r.rows * r.blocks * r.width));
+    for (int64_t b = 0; b < r.blocks; ++b) {
+      for (int64_t i = 0; i < r.rows; ++i) {
+        std::memcpy(joined.data() + (i * r.blocks + b) * r.width,
+                    pooled + (b * r.rows + i) * r.width,
+                    static_cast<size_t>(r.width) * sizeof(float));
+      }
+    }
+    pooled = joined.data();
+    h = r.blocks * r.width;
+  }
+  // Dense modules, then format, on the host.
   std::vector<float> dense_a, dense_b;
   if (!dense_.empty() && !input.output.raw_hidden) {
     try {

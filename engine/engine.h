@@ -152,8 +152,12 @@ class Engine {
   const ModelInfo& info() const { return model_->info(); }
   bool is_scorer() const { return info().num_labels > 0; }
   int64_t hidden_size() const { return info().hidden_size; }
-  // The width of an embedding: the last Dense module's out_features, else hidden_size.
-  int64_t output_size() const { return dense_.out_features(hidden_size()); }
+  // The width pooling gives: hidden_size per pooling mode (several are concatenated).
+  int64_t pooled_size() const {
+    return hidden_size() * static_cast<int64_t>(folder_->pooling.modes.size());
+  }
+  // The width of an embedding: the last Dense module's out_features, else pooled_size.
+  int64_t output_size() const { return dense_.out_features(pooled_size()); }
   int64_t max_input_tokens() const { return info().max_input_tokens; }
   double flops_per_token(int64_t seq_len) const { return model_->FlopsPerToken(seq_len); }
   const EngineOptions& options() const { return options_; }
@@ -180,6 +184,8 @@ class Engine {
     std::shared_ptr<std::atomic<bool>> done;
     absl::Status failed;
     int64_t rows = 0, width = 0;
+    // Pooled blocks of rows x width, one per pooling mode, whose rows Finish puts side by side.
+    int64_t blocks = 1;
   };
   Running Start(Pending item);
   absl::StatusOr<EngineOutput> Finish(const Running& running);

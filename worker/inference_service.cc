@@ -152,7 +152,12 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_architecture(folder.architecture);
   response->set_max_input_tokens(static_cast<uint32_t>(engine_->max_input_tokens()));
   response->set_hidden_size(static_cast<uint32_t>(engine_->output_size()));  // after Dense
-  response->set_pooling(EncodePoolingMode(folder.pooling.mode));
+  response->set_pooling(EncodePoolingMode(folder.pooling.modes.front()));
+  if (folder.pooling.modes.size() > 1) {
+    for (engine::PoolingMode mode : folder.pooling.modes) {
+      response->add_poolings(EncodePoolingMode(mode));
+    }
+  }
   response->set_normalize(folder.pooling.normalize);
   response->set_exclude_prompt(!folder.pooling.include_prompt);
   const bool sparse = engine_->info().sparse;

@@ -10,56 +10,62 @@
 namespace quiver::engine {
 namespace {
 
-// sentence-transformers writes the pooling mode two ways: before v5 as one boolean per mode
-// ("pooling_mode_mean_tokens": true), since then as "pooling_mode": "mean".
-absl::StatusOr<PoolingMode> ParsePoolingModule(const JsonValue& pool, const std::string& path) {
+// sentence-transformers writes the pooling modes two ways: before v5 as one boolean per mode
+// ("pooling_mode_mean_tokens": true; several concatenate in its fixed order, none is mean), since
+// then as "pooling_mode": "mean" or a list of modes, concatenated in the list's order.
+absl::StatusOr<std::vector<PoolingMode>> ParsePoolingModule(const JsonValue& pool,
+                                                            const std::string& path) {
   struct Mode {
-    std::string_view name;            // "pooling_mode" value
-    std::string_view flag;            // older boolean field
-    std::optional<PoolingMode> mode;  // nullopt: a mode sentence-transformers has, we do not
+    std::string_view name;  // "pooling_mode" value
+    std::string_view flag;  // older boolean field
+    PoolingMode mode;
   };
-  const Mode modes[] = {
+  // In the order sentence-transformers concatenates the older booleans.
+  static constexpr Mode kModes[] = {
       {"cls", "pooling_mode_cls_token", PoolingMode::kCls},
-      {"mean", "pooling_mode_mean_tokens", PoolingMode::kMean},
-      {"lasttoken", "pooling_mode_lasttoken", PoolingMode::kLastToken},
       {"max", "pooling_mode_max_tokens", PoolingMode::kMax},
+      {"mean", "pooling_mode_mean_tokens", PoolingMode::kMean},
       {"mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens", PoolingMode::kMeanSqrtLen},
       {"weightedmean", "pooling_mode_weightedmean_tokens", PoolingMode::kWeightedMean},
+      {"lasttoken", "pooling_mode_lasttoken", PoolingMode::kLastToken},
   };
-  auto unsupported = [&](std::string_view what) {
+  const auto by_name = [&](const JsonValue& name,
+                           std::string_view field) -> absl::StatusOr<PoolingMode> {
+    if (name.is_string()) {
+      for (const Mode& mode : kModes) {
+        if (mode.name == name.as_string()) return mode.mode;
+      }
+    }
     return absl::InvalidArgumentError(
-        StrCat(path, ": pooling mode '", what,
-               "' is not supported (cls, mean, lasttoken, max, mean_sqrt_len_tokens, "
-               "weightedmean)"));
+        StrCat(path, ": ", field, ": ",
+               name.is_string() ? StrCat("pooling mode '", name.as_string(), "' is not supported")
+                                : std::string("must be a mode's name"),
+               " (cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken)"));
   };
-  if (const JsonValue* name = pool.Find("pooling_mode"); name != nullptr) {
-    if (!name->is_string()) {
-      return absl::InvalidArgumentError(StrCat(path,
-                                               ": field 'pooling_mode' must be a "
-                                               "string"));
+  std::vector<PoolingMode> modes;
+  if (const JsonValue* names = pool.Find("pooling_mode"); names != nullptr) {
+    if (names->is_array()) {
+      size_t i = 0;
+      for (const JsonValue& name : names->items()) {
+        QUIVER_ASSIGN_OR_RETURN(PoolingMode mode,
+                                by_name(name, StrCat("field 'pooling_mode[", i++, "]'")));
+        modes.push_back(mode);
+      }
+      if (modes.empty()) {
+        return absl::InvalidArgumentError(StrCat(path, ": field 'pooling_mode' is an empty list"));
+      }
+      return modes;
     }
-    for (const Mode& mode : modes) {
-      if (mode.name != name->as_string()) continue;
-      if (!mode.mode) return unsupported(mode.name);
-      return *mode.mode;
-    }
-    return unsupported(name->as_string());
+    QUIVER_ASSIGN_OR_RETURN(PoolingMode mode, by_name(*names, "field 'pooling_mode'"));
+    return std::vector<PoolingMode>{mode};
   }
-  std::optional<PoolingMode> chosen;
-  int enabled = 0;
-  for (const Mode& mode : modes) {
+  for (const Mode& mode : kModes) {
     absl::StatusOr<bool> on = JsonBool(pool, mode.flag, false);
     if (!on.ok()) return WithContext(on.status(), path);
-    if (!*on) continue;
-    ++enabled;
-    if (!mode.mode) return unsupported(mode.name);
-    chosen = mode.mode;
+    if (*on) modes.push_back(mode.mode);
   }
-  if (enabled != 1) {
-    return absl::InvalidArgumentError(
-        StrCat(path, ": exactly one pooling mode must be enabled, found ", enabled));
-  }
-  return *chosen;
+  if (modes.empty()) modes.push_back(PoolingMode::kMean);  // sentence-transformers' default
+  return modes;
 }
 
 }  // namespace
@@ -72,6 +78,12 @@ std::optional<PoolingMode> PoolingModeFromName(std::string_view name) {
   }
   if (name == "last-token") return PoolingMode::kLastToken;  // TEI's spelling
   return std::nullopt;
+}
+
+std::string PoolingConfig::ModesName() const {
+  std::string out;
+  for (PoolingMode mode : modes) out += StrCat(out.empty() ? "" : "+", PoolingModeName(mode));
+  return out;
 }
 
 std::string_view PoolingModeName(PoolingMode mode) {
@@ -179,7 +191,7 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
                                                              PoolingMode default_mode) {
   namespace fs = std::filesystem;
   PoolingConfig pooling;
-  pooling.mode = default_mode;
+  pooling.modes = {default_mode};
   fs::path modules_path = fs::path(dir) / "modules.json";
   if (!fs::exists(modules_path)) return pooling;
   QUIVER_ASSIGN_OR_RETURN(JsonValue modules, ReadJson(modules_path));
@@ -197,7 +209,7 @@ absl::StatusOr<PoolingConfig> LoadSentenceTransformersConfig(const std::string& 
       QUIVER_ASSIGN_OR_RETURN(std::string sub, JsonString(module, "path", ""));
       fs::path pool_path = fs::path(dir) / sub / "config.json";
       QUIVER_ASSIGN_OR_RETURN(JsonValue pool, ReadJson(pool_path));
-      QUIVER_ASSIGN_OR_RETURN(pooling.mode, ParsePoolingModule(pool, pool_path.string()));
+      QUIVER_ASSIGN_OR_RETURN(pooling.modes, ParsePoolingModule(pool, pool_path.string()));
       absl::StatusOr<bool> include_prompt = JsonBool(pool, "include_prompt", true);
       if (!include_prompt.ok()) return WithContext(include_prompt.status(), pool_path.string());
       pooling.include_prompt = *include_prompt;

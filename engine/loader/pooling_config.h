@@ -32,7 +32,10 @@ struct DenseModule {
 
 // sentence-transformers' view of the model, or the family's default when the folder has none.
 struct PoolingConfig {
-  PoolingMode mode = PoolingMode::kMean;
+  // One mode, or several whose rows are concatenated in this order (each hidden_size wide).
+  std::vector<PoolingMode> modes = {PoolingMode::kMean};
+  // The modes' names joined by '+' ("mean", "cls+max").
+  std::string ModesName() const;
   // The Pooling module's include_prompt: false leaves each sequence's prompt tokens
   // (RaggedBatch::prompt_lengths) out of the pooled range, as sentence-transformers does.
   bool include_prompt = true;

@@ -219,7 +219,11 @@ class CudaRuntime final : public DeviceRuntime {
     if (work.score) {
       model_.Score(ctx, hidden, rows);
     } else {
-      ops::Pool(exec_, hidden, HostRowBounds(plan.row_bounds), work.pool, rows,
+      if (work.pools.size() != 1) {  // Engine::Load refuses concatenated modes on CUDA
+        throw std::invalid_argument(
+            StrCat("CudaRuntime: ", work.pools.size(), " pooling modes (one is served)"));
+      }
+      ops::Pool(exec_, hidden, HostRowBounds(plan.row_bounds), work.pools.front(), rows,
                 DeviceI32(layout_.row_bounds, {packed.num_rows, 3}));
     }
     const size_t bytes = static_cast<size_t>(work.rows * work.width) * sizeof(float);

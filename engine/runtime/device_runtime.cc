@@ -41,11 +41,17 @@ absl::StatusOr<int> CpuRuntime::Start(const BatchWork& work, std::function<void(
   const BatchPlan& plan = *work.plan;
   const ForwardContext ctx = HostForwardContext(exec_, plan, *work.attention, model_ws_);
   const Tensor hidden = model_.Forward(ctx);
-  const Tensor rows = own_ws_.F32(kRows, {work.rows, work.width});
+  const int64_t blocks = work.score ? 1 : static_cast<int64_t>(work.pools.size());
+  const Tensor rows = own_ws_.F32(kRows, {blocks * work.rows, work.width});
   if (work.score) {
     model_.Score(ctx, hidden, rows);
   } else {
-    ops::Pool(exec_, hidden, HostRowBounds(plan.row_bounds), work.pool, rows);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const Tensor block(rows.f32() + b * work.rows * work.width, DType::kF32, Device::kCpu,
+                         {work.rows, work.width});
+      ops::Pool(exec_, hidden, HostRowBounds(plan.row_bounds), work.pools[static_cast<size_t>(b)],
+                block);
+    }
   }
   rows_ = rows.f32();
   if (on_complete) on_complete();

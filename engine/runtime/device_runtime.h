@@ -35,10 +35,11 @@ namespace quiver::engine {
 struct BatchWork {
   const BatchPlan* plan = nullptr;
   const AttentionBackend* attention = nullptr;
-  bool score = false;              // Model::Score instead of pooling
-  PoolMode pool = PoolMode::kCls;  // when pooling
-  int64_t rows = 0;                // rows of the answer
-  int64_t width = 0;               // floats per row: hidden size or num_labels
+  bool score = false;  // Model::Score instead of pooling
+  // When pooling: one block of `rows` rows per mode, in order (several only on the CPU).
+  std::vector<PoolMode> pools;
+  int64_t rows = 0;   // rows of the answer
+  int64_t width = 0;  // floats per row: hidden size or num_labels
 };
 
 struct RuntimeStats {

@@ -292,7 +292,7 @@ TEST(GoldenTest, PoolingOverrideMatchesSentenceTransformersPoolingModule) {
     ASSERT_TRUE(options.pooling.has_value()) << name;
     auto engine = Engine::Load(dir.string(), options);
     ASSERT_TRUE(engine.ok()) << engine.status();
-    EXPECT_EQ((*engine)->folder().pooling.mode, *options.pooling);
+    EXPECT_EQ((*engine)->folder().pooling.modes, std::vector<PoolingMode>{*options.pooling});
     RaggedBatch batch;
     std::vector<const JsonValue*> want;
     for (const JsonValue& row : rows) {
@@ -329,15 +329,17 @@ TEST(GoldenTest, PoolingOverrideIsRefusedForScoringModels) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllCheckpoints, TinyGoldenTest,
-    ::testing::Values(
-        "bert_mean", "bert_cross_encoder", "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
-        "qwen3_reranker", "distilbert_mean", "distilbert_classifier", "xlmr_cls", "camembert_cls",
-        "xlmr_cross_encoder", "bert_max", "qwen2_lasttoken", "mistral_lasttoken", "llama_lasttoken",
-        "mpnet_mean", "mpnet_cross_encoder", "modernbert_cls", "modernbert_cross_encoder",
-        "bert_dense", "t5_mean", "t5_gated", "gemma3_mean", "bert_weightedmean",
-        "bert_mean_sqrt_len", "qwen2_bidirectional_mean", "splade", "bert_prompt_mean",
-        "bert_prompt_weightedmean", "bert_prompt_cls", "qwen3_seq_cls", "llama_classifier",
-        "qwen2_seq_cls", "mistral_seq_cls", "splade_distilbert", "splade_roberta"));
+    ::testing::Values("bert_mean", "bert_cross_encoder", "qwen3_causal_lasttoken",
+                      "qwen3_bidirectional_mean", "qwen3_reranker", "distilbert_mean",
+                      "distilbert_classifier", "xlmr_cls", "camembert_cls", "xlmr_cross_encoder",
+                      "bert_max", "qwen2_lasttoken", "mistral_lasttoken", "llama_lasttoken",
+                      "mpnet_mean", "mpnet_cross_encoder", "modernbert_cls",
+                      "modernbert_cross_encoder", "bert_dense", "t5_mean", "t5_gated",
+                      "gemma3_mean", "bert_weightedmean", "bert_mean_sqrt_len",
+                      "qwen2_bidirectional_mean", "splade", "bert_prompt_mean",
+                      "bert_prompt_weightedmean", "bert_prompt_cls", "qwen3_seq_cls",
+                      "llama_classifier", "qwen2_seq_cls", "mistral_seq_cls", "splade_distilbert",
+                      "splade_roberta", "bert_concat_pooling", "bert_concat_pooling_legacy"));
 
 }  // namespace
 }  // namespace quiver::engine

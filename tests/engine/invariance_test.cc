@@ -43,8 +43,7 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-EngineOptions Options(const char* model, const std::string& attention = "",
-                      bool pad = false) {
+EngineOptions Options(const char* model, const std::string& attention = "", bool pad = false) {
   EngineOptions o;
   o.attention_backend = attention;
   o.pad_to_buckets = pad;
@@ -168,23 +167,18 @@ TEST_P(InvarianceTest, BucketPaddingChangesNoRealOutput) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest,
-                         ::testing::Values("bert_mean", "bert_cross_encoder",
-                                           "qwen3_causal_lasttoken", "qwen3_bidirectional_mean",
-                                           "qwen3_reranker", "distilbert_mean",
-                                           "distilbert_classifier", "xlmr_cls", "camembert_cls",
-                                           "xlmr_cross_encoder", "bert_max",
-                                           "qwen2_lasttoken", "mistral_lasttoken",
-                                           "llama_lasttoken", "mpnet_mean",
-                                           "mpnet_cross_encoder", "modernbert_cls",
-                                           "modernbert_cross_encoder", "bert_dense",
-                                           "t5_mean", "t5_gated", "gemma3_mean",
-                                           "bert_weightedmean", "bert_mean_sqrt_len",
-                                           "qwen2_bidirectional_mean", "splade",
-                                           "bert_prompt_mean", "qwen3_seq_cls",
-                                           "llama_classifier", "qwen2_seq_cls", "mistral_seq_cls",
-                                           "splade_distilbert",
-                                           "splade_roberta"));
+INSTANTIATE_TEST_SUITE_P(
+    AllCheckpoints, InvarianceTest,
+    ::testing::Values("bert_mean", "bert_cross_encoder", "qwen3_causal_lasttoken",
+                      "qwen3_bidirectional_mean", "qwen3_reranker", "distilbert_mean",
+                      "distilbert_classifier", "xlmr_cls", "camembert_cls", "xlmr_cross_encoder",
+                      "bert_max", "qwen2_lasttoken", "mistral_lasttoken", "llama_lasttoken",
+                      "mpnet_mean", "mpnet_cross_encoder", "modernbert_cls",
+                      "modernbert_cross_encoder", "bert_dense", "t5_mean", "t5_gated",
+                      "gemma3_mean", "bert_weightedmean", "bert_mean_sqrt_len",
+                      "qwen2_bidirectional_mean", "splade", "bert_prompt_mean", "qwen3_seq_cls",
+                      "llama_classifier", "qwen2_seq_cls", "mistral_seq_cls", "splade_distilbert",
+                      "splade_roberta", "bert_concat_pooling", "bert_concat_pooling_legacy"));
 
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   auto engine = Engine::Load(TinyDir("bert_mean"), {});
@@ -193,8 +187,8 @@ TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   for (const auto& seq : RandomSequences(4, 1000, 40, 3)) base.Add(seq);
   auto full = (*engine)->Run(base);  // bert_mean does not normalize by default
   ASSERT_TRUE(full.ok());
-  for (OutputType type : {OutputType::kF32, OutputType::kF16, OutputType::kInt8,
-                          OutputType::kBinary}) {
+  for (OutputType type :
+       {OutputType::kF32, OutputType::kF16, OutputType::kInt8, OutputType::kBinary}) {
     RaggedBatch b = base;
     b.output.dimensions = 17;
     b.output.normalize = true;
@@ -202,8 +196,10 @@ TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
     auto out = (*engine)->Run(b);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->dimensions, 17);
-    const size_t row_bytes = type == OutputType::kF32 ? 68 : type == OutputType::kF16 ? 34
-                             : type == OutputType::kInt8 ? 17 : 3;
+    const size_t row_bytes = type == OutputType::kF32    ? 68
+                             : type == OutputType::kF16  ? 34
+                             : type == OutputType::kInt8 ? 17
+                                                         : 3;
     ASSERT_EQ(out->data.size(), 4 * row_bytes);
     for (int64_t s = 0; s < 4; ++s) {
       std::vector<float> want = full->RowF32(s);
@@ -284,7 +280,40 @@ TEST(SpanPoolingTest, LateChunkingSpansAreMeansOverTheirTokens) {
   }
   RaggedBatch crossing = plain;
   crossing.span_bounds = {len0 - 1, len0 + 1};
-  EXPECT_NE(std::string((*engine)->Run(crossing).status().message()).find("crosses"), std::string::npos);
+  EXPECT_NE(std::string((*engine)->Run(crossing).status().message()).find("crosses"),
+            std::string::npos);
+}
+
+TEST(SpanPoolingTest, AModelOfConcatenatedModesRefusesLateChunkingButGivesTokenRows) {
+  // bert_concat_pooling's embedding is its mean, CLS and max rows side by side: late chunking's
+  // mean per span has no such form, and a chunk cannot pick one mode; /embed_all's token rows
+  // (raw hidden states) still come, hidden_size wide.
+  auto engine = Engine::Load(TinyDir("bert_concat_pooling"), {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->pooled_size(), 3 * (*engine)->hidden_size());
+  EXPECT_EQ((*engine)->output_size(), 60);
+  const auto seqs = RandomSequences(2, 1000, 30, 23);
+  RaggedBatch plain;
+  for (const auto& s : seqs) plain.Add(s);
+  auto whole = (*engine)->Run(plain);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->dimensions, 60);
+  RaggedBatch spans = plain;
+  spans.span_bounds = {0, 2, 2, spans.cu_seqlens[1]};
+  auto refused = (*engine)->Run(spans);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(std::string(refused.status().message()).find("late chunking"), std::string::npos)
+      << refused.status();
+  spans.output.raw_hidden = true;
+  auto rows = (*engine)->Run(spans);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->dimensions, 20);
+  EXPECT_EQ(rows->num_seqs, 2);
+  RaggedBatch one_mode = plain;
+  one_mode.output.pooling = Pooling::kCls;
+  auto chosen = (*engine)->Run(one_mode);
+  ASSERT_FALSE(chosen.ok());
+  EXPECT_NE(std::string(chosen.status().message()).find("cannot choose one"), std::string::npos);
 }
 
 TEST(LazyResultTest, SubmitReturnsAtOnceAndResultsArriveInOrder) {

@@ -65,7 +65,7 @@ TEST(DefaultModelTest, ConfigParsesToTheModelsSizes) {
   EXPECT_FALSE(info.causal);
   EXPECT_EQ(info.num_labels, 0);
   // modules.json: Transformer, mean Pooling, Normalize; sentence_bert_config.json: 256.
-  EXPECT_EQ(folder->pooling.mode, PoolingMode::kMean);
+  EXPECT_EQ(folder->pooling.modes, std::vector<PoolingMode>{PoolingMode::kMean});
   EXPECT_TRUE(folder->pooling.normalize);
   EXPECT_TRUE(folder->pooling.from_sentence_transformers);
   EXPECT_EQ(folder->pooling.max_seq_length, 256);
@@ -128,7 +128,7 @@ TEST_P(TinyCheckpointTest, LoadsWithItsDeclaredWeightsAndDtype) {
   absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir.string());
   ASSERT_TRUE(folder.ok()) << folder.status();
   EXPECT_EQ(folder->architecture, c.architecture);
-  EXPECT_EQ(folder->pooling.mode, c.pooling);
+  EXPECT_EQ(folder->pooling.modes, std::vector<PoolingMode>{c.pooling});
   EXPECT_EQ(folder->pooling.normalize, c.normalize);
   EXPECT_EQ(folder->pooling.include_prompt, c.include_prompt);
   // The dtype the golden script stored the weights in.
@@ -456,6 +456,38 @@ TEST_F(MalformedFolderTest, ANonBooleanIncludePromptIsNamed) {
   Write("1_Pooling/config.json",
         R"({"embedding_dimension": 36, "pooling_mode": "mean", "include_prompt": "no"})");
   EXPECT_NE(LoadError().find("include_prompt"), std::string::npos) << LoadError();
+}
+
+TEST(ModelFolderTest, ConcatenatedPoolingModesInTheModulesOrder) {
+  // sentence-transformers' list keeps its order; the older booleans concatenate in its fixed
+  // order (cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken).
+  absl::StatusOr<ModelFolder> list =
+      LoadModelFolder((kFixtures / "tiny" / "bert_concat_pooling").string());
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->pooling.modes,
+            (std::vector<PoolingMode>{PoolingMode::kMean, PoolingMode::kCls, PoolingMode::kMax}));
+  EXPECT_EQ(list->pooling.ModesName(), "mean+cls+max");
+  EXPECT_TRUE(list->pooling.normalize);
+  absl::StatusOr<ModelFolder> legacy =
+      LoadModelFolder((kFixtures / "tiny" / "bert_concat_pooling_legacy").string());
+  ASSERT_TRUE(legacy.ok()) << legacy.status();
+  EXPECT_EQ(legacy->pooling.modes,
+            (std::vector<PoolingMode>{PoolingMode::kCls, PoolingMode::kMax, PoolingMode::kMean}));
+}
+
+TEST_F(MalformedFolderTest, PoolingModeListsAndBooleans) {
+  Write("1_Pooling/config.json", R"({"embedding_dimension": 36, "pooling_mode": []})");
+  EXPECT_NE(LoadError().find("'pooling_mode' is an empty list"), std::string::npos) << LoadError();
+  Write("1_Pooling/config.json", R"({"embedding_dimension": 36, "pooling_mode": ["mean", 3]})");
+  EXPECT_NE(LoadError().find("'pooling_mode[1]'"), std::string::npos) << LoadError();
+  Write("1_Pooling/config.json", R"({"embedding_dimension": 36, "pooling_mode": ["mean", "sum"]})");
+  EXPECT_NE(LoadError().find("pooling mode 'sum' is not supported"), std::string::npos);
+  // No boolean set: sentence-transformers pools by mean.
+  Write("1_Pooling/config.json",
+        R"({"word_embedding_dimension": 36, "pooling_mode_cls_token": false})");
+  absl::StatusOr<ModelFolder> folder = LoadModelFolder(dir_.string());
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  EXPECT_EQ(folder->pooling.modes, std::vector<PoolingMode>{PoolingMode::kMean});
 }
 
 TEST_F(MalformedFolderTest, UnsupportedPoolingModeIsNamed) {

@@ -66,6 +66,57 @@ def check_model(port, name, via):
           f"{status} {str(out)[:200]}")
 
 
+def gateway_and_worker(model):
+    """A worker serving `model` and a gateway in front of it (chunks of 64 tokens, so that a
+    request's texts are split over several): (gateway, worker, the gateway's port)."""
+    wport = serving.free_port()
+    wlog = tempfile.NamedTemporaryFile(prefix="quiver-prompt-worker-", delete=False).name
+    worker = subprocess.Popen([QUIVER, "worker", "--model", model, "--listen", f"127.0.0.1:{wport}",
+                               "--metrics-port", "-1", "--threads", "1"],
+                              stderr=open(wlog, "w"), stdout=subprocess.DEVNULL)
+    try:
+        serving.wait_for(r"port=\d+", wlog, worker)
+        glog = tempfile.NamedTemporaryFile(prefix="quiver-prompt-gateway-", delete=False).name
+        gateway = subprocess.Popen([QUIVER, "gateway", "--model", model, "--host", "127.0.0.1",
+                                    "--port", "0", "--workers", f"127.0.0.1:{wport}",
+                                    "--max-chunk-tokens", "64"],
+                                   stderr=open(glog, "w"), stdout=subprocess.DEVNULL)
+        try:
+            return gateway, worker, int(serving.wait_for(r" port=(\d+) ", glog, gateway).group(1))
+        except BaseException:
+            gateway.terminate()
+            raise
+    except BaseException:
+        worker.terminate()
+        raise
+
+
+def check_concatenated(port, name, modes, via):
+    """A model whose Pooling module concatenates `modes`: /info names them, its embeddings (each
+    mode's row side by side, then normalized) equal sentence-transformers', late chunking is
+    refused naming why, and /embed_all still gives the token rows."""
+    rows = [json.loads(l) for l in open(os.path.join(TINY, name, "reference.jsonl"),
+                                         encoding="utf-8")]
+    info = serving.get_json(port, "/info")[1]
+    check(f"{via} {name}: /info's pooling is {modes}",
+          info.get("model_type", {}).get("embedding", {}).get("pooling") == modes, str(info)[:300])
+    status, out = post(port, "/v1/embeddings", {"input": [r["text"] for r in rows]})
+    ok = status == 200 and len(out["data"]) == len(rows)
+    worst = max((relative_error(d["embedding"], r["output"]) for d, r in zip(out["data"], rows)),
+                default=1.0) if ok else 1.0
+    check(f"{via} {name}: {len(rows)} embeddings of {len(rows[0]['output'])} values equal "
+          f"sentence-transformers' (worst relative error {worst:.2g})",
+          ok and all(len(d["embedding"]) == len(r["output"]) for d, r in zip(out["data"], rows))
+          and worst <= 1e-4, f"{status} {str(out)[:200]}")
+    status, out = post(port, "/v1/contextualizedembeddings", {"input": [["a chunk", "another"]]})
+    check(f"{via} {name}: late chunking is a 400 naming why",
+          status == 400 and "late chunking" in json.dumps(out), f"{status} {str(out)[:300]}")
+    status, out = post(port, "/embed_all", {"inputs": rows[0]["text"]})
+    check(f"{via} {name}: /embed_all gives one row per token, hidden_size wide",
+          status == 200 and len(out[0]) == len(rows[0]["ids"]) and len(out[0][0]) == 20,
+          f"{status} {str(out)[:200]}")
+
+
 def check_refusals(port, via):
     # Cut to 20 tokens, the 25-token query prompt leaves nothing of the text to pool.
     status, out = post(port, "/v1/embeddings", {"input": "a text", "truncate_prompt_tokens": 20})
@@ -132,21 +183,8 @@ def main():
 
     # The same through a gateway and a worker: prompt lengths travel in the gRPC chunks.
     model = os.path.join(TINY, "bert_prompt_weightedmean")
-    wport = serving.free_port()
-    wlog = tempfile.NamedTemporaryFile(prefix="quiver-prompt-worker-", delete=False).name
-    worker = subprocess.Popen([QUIVER, "worker", "--model", model, "--listen", f"127.0.0.1:{wport}",
-                               "--metrics-port", "-1", "--threads", "1"],
-                              stderr=open(wlog, "w"), stdout=subprocess.DEVNULL)
-    gateway = None
+    gateway, worker, gport = gateway_and_worker(model)
     try:
-        serving.wait_for(r"port=\d+", wlog, worker)
-        glog = tempfile.NamedTemporaryFile(prefix="quiver-prompt-gateway-", delete=False).name
-        # Chunks of 64 tokens: a request's texts are split over several chunks.
-        gateway = subprocess.Popen([QUIVER, "gateway", "--model", model, "--host", "127.0.0.1",
-                                    "--port", "0", "--workers", f"127.0.0.1:{wport}",
-                                    "--max-chunk-tokens", "64"],
-                                   stderr=open(glog, "w"), stdout=subprocess.DEVNULL)
-        gport = int(serving.wait_for(r" port=(\d+) ", glog, gateway).group(1))
         check_model(gport, "bert_prompt_weightedmean", "gateway+worker")
         rows = [json.loads(l) for l in open(os.path.join(model, "reference.jsonl"),
                                              encoding="utf-8")]
@@ -163,6 +201,23 @@ def main():
             if p is not None:
                 p.terminate()
                 p.wait(timeout=30)
+
+    # Several pooling modes concatenated (sentence-transformers' Pooling with a list of modes, or
+    # the older booleans): served, and through a gateway and a worker.
+    proc, port, _ = serving.start(QUIVER, os.path.join(TINY, "bert_concat_pooling"), [],
+                                  prefix="quiver-concat-")
+    try:
+        check_concatenated(port, "bert_concat_pooling", "mean+cls+max", "serve")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    gateway, worker, gport = gateway_and_worker(os.path.join(TINY, "bert_concat_pooling_legacy"))
+    try:
+        check_concatenated(gport, "bert_concat_pooling_legacy", "cls+max+mean", "gateway+worker")
+    finally:
+        for p in (gateway, worker):
+            p.terminate()
+            p.wait(timeout=30)
 
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0

@@ -72,6 +72,15 @@ def post_json(port, path, body, timeout=60):
         return e.code, json.loads(e.read() or b"{}")
 
 
+def get_json(port, path, timeout=60):
+    """GET `path` from the server on `port`: (status, the answer parsed; {} if empty)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
 # The cases a test script has checked and failed: check() prints each outcome, a failed one's
 # name goes into `failures` (one list per process: each test script is its own).
 failures = []

@@ -414,6 +414,38 @@ def make_bert_pooling(out_dir: Path, wp: Tokenizer, mode: str, seed: int, texts_
                   "reference": f"sentence_transformers.SentenceTransformer.encode ({mode} pooling)"}
 
 
+def make_bert_concat_pooling(out_dir: Path, wp: Tokenizer, modes, legacy: bool, seed: int,
+                             texts_seed: int):
+    """BertModel + one Pooling module with several modes, concatenated in the module's order
+    (cls, max and mean here), then Normalize: saved by sentence-transformers as a list
+    ("pooling_mode": [...]), or, with `legacy`, as the older boolean per mode (whose order is
+    sentence-transformers' own: cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken)."""
+    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=20,
+                                  num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                                  max_position_embeddings=160, type_vocab_size=2)
+    torch.manual_seed(seed)
+    model = transformers.BertModel(cfg, add_pooling_layer=False)
+    randomize(model, seed)
+    st = save_sentence_transformer(out_dir, model, wp, WORDPIECE_SPECIALS, 20, tuple(modes), 160,
+                                   normalize=True)
+    if legacy:
+        names = {"cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens",
+                 "mean": "pooling_mode_mean_tokens",
+                 "mean_sqrt_len_tokens": "pooling_mode_mean_sqrt_len_tokens",
+                 "weightedmean": "pooling_mode_weightedmean_tokens",
+                 "lasttoken": "pooling_mode_lasttoken"}
+        pool = {"word_embedding_dimension": 20, "include_prompt": True}
+        pool.update({flag: mode in modes for mode, flag in names.items()})
+        (out_dir / "1_Pooling" / "config.json").write_text(json.dumps(pool, indent=4) + "\n")
+        st = SentenceTransformer(str(out_dir), device="cpu").eval()
+    assert st[1].get_embedding_dimension() == 20 * len(modes)
+    rows = st_embedding_rows(st, tiny_texts(seed=texts_seed, count=12))
+    return rows, {"kind": "embedding", "pooling": "+".join(modes), "normalize": True,
+                  "dtype": "F32",
+                  "reference": "sentence_transformers.SentenceTransformer.encode (the modes "
+                               "concatenated)"}
+
+
 PROMPTS = {"query": "Represent this question for retrieving documents: ",
            "passage": "Represent the document: "}
 
@@ -1162,6 +1194,10 @@ def main():
         "bert_prompt_mean": lambda d: make_bert_prompt(d, wp, "mean", 41, 141),
         "bert_prompt_weightedmean": lambda d: make_bert_prompt(d, wp, "weightedmean", 42, 142),
         "bert_prompt_cls": lambda d: make_bert_prompt(d, wp, "cls", 43, 143),
+        "bert_concat_pooling": lambda d: make_bert_concat_pooling(d, wp, ("mean", "cls", "max"),
+                                                                  False, 44, 144),
+        "bert_concat_pooling_legacy": lambda d: make_bert_concat_pooling(d, wp, ("cls", "max", "mean"),
+                                                                         True, 45, 145),
     }
     for name, build in builders.items():
         if only and name not in only:
