@@ -238,16 +238,31 @@ inline const float* RowAhead(const float* x, int64_t ldx, int64_t r, int64_t r1)
 }
 
 QUIVER_TARGET_AVX512 void RowRangeAvx512(const float* row, int64_t k, float* lo, float* hi) {
-  __m512 least = _mm512_setzero_ps(), most = least;
-  for (int64_t i = 0; i < k; i += 16) {
+  // Four pairs of accumulators, 64 values a step: one pair waits on vminps' latency every 16
+  // values (a 1536-wide row took 2.3% of int8's time at 100 x 128 tokens on Zen 5).
+  __m512 least[4], most[4];
+  for (int j = 0; j < 4; ++j) least[j] = most[j] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= k; i += 64) {
+    for (int j = 0; j < 4; ++j) {
+      const __m512 v = _mm512_loadu_ps(row + i + 16 * j);
+      // min(v, acc) gives acc where v is NaN: NaNs are skipped, as in QuantizeRows.
+      least[j] = _mm512_min_ps(v, least[j]);
+      most[j] = _mm512_max_ps(v, most[j]);
+    }
+  }
+  for (; i < k; i += 16) {
     const auto mask = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
     const __m512 v = _mm512_maskz_loadu_ps(mask, row + i);  // zeros past k: within [lo, hi]
-    // min(v, acc) gives acc where v is NaN: NaNs are skipped, as in QuantizeRows.
-    least = _mm512_min_ps(v, least);
-    most = _mm512_max_ps(v, most);
+    least[0] = _mm512_min_ps(v, least[0]);
+    most[0] = _mm512_max_ps(v, most[0]);
   }
-  *lo = _mm512_reduce_min_ps(least);  // a minimum and a maximum: the same in any order
-  *hi = _mm512_reduce_max_ps(most);
+  // A minimum and a maximum: the same in any order (a -0 never enters an accumulator that
+  // starts at +0, which only a smaller or a larger value replaces).
+  least[0] = _mm512_min_ps(_mm512_min_ps(least[0], least[1]), _mm512_min_ps(least[2], least[3]));
+  most[0] = _mm512_max_ps(_mm512_max_ps(most[0], most[1]), _mm512_max_ps(most[2], most[3]));
+  *lo = _mm512_reduce_min_ps(least[0]);
+  *hi = _mm512_reduce_max_ps(most[0]);
 }
 
 // p = clamp(nearbyint(x · inv), -zero, 255 - zero) for 16 values (masked loads read zeros).

@@ -112,13 +112,26 @@ QUIVER_TARGET_AVX_VNNI void QuantizeRowsU8AvxVnni(const float* x, int64_t ldx, i
     uint8_t* out = u + r * depth;
     // The range as RowRangeAvx512: min(v, acc) keeps acc where v is NaN (NaNs skipped); a
     // minimum and a maximum are the same in any order.
-    __m256 least = _mm256_setzero_ps(), most = least;
+    // Four pairs of accumulators (RowRangeAvx512: one pair waits on vminps' latency).
+    __m256 lows[4], highs[4];
+    for (int j = 0; j < 4; ++j) lows[j] = highs[j] = _mm256_setzero_ps();
     int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+      for (int j = 0; j < 4; ++j) {
+        const __m256 v = _mm256_loadu_ps(row + i + 8 * j);
+        lows[j] = _mm256_min_ps(v, lows[j]);
+        highs[j] = _mm256_max_ps(v, highs[j]);
+      }
+    }
     for (; i + 8 <= k; i += 8) {
       const __m256 v = _mm256_loadu_ps(row + i);
-      least = _mm256_min_ps(v, least);
-      most = _mm256_max_ps(v, most);
+      lows[0] = _mm256_min_ps(v, lows[0]);
+      highs[0] = _mm256_max_ps(v, highs[0]);
     }
+    const __m256 least =
+        _mm256_min_ps(_mm256_min_ps(lows[0], lows[1]), _mm256_min_ps(lows[2], lows[3]));
+    const __m256 most =
+        _mm256_max_ps(_mm256_max_ps(highs[0], highs[1]), _mm256_max_ps(highs[2], highs[3]));
     alignas(32) float lanes_lo[8], lanes_hi[8];
     _mm256_store_ps(lanes_lo, least);
     _mm256_store_ps(lanes_hi, most);
