@@ -425,14 +425,23 @@ struct HttpServer::Impl {
         socket.set_option(tcp::no_delay(true), ignored);
         if (open_connections.load() >= options.max_connections) {
           // Over --max-connections: a short answer written at once (it fits any socket buffer),
-          // then the connection closes; the client can retry, here or elsewhere.
-          static const std::string kBusy = StrCat(
+          // then the connection closes; the client can retry, here or elsewhere. Nothing of the
+          // request is read: the refusal's own headers (a fresh X-Request-Id) come without it.
+          std::string busy =
               "HTTP/1.1 503 Service Unavailable\r\nServer: quiver\r\nContent-Type: "
-              "application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: ",
-              std::string_view(kBusyBody).size(), "\r\n\r\n", kBusyBody);
+              "application/json\r\nRetry-After: 1\r\nConnection: close\r\n";
+          if (options.decorate_refusal) {
+            HttpResponse refusal;
+            options.decorate_refusal(HttpRequest(), refusal);
+            for (const auto& [name, value] : refusal.headers) {
+              busy += StrCat(name, ": ", value, "\r\n");
+            }
+          }
+          busy += StrCat("Content-Length: ", std::string_view(kBusyBody).size(), "\r\n\r\n",
+                         kBusyBody);
           beast::error_code write_ec;
           socket.non_blocking(true, write_ec);
-          socket.write_some(asio::buffer(kBusy), write_ec);
+          socket.write_some(asio::buffer(busy), write_ec);
           socket.shutdown(tcp::socket::shutdown_both, write_ec);
           if (over_logged++ % 1000 == 0) {
             spdlog::warn("http: {} connections open, at --max-connections; refusing with 503",

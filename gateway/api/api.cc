@@ -262,6 +262,7 @@ void Api::AddRoutes() {
   AddJson("/rerank", Dialect::kTei, &Api::TeiRerank);
   AddJson("/tokenize", Dialect::kTei, &Api::Tokenize);
   AddJson("/decode", Dialect::kTei, &Api::Decode);
+  AddJson("/detokenize", Dialect::kOpenAi, &Api::Detokenize);
   AddJson("/predict", Dialect::kTei, &Api::Predict);
   AddJson("/classify", Dialect::kOpenAi, &Api::Classify);
   AddJson("/v1/classify", Dialect::kOpenAi, &Api::Classify);
@@ -879,6 +880,11 @@ HttpResponse Api::CohereEmbed(const JsonView& body, Call& call, int version) {
 // ---- Tokenizer ---------------------------------------------------------------------------------
 
 HttpResponse Api::Tokenize(const JsonView& body, Call& call) {
+  // /tokenize is TEI's (inputs) and vLLM's (prompt, or its chat form's messages): the body says.
+  if (!body.Find("inputs") && (body.Find("prompt") || body.Find("messages"))) {
+    call.dialect = Dialect::kOpenAi;
+    return VllmTokenize(body, call);
+  }
   absl::StatusOr<TokenizeRequest> request = ParseTokenize(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
   absl::StatusOr<std::vector<std::vector<TokenPiece>>> pieces =
@@ -1015,6 +1021,44 @@ HttpResponse Api::Classify(const JsonView& body, Call& call) {
   w.Key("prompt_tokens").Int(classified->tokens).Key("total_tokens").Int(classified->tokens);
   w.Key("completion_tokens").Int(0).Key("prompt_tokens_details").Null().EndObject();
   w.EndObject();
+  return Json(std::move(w).Take());
+}
+
+HttpResponse Api::VllmTokenize(const JsonView& body, Call& call) {
+  absl::StatusOr<VllmTokenizeRequest> request = ParseVllmTokenize(body);
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  if (absl::Status s = service_.CheckModel(request->model); !s.ok()) {
+    return ErrorResponse(call.dialect, s);
+  }
+  absl::StatusOr<std::vector<uint32_t>> ids =
+      service_.TokenIds(request->prompt, request->add_special_tokens, "prompt");
+  if (!ids.ok()) return ErrorResponse(call.dialect, ids.status());
+  JsonWriter w;
+  w.BeginObject().Key("count").Int(static_cast<int64_t>(ids->size()));
+  w.Key("max_model_len").Int(service_.model().max_input_tokens);
+  w.Key("tokens").BeginArray();
+  for (uint32_t id : *ids) w.Uint(id);
+  w.EndArray().Key("token_strs");
+  if (request->return_token_strs) {
+    w.BeginArray();
+    for (uint32_t id : *ids) w.String(service_.TokenString(id));
+    w.EndArray();
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+  return Json(std::move(w).Take());
+}
+
+HttpResponse Api::Detokenize(const JsonView& body, Call& call) {
+  std::string model;
+  absl::StatusOr<DecodeRequest> request = ParseVllmDetokenize(body, &model);
+  if (!request.ok()) return ErrorResponse(call.dialect, request.status());
+  if (absl::Status s = service_.CheckModel(model); !s.ok()) return ErrorResponse(call.dialect, s);
+  absl::StatusOr<std::vector<std::string>> texts = service_.Decode(*request);
+  if (!texts.ok()) return ErrorResponse(call.dialect, texts.status());
+  JsonWriter w;
+  w.BeginObject().Key("prompt").String(texts->front()).EndObject();
   return Json(std::move(w).Take());
 }
 

@@ -83,6 +83,8 @@ class Api {
   HttpResponse Decode(const JsonView& body, Call& call);
   HttpResponse Predict(const JsonView& body, Call& call);
   HttpResponse Classify(const JsonView& body, Call& call);
+  HttpResponse VllmTokenize(const JsonView& body, Call& call);
+  HttpResponse Detokenize(const JsonView& body, Call& call);
   HttpResponse EmbedSparse(const JsonView& body, Call& call);
   HttpResponse Info() const;
   HttpResponse Unauthorized(Dialect dialect) const;  // 401 with WWW-Authenticate

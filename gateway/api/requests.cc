@@ -768,6 +768,33 @@ absl::StatusOr<ClassifyRequest> ParseClassify(const JsonView& body, const ApiLim
   return r;
 }
 
+absl::StatusOr<VllmTokenizeRequest> ParseVllmTokenize(const JsonView& body) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  VllmTokenizeRequest r;
+  if (Field(body, "messages") && !Field(body, "prompt")) {
+    return FieldError(absl::StatusCode::kInvalidArgument, "messages",
+                      "'messages' (chat-style tokenization) is not supported: send 'prompt'");
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+  QUIVER_ASSIGN_OR_RETURN(r.prompt, String(body, "prompt"));
+  QUIVER_ASSIGN_OR_RETURN(r.add_special_tokens, Bool(body, "add_special_tokens", true));
+  QUIVER_ASSIGN_OR_RETURN(r.return_token_strs, Bool(body, "return_token_strs", false));
+  return r;
+}
+
+absl::StatusOr<DecodeRequest> ParseVllmDetokenize(const JsonView& body, std::string* model) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  QUIVER_ASSIGN_OR_RETURN(*model, Model(body));
+  const std::optional<JsonView> tokens = Field(body, "tokens");
+  if (tokens == std::nullopt) return Missing("tokens");
+  DecodeRequest r;
+  QUIVER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, TokenIds(*tokens, "tokens"));
+  r.ids.push_back(std::move(ids));
+  r.skip_special_tokens = false;
+  r.field = "tokens";
+  return r;
+}
+
 absl::StatusOr<DecodeRequest> ParseDecode(const JsonView& body, const ApiLimits& limits) {
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   DecodeRequest r;

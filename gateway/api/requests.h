@@ -157,6 +157,15 @@ struct ClassifyRequest {
 struct DecodeRequest {
   std::vector<std::vector<uint32_t>> ids;
   bool skip_special_tokens = true;
+  std::string_view field = "ids";  // the request's field, for errors (vLLM's: tokens)
+};
+
+// vLLM's /tokenize (its completion form: one prompt).
+struct VllmTokenizeRequest {
+  std::string model;
+  std::string prompt;
+  bool add_special_tokens = true;
+  bool return_token_strs = false;
 };
 
 // Every parser takes the request body (any JSON value; a non-object is refused) and the limits.
@@ -175,6 +184,12 @@ absl::StatusOr<ScoreRequest> ParseScore(const JsonView& body, const ApiLimits& l
 absl::StatusOr<SimilarityRequest> ParseSimilarity(const JsonView& body, const ApiLimits& limits);
 absl::StatusOr<TokenizeRequest> ParseTokenize(const JsonView& body, const ApiLimits& limits);
 absl::StatusOr<DecodeRequest> ParseDecode(const JsonView& body, const ApiLimits& limits);
+// vLLM's /tokenize: prompt, add_special_tokens, return_token_strs, model; its chat form
+// ('messages') refused naming the field.
+absl::StatusOr<VllmTokenizeRequest> ParseVllmTokenize(const JsonView& body);
+// vLLM's /detokenize: tokens (one list of ids), model; decoded with the special tokens, as vLLM
+// does (skip_special_tokens false).
+absl::StatusOr<DecodeRequest> ParseVllmDetokenize(const JsonView& body, std::string* model);
 // TEI's inputs: "text", ["text", "text"] (one pair, as TEI reads two strings), or a list whose
 // items are each a text, a [text] or a [text, text].
 absl::StatusOr<PredictRequest> ParsePredict(const JsonView& body, const ApiLimits& limits);

@@ -785,6 +785,23 @@ absl::StatusOr<std::vector<std::vector<TokenPiece>>> Service::TokenizeForDisplay
   return out;
 }
 
+absl::StatusOr<std::vector<uint32_t>> Service::TokenIds(const std::string& text,
+                                                        bool add_special_tokens,
+                                                        std::string_view field) const {
+  tokenizer::Encoding enc;
+  if (absl::Status s =
+          tokenizer_->Encode(text, EncodeOptionsFor(kNoTruncation, 0, add_special_tokens), &enc);
+      !s.ok()) {
+    return FieldError(absl::StatusCode::kInvalidArgument, field, std::string(s.message()),
+                      Reason::kTokenizer);
+  }
+  return std::move(enc.ids);
+}
+
+std::string Service::TokenString(uint32_t id) const {
+  return tokenizer_->IdToToken(id).value_or("");
+}
+
 absl::StatusOr<std::vector<std::string>> Service::Decode(const DecodeRequest& request) const {
   std::vector<std::string> out;
   out.reserve(request.ids.size());
@@ -792,10 +809,11 @@ absl::StatusOr<std::vector<std::string>> Service::Decode(const DecodeRequest& re
     const std::vector<uint32_t>& ids = request.ids[i];
     for (size_t j = 0; j < ids.size(); ++j) {
       if (!tokenizer_->IdToToken(ids[j]).has_value()) {
-        const std::string where =
-            request.ids.size() == 1 ? StrCat("ids[", j, "]") : StrCat("ids[", i, "][", j, "]");
+        const std::string where = request.ids.size() == 1
+                                      ? StrCat(request.field, "[", j, "]")
+                                      : StrCat(request.field, "[", i, "][", j, "]");
         return FieldError(
-            absl::StatusCode::kFailedPrecondition, "ids",
+            absl::StatusCode::kFailedPrecondition, request.field,
             StrCat("'", where, "': token id ", ids[j], " is not in the tokenizer's vocabulary (",
                    tokenizer_->vocab_size(), " ids and its added tokens)"));
       }

@@ -187,6 +187,12 @@ class Service {
 
   absl::StatusOr<std::vector<std::vector<TokenPiece>>> TokenizeForDisplay(
       const TokenizeRequest& request) const;
+  // vLLM's /tokenize: a text's ids (no prompt, no truncation: the server's length limit is not
+  // checked here), and an id's vocabulary string ("" for none).
+  absl::StatusOr<std::vector<uint32_t>> TokenIds(const std::string& text, bool add_special_tokens,
+                                                 std::string_view field) const;
+  std::string TokenString(uint32_t id) const;
+
   // FAILED_PRECONDITION (422) naming the first id the tokenizer does not know.
   absl::StatusOr<std::vector<std::string>> Decode(const DecodeRequest& request) const;
 

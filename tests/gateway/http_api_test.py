@@ -101,6 +101,26 @@ def vllm_extensions(port, texts, out, fixtures):
     check(e[0] == e[1] and e[0] != e[2], "token ids over truncate_prompt_tokens: the last k, as vLLM keeps")
     cut = json.loads(call(port, "POST", "/v1/embeddings", {"input": [ids, ids[:k]], "truncate_prompt_tokens": k, "truncation_side": "right"})[1])
     check(cut["data"][0]["embedding"] == cut["data"][1]["embedding"], "truncation_side right: the first k ids")
+    # vLLM's /tokenize (prompt) and /detokenize beside TEI's.
+    ids = fixtures[0]["ids"]
+    info = json.loads(call(port, "GET", "/info")[1])
+    tok = json.loads(call(port, "POST", "/tokenize", {"prompt": fixtures[0]["text"], "model": "all-MiniLM-L6-v2"})[1])
+    check(tok == {"count": len(ids), "max_model_len": info["max_input_length"], "tokens": ids, "token_strs": None},
+          f"vLLM's /tokenize: the reference ids, their count, the model's limit ({str(tok)[:200]})")
+    strs = json.loads(call(port, "POST", "/tokenize", {"prompt": fixtures[0]["text"], "add_special_tokens": False, "return_token_strs": True})[1])
+    check(strs["tokens"] == ids[1:-1] and len(strs["token_strs"]) == len(ids) - 2 and "[CLS]" not in strs["token_strs"]
+          and all(isinstance(t, str) and t for t in strs["token_strs"]),
+          f"vLLM's /tokenize without special tokens, with their strings ({str(strs)[:200]})")
+    detok = json.loads(call(port, "POST", "/detokenize", {"tokens": ids})[1])
+    tei = json.loads(call(port, "POST", "/decode", {"ids": ids, "skip_special_tokens": False})[1])
+    check(detok == {"prompt": tei[0]} and detok["prompt"].startswith("[CLS]"),
+          f"vLLM's /detokenize: the text with its special tokens, as TEI's /decode gives it ({detok} {tei})")
+    for path, body, status, field in (("/tokenize", {"messages": [{"role": "user", "content": "x"}]}, 400, "messages"),
+                                      ("/detokenize", {"tokens": [7, 2147483647]}, 422, "tokens[1]"),
+                                      ("/detokenize", {"tokens": "7"}, 422, "tokens"),
+                                      ("/tokenize", {"prompt": "x", "model": "other"}, 404, "other")):
+        s, b, _ = call(port, "POST", path, body)
+        check(s == status and field in b and '"error"' in b, f"{path} {body}: {status} naming {field} ({s} {b[:160]})")
     s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x", "modality": "image"})
     check(s == 400 and "modality" in b, f"Infinity's modality image: 400 naming it ({s} {b[:160]})")
     s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x", "modality": "text", "task": "retrieval.query"})

@@ -292,9 +292,10 @@ def run_limits(port):
             s.close()
             break
         held.append(s)
-    check("a connection over --max-connections is 503 with Retry-After",
+    check("a connection over --max-connections is 503 with Retry-After and an X-Request-Id",
           refused is not None and b"Retry-After: 1" in refused and b"Connection: close" in refused
-          and len(held) <= 4, (len(held), (refused or b"")[:200]))
+          and re.search(rb"X-Request-Id: [0-9a-f]{32}\r\n", refused) is not None
+          and len(held) <= 4, (len(held), (refused or b"")[:300]))
     for s in held[1:]:
         s.close()
     time.sleep(0.3)
