@@ -157,10 +157,13 @@ int main(int argc, char** argv) {
   quiver::app::ServeOptions serve;
   CLI::App* serve_cmd =
       app.add_subcommand("serve", "Gateway and an in-process engine in one process");
-  serve_cmd->add_option("--model", serve.model_dir, "Hugging Face model folder")
+  serve_cmd
+      ->add_option("--model,--model-id", serve.model_dir,
+                   "Hugging Face model folder (--model-id: TEI's name)")
       ->capture_default_str();
-  serve_cmd->add_option("--model-name", serve.model_name,
-                        "Name clients use in 'model' (default: the folder's name)");
+  serve_cmd->add_option("--model-name,--served-model-name", serve.model_name,
+                        "Name clients use in 'model' (default: the folder's name; "
+                        "--served-model-name: TEI's and vLLM's name)");
   serve_cmd->add_option("--host", serve.host, "Address to listen on")->capture_default_str();
   serve_cmd->add_option("--threads", serve.threads, "Compute threads (0: all cores)")
       ->capture_default_str();
@@ -169,15 +172,21 @@ int main(int argc, char** argv) {
                         "flight at once (later ones wait in order); the batcher can only batch "
                         "what is in flight")
       ->capture_default_str();
-  serve_cmd->add_option("--max-body-bytes", serve.max_body_bytes,
-                        "Largest request body; larger ones get 413 unread")
+  serve_cmd
+      ->add_option("--max-body-bytes,--payload-limit", serve.max_body_bytes,
+                   "Largest request body; larger ones get 413 unread (--payload-limit: "
+                   "TEI's name)")
       ->capture_default_str();
-  serve_cmd->add_option("--max-input-tokens", serve.max_input_tokens,
-                        "Longest input in tokens, 413 beyond (0: the model's max_seq_length, "
-                        "else its position limit; never more than the position limit)")
+  serve_cmd
+      ->add_option("--max-input-tokens,--max-model-len", serve.max_input_tokens,
+                   "Longest input in tokens, 413 beyond (0: the model's max_seq_length, "
+                   "else its position limit; never more than the position limit; "
+                   "--max-model-len: vLLM's name)")
       ->capture_default_str();
-  serve_cmd->add_option("--max-inputs", serve.api.max_inputs,
-                        "Inputs per request (413 beyond); bounds one request's memory and latency")
+  serve_cmd
+      ->add_option("--max-inputs,--max-client-batch-size", serve.api.max_inputs,
+                   "Inputs per request (413 beyond); bounds one request's memory and latency "
+                   "(--max-client-batch-size: TEI's name)")
       ->capture_default_str();
   serve_cmd->add_option("--max-input-chars", serve.api.max_input_chars,
                         "Characters per input, cut before tokenizing")
@@ -211,7 +220,8 @@ int main(int argc, char** argv) {
                           "Kubernetes headless Service)")->required();
   gateway_cmd->add_option("--model", gw.model_dir, "Model folder (its tokenizer.json is used)")
       ->required();
-  gateway_cmd->add_option("--model-name", gw.model_name, "Name clients use (default: the workers')");
+  gateway_cmd->add_option("--model-name,--served-model-name", gw.model_name,
+                          "Name clients use (default: the workers')");
   gateway_cmd->add_option("--host", gw.host, "Address to listen on")->capture_default_str();
   gateway_cmd->add_option("--port", gw.port, "HTTP port (0: pick one, logged)")->capture_default_str();
   gateway_cmd->add_option("--handler-threads", gw.handler_threads,
@@ -225,9 +235,13 @@ int main(int argc, char** argv) {
                           "unhealthy at once")->capture_default_str();
   gateway_cmd->add_option("--resolve-interval-ms", gw.resolve_interval_ms,
                           "How often a dns: worker name is re-resolved")->capture_default_str();
-  gateway_cmd->add_option("--max-body-bytes", gw.max_body_bytes, "Largest request body (413 beyond)")
+  gateway_cmd
+      ->add_option("--max-body-bytes,--payload-limit", gw.max_body_bytes,
+                   "Largest request body (413 beyond)")
       ->capture_default_str();
-  gateway_cmd->add_option("--max-inputs", gw.api.max_inputs, "Inputs per request (413 beyond)")
+  gateway_cmd
+      ->add_option("--max-inputs,--max-client-batch-size", gw.api.max_inputs,
+                   "Inputs per request (413 beyond)")
       ->capture_default_str();
   gateway_cmd->add_option("--request-timeout", gw.api.request_timeout_s,
                           "Seconds a request may take, retries included")->capture_default_str();
@@ -243,9 +257,10 @@ int main(int argc, char** argv) {
   AddTracingFlags(*gateway_cmd, gw.otlp_endpoint, gw.otlp_service_name);
   quiver::worker::WorkerOptions worker;
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
-  worker_cmd->add_option("--model", worker.model_dir, "Hugging Face model folder")->required();
+  worker_cmd->add_option("--model,--model-id", worker.model_dir, "Hugging Face model folder")
+      ->required();
   AddTracingFlags(*worker_cmd, worker.otlp_endpoint, worker.otlp_service_name);
-  worker_cmd->add_option("--model-name", worker.model_name,
+  worker_cmd->add_option("--model-name,--served-model-name", worker.model_name,
                          "Name clients use for the model (default: the folder's name)");
   worker_cmd->add_option("--listen", worker.listen, "gRPC host:port (port 0: pick a free one)")
       ->capture_default_str();

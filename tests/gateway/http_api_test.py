@@ -469,6 +469,23 @@ def main():
     check(bad.returncode != 0 and "--pooling applies to embedding models" in bad.stderr,
           f"--pooling on a cross-encoder is refused ({bad.stderr[-200:]})")
 
+    # TEI's and vLLM's names for the same flags: --model-id, --served-model-name,
+    # --max-client-batch-size, --payload-limit, --max-model-len.
+    proc, port, log = start_serve(QUIVER, MODEL, ["--served-model-name", "tei/alias", "--max-client-batch-size", "2",
+                                                  "--payload-limit", "4096", "--max-model-len", "64"],
+                                  model_flag="--model-id")
+    try:
+        info = json.loads(call(port, "GET", "/info")[1])
+        check(info["model_id"] == "tei/alias" and info["max_client_batch_size"] == 2 and info["max_input_length"] == 64,
+              f"TEI's and vLLM's flag names: {str(info)[:300]}")
+        s, b, _ = call(port, "POST", "/embed", {"inputs": ["a", "b", "c"]})
+        check(s == 413 and "--max-inputs" in b, f"--max-client-batch-size 2: three inputs refused ({s} {b[:160]})")
+        s, b, _ = call(port, "POST", "/embed", {"inputs": "x" * 5000})
+        check(s == 413, f"--payload-limit 4096: a larger body refused ({s} {b[:160]})")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (flag aliases)")
+
     # --cors-allow-origin: browsers on the listed origins may call; their preflights need no key.
     proc, port, log = start(["--api-key", "k3y", "--cors-allow-origin", "https://app.example,http://localhost:3000"])
     try:

@@ -39,9 +39,9 @@ def wait_for(pattern, log_path, proc, seconds=60):
     sys.exit(f"timed out waiting for {pattern} in {log_path}")
 
 
-def start(quiver, model_dir, extra=(), prefix="quiver-serve-", env=None):
+def start(quiver, model_dir, extra=(), prefix="quiver-serve-", env=None, model_flag="--model"):
     log = tempfile.NamedTemporaryFile(prefix=prefix, suffix=".log", delete=False)
-    proc = subprocess.Popen([quiver, "serve", "--model", model_dir, "--host", "127.0.0.1", "--port", "0",
+    proc = subprocess.Popen([quiver, "serve", model_flag, model_dir, "--host", "127.0.0.1", "--port", "0",
                              *extra], stderr=log, stdout=subprocess.DEVNULL,
                             env={**os.environ, **(env or {})})
     for _ in range(600):
