@@ -495,9 +495,19 @@ HttpResponse Api::Models(const std::string& id) const {
   const auto write_model = [&](JsonWriter& w) {
     w.BeginObject().Key("id").String(m.name).Key("object").String("model");
     w.Key("created").Int(0).Key("owned_by").String("quiver");
-    // Infinity's ModelInfo fields, for its clients.
+    // vLLM's model card field its clients read for the length limit.
+    w.Key("max_model_len").Int(m.max_input_tokens);
+    // Infinity's ModelInfo fields, for its clients: a one-label scorer reranks (and classifies),
+    // a classifier of several labels classifies.
     w.Key("backend").String("quiver").Key("stats").BeginObject().EndObject();
-    w.Key("capabilities").BeginArray().String(m.can_score ? "rerank" : "embed").EndArray();
+    w.Key("capabilities").BeginArray();
+    if (!m.can_score) {
+      w.String("embed");
+    } else {
+      if (m.num_labels <= 1) w.String("rerank");
+      if (m.score_prompt.empty()) w.String("classify");
+    }
+    w.EndArray();
     w.EndObject();
   };
   JsonWriter w;

@@ -167,7 +167,9 @@ schemas = {
       "architecture": string, "hidden_size": integer},
       ["model_id", "model_dtype", "model_type", "max_concurrent_requests", "max_input_length", "max_batch_tokens", "max_client_batch_size", "auto_truncate", "tokenization_workers", "version"]),
   "Model": obj({"id": string, "object": {"const": "model"}, "created": integer, "owned_by": string,
-                 "backend": string, "stats": {"type": "object"}, "capabilities": arr(string)}, ["id", "object", "created", "owned_by"]),
+                 "max_model_len": integer, "backend": string, "stats": {"type": "object"},
+                 "capabilities": arr({"type": "string", "enum": ["embed", "rerank", "classify"]})},
+                ["id", "object", "created", "owned_by"]),
   "ModelList": obj({"object": {"const": "list"}, "data": arr(ref("Model"))}, ["object", "data"]),
 }
 def body(name): return {"required": True, "content": {"application/json": {"schema": ref(name)}}}

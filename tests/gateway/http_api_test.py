@@ -247,7 +247,8 @@ def main():
         check(models["object"] == "list" and models["data"][0]["id"] == "all-MiniLM-L6-v2", "/v1/models")
         one = json.loads(call(port, "GET", "/v1/models/all-MiniLM-L6-v2")[1])
         check({k: one[k] for k in ("id", "object", "created", "owned_by")} == {"id": "all-MiniLM-L6-v2", "object": "model", "created": 0, "owned_by": "quiver"}
-              and one["capabilities"] == ["embed"], f"/v1/models/{{id}} ({one})")
+              and one["capabilities"] == ["embed"] and one["max_model_len"] == json.loads(call(port, "GET", "/info")[1])["max_input_length"],
+              f"/v1/models/{{id}} ({one})")
         check(json.loads(call(port, "GET", "/models")[1])["data"][0]["id"] == "all-MiniLM-L6-v2", "/models (Infinity's)")
         s, b, _ = call(port, "GET", "/v1/models/other")
         check(s == 404 and json.loads(b)["error"]["code"] == "model_not_found", f"/v1/models/other 404 ({s} {b})")

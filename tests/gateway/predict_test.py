@@ -63,6 +63,9 @@ def classify(port, rows, names):
           and close(d.get("probs", []), want), f"{status} {out}")
     _, pieces = post(port, "/tokenize", {"inputs": rows[0]["text"]})
     ids = [p["id"] for p in pieces[0]]
+    card = serving.get_json(port, "/v1/models")[1]["data"][0]
+    check("/v1/models: a three-label classifier classifies (Infinity's capabilities)",
+          card["capabilities"] == ["classify"] and card["max_model_len"] == limit, str(card))
     check("/classify's usage counts the tokens (special ones included)",
           status == 200 and out["usage"]["prompt_tokens"] == len(ids)
           and out["usage"]["total_tokens"] == len(ids) and out["usage"]["completion_tokens"] == 0,
