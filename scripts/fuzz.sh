@@ -49,6 +49,14 @@ bodies = [
     {"inputs": ["a", "b"], "add_special_tokens": False},
     {"ids": [[101, 7592, 102], [2, 3]], "skip_special_tokens": False},
     {"ids": [4294974888]},
+    {"inputs": [["a", "b"], "c"], "raw_scores": True, "truncate": True},
+    {"input": ["a", [101, 102]], "use_activation": False, "softmax": False,
+     "truncate_prompt_tokens": 2, "truncation_side": "left", "priority": 0},
+    {"prompt": "p", "return_token_strs": True, "add_special_tokens": False},
+    {"tokens": [101, 7592, 102], "model": "m"},
+    {"query": "q", "documents": ["a"], "max_tokens_per_doc": 3},
+    {"input": "x", "embed_dtype": "bfloat16", "endianness": "big", "use_activation": False,
+     "task": "query", "modality": "text"},
 ]
 if target == "request_json_fuzz":
     for i, b in enumerate(bodies):

@@ -61,6 +61,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(ParseScore(body, limits));
     Check(ParseSimilarity(body, limits));
     Check(ParseTokenize(body, limits));
+    Check(ParseVllmTokenize(body));
+    std::string model;
+    Check(ParseVllmDetokenize(body, &model));
+    if (auto r = ParsePredict(body, limits); r.ok()) {
+      if (r->inputs.empty() || static_cast<int64_t>(r->inputs.size()) > limits.max_inputs) {
+        __builtin_trap();
+      }
+    }
+    if (auto r = ParseClassify(body, limits); r.ok()) {
+      if (r->inputs.empty() || static_cast<int64_t>(r->inputs.size()) > limits.max_inputs) {
+        __builtin_trap();
+      }
+      for (const PredictInput& in : r->inputs) {
+        if (in.pair || (!in.is_ids && in.text.empty())) __builtin_trap();
+      }
+    }
     if (auto r = ParseDecode(body, limits); r.ok()) {
       for (const auto& ids : r->ids) {
         for (uint32_t id : ids) {
