@@ -77,8 +77,9 @@ class StdinTool:
 
 
 class Engine(StdinTool):
-    def __init__(self, binary, model, inputs, threads):
-        super().__init__([binary, "--model", model, "--inputs", inputs, "--threads", str(threads)])
+    def __init__(self, binary, model, inputs, threads, quantize=""):
+        super().__init__([binary, "--model", model, "--inputs", inputs, "--threads", str(threads),
+                          *(["--quantize", quantize] if quantize else [])])
 
     def throughput(self, batches):
         return self.ask(f"throughput {batches}")["tokens_per_s"]
@@ -113,7 +114,9 @@ def start_serve(args):
     log = tempfile.NamedTemporaryFile(prefix="quiver-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen([args.quiver, "--log-level", "info", "serve", "--model", args.model,
                              "--host", "127.0.0.1", "--port", "0", "--threads", str(args.threads),
-                             "--max-input-tokens", "512"], stderr=log, stdout=subprocess.DEVNULL)
+                             "--max-input-tokens", "512",
+                             *(["--quantize", args.quantize] if args.quantize else [])],
+                            stderr=log, stdout=subprocess.DEVNULL)
     def text():
         with open(log.name, encoding="utf-8", errors="replace") as f:
             return f.read()
@@ -242,7 +245,7 @@ def measure_peers(args, engine, inputs):
 def measure_engines(args, engine, inputs):
     """The engine against a baseline build of it, in turns: latency at 128 and 512 tokens and
     throughput of batches of 100 texts of 128 tokens, each with a warm-up turn."""
-    baseline = Engine(args.baseline_bench, args.model, args.inputs, args.threads)
+    baseline = Engine(args.baseline_bench, args.model, args.inputs, args.threads, args.quantize)
     try:
         systems = {"quiver engine": engine, "baseline engine": baseline}
         out = {}
@@ -365,7 +368,7 @@ def summarize(compare, raw, clients):
 
 def measure(args, inputs):
     """The raw figures of one process set: a fresh engine (and, with --quiver, a fresh server)."""
-    engine = Engine(args.engine_bench, args.model, args.inputs, args.threads)
+    engine = Engine(args.engine_bench, args.model, args.inputs, args.threads, args.quantize)
     try:
         if args.compare == "serve":
             return measure_serve(args, engine, inputs)
@@ -403,6 +406,8 @@ def main():
                         help="concurrent clients through serve (--compare serve)")
     parser.add_argument("--seconds", type=float, default=3,
                         help="length of a serve throughput turn (--compare serve)")
+    parser.add_argument("--quantize", default="",
+                        help="int8 or bf16: the engine and the server both (--compare serve, engines)")
     parser.add_argument("--quiver", help="the quiver binary: each process set starts its own "
                         "`quiver serve` (--compare serve, instead of --url)")
     parser.add_argument("--processes", type=int, default=1,
