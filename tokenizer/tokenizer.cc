@@ -361,7 +361,7 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
             spans.resize(ids.size(), {0, 0});
             continue;
           }
-          for (const auto [b, e] : word_spans) {
+          for (const auto& [b, e] : word_spans) {
             if (e <= b) {
               spans.emplace_back(0, 0);
               continue;
