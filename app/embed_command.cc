@@ -184,6 +184,7 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
   absl::StatusOr<InputScan> tokenizer = ScanInput(b.tokenizer_path);
   b.model_identity = StrCat(info->architecture(), "/", b.width, "/", info->name(), "/",
                             tokenizer.ok() ? tokenizer->hash : 0, "/pooling", info->pooling());
+  for (int pooling : info->poolings()) b.model_identity += StrCat("+", pooling);  // several modes
   b.dispatcher = std::make_shared<gateway::Dispatcher>(
       [set = b.workers.get()] { return set->Snapshot(); },
       std::min<int64_t>(options.max_batch_tokens, std::max<uint32_t>(1, info->max_batch_tokens())));

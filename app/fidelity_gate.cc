@@ -24,6 +24,7 @@ absl::StatusOr<FidelityReference> FidelityReference::Compute(
     // The same folder on the CPU in f32, never padded.
     engine::EngineOptions cpu_options;
     cpu_options.model = options.model;
+    cpu_options.pooling = options.pooling;  // the same embeddings as the engine under test
     auto reference = engine::Engine::Load(model_dir, cpu_options);
     if (!reference.ok()) {
       return WithContext(reference.status(), "fidelity gate: loading the CPU reference engine");

@@ -67,6 +67,7 @@ int RunGateway(const GatewayOptions& options) {
   model.max_input_tokens =
       info->max_seq_length() > 0 ? info->max_seq_length() : info->max_input_tokens();
   model.hidden_size = info->hidden_size();
+  model.token_hidden_size = info->token_hidden_size();
   model.normalize = info->normalize();
   model.exclude_prompt = info->exclude_prompt();
   model.can_embed = info->can_embed();

@@ -88,6 +88,7 @@ int RunServe(const ServeOptions& options) {
     model.max_input_tokens = options.max_input_tokens;
   }
   model.hidden_size = (*engine)->output_size();  // the embedding width, after any Dense
+  model.token_hidden_size = (*engine)->hidden_size();
   model.normalize = folder.pooling.normalize;
   model.exclude_prompt = !folder.pooling.include_prompt;
   const bool sparse = (*engine)->info().sparse;  // SPLADE: /embed_sparse only

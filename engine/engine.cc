@@ -232,6 +232,22 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   if (!folder.ok()) return folder.status();
   e->folder_ = std::make_unique<ModelFolder>(*std::move(folder));
   const ModelFolder& f = *e->folder_;
+  // The pooling is settled before any batch runs (a CUDA load warms up its graphs).
+  if (options.pooling) {
+    if (f.info.num_labels > 0) {
+      return absl::InvalidArgumentError(
+          StrCat(model_dir, ": --pooling applies to embedding models; ", f.architecture,
+                 f.info.sparse ? " is a SPLADE model (its pooling is the max over the tokens)"
+                               : " scores with its own head"));
+    }
+    e->folder_->pooling.modes = {*options.pooling};
+  }
+  if (f.pooling.modes.size() > 1 && device == Device::kCuda) {
+    return absl::UnimplementedError(StrCat(model_dir, ": its Pooling module concatenates ",
+                                           f.pooling.ModesName(),
+                                           "; several pooling modes run on the CPU only (--device "
+                                           "cpu), or choose one with --pooling"));
+  }
   if (!options.attention_backend.empty()) {
     absl::StatusOr<std::unique_ptr<AttentionBackend>> forced =
         MakeAttentionBackend(device, options.attention_backend);
@@ -266,21 +282,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
         options.make_runtime
             ? options.make_runtime(*e->model_, exec, *e->model_ws_, *e->engine_ws_)
             : std::make_unique<CpuRuntime>(*e->model_, exec, *e->model_ws_, *e->engine_ws_);
-  }
-  if (options.pooling) {
-    if (e->is_scorer()) {
-      return absl::InvalidArgumentError(
-          StrCat(model_dir, ": --pooling applies to embedding models; ", f.architecture,
-                 e->info().sparse ? " is a SPLADE model (its pooling is the max over the tokens)"
-                                  : " scores with its own head"));
-    }
-    e->folder_->pooling.modes = {*options.pooling};
-  }
-  if (e->folder_->pooling.modes.size() > 1 && options.device.device == Device::kCuda) {
-    return absl::UnimplementedError(StrCat(model_dir, ": its Pooling module concatenates ",
-                                           e->folder_->pooling.ModesName(),
-                                           "; several pooling modes run on the CPU only (--device "
-                                           "cpu), or choose one with --pooling"));
   }
   if (e->pool_ == nullptr && !f.pooling.dense.empty()) {  // CUDA: the host's Dense GEMMs
     const int threads = options.num_threads > 0

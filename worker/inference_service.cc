@@ -152,6 +152,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   response->set_architecture(folder.architecture);
   response->set_max_input_tokens(static_cast<uint32_t>(engine_->max_input_tokens()));
   response->set_hidden_size(static_cast<uint32_t>(engine_->output_size()));  // after Dense
+  response->set_token_hidden_size(static_cast<uint32_t>(engine_->hidden_size()));
   response->set_pooling(EncodePoolingMode(folder.pooling.modes.front()));
   if (folder.pooling.modes.size() > 1) {
     for (engine::PoolingMode mode : folder.pooling.modes) {

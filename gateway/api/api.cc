@@ -533,8 +533,14 @@ HttpResponse Api::Models(const std::string& id) const {
 HttpResponse Api::OpenAiEmbeddings(const JsonView& body, Call& call) {
   absl::StatusOr<EmbedRequest> request = ParseOpenAiEmbed(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
-  absl::StatusOr<Embeddings> out =
-      service_.Embed(*request, EngineType(request->format), call.context);
+  absl::StatusOr<Embeddings> out;
+  if (request->late_chunking) {  // Jina's: the inputs as the chunks of one document
+    ContextualizedRequest document{request->model, {{}}, request->dimensions, request->format};
+    for (const Input& in : request->inputs) document.documents[0].push_back(in.text);
+    out = service_.EmbedContextualized(document, EngineType(request->format), call.context);
+  } else {
+    out = service_.Embed(*request, EngineType(request->format), call.context);
+  }
   if (!out.ok()) return ErrorResponse(call.dialect, out.status());
   JsonWriter w;
   w.BeginObject().Key("object").String("list").Key("data").BeginArray();

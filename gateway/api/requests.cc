@@ -370,6 +370,35 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLim
   if (const std::optional<JsonView> user = Field(body, "user"); user && !user->is_string()) {
     return WrongType("user", "a string", *user);
   }
+  // Jina's embedding_type (float or base64; its binary forms are this server's base64_binary),
+  // and late_chunking.
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> type, OptString(body, "embedding_type"));
+  if (type) {
+    const std::optional<EmbeddingFormat> as = *type == "float" ? EmbeddingFormat::kFloatList
+                                              : *type == "base64"
+                                                  ? EmbeddingFormat::kBase64F32
+                                                  : std::optional<EmbeddingFormat>();
+    if (!as) {
+      return FieldError(absl::StatusCode::kFailedPrecondition, "embedding_type",
+                        StrCat("'embedding_type' must be float or base64, got '", *type,
+                               "' (bits: 'encoding_format': 'base64_binary')"));
+    }
+    if (Field(body, "encoding_format") && *as != r.format) {
+      return FieldError(absl::StatusCode::kFailedPrecondition, "embedding_type",
+                        "'embedding_type' and 'encoding_format' ask for different forms");
+    }
+    r.format = *as;
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.late_chunking, Bool(body, "late_chunking", false));
+  if (r.late_chunking) {
+    for (size_t i = 0; i < r.inputs.size(); ++i) {
+      if (r.inputs[i].is_ids || r.inputs[i].text.empty()) {
+        return FieldError(absl::StatusCode::kInvalidArgument, "input",
+                          StrCat("late_chunking: input ", i,
+                                 " must be a non-empty text (the chunks of one text)"));
+      }
+    }
+  }
   // Infinity's modality: text is all this server embeds.
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> modality, OptString(body, "modality"));
   if (modality && *modality != "text") {
@@ -380,7 +409,7 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLim
   // vLLM's extensions: use_activation (for an embedding model, whether to normalize; its earlier
   // name normalize, also TEI's), add_special_tokens, embed_dtype and endianness.
   QUIVER_ASSIGN_OR_RETURN(std::optional<bool> normalize,
-                          AgreeingBool(body, {"use_activation", "normalize"}));
+                          AgreeingBool(body, {"use_activation", "normalize", "normalized"}));
   if (normalize) r.normalize = normalize;
   QUIVER_ASSIGN_OR_RETURN(r.add_special_tokens, Bool(body, "add_special_tokens", true));
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> dtype, OptString(body, "embed_dtype"));
@@ -406,6 +435,12 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLim
     }
     // native: this server's, little-endian on every host it builds for.
     r.base64.big_endian = *endianness == "big";
+  }
+  if (r.late_chunking && (!r.prompt_name.empty() || normalize || !r.add_special_tokens)) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "late_chunking",
+                      "late_chunking embeds the chunks as /v1/contextualizedembeddings does: "
+                      "without a prompt (prompt_name, task), with the model's own normalization "
+                      "and its special tokens");
   }
   return r;
 }

@@ -81,6 +81,9 @@ struct EmbedRequest {
   std::string prompt_name;         // "" = none; one of the model's prompts otherwise
   bool add_special_tokens = true;  // vLLM's add_special_tokens (OpenAI's route)
   Base64Layout base64;             // OpenAI's "base64" only
+  // Jina's late_chunking: the inputs are the chunks of one text, embedded in its context (as
+  // /v1/contextualizedembeddings embeds one document).
+  bool late_chunking = false;
   // Cohere only.
   std::string input_type;
   std::vector<CohereEmbeddingType> embedding_types;  // empty: floats, v1's embeddings_floats

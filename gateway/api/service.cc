@@ -419,10 +419,12 @@ absl::StatusOr<TokenEmbeddings> Service::EmbedAll(const EmbedRequest& request,
   QUIVER_ASSIGN_OR_RETURN(
       Tokenized t, Tokenize(request.inputs, request.truncation, request.prompt_name, "inputs", call,
                             request.add_special_tokens));
-  const int64_t values = t.tokens * model_.hidden_size;
+  const int64_t width =
+      model_.token_hidden_size > 0 ? model_.token_hidden_size : model_.hidden_size;
+  const int64_t values = t.tokens * width;
   if (values > kMaxTokenEmbeddingValues) {
     return FieldError(absl::StatusCode::kOutOfRange, "inputs",
-                      StrCat("the answer would hold ", t.tokens, " tokens x ", model_.hidden_size,
+                      StrCat("the answer would hold ", t.tokens, " tokens x ", width,
                              " values; /embed_all answers at most ", kMaxTokenEmbeddingValues,
                              " values per request: send fewer or shorter inputs"),
                       Reason::kTooManyInputs);

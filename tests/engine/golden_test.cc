@@ -314,6 +314,35 @@ TEST(GoldenTest, PoolingOverrideMatchesSentenceTransformersPoolingModule) {
   }
 }
 
+TEST(GoldenTest, PoolingOverrideOfConcatenatedModesGivesOneBlock) {
+  // bert_concat_pooling concatenates mean, CLS and max, then normalizes: --pooling mean gives its
+  // first block alone, normalized on its own (the same direction).
+  const std::string dir = (kFixtures / "tiny" / "bert_concat_pooling").string();
+  auto all = Engine::Load(dir, {});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EngineOptions options;
+  options.pooling = PoolingMode::kMean;
+  auto mean = Engine::Load(dir, options);
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  EXPECT_EQ((*mean)->output_size(), 20);
+  RaggedBatch batch;
+  batch.Add({2, 17, 33, 45, 60, 3});
+  auto whole = (*all)->Run(batch);
+  auto block = (*mean)->Run(batch);
+  ASSERT_TRUE(whole.ok() && block.ok());
+  std::vector<float> first = whole->RowF32(0);
+  ASSERT_EQ(first.size(), 60u);
+  first.resize(20);
+  const std::vector<float> got = block->RowF32(0);
+  double dot = 0, a = 0, b = 0;
+  for (size_t j = 0; j < 20; ++j) {
+    dot += first[j] * got[j];
+    a += first[j] * first[j];
+    b += got[j] * got[j];
+  }
+  EXPECT_GE(dot / std::sqrt(a * b), 0.99999);
+}
+
 TEST(GoldenTest, PoolingOverrideIsRefusedForScoringModels) {
   for (const char* fixture : {"bert_cross_encoder", "splade", "llama_classifier"}) {
     EngineOptions options;

@@ -121,6 +121,26 @@ def vllm_extensions(port, texts, out, fixtures):
                                       ("/tokenize", {"prompt": "x", "model": "other"}, 404, "other")):
         s, b, _ = call(port, "POST", path, body)
         check(s == status and field in b and '"error"' in b, f"{path} {body}: {status} naming {field} ({s} {b[:160]})")
+    # Jina's fields: late_chunking (the inputs as the chunks of one text, as Perplexity's route
+    # embeds one document), embedding_type, normalized.
+    chunks = [texts[1][:200], texts[2][:200]]
+    late = json.loads(call(port, "POST", "/v1/embeddings", {"input": chunks, "late_chunking": True})[1])
+    ctx = json.loads(call(port, "POST", "/v1/contextualizedembeddings", {"input": [chunks], "encoding_format": "float"})[1])
+    plain = json.loads(call(port, "POST", "/v1/embeddings", {"input": chunks})[1])
+    check([d["embedding"] for d in late["data"]] == [d["embedding"] for d in ctx["data"][0]["data"]]
+          and late["data"][0]["embedding"] != plain["data"][0]["embedding"]
+          and late["usage"]["prompt_tokens"] == ctx["usage"]["prompt_tokens"],
+          "Jina's late_chunking: the chunks embedded in one context, as /v1/contextualizedembeddings")
+    jb = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "embedding_type": "base64"})[1])
+    ob = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "encoding_format": "base64"})[1])
+    check(jb["data"][0]["embedding"] == ob["data"][0]["embedding"], "Jina's embedding_type base64 = encoding_format base64")
+    jn = json.loads(call(port, "POST", "/v1/embeddings", {"input": texts[0], "normalized": False})[1])
+    check(jn["data"][0]["embedding"] == raw["data"][0]["embedding"], "Jina's normalized false = use_activation false")
+    for body, status, field in (({"input": "x", "embedding_type": "binary"}, 422, "embedding_type"),
+                                ({"input": ["a", "b"], "late_chunking": True, "prompt_name": "q"}, 422, "late_chunking"),
+                                ({"input": [[101, 102]], "late_chunking": True}, 400, "late_chunking")):
+        s, b, _ = call(port, "POST", "/v1/embeddings", body)
+        check(s == status and field in b, f"{body}: {status} naming {field} ({s} {b[:160]})")
     s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x", "modality": "image"})
     check(s == 400 and "modality" in b, f"Infinity's modality image: 400 naming it ({s} {b[:160]})")
     s, b, _ = call(port, "POST", "/v1/embeddings", {"input": "x", "modality": "text", "task": "retrieval.query"})

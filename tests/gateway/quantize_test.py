@@ -61,6 +61,19 @@ def main():
         proc.terminate()
         proc.wait(timeout=30)
 
+    # With --pooling the gate's f32 reference pools the same way: CLS rows against CLS rows
+    # (before, it compared them with the folder's mean rows and refused the load).
+    proc, port, log = serving.start(QUIVER, MODEL, ["--quantize", "int8", "--pooling", "cls"],
+                                    prefix="quiver-int8-cls-")
+    try:
+        m = re.search(r"fidelity gate on cpu with int8 weights: .*min cosine ([0-9.]+)",
+                      open(log).read())
+        check("--quantize int8 --pooling cls: the gate compares CLS rows and passes",
+              m is not None and float(m.group(1)) >= 0.99, m.group(0) if m else "")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
     # bf16 weights: served through the same gate (bound 0.999) where the CPU has AVX512_BF16,
     # refused at start-up naming the instruction set where it does not.
     version = subprocess.run([QUIVER, "version"], capture_output=True, text=True).stdout
