@@ -95,8 +95,11 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
           StrCat(dir, ": a Dense module on a scoring model (", folder.architecture,
                  ") is not supported"));
     }
+    // The first Dense module reads the pooled row: hidden_size per pooling mode.
     absl::StatusOr<DenseModules> dense = DenseModules::Load(
-        folder.pooling.dense, folder.info.hidden_size, WeightLoader::Mode::kCheck);
+        folder.pooling.dense,
+        folder.info.hidden_size * static_cast<int64_t>(folder.pooling.modes.size()),
+        WeightLoader::Mode::kCheck);
     if (!dense.ok()) return dense.status();
   }
   return folder;

@@ -419,15 +419,18 @@ def make_bert_concat_pooling(out_dir: Path, wp: Tokenizer, modes, legacy: bool, 
     """BertModel + one Pooling module with several modes, concatenated in the module's order
     (cls, max and mean here), then Normalize: saved by sentence-transformers as a list
     ("pooling_mode": [...]), or, with `legacy`, as the older boolean per mode (whose order is
-    sentence-transformers' own: cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken)."""
+    sentence-transformers' own: cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken)
+    and a Dense module (the modes' 60 values to 24, tanh) before Normalize."""
     cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=20,
                                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
                                   max_position_embeddings=160, type_vocab_size=2)
     torch.manual_seed(seed)
     model = transformers.BertModel(cfg, add_pooling_layer=False)
     randomize(model, seed)
+    dense = ([seeded_dense(seed + 100, 20 * len(modes), 24, True, torch.nn.Tanh())]
+             if legacy else [])
     st = save_sentence_transformer(out_dir, model, wp, WORDPIECE_SPECIALS, 20, tuple(modes), 160,
-                                   normalize=True)
+                                   normalize=True, dense=dense)
     if legacy:
         names = {"cls": "pooling_mode_cls_token", "max": "pooling_mode_max_tokens",
                  "mean": "pooling_mode_mean_tokens",
@@ -439,6 +442,7 @@ def make_bert_concat_pooling(out_dir: Path, wp: Tokenizer, modes, legacy: bool, 
         (out_dir / "1_Pooling" / "config.json").write_text(json.dumps(pool, indent=4) + "\n")
         st = SentenceTransformer(str(out_dir), device="cpu").eval()
     assert st[1].get_embedding_dimension() == 20 * len(modes)
+    assert st.get_embedding_dimension() == (24 if legacy else 20 * len(modes))
     rows = st_embedding_rows(st, tiny_texts(seed=texts_seed, count=12))
     return rows, {"kind": "embedding", "pooling": "+".join(modes), "normalize": True,
                   "dtype": "F32",
