@@ -758,7 +758,7 @@ HttpResponse Api::Score(const JsonView& body, Call& call) {
   if (absl::Status s = service_.CheckModel(request->model); !s.ok()) {
     return ErrorResponse(call.dialect, s);
   }
-  absl::StatusOr<Scores> s = service_.Score(request->text_1, request->text_2, false,
+  absl::StatusOr<Scores> s = service_.Score(request->text_1, request->text_2, !request->activation,
                                             request->truncation, "text_2", call.context);
   if (!s.ok()) return ErrorResponse(call.dialect, s.status());
   const std::vector<float>& all = s->scores;

@@ -106,7 +106,8 @@ schemas = {
       "usage": ref("Usage"), "meta": {"type": "object"}}, ["id", "model", "results", "usage"]),
   "ScoreRequest": request({
       "text_1": {"anyOf": [string, arr(string, minItems=1)]}, "text_2": {"anyOf": [string, arr(string, minItems=1)]},
-      "model": model, "truncate_prompt_tokens": truncate_tokens()}, ["text_1", "text_2"]),
+      "model": model, "truncate_prompt_tokens": truncate_tokens(),
+      "use_activation": {"type": "boolean", "description": "vLLM: false gives the logits"}}, ["text_1", "text_2"]),
   "ScoreResponse": obj({
       "id": string, "object": {"const": "list"}, "created": integer, "model": string,
       "data": arr(obj({"index": integer, "object": {"const": "score"}, "score": number}, ["index", "object", "score"])),

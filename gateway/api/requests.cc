@@ -630,6 +630,14 @@ absl::StatusOr<RerankRequest> ParseRerank(const JsonView& body, const ApiLimits&
                       "missing field 'texts' (TEI) or 'documents' (Cohere, vLLM)");
   }
   QUIVER_ASSIGN_OR_RETURN(r.raw_scores, Bool(body, "raw_scores", false));
+  // vLLM's use_activation (false: the logits, as raw_scores asks).
+  QUIVER_ASSIGN_OR_RETURN(std::optional<bool> activation,
+                          AgreeingBool(body, {"use_activation", "activation", "softmax"}));
+  if (activation && Field(body, "raw_scores") && *activation == r.raw_scores) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "use_activation",
+                      "'use_activation' and 'raw_scores' disagree");
+  }
+  if (activation) r.raw_scores = !*activation;
   if (const std::optional<JsonView> top_n = Field(body, "top_n")) {
     const std::optional<int64_t> n = AsInteger(*top_n);
     if (!n || *n <= 0) {
@@ -649,14 +657,27 @@ absl::StatusOr<ScoreRequest> ParseScore(const JsonView& body, const ApiLimits& l
   QUIVER_RETURN_IF_ERROR(CheckObject(body));
   ScoreRequest r;
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
-  QUIVER_ASSIGN_OR_RETURN(r.text_1, RequiredStrings(body, "text_1", "text", limits));
-  QUIVER_ASSIGN_OR_RETURN(r.text_2, RequiredStrings(body, "text_2", "text", limits));
+  // vLLM's four spellings of the two sides: text_1 / text_2, queries / documents, queries /
+  // items, data_1 / data_2 (text only).
+  std::string_view first = "text_1", second = "text_2";
+  if (Field(body, "queries")) {
+    first = "queries";
+    second = Field(body, "items") && !Field(body, "documents") ? "items" : "documents";
+  } else if (Field(body, "data_1")) {
+    first = "data_1";
+    second = "data_2";
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.text_1, RequiredStrings(body, first, "text", limits));
+  QUIVER_ASSIGN_OR_RETURN(r.text_2, RequiredStrings(body, second, "text", limits));
   if (r.text_1.size() != 1 && r.text_1.size() != r.text_2.size()) {
-    return FieldError(absl::StatusCode::kFailedPrecondition, "text_1",
-                      StrCat("'text_1' must be one text or as many as 'text_2' (", r.text_2.size(),
-                             "), got ", r.text_1.size()));
+    return FieldError(absl::StatusCode::kFailedPrecondition, first,
+                      StrCat("'", first, "' must be one text or as many as '", second, "' (",
+                             r.text_2.size(), "), got ", r.text_1.size()));
   }
   QUIVER_RETURN_IF_ERROR(VllmTruncation(body, r.truncation));
+  QUIVER_ASSIGN_OR_RETURN(std::optional<bool> activation,
+                          AgreeingBool(body, {"use_activation", "activation", "softmax"}));
+  r.activation = activation.value_or(true);
   return r;
 }
 

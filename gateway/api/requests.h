@@ -114,6 +114,7 @@ struct ScoreRequest {
   std::string model;
   std::vector<std::string> text_1, text_2;  // text_1 has one text or as many as text_2
   TruncationRequest truncation;
+  bool activation = true;  // vLLM's use_activation: false gives the logits
 };
 
 // TEI's /similarity: cosine similarity of one sentence to others.

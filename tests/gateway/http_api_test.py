@@ -206,6 +206,9 @@ def main():
         check(len(co["results"]) == 1 and "relevance_score" in co["results"][0] and "document" in co["results"][0], "Cohere-style rerank")
         sc = json.loads(call(port, "POST", "/v1/score", {"text_1": "list files", "text_2": ["ls lists files", "mkdir"]})[1])
         check(len(sc["data"]) == 2 and sc["data"][0]["score"] > sc["data"][1]["score"], "/v1/score")
+        for first, second in (("queries", "documents"), ("queries", "items"), ("data_1", "data_2")):
+            other = json.loads(call(port, "POST", "/score", {first: "list files", second: ["ls lists files", "mkdir"]})[1])
+            check(other.get("data") == sc["data"], f"/score with {first} / {second}: as text_1 / text_2 ({str(other)[:160]})")
         tok = json.loads(call(port, "POST", "/tokenize", {"inputs": texts[0]})[1])
         check([t["id"] for t in tok[0]] == fixtures[0]["ids"], "/tokenize ids")
         dec = json.loads(call(port, "POST", "/decode", {"ids": [101, 7592, 2088, 102]})[1])

@@ -218,6 +218,21 @@ def main():
             if len(labels) == 1:
                 check(f"{name}: one label reranks", status == 200 and len(out) == 2,
                       f"{status} {out}")
+                # vLLM's use_activation false: the logits, on /score and /v1/rerank.
+                status, scored = post(port, "/score", {"queries": "q", "documents": ["a", "b"]})
+                status2, raw = post(port, "/score", {"queries": "q", "documents": ["a", "b"],
+                                                     "use_activation": False})
+                ok = status == status2 == 200
+                for s, r in zip(scored.get("data", []) if ok else [], raw.get("data", [])):
+                    ok = ok and abs(s["score"] - 1 / (1 + math.exp(-r["score"]))) < 1e-5
+                check(f"{name}: /score with use_activation false gives the logits the default "
+                      "passes through a sigmoid", ok, f"{scored} {raw}")
+                status, rr = post(port, "/v1/rerank", {"query": "q", "documents": ["a", "b"],
+                                                       "use_activation": False})
+                got = sorted(r["relevance_score"] for r in rr.get("results", []))
+                check(f"{name}: /v1/rerank with use_activation false: the same logits",
+                      status == 200 and close(got, sorted(r["score"] for r in raw["data"])),
+                      f"{rr}")
             else:
                 check(f"{name}: /rerank on three labels is 400 naming the classifier",
                       status == 400 and "classifier" in json.dumps(out), f"{status} {out}")

@@ -275,6 +275,28 @@ TEST(ScoreTest, PairsAndErrors) {
               "as many as 'text_2'");
   ExpectError(kScore, R"({"text_1": "q"})", k422, "text_2", "missing field 'text_2'");
   ExpectError(kScore, R"({"text_1": "q", "text_2": []})", k400, "text_2", "empty");
+  // vLLM's other spellings of the two sides, and use_activation.
+  auto queries = ParseScore(
+      Body(R"({"queries": "q", "documents": ["a", "b"], "use_activation": false})"), limits);
+  ASSERT_TRUE(queries.ok()) << queries.status();
+  EXPECT_EQ(queries->text_2.size(), 2u);
+  EXPECT_FALSE(queries->activation);
+  EXPECT_TRUE(ParseScore(Body(R"({"queries": "q", "items": ["a"]})"), limits).ok());
+  EXPECT_TRUE(ParseScore(Body(R"({"data_1": "q", "data_2": ["a"]})"), limits).ok());
+  ExpectError(kScore, R"({"queries": ["q", "r"], "documents": ["a", "b", "c"]})", k422, "queries",
+              "as many as 'documents'");
+  ExpectError(kScore, R"({"data_1": "q"})", k422, "data_2", "missing field 'data_2'");
+}
+
+TEST(RerankTest, UseActivationIsRawScoresTurnedOver) {
+  const ApiLimits limits;
+  auto raw =
+      ParseRerank(Body(R"({"query": "q", "documents": ["a"], "use_activation": false})"), limits);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_TRUE(raw->raw_scores);
+  ExpectError(kRerank,
+              R"({"query": "q", "documents": ["a"], "use_activation": false, "raw_scores": false})",
+              k422, "use_activation", "disagree");
 }
 
 TEST(SimilarityTest, ShapeAndErrors) {
