@@ -97,7 +97,8 @@ schemas = {
   "Document": {"anyOf": [string, obj({"text": string}, ["text"])]},
   "RerankRequest": request({
       "query": string, "documents": arr(ref("Document"), minItems=1), "model": model,
-      "top_n": positive(), "return_documents": boolean, "raw_scores": boolean,
+      "top_n": {"type": "integer", "minimum": 0, "maximum": INT_MAX, "description": "0: every document (vLLM's default)"},
+      "return_documents": boolean, "raw_scores": boolean,
       "truncate_prompt_tokens": truncate_tokens(),
       "max_tokens_per_doc": {**positive(), "description": "Cohere: each document scored on its first this many tokens (returned whole)"}}, ["query", "documents"]),
   "RerankResponse": obj({

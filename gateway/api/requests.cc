@@ -640,15 +640,16 @@ absl::StatusOr<RerankRequest> ParseRerank(const JsonView& body, const ApiLimits&
   if (activation) r.raw_scores = !*activation;
   if (const std::optional<JsonView> top_n = Field(body, "top_n")) {
     const std::optional<int64_t> n = AsInteger(*top_n);
-    if (!n || *n <= 0) {
+    if (!n || *n < 0) {
       return FieldError(
           absl::StatusCode::kFailedPrecondition, "top_n",
-          StrCat("'top_n' must be a positive integer, got ",
+          StrCat("'top_n' must be a positive integer (or 0: every document, as vLLM reads it), "
+                 "got ",
                  n                    ? StrCat(*n)
                  : top_n->is_number() ? StrCat(top_n->as_double())
                                       : std::string(JsonValue::TypeName(top_n->type()))));
     }
-    r.top_n = *n;
+    if (*n > 0) r.top_n = *n;  // 0: vLLM's default, every document
   }
   return r;
 }

@@ -279,7 +279,9 @@ def main():
         vr = json.loads(call(port, "POST", "/v1/rerank", {"query": "list directory contents", "documents": ["copy files", "list directory contents in long format"], "top_n": 1})[1])
         check(vr["model"] == "all-MiniLM-L6-v2" and vr["usage"]["total_tokens"] > 0 and len(vr["results"]) == 1
               and vr["results"][0]["index"] == 1 and vr["results"][0]["document"]["text"].startswith("list"), f"/v1/rerank ({vr})")
-        for top_n in (0, -1, 1.5, "2"):
+        every = json.loads(call(port, "POST", "/v1/rerank", {"query": "q", "documents": ["a", "b", "c"], "top_n": 0})[1])
+        check(len(every["results"]) == 3, f"/v1/rerank top_n 0: every document, as vLLM reads it ({every})")
+        for top_n in (-1, 1.5, "2"):
             s, b, _ = call(port, "POST", "/v1/rerank", {"query": "q", "documents": ["a", "b"], "top_n": top_n})
             check(s == 422 and "top_n" in b, f"/v1/rerank top_n={top_n!r}: 422 naming top_n ({s} {b[:120]})")
         c2 = json.loads(call(port, "POST", "/v2/rerank", {"model": "all-MiniLM-L6-v2", "query": "q", "documents": ["a", "b"], "top_n": 2})[1])

@@ -240,8 +240,9 @@ TEST(RerankTest, BadFields) {
   ExpectError(kRerank, R"({"query": "q", "documents": [1]})", k422, "documents[0]", "string");
   ExpectError(kRerank, R"({"query": "q", "documents": [{"title": "x"}]})", k422, "documents[0]",
               "'text'");
-  ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "top_n": 0})", k422, "top_n",
-              "positive");
+  auto zero = ParseRerank(Body(R"({"query": "q", "documents": ["a", "b"], "top_n": 0})"), {});
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_FALSE(zero->top_n.has_value());  // vLLM's default: every document
   ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "top_n": -2})", k422, "top_n",
               "positive");
   ExpectError(kRerank, R"({"query": "q", "documents": ["a"], "top_n": 1.5})", k422, "top_n",
