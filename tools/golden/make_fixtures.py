@@ -399,15 +399,21 @@ def make_bert_max(out_dir: Path, wp: Tokenizer):
                   "reference": "sentence_transformers.SentenceTransformer.encode (max pooling)"}
 
 
-def make_bert_pooling(out_dir: Path, wp: Tokenizer, mode: str, seed: int, texts_seed: int):
-    """BertModel + sentence-transformers' `mode` pooling (weightedmean: position weights from the
-    first token; mean_sqrt_len_tokens: the sum over sqrt(length))."""
+def small_bert(wp: Tokenizer, seed: int):
+    """The pooling fixtures' encoder: a two-layer BertModel of width 20, seeded weights."""
     cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=20,
                                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
                                   max_position_embeddings=160, type_vocab_size=2)
     torch.manual_seed(seed)
     model = transformers.BertModel(cfg, add_pooling_layer=False)
     randomize(model, seed)
+    return model
+
+
+def make_bert_pooling(out_dir: Path, wp: Tokenizer, mode: str, seed: int, texts_seed: int):
+    """BertModel + sentence-transformers' `mode` pooling (weightedmean: position weights from the
+    first token; mean_sqrt_len_tokens: the sum over sqrt(length))."""
+    model = small_bert(wp, seed)
     st = save_sentence_transformer(out_dir, model, wp, WORDPIECE_SPECIALS, 20, mode, 160)
     rows = st_embedding_rows(st, tiny_texts(seed=texts_seed, count=12))
     return rows, {"kind": "embedding", "pooling": mode, "normalize": False, "dtype": "F32",
@@ -421,12 +427,7 @@ def make_bert_concat_pooling(out_dir: Path, wp: Tokenizer, modes, legacy: bool, 
     ("pooling_mode": [...]), or, with `legacy`, as the older boolean per mode (whose order is
     sentence-transformers' own: cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken)
     and a Dense module (the modes' 60 values to 24, tanh) before Normalize."""
-    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=20,
-                                  num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                                  max_position_embeddings=160, type_vocab_size=2)
-    torch.manual_seed(seed)
-    model = transformers.BertModel(cfg, add_pooling_layer=False)
-    randomize(model, seed)
+    model = small_bert(wp, seed)
     dense = ([seeded_dense(seed + 100, 20 * len(modes), 24, True, torch.nn.Tanh())]
              if legacy else [])
     st = save_sentence_transformer(out_dir, model, wp, WORDPIECE_SPECIALS, 20, tuple(modes), 160,
@@ -459,12 +460,7 @@ def make_bert_prompt(out_dir: Path, wp: Tokenizer, mode: str, seed: int, texts_s
     prompt's tokens (sentence-transformers' prompt_length: the prompt tokenized alone, less its
     trailing special token) are left out of the pooling. Prompts "query" (the default) and
     "passage" in config_sentence_transformers.json; the rows take query, passage, then none."""
-    cfg = transformers.BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=20,
-                                  num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                                  max_position_embeddings=160, type_vocab_size=2)
-    torch.manual_seed(seed)
-    model = transformers.BertModel(cfg, add_pooling_layer=False)
-    randomize(model, seed)
+    model = small_bert(wp, seed)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         fast = save_tokenizer(wp, tmp, **WORDPIECE_SPECIALS)
