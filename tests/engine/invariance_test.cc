@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/graph_bucket.h"
+#include "tests/engine/tiny_checkpoints.h"
 
 namespace quiver::engine {
 namespace {
@@ -167,18 +168,7 @@ TEST_P(InvarianceTest, BucketPaddingChangesNoRealOutput) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllCheckpoints, InvarianceTest,
-    ::testing::Values("bert_mean", "bert_cross_encoder", "qwen3_causal_lasttoken",
-                      "qwen3_bidirectional_mean", "qwen3_reranker", "distilbert_mean",
-                      "distilbert_classifier", "xlmr_cls", "camembert_cls", "xlmr_cross_encoder",
-                      "bert_max", "qwen2_lasttoken", "mistral_lasttoken", "llama_lasttoken",
-                      "mpnet_mean", "mpnet_cross_encoder", "modernbert_cls",
-                      "modernbert_cross_encoder", "bert_dense", "t5_mean", "t5_gated",
-                      "gemma3_mean", "bert_weightedmean", "bert_mean_sqrt_len",
-                      "qwen2_bidirectional_mean", "splade", "bert_prompt_mean", "qwen3_seq_cls",
-                      "llama_classifier", "qwen2_seq_cls", "mistral_seq_cls", "splade_distilbert",
-                      "splade_roberta", "bert_concat_pooling", "bert_concat_pooling_legacy"));
+INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest, ::testing::ValuesIn(kTinyCheckpoints));
 
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   auto engine = Engine::Load(TinyDir("bert_mean"), {});
