@@ -165,6 +165,7 @@ void PackedGemmSlice(const float* x, int64_t ldx, const PackedWeights& w, int64_
     PackedGemmAvx512(x, ldx, w, k_begin, k_end, bias, y, ldy, m, c0, c1, accumulate);
     return;
   }
+  alignas(32) static constexpr float kZeros[kPanel] = {};
   alignas(32) float first[kPanel];
   const int64_t strips = (m + kRows - 1) / kRows;
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kDepth) {
@@ -187,9 +188,14 @@ void PackedGemmSlice(const float* x, int64_t ldx, const PackedWeights& w, int64_
       }
       const float* init = nullptr;  // later passes continue from y
       if (k0 == k_begin && !accumulate) {
-        std::fill(first, first + kPanel, 0.0f);
-        if (bias != nullptr) std::copy(bias + col, bias + col + cols, first);
-        init = first;
+        // Without a bias, constant zeros: zeros stored just before the micro-kernel's loads
+        // kept those loads waiting (Bf16GemmAvx512 says how much).
+        init = kZeros;
+        if (bias != nullptr) {
+          std::fill(first, first + kPanel, 0.0f);
+          std::copy(bias + col, bias + col + cols, first);
+          init = first;
+        }
       }
       for (int64_t r = 0, j = 0; r < m; r += kRows, ++j) {
         const int64_t from = next_lines * j / strips, to = next_lines * (j + 1) / strips;

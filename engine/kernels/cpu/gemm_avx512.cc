@@ -160,6 +160,7 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64
   thread_local std::vector<float> packed;
   if (pack)
     packed.resize(static_cast<size_t>((m + kRows - 1) / kRows * kRows * std::min(kDepth, k)));
+  alignas(64) static constexpr float kZeros[2 * kPanel] = {};
   alignas(64) float first[2 * kPanel];
   // k0 counts from the slice's start: x's column k0 meets W's depth k_begin + k0.
   for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
@@ -179,9 +180,14 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64
       const auto mask1 = static_cast<__mmask16>(two ? (1u << (cols - kPanel)) - 1 : 0);
       const float* init = nullptr;  // later passes continue from y
       if (k0 == 0 && !accumulate) {
-        std::fill(first, first + 2 * kPanel, 0.0f);
-        if (bias != nullptr) std::copy(bias + col, bias + col + cols, first);
-        init = first;
+        // Without a bias, constant zeros: zeros stored just before the micro-kernel's loads
+        // kept those loads waiting (Bf16GemmAvx512 says how much).
+        init = kZeros;
+        if (bias != nullptr) {
+          std::fill(first, first + 2 * kPanel, 0.0f);
+          std::copy(bias + col, bias + col + cols, first);
+          init = first;
+        }
       }
       const auto& table = pack ? (two ? kTable<true, true> : kTable<false, true>)
                                : (two ? kTable<true, false> : kTable<false, false>);

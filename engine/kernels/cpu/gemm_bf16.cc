@@ -204,13 +204,20 @@ void Bf16Gemm(const uint16_t* a, const Bf16Weights& w, const float* bias, float*
 void Bf16GemmAvx512(const uint16_t* a, const Bf16Weights& w, const float* bias, float* y,
                     int64_t ldy, int64_t m, int64_t c0, int64_t c1, bool accumulate) {
   const int64_t pairs = w.k_pairs(), lda = 2 * pairs;
-  alignas(64) float init[2 * kPanel];
+  // Each block's first pass starts from its columns' bias, or from zeros. Without a bias (the
+  // attention's products), the zeros are a constant: filling a buffer before each block left
+  // the micro-kernel's first loads of it waiting on those stores (perf: 2.4% of an int8 batch
+  // of 100 x 128 tokens on Zen 5 in this function, most of it there).
+  alignas(64) static constexpr float kZeros[2 * kPanel] = {};
+  alignas(64) float biased[2 * kPanel];
   for (int64_t col = c0; col < c1; col += 2 * kPanel) {
     const int64_t cols = std::min(2 * kPanel, c1 - col);
     const bool two = cols > kPanel;
     const __mmask16 mask0 = PanelColumnMask(cols), mask1 = PanelColumnMask(cols - kPanel);
-    for (int64_t j = 0; j < 2 * kPanel; ++j) {
-      init[j] = bias != nullptr && j < cols ? bias[col + j] : 0.0f;
+    const float* init = kZeros;
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < 2 * kPanel; ++j) biased[j] = j < cols ? bias[col + j] : 0.0f;
+      init = biased;
     }
     const uint16_t* b0 = w.panel(col / kPanel);
     const uint16_t* b1 = two ? w.panel(col / kPanel + 1) : b0;
