@@ -322,7 +322,31 @@ QUIVER_TARGET_AVX512 void QuantizeRowsU8Avx512(const float* x, int64_t ldx, int6
     const __m512i z = _mm512_set1_epi32(rq.zero);
     // The row after next into L1 meanwhile (RowAhead).
     const float* ahead = RowAhead(x, ldx, r, r1);
-    for (int64_t i = 0; i < depth; i += 16) {
+    int64_t i = 0;
+    // 64 values a step where k has them: p + z for each, clamped to [0, 255] by the saturating
+    // packs (int32 to int16, then to unsigned bytes), which is the clamp of p to [-z, 255 - z]
+    // then + z below (|p| is far from int32's limits: x · inv is within the row's range, bar
+    // rounding; a NaN's p is INT_MIN, 0 either way); the packs interleave 128-bit lanes, one
+    // permutation puts the bytes back in order. Fewer operations than four of the steps below.
+    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    const __m512 inv = _mm512_set1_ps(rq.inv);
+    for (; i + 64 <= k; i += 64) {
+      if (ahead != nullptr) {
+        for (int j = 0; j < 64; j += 16) {
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + i + j), _MM_HINT_T0);
+        }
+      }
+      __m512i p[4];
+      for (int j = 0; j < 4; ++j) {
+        p[j] = _mm512_add_epi32(
+            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(row + i + 16 * j), inv)), z);
+      }
+      const __m512i words01 = _mm512_packs_epi32(p[0], p[1]);
+      const __m512i words23 = _mm512_packs_epi32(p[2], p[3]);
+      const __m512i bytes = _mm512_packus_epi16(words01, words23);
+      _mm512_storeu_si512(out + i, _mm512_permutexvar_epi32(order, bytes));
+    }
+    for (; i < depth; i += 16) {
       if (ahead != nullptr && i < k)
         _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
       const __mmask16 mask =
