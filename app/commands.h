@@ -20,7 +20,7 @@ struct HttpTimeouts {
   int header_s = 30;
   int body_s = 120;
   int idle_s = 120;
-  int max_connections = 10000;  // --max-connections
+  int max_connections = 10000;                 // --max-connections
   size_t max_body_bytes_in_flight = 32 << 20;  // --max-body-bytes-in-flight
   int drain_s = 30;  // --drain-timeout: how long a stopping server lets requests finish
 };
@@ -36,9 +36,9 @@ struct ServeOptions {
   int64_t max_input_tokens = 0;  // 0: sentence-transformers' max_seq_length, else the positions
   scheduler::SchedulerLimits limits;
   gateway::api::ApiLimits api;
-  bool access_log = false;  // one log line per request
-  std::vector<std::string> cors_allow_origins;  // --cors-allow-origin; empty: no CORS
-  std::string default_prompt_name, default_prompt;  // over the folder's default prompt
+  bool access_log = false;                                  // one log line per request
+  std::vector<std::string> cors_allow_origins;              // --cors-allow-origin; empty: no CORS
+  std::string default_prompt_name, default_prompt;          // over the folder's default prompt
   std::string otlp_endpoint, otlp_service_name = "quiver";  // request spans (gateway/tracing.h)
   engine::DeviceSettings device;
   HttpTimeouts timeouts;
@@ -59,18 +59,18 @@ struct EmbedOptions {
   // empty: stdout; *.npy: a NumPy matrix (+ NAME.ids.jsonl); else JSON lines. "{shard}" becomes
   // the shard's index.
   std::string output_path;
-  std::string shard;      // "I/N"
-  int64_t shards = 0;     // N, the index from JOB_COMPLETION_INDEX
-  std::string workers;    // empty: the local engine; else host:port,... or dns:NAME:PORT
-  bool restart = false;   // ignore a checkpoint and start over
+  std::string shard;     // "I/N"
+  int64_t shards = 0;    // N, the index from JOB_COMPLETION_INDEX
+  std::string workers;   // empty: the local engine; else host:port,... or dns:NAME:PORT
+  bool restart = false;  // ignore a checkpoint and start over
   std::string progress = "auto";
   int progress_interval_s = 10;
   int request_timeout_s = 600;  // per batch, retries within it included
   int retries = 5;              // a batch the pool could not answer is tried again this often
   double checkpoint_interval_s = 1.0;  // the least time between two checkpoints (0: every batch)
-  int startup_timeout_s = 60;   // --workers: how long to wait for one to answer
+  int startup_timeout_s = 60;          // --workers: how long to wait for one to answer
   int64_t dimensions = 0;
-  bool normalize = false;   // force L2 normalization (default: what the model's modules say)
+  bool normalize = false;  // force L2 normalization (default: what the model's modules say)
   std::string dtype = "f32";
   int64_t max_batch_tokens = 8192;
   int threads = 0;
@@ -79,8 +79,8 @@ struct EmbedOptions {
 };
 
 struct GatewayOptions {
-  std::string workers;     // host:port,host:port or dns:NAME:PORT
-  std::string model_dir;   // for tokenizer.json
+  std::string workers;    // host:port,host:port or dns:NAME:PORT
+  std::string model_dir;  // for tokenizer.json
   std::string model_name;
   std::string host = "0.0.0.0";
   int port = 8080;

@@ -7,9 +7,9 @@
 // The work goes through the gateway's Dispatcher, to the in-process engine (a LocalReplica, as
 // in `quiver serve`) or to a pool of `quiver worker`s (--workers, balanced and retried as the
 // gateway does), in units of --max-batch-tokens, several in flight, committed in input order.
-// After each commit (at most once per --checkpoint-interval, 1 s) the outputs are synced and a checkpoint
-// (OUTPUT.checkpoint) says how far they are complete: a killed job run again with the same
-// arguments cuts its outputs back to that point and goes on, and ends with the bytes an
+// After each commit (at most once per --checkpoint-interval, 1 s) the outputs are synced and a
+// checkpoint (OUTPUT.checkpoint) says how far they are complete: a killed job run again with the
+// same arguments cuts its outputs back to that point and goes on, and ends with the bytes an
 // uninterrupted run writes. --shard I/N (or --shards N with JOB_COMPLETION_INDEX) takes a
 // contiguous slice of the records, so the shards' outputs concatenate to the whole.
 #include <unistd.h>
@@ -102,8 +102,8 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
   scheduler::SchedulerLimits limits;
   limits.max_batch_tokens = options.max_batch_tokens;
   limits.max_batch_seqs = 512;
-  limits.max_queued_tokens = std::max<int64_t>(limits.max_queued_tokens,
-                                               4 * options.max_batch_tokens);
+  limits.max_queued_tokens =
+      std::max<int64_t>(limits.max_queued_tokens, 4 * options.max_batch_tokens);
   if (absl::Status s = engine::ApplyDeviceSettings(options.device, limits.max_batch_tokens,
                                                    limits.max_batch_seqs, engine_options);
       !s.ok()) {
@@ -133,13 +133,11 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
   b.max_tokens = std::min<int64_t>(
       b.engine->folder().pooling.max_seq_length.value_or(b.engine->max_input_tokens()),
       b.engine->max_input_tokens());
-  b.model_identity = StrCat(b.engine->folder().architecture, "/", b.width, "/",
-                            FolderFingerprint(options.model_dir), "/", options.device.device, "/",
-                            options.device.quantize, "/", options.attention_backend,
-                            // only when asked for: checkpoints of earlier jobs still match
-                            options.device.pooling.empty()
-                                ? std::string()
-                                : StrCat("/pooling=", options.device.pooling));
+  b.model_identity = StrCat(
+      b.engine->folder().architecture, "/", b.width, "/", FolderFingerprint(options.model_dir), "/",
+      options.device.device, "/", options.device.quantize, "/", options.attention_backend,
+      // only when asked for: checkpoints of earlier jobs still match
+      options.device.pooling.empty() ? std::string() : StrCat("/pooling=", options.device.pooling));
   b.scheduler = std::make_unique<scheduler::Scheduler>(b.engine.get(), limits, b.metrics.get());
   auto replica = std::make_shared<LocalReplica>("local", b.engine.get(), b.scheduler.get());
   b.dispatcher = std::make_shared<gateway::Dispatcher>(
@@ -155,8 +153,9 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
         "--pooling)");
   }
   Backend b;
-  b.workers = std::make_unique<gateway::GrpcReplicaSet>(
-      options.workers, std::chrono::milliseconds(500), std::chrono::milliseconds(2000), b.metrics.get());
+  b.workers =
+      std::make_unique<gateway::GrpcReplicaSet>(options.workers, std::chrono::milliseconds(500),
+                                                std::chrono::milliseconds(2000), b.metrics.get());
   absl::StatusOr<quiver::v1::ModelInfoResponse> info = absl::UnavailableError("no worker");
   const auto give_up =
       std::chrono::steady_clock::now() + std::chrono::seconds(options.startup_timeout_s);
@@ -222,7 +221,8 @@ absl::StatusOr<gateway::ReplicaResult> RunUnit(std::shared_ptr<gateway::Dispatch
     if (r.ok() || !Retriable(r.status()) || attempt >= retries || abort->load()) return r;
     spdlog::warn("quiver embed: a batch failed ({}); trying again ({} of {})", r.status().message(),
                  attempt + 1, retries);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1 << std::min(attempt, 4));
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(1 << std::min(attempt, 4));
     while (std::chrono::steady_clock::now() < until && !abort->load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -258,7 +258,8 @@ int RunEmbed(const EmbedOptions& options) {
     if (!s.ok()) return Fail(2, s.status().message());
     shard = *s;
   } else if (options.shards > 0) {
-    absl::StatusOr<Shard> s = ShardFromJobIndex(options.shards, std::getenv("JOB_COMPLETION_INDEX"));
+    absl::StatusOr<Shard> s =
+        ShardFromJobIndex(options.shards, std::getenv("JOB_COMPLETION_INDEX"));
     if (!s.ok()) return Fail(2, s.status().message());
     shard = *s;
   }
@@ -312,11 +313,11 @@ int RunEmbed(const EmbedOptions& options) {
   const char* descr = options.dtype == "f32" ? "<f4" : options.dtype == "int8" ? "|i1" : "|u1";
 
   // --- resume from a checkpoint, or start the outputs -----------------------------------------
-  const std::string fingerprint = StrCat(
-      "input=", scan.bytes, ":", scan.hash, ";format=", static_cast<int>(format), ";shard=",
-      shard.index, "/", shard.count, ";model=", backend->model_identity, ";max_tokens=",
-      backend->max_tokens, ";dims=", dims, ";dtype=", options.dtype, ";normalize=",
-      options.normalize, ";npy=", npy);
+  const std::string fingerprint =
+      StrCat("input=", scan.bytes, ":", scan.hash, ";format=", static_cast<int>(format),
+             ";shard=", shard.index, "/", shard.count, ";model=", backend->model_identity,
+             ";max_tokens=", backend->max_tokens, ";dims=", dims, ";dtype=", options.dtype,
+             ";normalize=", options.normalize, ";npy=", npy);
   Checkpoint checkpoint;
   checkpoint.fingerprint = fingerprint;
   bool resume = false;
@@ -333,7 +334,8 @@ int RunEmbed(const EmbedOptions& options) {
     }
     if (found->has_value()) {
       if ((*found)->fingerprint != fingerprint) {
-        return Fail(2, StrCat(checkpoint_path, " is from a job with another input, shard, model "
+        return Fail(2, StrCat(checkpoint_path,
+                              " is from a job with another input, shard, model "
                               "or output options; run the same command to resume it, or add "
                               "--restart to start over"));
       }
@@ -376,13 +378,13 @@ int RunEmbed(const EmbedOptions& options) {
   Progress progress(*progress_mode, end - first, checkpoint.records_done,
                     std::chrono::seconds(options.progress_interval_s));
   int64_t next = first + checkpoint.records_done;  // the next record to read
-  int64_t committed = 0, tokens_done = 0;           // this run's
+  int64_t committed = 0, tokens_done = 0;          // this run's
   auto last_checkpoint = std::chrono::steady_clock::now();
   std::deque<Unit> in_flight;
   tokenizer::Encoding enc;
   Record record;
 
-  bool consistent = true;  // false while a commit is half written
+  bool consistent = true;                           // false while a commit is half written
   int64_t saved_records = checkpoint.records_done;  // what the checkpoint on disk says
   auto save = [&]() -> absl::Status {
     if (!to_file) return absl::OkStatus();
@@ -441,11 +443,11 @@ int RunEmbed(const EmbedOptions& options) {
     if (*progress_mode == Progress::Mode::kBar) std::fprintf(stderr, "\n");
     const bool bad_input = absl::IsInvalidArgument(s) || absl::IsDataLoss(s);
     if (to_file) {
-      return Fail(bad_input ? 2 : 1,
-                  StrCat(s.message(), "; ", saved_records, " of ", end - first,
-                         " records are written",
-                         bad_input ? " (a changed input starts over: run with --restart)"
-                                   : ", and the same command resumes from there"));
+      return Fail(
+          bad_input ? 2 : 1,
+          StrCat(s.message(), "; ", saved_records, " of ", end - first, " records are written",
+                 bad_input ? " (a changed input starts over: run with --restart)"
+                           : ", and the same command resumes from there"));
     }
     return Fail(bad_input ? 2 : 1, s.message());
   };
@@ -468,14 +470,13 @@ int RunEmbed(const EmbedOptions& options) {
           absl::StatusOr<bool> got = reader->Next(&record);
           if (!got.ok()) return fail_and_keep(got.status());
           if (!*got) {
-            return fail_and_keep(absl::DataLossError(StrCat(
-                options.input_path, " ended before record ", next,
-                " (did it change while the job ran?)")));
+            return fail_and_keep(
+                absl::DataLossError(StrCat(options.input_path, " ended before record ", next,
+                                           " (did it change while the job ran?)")));
           }
           if (absl::Status s = (*tok)->Encode(record.text, encode, &enc); !s.ok()) {
-            return fail_and_keep(
-                absl::InvalidArgumentError(StrCat(reader->where(), " (record ", record.index,
-                                                "): ", s.message())));
+            return fail_and_keep(absl::InvalidArgumentError(
+                StrCat(reader->where(), " (record ", record.index, "): ", s.message())));
           }
           ++next;
           Pending p{record.id_json, record.index, {}};
@@ -487,8 +488,7 @@ int RunEmbed(const EmbedOptions& options) {
           carry = std::move(p);
         }
         const int64_t len = static_cast<int64_t>(carry->seq.ids.size());
-        if (!seqs.empty() &&
-            (unit.tokens + len > options.max_batch_tokens || seqs.size() >= 512)) {
+        if (!seqs.empty() && (unit.tokens + len > options.max_batch_tokens || seqs.size() >= 512)) {
           break;
         }
         unit.tokens += len;
@@ -513,7 +513,8 @@ int RunEmbed(const EmbedOptions& options) {
     in_flight.pop_front();
     progress.Update(committed, tokens_done);
   }
-  if (absl::Status s = to_file ? out->Sync() : absl::OkStatus(); !s.ok()) return Fail(1, s.message());
+  if (absl::Status s = to_file ? out->Sync() : absl::OkStatus(); !s.ok())
+    return Fail(1, s.message());
   if (ids_out) {
     if (absl::Status s = ids_out->Sync(); !s.ok()) return Fail(1, s.message());
   }

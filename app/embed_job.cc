@@ -152,9 +152,9 @@ absl::Status RecordReader::Skip(int64_t n) {
       }
     }
     if (!found) {
-      return absl::DataLossError(
-          StrCat(path_, ": ended after ", index_, " records; the job expected more (did the "
-                 "input change?)"));
+      return absl::DataLossError(StrCat(path_, ": ended after ", index_,
+                                        " records; the job expected more (did the "
+                                        "input change?)"));
     }
     ++index_;
   }
@@ -177,8 +177,8 @@ absl::StatusOr<bool> RecordReader::Next(Record* out) {
     ++line_;
     if (!IsRecordLine(buf_)) continue;
     if (buf_.size() > kMaxLineBytes) {
-      return absl::InvalidArgumentError(StrCat(path_, ":", line_, ": the line is longer than ",
-                                               kMaxLineBytes >> 20, " MiB"));
+      return absl::InvalidArgumentError(
+          StrCat(path_, ":", line_, ": the line is longer than ", kMaxLineBytes >> 20, " MiB"));
     }
     const std::string_view line = WithoutCr(buf_);
     out->index = index_;
@@ -206,9 +206,8 @@ absl::StatusOr<bool> RecordReader::Next(Record* out) {
     } else if (id->is_int()) {
       out->id_json = std::to_string(id->as_int());
     } else {
-      return absl::InvalidArgumentError(
-          StrCat(where, ": \"id\" must be a string or an integer, not ",
-                 JsonValue::TypeName(id->type())));
+      return absl::InvalidArgumentError(StrCat(
+          where, ": \"id\" must be a string or an integer, not ", JsonValue::TypeName(id->type())));
     }
     ++index_;
     return true;
@@ -289,9 +288,9 @@ absl::StatusOr<Shard> ShardFromJobIndex(int64_t count, const char* env) {
   absl::StatusOr<int64_t> index = ParseCount(env, "JOB_COMPLETION_INDEX");
   if (!index.ok()) return index.status();
   if (*index < 0 || *index >= count) {
-    return absl::InvalidArgumentError(
-        StrCat("JOB_COMPLETION_INDEX=", *index, " is not in [0, ", count, ") (--shards ", count,
-               "; the Job's completions must equal --shards)"));
+    return absl::InvalidArgumentError(StrCat("JOB_COMPLETION_INDEX=", *index, " is not in [0, ",
+                                             count, ") (--shards ", count,
+                                             "; the Job's completions must equal --shards)"));
   }
   return Shard{*index, count};
 }
@@ -325,8 +324,8 @@ absl::StatusOr<std::optional<Checkpoint>> ReadCheckpoint(const std::string& path
   absl::StatusOr<int64_t> records = JsonInt(*json, "records_done");
   absl::StatusOr<int64_t> output = JsonInt(*json, "output_bytes");
   absl::StatusOr<int64_t> ids = JsonInt(*json, "ids_bytes", 0);
-  for (const absl::Status& s : {fingerprint.status(), records.status(), output.status(),
-                                ids.status()}) {
+  for (const absl::Status& s :
+       {fingerprint.status(), records.status(), output.status(), ids.status()}) {
     if (!s.ok()) return WithContext(s, path);
   }
   c.fingerprint = *fingerprint;
@@ -441,19 +440,23 @@ absl::StatusOr<Progress::Mode> Progress::ParseMode(std::string_view flag) {
   if (flag == "bar") return Mode::kBar;
   if (flag == "log") return Mode::kLog;
   if (flag == "auto") return ::isatty(STDERR_FILENO) ? Mode::kBar : Mode::kLog;
-  return absl::InvalidArgumentError(StrCat("--progress: '", flag, "' is not auto, bar, log or off"));
+  return absl::InvalidArgumentError(
+      StrCat("--progress: '", flag, "' is not auto, bar, log or off"));
 }
 
 Progress::Progress(Mode mode, int64_t total, int64_t already_done, std::chrono::seconds interval)
-    : mode_(mode), total_(total), already_done_(already_done), interval_(interval),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : mode_(mode),
+      total_(total),
+      already_done_(already_done),
+      interval_(interval),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 std::string Progress::Line(int64_t done, int64_t total, double tokens_per_s, double eta_s) {
-  const double pct = total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total)
-                               : 100.0;
+  const double pct =
+      total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0;
   return fmt::format("{}/{} items ({:.1f}%) | {} tokens/s | ETA {}", Thousands(done),
-                     Thousands(total), pct, Thousands(std::llround(tokens_per_s)),
-                     Duration(eta_s));
+                     Thousands(total), pct, Thousands(std::llround(tokens_per_s)), Duration(eta_s));
 }
 
 void Progress::Draw(int64_t records_done, int64_t tokens_done, bool final) {
@@ -473,8 +476,8 @@ void Progress::Draw(int64_t records_done, int64_t tokens_done, bool final) {
     std::fprintf(stderr, "\r\x1b[K[%s] %s%s", bar.c_str(), line.c_str(), final ? "\n" : "");
     std::fflush(stderr);
   } else {
-    spdlog::info("quiver embed: {}{}", line, final ? fmt::format(" | done in {}", Duration(elapsed))
-                                                   : "");
+    spdlog::info("quiver embed: {}{}", line,
+                 final ? fmt::format(" | done in {}", Duration(elapsed)) : "");
   }
   last_draw_ = now;
 }
@@ -482,8 +485,8 @@ void Progress::Draw(int64_t records_done, int64_t tokens_done, bool final) {
 void Progress::Update(int64_t records_done, int64_t tokens_done) {
   if (mode_ == Mode::kOff) return;
   const auto now = std::chrono::steady_clock::now();
-  const auto every = mode_ == Mode::kBar ? std::chrono::milliseconds(200)
-                                         : std::chrono::milliseconds(interval_);
+  const auto every =
+      mode_ == Mode::kBar ? std::chrono::milliseconds(200) : std::chrono::milliseconds(interval_);
   if (now - last_draw_ < every) return;
   Draw(records_done, tokens_done, false);
 }

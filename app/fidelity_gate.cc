@@ -1,8 +1,8 @@
 #include "app/fidelity_gate.h"
 
-#include <algorithm>
-
 #include <malloc.h>
+
+#include <algorithm>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -17,8 +17,8 @@ bool NeedsFidelityGate(const engine::EngineOptions& options) {
          options.quantize != engine::ops::WeightPrecision::kF32;
 }
 
-absl::StatusOr<FidelityReference> FidelityReference::Compute(
-    const std::string& model_dir, const engine::EngineOptions& options) {
+absl::StatusOr<FidelityReference> FidelityReference::Compute(const std::string& model_dir,
+                                                             const engine::EngineOptions& options) {
   FidelityReference r;
   {
     // The same folder on the CPU in f32, never padded.
@@ -48,9 +48,10 @@ absl::StatusOr<FidelityReference> FidelityReference::Compute(
     if (!want.ok()) return WithContext(want.status(), "fidelity gate: the CPU reference");
     r.want = *std::move(want);
   }
-  spdlog::info("fidelity gate: the CPU f32 reference ran its {} tokens and was unloaded, before "
-               "the engine under test loads",
-               r.batch.num_tokens());
+  spdlog::info(
+      "fidelity gate: the CPU f32 reference ran its {} tokens and was unloaded, before "
+      "the engine under test loads",
+      r.batch.num_tokens());
   // What the reference held goes back to the system: glibc keeps freed blocks below its mmap
   // threshold in the heap, which kept an int8 all-MiniLM-L6-v2 server 46 MB above its f32 one.
   malloc_trim(0);
@@ -65,11 +66,10 @@ absl::Status CheckFidelity(engine::Engine& engine,
   const engine::ops::WeightPrecision precision = engine.options().quantize;
   const bool int8 = precision == engine::ops::WeightPrecision::kInt8;
   // bf16 weights on the CPU are held to the GPU's bound (it computes in bf16 too).
-  const std::string what =
-      precision != engine::ops::WeightPrecision::kF32
-          ? StrCat(engine.options().device.ToString(), " with ",
-                   engine::ops::WeightPrecisionName(precision), " weights")
-          : engine.options().device.ToString();
+  const std::string what = precision != engine::ops::WeightPrecision::kF32
+                               ? StrCat(engine.options().device.ToString(), " with ",
+                                        engine::ops::WeightPrecisionName(precision), " weights")
+                               : engine.options().device.ToString();
   const engine::RaggedBatch& batch = reference->batch;
   // Three runs: with lazy graphs the first is eager, the second captures, the third replays; the
   // graph runs must give the eager run's bytes exactly (same bucket, same kernels).

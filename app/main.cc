@@ -167,10 +167,11 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--host", serve.host, "Address to listen on")->capture_default_str();
   serve_cmd->add_option("--threads", serve.threads, "Compute threads (0: all cores)")
       ->capture_default_str();
-  serve_cmd->add_option("--handler-threads", serve.handler_threads,
-                        "Threads that parse, tokenize and wait for results: the requests in "
-                        "flight at once (later ones wait in order); the batcher can only batch "
-                        "what is in flight")
+  serve_cmd
+      ->add_option("--handler-threads", serve.handler_threads,
+                   "Threads that parse, tokenize and wait for results: the requests in "
+                   "flight at once (later ones wait in order); the batcher can only batch "
+                   "what is in flight")
       ->capture_default_str();
   serve_cmd
       ->add_option("--max-body-bytes,--payload-limit", serve.max_body_bytes,
@@ -188,14 +189,17 @@ int main(int argc, char** argv) {
                    "Inputs per request (413 beyond); bounds one request's memory and latency "
                    "(--max-client-batch-size: TEI's name)")
       ->capture_default_str();
-  serve_cmd->add_option("--max-input-chars", serve.api.max_input_chars,
-                        "Characters per input, cut before tokenizing")
+  serve_cmd
+      ->add_option("--max-input-chars", serve.api.max_input_chars,
+                   "Characters per input, cut before tokenizing")
       ->capture_default_str();
-  serve_cmd->add_option("--request-timeout", serve.api.request_timeout_s,
-                        "Seconds a request may take, queueing included")
+  serve_cmd
+      ->add_option("--request-timeout", serve.api.request_timeout_s,
+                   "Seconds a request may take, queueing included")
       ->capture_default_str();
-  serve_cmd->add_option("--api-key", serve.api.api_key,
-                        "Require 'Authorization: Bearer KEY' (also QUIVER_API_KEY)")
+  serve_cmd
+      ->add_option("--api-key", serve.api.api_key,
+                   "Require 'Authorization: Bearer KEY' (also QUIVER_API_KEY)")
       ->envname("QUIVER_API_KEY");
   serve_cmd->add_flag("--auto-truncate", serve.api.auto_truncate,
                       "Cut inputs longer than the model accepts to its limit instead of refusing "
@@ -215,26 +219,37 @@ int main(int argc, char** argv) {
 
   quiver::app::GatewayOptions gw;
   CLI::App* gateway_cmd = app.add_subcommand("gateway", "HTTP gateway in front of workers");
-  gateway_cmd->add_option("--workers", gw.workers,
-                          "Workers: host:port,host:port or dns:NAME:PORT (re-resolved, e.g. a "
-                          "Kubernetes headless Service)")->required();
+  gateway_cmd
+      ->add_option("--workers", gw.workers,
+                   "Workers: host:port,host:port or dns:NAME:PORT (re-resolved, e.g. a "
+                   "Kubernetes headless Service)")
+      ->required();
   gateway_cmd->add_option("--model", gw.model_dir, "Model folder (its tokenizer.json is used)")
       ->required();
   gateway_cmd->add_option("--model-name,--served-model-name", gw.model_name,
                           "Name clients use (default: the workers')");
   gateway_cmd->add_option("--host", gw.host, "Address to listen on")->capture_default_str();
-  gateway_cmd->add_option("--port", gw.port, "HTTP port (0: pick one, logged)")->capture_default_str();
-  gateway_cmd->add_option("--handler-threads", gw.handler_threads,
-                          "Threads that parse, tokenize and wait for workers: the requests in "
-                          "flight at once (later ones wait in order)")->capture_default_str();
-  gateway_cmd->add_option("--max-chunk-tokens", gw.max_chunk_tokens,
-                          "Split requests into chunks of at most this many tokens (0: the workers' "
-                          "max_batch_tokens)")->capture_default_str();
-  gateway_cmd->add_option("--health-interval-ms", gw.health_interval_ms,
-                          "How often each worker's health is checked; a failed call marks it "
-                          "unhealthy at once")->capture_default_str();
-  gateway_cmd->add_option("--resolve-interval-ms", gw.resolve_interval_ms,
-                          "How often a dns: worker name is re-resolved")->capture_default_str();
+  gateway_cmd->add_option("--port", gw.port, "HTTP port (0: pick one, logged)")
+      ->capture_default_str();
+  gateway_cmd
+      ->add_option("--handler-threads", gw.handler_threads,
+                   "Threads that parse, tokenize and wait for workers: the requests in "
+                   "flight at once (later ones wait in order)")
+      ->capture_default_str();
+  gateway_cmd
+      ->add_option("--max-chunk-tokens", gw.max_chunk_tokens,
+                   "Split requests into chunks of at most this many tokens (0: the workers' "
+                   "max_batch_tokens)")
+      ->capture_default_str();
+  gateway_cmd
+      ->add_option("--health-interval-ms", gw.health_interval_ms,
+                   "How often each worker's health is checked; a failed call marks it "
+                   "unhealthy at once")
+      ->capture_default_str();
+  gateway_cmd
+      ->add_option("--resolve-interval-ms", gw.resolve_interval_ms,
+                   "How often a dns: worker name is re-resolved")
+      ->capture_default_str();
   gateway_cmd
       ->add_option("--max-body-bytes,--payload-limit", gw.max_body_bytes,
                    "Largest request body (413 beyond)")
@@ -243,8 +258,10 @@ int main(int argc, char** argv) {
       ->add_option("--max-inputs,--max-client-batch-size", gw.api.max_inputs,
                    "Inputs per request (413 beyond)")
       ->capture_default_str();
-  gateway_cmd->add_option("--request-timeout", gw.api.request_timeout_s,
-                          "Seconds a request may take, retries included")->capture_default_str();
+  gateway_cmd
+      ->add_option("--request-timeout", gw.api.request_timeout_s,
+                   "Seconds a request may take, retries included")
+      ->capture_default_str();
   gateway_cmd->add_option("--api-key", gw.api.api_key, "Require 'Authorization: Bearer KEY'")
       ->envname("QUIVER_API_KEY");
   gateway_cmd->add_flag("--auto-truncate", gw.api.auto_truncate,
@@ -264,18 +281,21 @@ int main(int argc, char** argv) {
                          "Name clients use for the model (default: the folder's name)");
   worker_cmd->add_option("--listen", worker.listen, "gRPC host:port (port 0: pick a free one)")
       ->capture_default_str();
-  worker_cmd->add_option("--metrics-port", worker.metrics_port,
-                         "Port for Prometheus GET /metrics (-1: off)")
+  worker_cmd
+      ->add_option("--metrics-port", worker.metrics_port,
+                   "Port for Prometheus GET /metrics (-1: off)")
       ->capture_default_str();
   worker_cmd->add_option("--metrics-host", worker.metrics_host, "Address for /metrics")
       ->capture_default_str();
-  worker_cmd->add_option("--threads", worker.threads,
-                         "Compute threads (0: all cores). One worker per machine or per GPU.")
+  worker_cmd
+      ->add_option("--threads", worker.threads,
+                   "Compute threads (0: all cores). One worker per machine or per GPU.")
       ->capture_default_str();
-  worker_cmd->add_option("--drain-grace-ms", worker.drain_grace_ms,
-                         "On SIGTERM, after finishing admitted work, keep refusing new calls with "
-                         "UNAVAILABLE this long before closing, so clients retry elsewhere; "
-                         "about a health-check interval")
+  worker_cmd
+      ->add_option("--drain-grace-ms", worker.drain_grace_ms,
+                   "On SIGTERM, after finishing admitted work, keep refusing new calls with "
+                   "UNAVAILABLE this long before closing, so clients retry elsewhere; "
+                   "about a health-check interval")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   AddLimitFlags(*worker_cmd, worker.limits);
@@ -285,12 +305,14 @@ int main(int argc, char** argv) {
   embed_cmd->add_option("--model", embed.model_dir, "Hugging Face model folder")
       ->capture_default_str();
   auto* text_opt = embed_cmd->add_option("--text", embed.texts, "A text to embed (repeatable)");
-  embed_cmd->add_option("--input", embed.input_path,
-                        "Input: JSON lines {\"id\": ..., \"text\": ...} (id optional: the "
-                        "record's index) or plain text, one text per line; blank lines skipped")
+  embed_cmd
+      ->add_option("--input", embed.input_path,
+                   "Input: JSON lines {\"id\": ..., \"text\": ...} (id optional: the "
+                   "record's index) or plain text, one text per line; blank lines skipped")
       ->excludes(text_opt);
-  embed_cmd->add_option("--input-format", embed.input_format,
-                        "jsonl, text, or auto (JSON lines for *.jsonl, *.ndjson, *.json)")
+  embed_cmd
+      ->add_option("--input-format", embed.input_format,
+                   "jsonl, text, or auto (JSON lines for *.jsonl, *.ndjson, *.json)")
       ->check(CLI::IsMember({"auto", "jsonl", "text"}))
       ->capture_default_str();
   embed_cmd->add_option("--output", embed.output_path,
@@ -302,9 +324,10 @@ int main(int argc, char** argv) {
       "--shard", embed.shard,
       "I/N: embed only shard I (from 0) of N, a contiguous slice of the records, so the shards' "
       "outputs in order concatenate to the whole");
-  embed_cmd->add_option("--shards", embed.shards,
-                        "N shards, this one's index from JOB_COMPLETION_INDEX (a Kubernetes "
-                        "Indexed Job with N completions)")
+  embed_cmd
+      ->add_option("--shards", embed.shards,
+                   "N shards, this one's index from JOB_COMPLETION_INDEX (a Kubernetes "
+                   "Indexed Job with N completions)")
       ->check(CLI::PositiveNumber)
       ->excludes(shard_opt);
   embed_cmd->add_option("--workers", embed.workers,
@@ -313,38 +336,45 @@ int main(int argc, char** argv) {
                         "gives the tokenizer only");
   embed_cmd->add_flag("--restart", embed.restart,
                       "Ignore OUTPUT.checkpoint and start the output over");
-  embed_cmd->add_option("--progress", embed.progress,
-                        "auto (a bar on a terminal, else log lines), bar, log or off")
+  embed_cmd
+      ->add_option("--progress", embed.progress,
+                   "auto (a bar on a terminal, else log lines), bar, log or off")
       ->check(CLI::IsMember({"auto", "bar", "log", "off"}))
       ->capture_default_str();
-  embed_cmd->add_option("--progress-interval", embed.progress_interval_s,
-                        "Seconds between progress log lines when stderr is not a terminal")
+  embed_cmd
+      ->add_option("--progress-interval", embed.progress_interval_s,
+                   "Seconds between progress log lines when stderr is not a terminal")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
-  embed_cmd->add_option("--request-timeout", embed.request_timeout_s,
-                        "Seconds one batch may take, retries on other workers included")
+  embed_cmd
+      ->add_option("--request-timeout", embed.request_timeout_s,
+                   "Seconds one batch may take, retries on other workers included")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
-  embed_cmd->add_option("--checkpoint-interval", embed.checkpoint_interval_s,
-                        "Least seconds between two checkpoints (each syncs the outputs to disk); "
-                        "0 writes one after every batch. A killed job redoes at most this much")
+  embed_cmd
+      ->add_option("--checkpoint-interval", embed.checkpoint_interval_s,
+                   "Least seconds between two checkpoints (each syncs the outputs to disk); "
+                   "0 writes one after every batch. A killed job redoes at most this much")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
-  embed_cmd->add_option("--retries", embed.retries,
-                        "Times a batch that no worker could answer is tried again (after 1, 2, "
-                        "4, ... s) before the job stops, resumable")
+  embed_cmd
+      ->add_option("--retries", embed.retries,
+                   "Times a batch that no worker could answer is tried again (after 1, 2, "
+                   "4, ... s) before the job stops, resumable")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
-  embed_cmd->add_option("--dimensions", embed.dimensions,
-                        "Matryoshka truncation to this many dimensions (0: the model's width)")
+  embed_cmd
+      ->add_option("--dimensions", embed.dimensions,
+                   "Matryoshka truncation to this many dimensions (0: the model's width)")
       ->check(CLI::NonNegativeNumber);
   embed_cmd->add_flag("--normalize", embed.normalize,
                       "L2-normalize (default: as the model's sentence-transformers modules say)");
   embed_cmd->add_option("--dtype", embed.dtype, "f32, int8 (tanh-scaled) or binary (sign bits)")
       ->check(CLI::IsMember({"f32", "int8", "binary"}))
       ->capture_default_str();
-  embed_cmd->add_option("--max-batch-tokens", embed.max_batch_tokens,
-                        "Tokens per forward pass; larger batches raise throughput and memory")
+  embed_cmd
+      ->add_option("--max-batch-tokens", embed.max_batch_tokens,
+                   "Tokens per forward pass; larger batches raise throughput and memory")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   embed_cmd->add_option("--threads", embed.threads, "Compute threads (0: all cores)");
@@ -359,8 +389,9 @@ int main(int argc, char** argv) {
       ->required();
   tokenize_cmd->add_flag("--pairs", tokenize.pairs,
                          "Every line is a pair: {\"text\": ..., \"text_pair\": ...}");
-  tokenize_cmd->add_option("--max-length", tokenize.max_length,
-                           "Truncate to this many tokens, special tokens included (0: off)")
+  tokenize_cmd
+      ->add_option("--max-length", tokenize.max_length,
+                   "Truncate to this many tokens, special tokens included (0: off)")
       ->check(CLI::NonNegativeNumber);
   tokenize_cmd->add_option("--truncation-side", tokenize.truncation_side, "right or left")
       ->check(CLI::IsMember({"right", "left"}))
@@ -376,10 +407,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   // A model folder's quiver.json (ApplyModelSettings) sets what the command line did not.
-  for (auto [cmd, device, model_dir] :
-       {std::tuple{serve_cmd, &serve.device, &serve.model_dir},
-        std::tuple{worker_cmd, &worker.device, &worker.model_dir},
-        std::tuple{embed_cmd, &embed.device, &embed.model_dir}}) {
+  for (auto [cmd, device, model_dir] : {std::tuple{serve_cmd, &serve.device, &serve.model_dir},
+                                        std::tuple{worker_cmd, &worker.device, &worker.model_dir},
+                                        std::tuple{embed_cmd, &embed.device, &embed.model_dir}}) {
     if (!*cmd) continue;
     device->quantize_given = cmd->get_option("--quantize")->count() > 0;
     device->min_int8_cosine_given = cmd->get_option("--min-int8-cosine")->count() > 0;
@@ -394,8 +424,8 @@ int main(int argc, char** argv) {
   if (*tokenize_cmd) return quiver::app::RunTokenize(tokenize);
   if (*embed_cmd) return quiver::app::RunEmbed(embed);
   if (*worker_cmd) {
-    absl::StatusOr<quiver::engine::ModelOptions> model = quiver::app::ResolveModelOptions(
-        worker.model_dir);
+    absl::StatusOr<quiver::engine::ModelOptions> model =
+        quiver::app::ResolveModelOptions(worker.model_dir);
     if (!model.ok()) {
       spdlog::error("quiver worker: {}", model.status().message());
       return 1;

@@ -99,7 +99,9 @@ double BestGflops(Fn fn, double flops) {
   while (std::chrono::steady_clock::now() - start < std::chrono::seconds(3)) {
     const auto t = std::chrono::steady_clock::now();
     fn();
-    best = std::max(best, flops / std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() / 1e9);
+    best = std::max(
+        best,
+        flops / std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() / 1e9);
   }
   return best;
 }
@@ -122,26 +124,38 @@ int main(int argc, char** argv) {
   if (only != "blocks") {
     constexpr int n = 2048;
     SetThreads(2);
-    std::printf("{\"library\": \"%s\", \"shape\": \"2048^3\", \"mode\": \"own-threads\", \"gflops\": %.1f}\n",
-                kLibrary, BestGflops([&] { Gemm(x.data(), w.data(), y.data(), n, n, n, n); }, 2.0 * n * n * n));
+    std::printf(
+        "{\"library\": \"%s\", \"shape\": \"2048^3\", \"mode\": \"own-threads\", \"gflops\": "
+        "%.1f}\n",
+        kLibrary,
+        BestGflops([&] { Gemm(x.data(), w.data(), y.data(), n, n, n, n); }, 2.0 * n * n * n));
   }
   if (only == "blocks") {  // the large product, 2 threads taking blocks of 256 rows
     constexpr int n = 2048;
     SetThreads(1);
-    std::printf("{\"library\": \"%s\", \"shape\": \"2048^3\", \"mode\": \"row-blocks\", \"gflops\": %.1f}\n",
-                kLibrary, BestGflops([&] { RowBlocks(x.data(), w.data(), y.data(), n, n, n); },
-                                     2.0 * n * n * n));
+    std::printf(
+        "{\"library\": \"%s\", \"shape\": \"2048^3\", \"mode\": \"row-blocks\", \"gflops\": "
+        "%.1f}\n",
+        kLibrary,
+        BestGflops([&] { RowBlocks(x.data(), w.data(), y.data(), n, n, n); }, 2.0 * n * n * n));
   }
   for (const auto& s : shapes) {
     const int n = s[0], k = s[1];
     const double flops = 2.0 * kTokens * n * k;
     SetThreads(2);
-    const double own = only == "blocks" ? 0 : BestGflops([&] { Gemm(x.data(), w.data(), y.data(), kTokens, n, k, n); }, flops);
+    const double own =
+        only == "blocks"
+            ? 0
+            : BestGflops([&] { Gemm(x.data(), w.data(), y.data(), kTokens, n, k, n); }, flops);
     SetThreads(1);
-    const double blocks = only == "own" ? 0 : BestGflops(
-        [&] { RowBlocks(x.data(), w.data(), y.data(), kTokens, n, k); }, flops);
-    std::printf("{\"library\": \"%s\", \"shape\": \"%dx%dx%d\", \"own_threads_gflops\": %.1f, \"row_blocks_gflops\": %.1f}\n",
-                kLibrary, kTokens, n, k, own, blocks);
+    const double blocks =
+        only == "own"
+            ? 0
+            : BestGflops([&] { RowBlocks(x.data(), w.data(), y.data(), kTokens, n, k); }, flops);
+    std::printf(
+        "{\"library\": \"%s\", \"shape\": \"%dx%dx%d\", \"own_threads_gflops\": %.1f, "
+        "\"row_blocks_gflops\": %.1f}\n",
+        kLibrary, kTokens, n, k, own, blocks);
   }
   return 0;
 }

@@ -16,7 +16,9 @@
 // as JSON ({"model", "input": [text], "encoding_format": "float"}) and written by Beast; the
 // answer read by Beast (Content-Length or chunked), its body parsed as JSON and checked to hold
 // one embedding of numbers. A failed call is an error line, not a latency.
-#include <utility>  // before Asio, whose awaitable.hpp uses std::exchange
+// clang-format off: <utility> before Asio, whose awaitable.hpp uses std::exchange
+#include <utility>
+// clang-format on
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
@@ -67,8 +69,8 @@ class Connection {
         if (!ec) stream_.connect(endpoints, ec);
         if (ec) {
           stream_.close();
-          return absl::UnavailableError(StrCat("cannot connect to ", host_, ":", port_, ": ",
-                                               ec.message()));
+          return absl::UnavailableError(
+              StrCat("cannot connect to ", host_, ":", port_, ": ", ec.message()));
         }
         stream_.socket().set_option(tcp::no_delay(true), ec);
         buffer_.clear();
@@ -113,7 +115,8 @@ absl::Status Embed(Connection& connection, const std::string& model, const std::
     return absl::InternalError(StrCat("HTTP ", answer->first, ": ", answer->second.substr(0, 300)));
   }
   absl::StatusOr<JsonValue> json = JsonValue::Parse(answer->second);
-  if (!json.ok()) return absl::InternalError(StrCat("the answer is not JSON: ", json.status().message()));
+  if (!json.ok())
+    return absl::InternalError(StrCat("the answer is not JSON: ", json.status().message()));
   const JsonValue* data = json->Find("data");
   const JsonValue* row = data != nullptr && data->is_array() && data->items().size() == 1
                              ? data->items()[0].Find("embedding")
@@ -197,7 +200,8 @@ int main(int argc, char** argv) {
     if (failed.ok()) {
       std::printf("{\"ms\": %s}\n", MsList(ms).c_str());
     } else {
-      std::printf("{\"error\": \"%s\"}\n", quiver::JsonEscape(std::string(failed.message())).c_str());
+      std::printf("{\"error\": \"%s\"}\n",
+                  quiver::JsonEscape(std::string(failed.message())).c_str());
     }
     std::fflush(stdout);
   }

@@ -40,12 +40,13 @@ __attribute__((target("avx512f,avx512vnni"))) double VnniPeak(int64_t iters) {
       "1:\n\t"
 #define QUIVER_DP(r) "vpdpbusd %%zmm1, %%zmm0, %%zmm" #r "\n\t"
       QUIVER_DP(8) QUIVER_DP(9) QUIVER_DP(10) QUIVER_DP(11) QUIVER_DP(12) QUIVER_DP(13)
-      QUIVER_DP(14) QUIVER_DP(15) QUIVER_DP(16) QUIVER_DP(17) QUIVER_DP(18) QUIVER_DP(19)
-      QUIVER_DP(20) QUIVER_DP(21) QUIVER_DP(22) QUIVER_DP(23) QUIVER_DP(24) QUIVER_DP(25)
-      QUIVER_DP(26) QUIVER_DP(27) QUIVER_DP(28) QUIVER_DP(29) QUIVER_DP(30) QUIVER_DP(31)
+          QUIVER_DP(14) QUIVER_DP(15) QUIVER_DP(16) QUIVER_DP(17) QUIVER_DP(18) QUIVER_DP(19)
+              QUIVER_DP(20) QUIVER_DP(21) QUIVER_DP(22) QUIVER_DP(23) QUIVER_DP(24) QUIVER_DP(25)
+                  QUIVER_DP(26) QUIVER_DP(27) QUIVER_DP(28) QUIVER_DP(29) QUIVER_DP(30)
+                      QUIVER_DP(31)
 #undef QUIVER_DP
-      "dec %0\n\t"
-      "jnz 1b\n\t"
+                          "dec %0\n\t"
+                          "jnz 1b\n\t"
       : "+r"(iters)
       :
       : "xmm0", "xmm1", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
@@ -62,15 +63,15 @@ __attribute__((target("avx2,avxvnni"))) double AvxVnniPeak(int64_t iters) {
       "vpcmpeqd %%ymm1, %%ymm1, %%ymm1\n\t"
       "1:\n\t"
 #define QUIVER_DP(r) "%{vex%} vpdpbusd %%ymm1, %%ymm0, %%ymm" #r "\n\t"
-      QUIVER_DP(4) QUIVER_DP(5) QUIVER_DP(6) QUIVER_DP(7) QUIVER_DP(8) QUIVER_DP(9)
-      QUIVER_DP(10) QUIVER_DP(11) QUIVER_DP(12) QUIVER_DP(13) QUIVER_DP(14) QUIVER_DP(15)
+      QUIVER_DP(4) QUIVER_DP(5) QUIVER_DP(6) QUIVER_DP(7) QUIVER_DP(8) QUIVER_DP(9) QUIVER_DP(10)
+          QUIVER_DP(11) QUIVER_DP(12) QUIVER_DP(13) QUIVER_DP(14) QUIVER_DP(15)
 #undef QUIVER_DP
-      "dec %0\n\t"
-      "jnz 1b\n\t"
+              "dec %0\n\t"
+              "jnz 1b\n\t"
       : "+r"(iters)
       :
-      : "xmm0", "xmm1", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-        "xmm12", "xmm13", "xmm14", "xmm15", "cc");
+      : "xmm0", "xmm1", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "cc");
   return Seconds(t);
 }
 #endif
@@ -81,8 +82,10 @@ int main(int argc, char** argv) {
   int rounds = 9, rows = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
-    if (f == "--rounds") rounds = std::max(1, std::atoi(argv[i + 1]));
-    else if (f == "--rows") rows = std::clamp(std::atoi(argv[i + 1]), 1, 4096);
+    if (f == "--rounds")
+      rounds = std::max(1, std::atoi(argv[i + 1]));
+    else if (f == "--rows")
+      rows = std::clamp(std::atoi(argv[i + 1]), 1, 4096);
     else {
       std::fprintf(stderr, "unknown flag %s (flags: --rounds N, --rows R)\n", f.c_str());
       return 2;
@@ -96,8 +99,8 @@ int main(int argc, char** argv) {
     const char* name;
     int n, k;
   };
-  const Shape shapes[] = {{"qkv", 1152, 384}, {"o", 384, 384}, {"up", 1536, 384},
-                          {"down", 384, 1536}};
+  const Shape shapes[] = {
+      {"qkv", 1152, 384}, {"o", 384, 384}, {"up", 1536, 384}, {"down", 384, 1536}};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const char* path = cpu::CpuPathName(cpu::ActiveCpuPath());
@@ -130,23 +133,23 @@ int main(int argc, char** argv) {
       const int reps = std::max(1, 200'000'000 / (rows * s.n * s.k));
       auto t = std::chrono::steady_clock::now();
       for (int i = 0; i < reps; ++i) {
-        cpu::QuantizeRowsU8(x.data(), s.k, s.k, depth, 0, rows, bytes.data(),
-                                            zero.data(), scale.data());
+        cpu::QuantizeRowsU8(x.data(), s.k, s.k, depth, 0, rows, bytes.data(), zero.data(),
+                            scale.data());
       }
       quantize.push_back(Seconds(t) / reps);
       t = std::chrono::steady_clock::now();
       for (int i = 0; i < reps; ++i) {
-        cpu::QuantizedGemmU8(bytes.data(), zero.data(), scale.data(), q,
-                                             bias.data(), y.data(), s.n, rows, 0, s.n);
+        cpu::QuantizedGemmU8(bytes.data(), zero.data(), scale.data(), q, bias.data(), y.data(), s.n,
+                             rows, 0, s.n);
       }
       gemm.push_back(2.0 * rows * s.n * s.k / (Seconds(t) / reps) / 1e9);
     }
     std::sort(gemm.begin(), gemm.end());
     std::sort(quantize.begin(), quantize.end());
-    std::printf("{\"path\": \"%s\", \"shape\": \"%s\", \"rows\": %d, \"n\": %d, \"k\": %d, "
-                "\"gemm_gops\": %.1f, \"quantize_us\": %.2f}\n",
-                path, s.name, rows, s.n, s.k, gemm[gemm.size() / 2],
-                quantize[quantize.size() / 2] * 1e6);
+    std::printf(
+        "{\"path\": \"%s\", \"shape\": \"%s\", \"rows\": %d, \"n\": %d, \"k\": %d, "
+        "\"gemm_gops\": %.1f, \"quantize_us\": %.2f}\n",
+        path, s.name, rows, s.n, s.k, gemm[gemm.size() / 2], quantize[quantize.size() / 2] * 1e6);
   }
   return 0;
 }

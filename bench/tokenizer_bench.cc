@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
       });
     }
     for (std::thread& th : pool) th.join();
-    best_seconds = std::min(best_seconds,
-                            std::chrono::duration<double>(Clock::now() - start).count());
+    best_seconds =
+        std::min(best_seconds, std::chrono::duration<double>(Clock::now() - start).count());
   }
   std::printf(
       "{\"texts\": %zu, \"bytes\": %zu, \"tokens\": %zu, \"threads\": %d, "

@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   std::vector<std::vector<int32_t>> sequences;
   for (int s = 0; s < 64; ++s) {
     std::vector<int32_t> ids = {101};
-    for (int t = 0; t < tokens - 2; ++t) ids.push_back(std::uniform_int_distribution<int>(1000, 29000)(rng));
+    for (int t = 0; t < tokens - 2; ++t)
+      ids.push_back(std::uniform_int_distribution<int>(1000, 29000)(rng));
     ids.push_back(102);
     sequences.push_back(ids);
   }
@@ -92,10 +93,20 @@ int main(int argc, char** argv) {
 
   // Phase 2: a worker process and concurrent clients.
   const std::string log = "/tmp/quiver-worker-bench-" + std::to_string(getpid()) + ".log";
-  std::vector<std::string> args = {quiver, "worker", "--model", model, "--listen", "127.0.0.1:0",
-                                   "--metrics-port", "-1", "--threads", std::to_string(threads),
-                                   "--max-batch-tokens", std::to_string(chunk_tokens),
-                                   "--max-queued-tokens", std::to_string(chunk_tokens * clients * 2)};
+  std::vector<std::string> args = {quiver,
+                                   "worker",
+                                   "--model",
+                                   model,
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--metrics-port",
+                                   "-1",
+                                   "--threads",
+                                   std::to_string(threads),
+                                   "--max-batch-tokens",
+                                   std::to_string(chunk_tokens),
+                                   "--max-queued-tokens",
+                                   std::to_string(chunk_tokens * clients * 2)};
   std::vector<char*> argv_w;
   for (auto& a : args) argv_w.push_back(a.data());
   argv_w.push_back(nullptr);
@@ -109,7 +120,8 @@ int main(int argc, char** argv) {
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::smatch m;
-    if (std::regex_search(text, m, std::regex("port=([0-9]+) metrics_port"))) port = std::stoi(m[1]);
+    if (std::regex_search(text, m, std::regex("port=([0-9]+) metrics_port")))
+      port = std::stoi(m[1]);
     if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (port == 0) return 1;
@@ -124,7 +136,8 @@ int main(int argc, char** argv) {
     return req;
   };
   {  // warm-up
-    auto stub = quiver::v1::Inference::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    auto stub = quiver::v1::Inference::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     for (int w = 0; w < 2; ++w) {
       grpc::ClientContext ctx;
       quiver::v1::EmbedResponse resp;
@@ -137,7 +150,8 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   for (int c = 0; c < clients; ++c) {
     pool.emplace_back([&, c] {
-      auto stub = quiver::v1::Inference::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      auto stub = quiver::v1::Inference::NewStub(
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
       const auto req = request_for(c);
       while (!stop) {
         grpc::ClientContext ctx;
@@ -153,14 +167,16 @@ int main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop = true;
   for (auto& t : pool) t.join();
-  const double worker_tps = worker_tokens / std::chrono::duration<double>(Clock::now() - start).count();
+  const double worker_tps =
+      worker_tokens / std::chrono::duration<double>(Clock::now() - start).count();
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);
   std::remove(log.c_str());
-  std::printf("{\"model\": \"%s\", \"clients\": %d, \"seqs_per_chunk\": %d, \"tokens_per_seq\": %d, "
-              "\"threads\": %d, \"seconds\": %.1f, \"direct_tokens_per_s\": %.1f, "
-              "\"worker_tokens_per_s\": %.1f, \"ratio\": %.4f, \"errors\": %lld}\n",
-              model.c_str(), clients, seqs, tokens, threads, seconds, direct_tps, worker_tps,
-              worker_tps / direct_tps, static_cast<long long>(errors.load()));
+  std::printf(
+      "{\"model\": \"%s\", \"clients\": %d, \"seqs_per_chunk\": %d, \"tokens_per_seq\": %d, "
+      "\"threads\": %d, \"seconds\": %.1f, \"direct_tokens_per_s\": %.1f, "
+      "\"worker_tokens_per_s\": %.1f, \"ratio\": %.4f, \"errors\": %lld}\n",
+      model.c_str(), clients, seqs, tokens, threads, seconds, direct_tps, worker_tps,
+      worker_tps / direct_tps, static_cast<long long>(errors.load()));
   return errors.load() == 0 ? 0 : 1;
 }

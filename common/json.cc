@@ -142,8 +142,7 @@ absl::StatusOr<JsonValue> JsonValue::Parse(std::string_view text) {
     }
   }
   if (error != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(
-        StrCat("invalid JSON: ", simdjson::error_message(error)));
+    return absl::InvalidArgumentError(StrCat("invalid JSON: ", simdjson::error_message(error)));
   }
   return JsonBuilder::Build(root);
 }
@@ -214,14 +213,22 @@ absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text) {
 JsonView::Type JsonView::type() const {
   const simdjson::dom::element e = Element(element_);
   switch (e.type()) {
-    case simdjson::dom::element_type::NULL_VALUE: return Type::kNull;
-    case simdjson::dom::element_type::BOOL: return Type::kBool;
-    case simdjson::dom::element_type::INT64: return Type::kInt;
-    case simdjson::dom::element_type::UINT64:  // only beyond int64: simdjson reads the rest as INT64
-    case simdjson::dom::element_type::DOUBLE: return Type::kDouble;
-    case simdjson::dom::element_type::STRING: return Type::kString;
-    case simdjson::dom::element_type::ARRAY: return Type::kArray;
-    case simdjson::dom::element_type::OBJECT: return Type::kObject;
+    case simdjson::dom::element_type::NULL_VALUE:
+      return Type::kNull;
+    case simdjson::dom::element_type::BOOL:
+      return Type::kBool;
+    case simdjson::dom::element_type::INT64:
+      return Type::kInt;
+    case simdjson::dom::element_type::UINT64:  // only beyond int64: simdjson reads the rest as
+                                               // INT64
+    case simdjson::dom::element_type::DOUBLE:
+      return Type::kDouble;
+    case simdjson::dom::element_type::STRING:
+      return Type::kString;
+    case simdjson::dom::element_type::ARRAY:
+      return Type::kArray;
+    case simdjson::dom::element_type::OBJECT:
+      return Type::kObject;
   }
   return Type::kNull;
 }
@@ -318,13 +325,20 @@ const JsonValue* JsonValue::Find(std::string_view key) const {
 
 std::string_view JsonValue::TypeName(Type type) {
   switch (type) {
-    case Type::kNull: return "null";
-    case Type::kBool: return "boolean";
-    case Type::kInt: return "integer";
-    case Type::kDouble: return "number";
-    case Type::kString: return "string";
-    case Type::kArray: return "array";
-    case Type::kObject: return "object";
+    case Type::kNull:
+      return "null";
+    case Type::kBool:
+      return "boolean";
+    case Type::kInt:
+      return "integer";
+    case Type::kDouble:
+      return "number";
+    case Type::kString:
+      return "string";
+    case Type::kArray:
+      return "array";
+    case Type::kObject:
+      return "object";
   }
   return "unknown";
 }
@@ -332,8 +346,8 @@ std::string_view JsonValue::TypeName(Type type) {
 namespace {
 
 absl::Status WrongType(std::string_view key, std::string_view expected, const JsonValue& found) {
-  return absl::InvalidArgumentError(StrCat("field '", key, "': expected ", expected,
-                                                 ", found ", JsonValue::TypeName(found.type())));
+  return absl::InvalidArgumentError(StrCat("field '", key, "': expected ", expected, ", found ",
+                                           JsonValue::TypeName(found.type())));
 }
 
 absl::Status Missing(std::string_view key) {

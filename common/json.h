@@ -49,7 +49,7 @@ class JsonValue {
   int64_t as_int() const { return int_; }
   double as_double() const { return type_ == Type::kInt ? static_cast<double>(int_) : double_; }
   const std::string& as_string() const { return string_; }
-  const std::vector<JsonValue>& items() const { return items_; }     // array elements
+  const std::vector<JsonValue>& items() const { return items_; }   // array elements
   const std::vector<Member>& members() const { return members_; }  // object members, in order
 
   // The member named `key` of an object, or nullptr (also when this is not an object).

@@ -54,8 +54,7 @@ class MetricsRegistry {
  public:
   Counter& GetCounter(const std::string& name, const std::string& help,
                       const std::string& labels = "");
-  Gauge& GetGauge(const std::string& name, const std::string& help,
-                  const std::string& labels = "");
+  Gauge& GetGauge(const std::string& name, const std::string& help, const std::string& labels = "");
   Histogram& GetHistogram(const std::string& name, const std::string& help,
                           std::vector<double> bounds, const std::string& labels = "");
   std::string Render() const;

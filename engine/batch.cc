@@ -61,9 +61,8 @@ absl::Status ValidateBatch(const RaggedBatch& batch, int64_t vocab_size, int64_t
     const int64_t len = batch.cu_seqlens[s + 1] - batch.cu_seqlens[s];
     if (len <= 0) return absl::InvalidArgumentError(StrCat("sequence ", s, " is empty"));
     if (len > max_input_tokens) {
-      return absl::InvalidArgumentError(StrCat("sequence ", s, " has ", len,
-                                               " tokens; the model accepts at most ",
-                                               max_input_tokens));
+      return absl::InvalidArgumentError(StrCat(
+          "sequence ", s, " has ", len, " tokens; the model accepts at most ", max_input_tokens));
     }
   }
   if (!batch.token_type_ids.empty() && batch.token_type_ids.size() != batch.token_ids.size()) {
@@ -73,8 +72,7 @@ absl::Status ValidateBatch(const RaggedBatch& batch, int64_t vocab_size, int64_t
   for (size_t i = 0; i < batch.token_ids.size(); ++i) {
     if (batch.token_ids[i] < 0 || batch.token_ids[i] >= vocab_size) {
       return absl::InvalidArgumentError(StrCat("token id ", batch.token_ids[i], " at position ", i,
-                                               " is outside the vocabulary [0, ", vocab_size,
-                                               ")"));
+                                               " is outside the vocabulary [0, ", vocab_size, ")"));
     }
   }
   // A model without token types (DistilBERT, Qwen3: type_vocab_size 0) ignores them, as
@@ -92,7 +90,8 @@ absl::Status ValidateBatch(const RaggedBatch& batch, int64_t vocab_size, int64_t
   for (size_t i = 0; i < batch.span_bounds.size(); i += 2) {
     const int32_t b = batch.span_bounds[i], e = batch.span_bounds[i + 1];
     if (b < 0 || e <= b || e > batch.num_tokens()) {
-      return absl::InvalidArgumentError(StrCat("span ", i / 2, " [", b, ", ", e, ") is empty or "
+      return absl::InvalidArgumentError(StrCat("span ", i / 2, " [", b, ", ", e,
+                                               ") is empty or "
                                                "outside the tokens"));
     }
     const auto seq = std::upper_bound(batch.cu_seqlens.begin(), batch.cu_seqlens.end(), b) - 1;

@@ -1,7 +1,5 @@
 #include "engine/model_folder.h"
 
-#include "engine/dense_modules.h"
-
 #include <filesystem>
 #include <string_view>
 #include <utility>
@@ -10,6 +8,7 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/dense_modules.h"
 #include "engine/loader/weight_loader.h"
 
 namespace quiver::engine {
@@ -91,9 +90,8 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
   QUIVER_ASSIGN_OR_RETURN(folder.pooling, LoadPoolingConfig(dir, folder.info.default_pooling));
   if (!folder.pooling.dense.empty()) {  // their weights' names and shapes, checked here
     if (folder.info.num_labels > 0) {
-      return absl::InvalidArgumentError(
-          StrCat(dir, ": a Dense module on a scoring model (", folder.architecture,
-                 ") is not supported"));
+      return absl::InvalidArgumentError(StrCat(dir, ": a Dense module on a scoring model (",
+                                               folder.architecture, ") is not supported"));
     }
     // The first Dense module reads the pooled row: hidden_size per pooling mode.
     absl::StatusOr<DenseModules> dense = DenseModules::Load(

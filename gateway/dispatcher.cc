@@ -10,8 +10,7 @@
 
 namespace quiver::gateway {
 
-int PickReplica(std::span<const ReplicaLoad> replicas, std::span<const int> exclude,
-                size_t start) {
+int PickReplica(std::span<const ReplicaLoad> replicas, std::span<const int> exclude, size_t start) {
   int best = -1;
   const size_t n = replicas.size();
   for (size_t k = 0; k < n; ++k) {
@@ -134,7 +133,7 @@ struct Attempt {
   int replica = 0;
   std::shared_ptr<CancelSignal> cancel;
   SteadyClock::time_point started;
-  bool hedge = false;       // sent because the first was slow
+  bool hedge = false;  // sent because the first was slow
   bool answered = false;
 };
 
@@ -301,7 +300,8 @@ Dispatcher::Dispatcher(std::vector<std::shared_ptr<Replica>> replicas, int64_t m
                  max_chunk_tokens, hedge) {}
 
 Dispatcher::Dispatcher(ReplicaSource source, int64_t max_chunk_tokens, HedgeOptions hedge)
-    : source_(std::move(source)), max_chunk_tokens_(max_chunk_tokens),
+    : source_(std::move(source)),
+      max_chunk_tokens_(max_chunk_tokens),
       shared_(std::make_shared<Shared>()) {
   shared_->options = hedge;
   shared_->hedge_tokens = hedge.max_hedge_tokens;
@@ -397,7 +397,8 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
     if (!StartAttempt(shared_, run, c, /*hedge=*/false)) {
       std::lock_guard<std::mutex> lock(run->mu);
       ChunkState& chunk = run->chunks[c];
-      if (!chunk.done) FinishLocked(*run, chunk, absl::UnavailableError("no healthy replica"), to_cancel);
+      if (!chunk.done)
+        FinishLocked(*run, chunk, absl::UnavailableError("no healthy replica"), to_cancel);
     }
   }
 

@@ -1,8 +1,8 @@
 #include "gateway/grpc_replica.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
-#include <arpa/inet.h>
 
 #include <set>
 
@@ -31,9 +31,12 @@ GrpcReplica::GrpcReplica(std::string address, std::chrono::milliseconds health_i
   stub_ = quiver::v1::Inference::NewStub(channel_);
   health_ = grpc::health::v1::Health::NewStub(channel_);
   const std::string labels = StrCat("replica=\"", address_, "\"");
-  healthy_gauge_ = &metrics->GetGauge("quiver_gateway_replica_healthy", "1 if the replica passes health checks", labels);
-  chunks_ = &metrics->GetCounter("quiver_gateway_replica_chunks_total", "Chunks sent to each replica", labels);
-  failures_ = &metrics->GetCounter("quiver_gateway_replica_failures_total", "Chunks a replica failed (retried elsewhere)", labels);
+  healthy_gauge_ = &metrics->GetGauge("quiver_gateway_replica_healthy",
+                                      "1 if the replica passes health checks", labels);
+  chunks_ = &metrics->GetCounter("quiver_gateway_replica_chunks_total",
+                                 "Chunks sent to each replica", labels);
+  failures_ = &metrics->GetCounter("quiver_gateway_replica_failures_total",
+                                   "Chunks a replica failed (retried elsewhere)", labels);
   health_thread_ = std::thread([this] {
     SetThreadName("quiver-health");
     HealthLoop();
@@ -111,7 +114,9 @@ void GrpcReplica::Call(CallKind kind, const quiver::v1::Chunk& chunk,
       r.compute_us = static_cast<int64_t>(state->embed_resp.compute_us());
     } else {
       r.num_seqs = state->score_resp.num_seqs();
-      r.dimensions = r.num_seqs > 0 ? static_cast<int64_t>(state->score_resp.scores().size() / 4 / r.num_seqs) : 1;
+      r.dimensions = r.num_seqs > 0
+                         ? static_cast<int64_t>(state->score_resp.scores().size() / 4 / r.num_seqs)
+                         : 1;
       r.data = std::move(*state->score_resp.mutable_scores());
       r.queue_wait_us = static_cast<int64_t>(state->score_resp.queue_wait_us());
       r.compute_us = static_cast<int64_t>(state->score_resp.compute_us());
@@ -130,7 +135,8 @@ void GrpcReplica::Call(CallKind kind, const quiver::v1::Chunk& chunk,
   }
 }
 
-absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfo(std::chrono::milliseconds timeout) {
+absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfo(
+    std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   ctx.set_wait_for_ready(true);
@@ -142,8 +148,10 @@ absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfo(std::chrono
 
 GrpcReplicaSet::GrpcReplicaSet(std::string spec, std::chrono::milliseconds health_interval,
                                std::chrono::milliseconds resolve_interval, MetricsRegistry* metrics)
-    : spec_(std::move(spec)), health_interval_(health_interval),
-      resolve_interval_(resolve_interval), metrics_(metrics) {
+    : spec_(std::move(spec)),
+      health_interval_(health_interval),
+      resolve_interval_(resolve_interval),
+      metrics_(metrics) {
   Resolve();
   if (spec_.starts_with("dns:")) {
     resolver_ = std::thread([this] {
@@ -193,8 +201,10 @@ void GrpcReplicaSet::Resolve() {
       // every request until the next answer.
       std::lock_guard<std::mutex> lock(mu_);
       if (!resolve_failing_) {
-        spdlog::warn("quiver gateway: resolving {} failed ({}); keeping the {} workers found "
-                     "before", host, gai_strerror(rc), replicas_.size());
+        spdlog::warn(
+            "quiver gateway: resolving {} failed ({}); keeping the {} workers found "
+            "before",
+            host, gai_strerror(rc), replicas_.size());
       }
       resolve_failing_ = true;
       return;
@@ -208,10 +218,12 @@ void GrpcReplicaSet::Resolve() {
       for (addrinfo* p = res; p != nullptr; p = p->ai_next) {
         char buf[INET6_ADDRSTRLEN] = {0};
         if (p->ai_family == AF_INET) {
-          inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr, buf, sizeof(buf));
+          inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr, buf,
+                    sizeof(buf));
           wanted.insert(StrCat(buf, ":", port));
         } else if (p->ai_family == AF_INET6) {
-          inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr, buf, sizeof(buf));
+          inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr, buf,
+                    sizeof(buf));
           wanted.insert(StrCat("[", buf, "]:", port));
         }
       }

@@ -2,13 +2,12 @@
 
 #include <sys/socket.h>
 
-#include <cerrno>
-
-#include <boost/asio.hpp>
-#include <boost/beast.hpp>
 #include <array>
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
 #include <cctype>
+#include <cerrno>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -115,8 +114,13 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(tcp::socket socket, asio::io_context& handlers, const HttpHandler& handler,
           const HttpServerOptions& options, const std::atomic<bool>& draining,
           std::atomic<int>& open, BodyBudget& budget)
-      : stream_(std::move(socket)), handlers_(handlers), handler_(handler), options_(options),
-        draining_(draining), open_(open), budget_(budget) {
+      : stream_(std::move(socket)),
+        handlers_(handlers),
+        handler_(handler),
+        options_(options),
+        draining_(draining),
+        open_(open),
+        budget_(budget) {
     open_.fetch_add(1);
   }
   ~Session() { open_.fetch_sub(1); }
@@ -129,13 +133,11 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(options_.max_body_bytes);
     parser_->header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
     // A keep-alive connection may idle between requests; a request's header has its own bound.
-    stream_.expires_after(std::chrono::seconds(first || buffer_.size() > 0
-                                                   ? options_.header_timeout_s
-                                                   : options_.idle_timeout_s));
-    http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              self->OnHeader(ec);
-                            });
+    stream_.expires_after(std::chrono::seconds(
+        first || buffer_.size() > 0 ? options_.header_timeout_s : options_.idle_timeout_s));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   // The headers are in; nothing of the body was read yet.
@@ -156,7 +158,8 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (ec) {
-      Refuse(ErrorAnswer(400, "malformed_request", StrCat("malformed HTTP request: ", ec.message())));
+      Refuse(
+          ErrorAnswer(400, "malformed_request", StrCat("malformed HTTP request: ", ec.message())));
       return;
     }
     const auto& header = parser_->get();
@@ -210,10 +213,9 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     stream_.expires_after(std::chrono::seconds(options_.body_timeout_s));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->OnRead(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -270,8 +272,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void RefuseBodyTooLarge() {
-    Refuse(ErrorAnswer(413, "body_too_large", StrCat("request body exceeds the limit of ",
-                                                     options_.max_body_bytes, " bytes")));
+    Refuse(ErrorAnswer(
+        413, "body_too_large",
+        StrCat("request body exceeds the limit of ", options_.max_body_bytes, " bytes")));
   }
 
   // An answer before (or instead of) the body: the rest of the request is never read, so the
@@ -383,7 +386,8 @@ struct HttpServer::Impl {
   int port = 0;
 
   Impl(HttpServerOptions o, HttpHandler h)
-      : options(std::move(o)), handler(std::move(h)),
+      : options(std::move(o)),
+        handler(std::move(h)),
         budget(options.max_body_bytes_in_flight > 0 ? options.max_body_bytes_in_flight
                                                     : 4 * options.max_body_bytes) {
     handlers_guard.emplace(asio::make_work_guard(handlers));
@@ -437,8 +441,8 @@ struct HttpServer::Impl {
               busy += StrCat(name, ": ", value, "\r\n");
             }
           }
-          busy += StrCat("Content-Length: ", std::string_view(kBusyBody).size(), "\r\n\r\n",
-                         kBusyBody);
+          busy +=
+              StrCat("Content-Length: ", std::string_view(kBusyBody).size(), "\r\n\r\n", kBusyBody);
           beast::error_code write_ec;
           socket.non_blocking(true, write_ec);
           socket.write_some(asio::buffer(busy), write_ec);
@@ -466,7 +470,8 @@ HttpServer::~HttpServer() { Stop(); }
 absl::Status HttpServer::Start() {
   beast::error_code ec;
   const auto address = asio::ip::make_address(impl_->options.host, ec);
-  if (ec) return absl::InvalidArgumentError(StrCat("--host '", impl_->options.host, "': ", ec.message()));
+  if (ec)
+    return absl::InvalidArgumentError(StrCat("--host '", impl_->options.host, "': ", ec.message()));
   tcp::endpoint endpoint(address, static_cast<unsigned short>(impl_->options.port));
   impl_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);

@@ -28,7 +28,7 @@ namespace quiver::gateway {
 
 struct HttpRequest {
   std::string method;
-  std::string target;  // path, without the query string
+  std::string target;                          // path, without the query string
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   // True once the client closed its connection (or it broke) while the request is handled; set by
@@ -56,9 +56,9 @@ struct HttpServerOptions {
   int max_connections = 10000;
   // Request-body bytes in flight at once, across connections; 0: 4 x max_body_bytes.
   size_t max_body_bytes_in_flight = 0;
-  int header_timeout_s = 30;          // from a connection's first byte to its last header
-  int body_timeout_s = 120;           // to read a body once its headers are in
-  int idle_timeout_s = 120;           // a keep-alive connection waiting for its next request
+  int header_timeout_s = 30;  // from a connection's first byte to its last header
+  int body_timeout_s = 120;   // to read a body once its headers are in
+  int idle_timeout_s = 120;   // a keep-alive connection waiting for its next request
   // Answers a request from its headers alone, before its body is read (an API key check);
   // nullopt lets the body be read and the request handled. The body of a request answered here
   // is never read: its connection closes after the answer.

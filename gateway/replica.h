@@ -22,9 +22,9 @@ namespace quiver::gateway {
 
 struct ReplicaResult {
   int64_t num_seqs = 0;
-  int64_t dimensions = 0;   // values per sequence (1 for scores)
+  int64_t dimensions = 0;  // values per sequence (1 for scores)
   quiver::v1::OutputType output_type = quiver::v1::OUTPUT_F32;
-  std::string data;         // packed little-endian rows
+  std::string data;  // packed little-endian rows
   int64_t queue_wait_us = 0;
   int64_t compute_us = 0;
 };

@@ -16,10 +16,9 @@ size_t FormBatch(std::span<const ChunkShape> queue, const SchedulerLimits& limit
   for (const ChunkShape& chunk : queue) {
     const bool fits = tokens + chunk.num_tokens <= limits.max_batch_tokens &&
                       seqs + chunk.num_seqs <= limits.max_batch_seqs;
-    const bool compatible =
-        taken == 0 || (chunk.by_spans == queue[0].by_spans &&
-                       (chunk.output == nullptr || queue[0].output == nullptr ||
-                        SameOutput(*chunk.output, *queue[0].output)));
+    const bool compatible = taken == 0 || (chunk.by_spans == queue[0].by_spans &&
+                                           (chunk.output == nullptr || queue[0].output == nullptr ||
+                                            SameOutput(*chunk.output, *queue[0].output)));
     if (taken > 0 && (!fits || !compatible)) break;
     tokens += chunk.num_tokens;
     seqs += chunk.num_seqs;
@@ -30,8 +29,7 @@ size_t FormBatch(std::span<const ChunkShape> queue, const SchedulerLimits& limit
 }
 
 absl::Status Admit(int64_t chunk_tokens, int64_t chunk_seqs, int64_t longest_seq,
-                   int64_t queued_tokens, int64_t max_input_tokens,
-                   const SchedulerLimits& limits) {
+                   int64_t queued_tokens, int64_t max_input_tokens, const SchedulerLimits& limits) {
   if (chunk_tokens <= 0 || chunk_seqs <= 0) {
     return absl::InvalidArgumentError("empty chunk: no tokens or no sequences");
   }
@@ -41,9 +39,9 @@ absl::Status Admit(int64_t chunk_tokens, int64_t chunk_seqs, int64_t longest_seq
                                              max_input_tokens, " (max_input_tokens)"));
   }
   if (queued_tokens + chunk_tokens > limits.max_queued_tokens) {
-    return absl::ResourceExhaustedError(StrCat(
-        "overloaded: ", queued_tokens, " tokens queued, this chunk has ", chunk_tokens,
-        ", max_queued_tokens is ", limits.max_queued_tokens, "; retry later"));
+    return absl::ResourceExhaustedError(
+        StrCat("overloaded: ", queued_tokens, " tokens queued, this chunk has ", chunk_tokens,
+               ", max_queued_tokens is ", limits.max_queued_tokens, "; retry later"));
   }
   return absl::OkStatus();
 }

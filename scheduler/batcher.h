@@ -34,8 +34,7 @@ size_t FormBatch(std::span<const ChunkShape> queue, const SchedulerLimits& limit
 // INVALID_ARGUMENT when a sequence is longer than `max_input_tokens` (naming the limit) or the
 // chunk is empty; RESOURCE_EXHAUSTED when admitting it would pass max_queued_tokens.
 absl::Status Admit(int64_t chunk_tokens, int64_t chunk_seqs, int64_t longest_seq,
-                   int64_t queued_tokens, int64_t max_input_tokens,
-                   const SchedulerLimits& limits);
+                   int64_t queued_tokens, int64_t max_input_tokens, const SchedulerLimits& limits);
 
 // Indices (ascending) of chunks to drop before compute: cancelled, or past their deadline at
 // `now`.

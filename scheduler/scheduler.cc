@@ -57,9 +57,9 @@ Scheduler::Scheduler(engine::Engine* engine, SchedulerLimits limits, MetricsRegi
                                      "Batches run without a CUDA graph", device);
   graph_evictions_ = &metrics->GetCounter("quiver_engine_cuda_graph_evictions_total",
                                           "CUDA graphs dropped for --max-graphs", device);
-  graph_failures_ = &metrics->GetCounter("quiver_engine_cuda_graph_capture_failures_total",
-                                         "CUDA graph captures that failed (the bucket runs eagerly)",
-                                         device);
+  graph_failures_ =
+      &metrics->GetCounter("quiver_engine_cuda_graph_capture_failures_total",
+                           "CUDA graph captures that failed (the bucket runs eagerly)", device);
   PublishEngineStats();
 }
 
@@ -94,8 +94,8 @@ absl::Status Scheduler::Enqueue(Chunk chunk, ChunkDone done) {
   if (draining_) return absl::UnavailableError("worker is shutting down; retry on another replica");
   absl::Status admit = Admit(tokens, seqs, longest, admitted_tokens_, max_input_tokens_, limits_);
   if (!admit.ok()) {
-    (admit.code() == absl::StatusCode::kResourceExhausted ? rejected_overload_
-                                                          : rejected_invalid_)->Inc();
+    (admit.code() == absl::StatusCode::kResourceExhausted ? rejected_overload_ : rejected_invalid_)
+        ->Inc();
     return admit;
   }
   admitted_tokens_ += tokens;
@@ -136,8 +136,8 @@ void Scheduler::SubmitBatches() {
     std::vector<ChunkShape> shapes;
     shapes.reserve(queue_.size());
     for (const Entry& e : queue_) {
-      shapes.push_back({e.chunk.batch.num_tokens(), e.chunk.batch.num_seqs(),
-                        &e.chunk.batch.output, !e.chunk.batch.span_bounds.empty()});
+      shapes.push_back({e.chunk.batch.num_tokens(), e.chunk.batch.num_seqs(), &e.chunk.batch.output,
+                        !e.chunk.batch.span_bounds.empty()});
     }
     const size_t take = FormBatch(shapes, limits_);
     InFlight batch;
@@ -206,9 +206,9 @@ void Scheduler::Deliver(InFlight& batch) {
     result.output.dimensions = out->dimensions;
     result.output.output_type = out->output_type;
     const size_t row_bytes = out->data.size() / static_cast<size_t>(out->num_seqs);
-    result.output.data.assign(out->data.begin() + static_cast<std::ptrdiff_t>(row * row_bytes),
-                              out->data.begin() +
-                                  static_cast<std::ptrdiff_t>((row + seqs) * row_bytes));
+    result.output.data.assign(
+        out->data.begin() + static_cast<std::ptrdiff_t>(row * row_bytes),
+        out->data.begin() + static_cast<std::ptrdiff_t>((row + seqs) * row_bytes));
     result.queue_wait_us = Micros(batch.submitted - entry.enqueued);
     result.compute_us = compute_us;
     row += seqs;

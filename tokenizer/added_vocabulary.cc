@@ -44,8 +44,7 @@ void AddedVocabulary::Build(PatternSet& set, bool normalized, const Normalizer* 
   }
 }
 
-void AddedVocabulary::Split(std::string_view text, bool normalized,
-                            std::vector<Match>& out) const {
+void AddedVocabulary::Split(std::string_view text, bool normalized, std::vector<Match>& out) const {
   out.clear();
   const PatternSet& set = normalized ? normalized_ : raw_;
   size_t section_start = 0;  // end of the previous accepted match

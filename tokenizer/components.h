@@ -182,7 +182,7 @@ class AddedVocabulary {
  private:
   struct PatternSet {
     std::vector<std::pair<std::string, size_t>> patterns;  // (text, index into tokens_)
-    std::vector<std::vector<uint32_t>> by_first_byte;       // [256] -> pattern indices, longest first
+    std::vector<std::vector<uint32_t>> by_first_byte;  // [256] -> pattern indices, longest first
   };
   void Build(PatternSet& set, bool normalized, const Normalizer* normalizer);
 

@@ -31,9 +31,16 @@ class WordPieceDecoder final : public Decoder {
         }
       }
       if (cleanup_) {
-        for (auto [from, to] : {std::pair{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","},
-                                {" ' ", "'"}, {" n't", "n't"}, {" 'm", "'m"},
-                                {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"},
+        for (auto [from, to] : {std::pair{" .", "."},
+                                {" ?", "?"},
+                                {" !", "!"},
+                                {" ,", ","},
+                                {" ' ", "'"},
+                                {" n't", "n't"},
+                                {" 'm", "'m"},
+                                {" do not", " don't"},
+                                {" 's", "'s"},
+                                {" 've", "'ve"},
                                 {" 're", "'re"}}) {
           ReplaceAll(t, from, to);
         }

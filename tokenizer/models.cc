@@ -86,13 +86,17 @@ std::vector<std::string> InvertVocab(const Vocab& vocab) {
   return tokens;
 }
 
-// ---- WordPiece -----------------------------------------------------------------------------------
+// ---- WordPiece
+// -----------------------------------------------------------------------------------
 
 class WordPiece final : public Model {
  public:
   WordPiece(Vocab vocab, uint32_t unk_id, std::string prefix, size_t max_chars)
-      : vocab_(std::move(vocab)), tokens_(InvertVocab(vocab_)), unk_id_(unk_id),
-        prefix_(std::move(prefix)), max_chars_(max_chars) {}
+      : vocab_(std::move(vocab)),
+        tokens_(InvertVocab(vocab_)),
+        unk_id_(unk_id),
+        prefix_(std::move(prefix)),
+        max_chars_(max_chars) {}
 
   void Tokenize(std::string_view word, std::vector<uint32_t>& ids) const override {
     if (CountCodePoints(word) > max_chars_) {
@@ -169,7 +173,8 @@ class WordPiece final : public Model {
   size_t max_chars_;
 };
 
-// ---- BPE -----------------------------------------------------------------------------------------
+// ---- BPE
+// -----------------------------------------------------------------------------------------
 
 class Bpe final : public Model {
  public:
@@ -181,9 +186,15 @@ class Bpe final : public Model {
 
   Bpe(Vocab vocab, Merges merges, std::optional<uint32_t> unk_id, std::string prefix,
       std::string suffix, bool fuse_unk, bool byte_fallback, bool ignore_merges)
-      : vocab_(std::move(vocab)), tokens_(InvertVocab(vocab_)), merges_(std::move(merges)),
-        unk_id_(unk_id), prefix_(std::move(prefix)), suffix_(std::move(suffix)),
-        fuse_unk_(fuse_unk), byte_fallback_(byte_fallback), ignore_merges_(ignore_merges) {}
+      : vocab_(std::move(vocab)),
+        tokens_(InvertVocab(vocab_)),
+        merges_(std::move(merges)),
+        unk_id_(unk_id),
+        prefix_(std::move(prefix)),
+        suffix_(std::move(suffix)),
+        fuse_unk_(fuse_unk),
+        byte_fallback_(byte_fallback),
+        ignore_merges_(ignore_merges) {}
 
   // Tokens are consecutive pieces of the word when no prefix, suffix or byte fallback rewrites
   // them.
@@ -371,8 +382,8 @@ absl::StatusOr<std::unique_ptr<Model>> MakeBpe(const JsonValue& json) {
     if (!prefix.empty() && right_body.starts_with(prefix)) right_body.remove_prefix(prefix.size());
     std::optional<uint32_t> merged = Lookup(vocab, left + std::string(right_body));
     if (!a || !b || !merged) {
-      return absl::InvalidArgumentError(
-          StrCat("BPE: merges[", rank, "] ('", left, "', '", right, "') uses a token not in vocab"));
+      return absl::InvalidArgumentError(StrCat("BPE: merges[", rank, "] ('", left, "', '", right,
+                                               "') uses a token not in vocab"));
     }
     merges.try_emplace(Bpe::Key(*a, *b), Bpe::MergeInfo{static_cast<uint32_t>(rank), *merged});
   }
@@ -392,13 +403,16 @@ absl::StatusOr<std::unique_ptr<Model>> MakeBpe(const JsonValue& json) {
                                std::move(suffix), fuse_unk, byte_fallback, ignore_merges);
 }
 
-// ---- Unigram -------------------------------------------------------------------------------------
+// ---- Unigram
+// -------------------------------------------------------------------------------------
 
 class Unigram final : public Model {
  public:
   Unigram(std::vector<std::string> pieces, std::vector<double> scores,
           std::optional<uint32_t> unk_id, bool byte_fallback)
-      : pieces_(std::move(pieces)), scores_(std::move(scores)), unk_id_(unk_id),
+      : pieces_(std::move(pieces)),
+        scores_(std::move(scores)),
+        unk_id_(unk_id),
         byte_fallback_(byte_fallback) {
     double min_score = std::numeric_limits<double>::infinity();
     for (double s : scores_) min_score = std::min(min_score, s);
@@ -439,7 +453,7 @@ class Unigram final : public Model {
   // Appends the ids of the best segmentation of `word`; returns the tokens' byte ranges before
   // byte fallback, last token first (a thread's buffer, valid until its next call).
   const std::vector<std::pair<size_t, size_t>>& Viterbi(std::string_view word,
-                                                         std::vector<uint32_t>& ids) const {
+                                                        std::vector<uint32_t>& ids) const {
     struct Best {
       double score;
       int32_t start;  // -1: unreached

@@ -93,7 +93,9 @@ void PendingReplace(std::string_view replacement, int64_t old_count,
 class BertNormalizer final : public Normalizer {
  public:
   BertNormalizer(bool clean_text, bool chinese, bool strip_accents, bool lowercase)
-      : clean_text_(clean_text), chinese_(chinese), strip_accents_(strip_accents),
+      : clean_text_(clean_text),
+        chinese_(chinese),
+        strip_accents_(strip_accents),
         lowercase_(lowercase) {}
 
   void Apply(std::string_view in, std::string& out) const override {

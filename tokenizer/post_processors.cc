@@ -56,9 +56,7 @@ class ClsSepProcessing final : public PostProcessor {
   ClsSepProcessing(uint32_t cls, uint32_t sep, bool roberta)
       : cls_(cls), sep_(sep), roberta_(roberta) {}
 
-  size_t NumAddedTokens(bool pair) const override {
-    return pair ? (roberta_ ? 4 : 3) : 2;
-  }
+  size_t NumAddedTokens(bool pair) const override { return pair ? (roberta_ ? 4 : 3) : 2; }
 
   void Process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,
                bool add_special_tokens, std::vector<uint32_t>& ids,
@@ -204,6 +202,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(const JsonValue
   return absl::InvalidArgumentError(StrCat("unsupported post_processor '", type, "'"));
 }
 
-std::unique_ptr<PostProcessor> MakeDefaultPostProcessor() { return std::make_unique<PassThrough>(); }
+std::unique_ptr<PostProcessor> MakeDefaultPostProcessor() {
+  return std::make_unique<PassThrough>();
+}
 
 }  // namespace quiver::tokenizer

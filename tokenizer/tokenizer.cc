@@ -80,10 +80,10 @@ absl::Status TruncatePair(std::vector<uint32_t>& a, std::vector<uint32_t>* b, si
     return absl::InvalidArgumentError("truncation only_second needs a second text");
   }
   if (target->size() <= to_remove) {
-    return absl::InvalidArgumentError(StrCat(
-        "cannot truncate to ", max_length, " tokens: the ",
-        strategy == TruncationStrategy::kOnlyFirst ? "first" : "second", " text has only ",
-        target->size(), " tokens and ", to_remove, " must go"));
+    return absl::InvalidArgumentError(
+        StrCat("cannot truncate to ", max_length, " tokens: the ",
+               strategy == TruncationStrategy::kOnlyFirst ? "first" : "second", " text has only ",
+               target->size(), " tokens and ", to_remove, " must go"));
   }
   Truncate(*target, target->size() - to_remove, side);
   return absl::OkStatus();
@@ -250,8 +250,8 @@ absl::Status Tokenizer::Finish(std::vector<uint32_t>& a, std::vector<uint32_t>* 
                                const EncodeOptions& options, Encoding* out) const {
   if (options.truncation) {
     const size_t added = options.add_special_tokens ? NumAddedTokens(b != nullptr) : 0;
-    const size_t budget = options.truncation->max_length > added
-                              ? options.truncation->max_length - added : 0;
+    const size_t budget =
+        options.truncation->max_length > added ? options.truncation->max_length - added : 0;
     QUIVER_RETURN_IF_ERROR(
         TruncatePair(a, b, budget, options.truncation->strategy, options.truncation->side));
   }
@@ -330,7 +330,8 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
     }
     // A normalized range [b, e) back to `text`.
     const auto original = [&](size_t b, size_t e) {
-      return std::pair<uint32_t, uint32_t>(raw.begin + align_begin[b], raw.begin + align_end[e - 1]);
+      return std::pair<uint32_t, uint32_t>(raw.begin + align_begin[b],
+                                           raw.begin + align_end[e - 1]);
     };
     added_->Split(normalized, /*normalized=*/true, normalized_sections);
     for (const AddedVocabulary::Match& sub : normalized_sections) {
@@ -340,7 +341,8 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
                                                       : std::pair<uint32_t, uint32_t>(0, 0));
         continue;
       }
-      const std::string_view part = std::string_view(normalized).substr(sub.begin, sub.end - sub.begin);
+      const std::string_view part =
+          std::string_view(normalized).substr(sub.begin, sub.end - sub.begin);
       pieces.clear();
       const bool at_start = raw.begin == 0 && sub.begin == 0;
       pre_tokenizer_->Split(part, at_start, pieces);
@@ -425,8 +427,8 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
 }
 
 absl::Status Tokenizer::EncodePairIds(const std::vector<uint32_t>& a,
-                                      const std::vector<uint32_t>& b,
-                                      const EncodeOptions& options, Encoding* out) const {
+                                      const std::vector<uint32_t>& b, const EncodeOptions& options,
+                                      Encoding* out) const {
   Scratch& scratch = GetScratch();
   scratch.a.assign(a.begin(), a.end());
   scratch.b.assign(b.begin(), b.end());
@@ -471,8 +473,6 @@ bool Tokenizer::IsSpecial(uint32_t id) const {
 
 size_t Tokenizer::vocab_size() const { return model_->vocab_size(); }
 
-size_t Tokenizer::NumAddedTokens(bool pair) const {
-  return post_processor_->NumAddedTokens(pair);
-}
+size_t Tokenizer::NumAddedTokens(bool pair) const { return post_processor_->NumAddedTokens(pair); }
 
 }  // namespace quiver::tokenizer

@@ -76,8 +76,8 @@ class Tokenizer {
   // normalizer, whitespace-and-punctuation pre-tokenizers and WordPiece), every entry is
   // nullopt. `options.truncation` must be unset.
   using Offset = std::optional<std::pair<uint32_t, uint32_t>>;
-  absl::Status EncodeWithOffsets(std::string_view text, const EncodeOptions& options,
-                                 Encoding* out, std::vector<Offset>* offsets) const;
+  absl::Status EncodeWithOffsets(std::string_view text, const EncodeOptions& options, Encoding* out,
+                                 std::vector<Offset>* offsets) const;
 
   // The post-processor's special tokens around one already-tokenized text (prefix + ids +
   // suffix, with type ids), as Encode would add them.
@@ -107,11 +107,11 @@ class Tokenizer {
   void EncodeSection(std::string_view normalized, bool at_start, std::vector<uint32_t>& ids) const;
 
   std::unique_ptr<AddedVocabulary> added_;
-  std::unique_ptr<Normalizer> normalizer_;        // may be null
+  std::unique_ptr<Normalizer> normalizer_;       // may be null
   std::unique_ptr<PreTokenizer> pre_tokenizer_;  // may be null
   std::unique_ptr<Model> model_;
   std::unique_ptr<PostProcessor> post_processor_;  // may be null
-  std::unique_ptr<Decoder> decoder_;                // may be null
+  std::unique_ptr<Decoder> decoder_;               // may be null
   std::optional<Truncation> default_truncation_;
 };
 

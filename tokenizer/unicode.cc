@@ -23,8 +23,8 @@ char32_t NextCodePoint(std::string_view s, size_t& i) {
     return (char32_t(b & 0x0F) << 12) | (char32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
   }
   i += 4;
-  return (char32_t(b & 0x07) << 18) | (char32_t(p[1] & 0x3F) << 12) |
-         (char32_t(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
+  return (char32_t(b & 0x07) << 18) | (char32_t(p[1] & 0x3F) << 12) | (char32_t(p[2] & 0x3F) << 6) |
+         (p[3] & 0x3F);
 }
 
 void AppendUtf8(char32_t c, std::string& out) {
@@ -62,7 +62,13 @@ utf8proc_category_t Category(char32_t c) {
 bool IsWhitespace(char32_t c) {
   if (c <= 0x7F) return c == ' ' || (c >= 0x09 && c <= 0x0D);
   switch (c) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
     case 0x3000:
       return true;
     default:
@@ -75,8 +81,11 @@ bool IsBertWhitespace(char32_t c) { return c == '\t' || c == '\n' || c == '\r' |
 bool IsBertControl(char32_t c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   switch (Category(c)) {
-    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS:
-    case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
       return true;
     default:
       return false;
@@ -89,8 +98,12 @@ bool IsPunctuation(char32_t c) {
            (c >= 123 && c <= 126);
   }
   switch (Category(c)) {
-    case UTF8PROC_CATEGORY_PC: case UTF8PROC_CATEGORY_PD: case UTF8PROC_CATEGORY_PS:
-    case UTF8PROC_CATEGORY_PE: case UTF8PROC_CATEGORY_PI: case UTF8PROC_CATEGORY_PF:
+    case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_PD:
+    case UTF8PROC_CATEGORY_PS:
+    case UTF8PROC_CATEGORY_PE:
+    case UTF8PROC_CATEGORY_PI:
+    case UTF8PROC_CATEGORY_PF:
     case UTF8PROC_CATEGORY_PO:
       return true;
     default:
@@ -101,13 +114,10 @@ bool IsPunctuation(char32_t c) {
 bool IsCombiningMark(char32_t c) {
   if (c < 0x300) return false;
   utf8proc_category_t cat = Category(c);
-  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC ||
-         cat == UTF8PROC_CATEGORY_ME;
+  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
 }
 
-bool IsNonspacingMark(char32_t c) {
-  return c >= 0x300 && Category(c) == UTF8PROC_CATEGORY_MN;
-}
+bool IsNonspacingMark(char32_t c) { return c >= 0x300 && Category(c) == UTF8PROC_CATEGORY_MN; }
 
 bool IsChineseChar(char32_t c) {
   return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
@@ -119,9 +129,14 @@ bool IsChineseChar(char32_t c) {
 bool IsAlphanumeric(char32_t c) {
   if (c < 0x80) return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
   switch (Category(c)) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO:
       return true;
     default:
       return false;
@@ -131,8 +146,7 @@ bool IsAlphanumeric(char32_t c) {
 bool IsDigit(char32_t c) {
   if (c < 0x80) return c >= '0' && c <= '9';
   utf8proc_category_t cat = Category(c);
-  return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL ||
-         cat == UTF8PROC_CATEGORY_NO;
+  return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
 }
 
 void AppendLowercase(char32_t c, std::string& out) {
@@ -154,8 +168,8 @@ namespace {
 // (scripts of the corpus); anything else goes through utf8proc.
 bool IsStable(char32_t c, NormalizationForm form) {
   if (c < 0x80) return true;
-  const bool cjk = (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3041 && c <= 0x3096) ||
-                   (c >= 0x30A1 && c <= 0x30FA);
+  const bool cjk =
+      (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3041 && c <= 0x3096) || (c >= 0x30A1 && c <= 0x30FA);
   switch (form) {
     case NormalizationForm::kNFC:
       // Below U+0300 every precomposed letter is its own NFC and nothing composes onto a
@@ -194,10 +208,18 @@ void Normalize(std::string_view in, NormalizationForm form, std::string& out) {
   }
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case NormalizationForm::kNFC: options |= UTF8PROC_COMPOSE; break;
-    case NormalizationForm::kNFD: options |= UTF8PROC_DECOMPOSE; break;
-    case NormalizationForm::kNFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case NormalizationForm::kNFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case NormalizationForm::kNFC:
+      options |= UTF8PROC_COMPOSE;
+      break;
+    case NormalizationForm::kNFD:
+      options |= UTF8PROC_DECOMPOSE;
+      break;
+    case NormalizationForm::kNFKC:
+      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case NormalizationForm::kNFKD:
+      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   // utf8proc_map's steps without its malloc, and without its canonical ordering, a bubble sort
   // that is quadratic in a run of combining marks (16,000 marks of alternating classes took
@@ -210,8 +232,8 @@ void Normalize(std::string_view in, NormalizationForm form, std::string& out) {
   utf8proc_int32_t one[32];
   for (size_t i = 0; i < in.size();) {
     const char32_t c = NextCodePoint(in, i);
-    utf8proc_ssize_t k = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), one, 32,
-                                                 options_t, nullptr);
+    utf8proc_ssize_t k =
+        utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), one, 32, options_t, nullptr);
     if (k < 0 || k > 32) {  // unreachable for validated UTF-8 (the longest decomposition is 18)
       out.assign(in);
       return;

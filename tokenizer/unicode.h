@@ -17,15 +17,15 @@ inline size_t Utf8Length(uint8_t b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0
 void AppendUtf8(char32_t c, std::string& out);
 size_t CountCodePoints(std::string_view s);
 
-bool IsWhitespace(char32_t c);          // Rust char::is_whitespace (White_Space property)
-bool IsBertWhitespace(char32_t c);      // \t \n \r or whitespace
-bool IsBertControl(char32_t c);         // category C* except \t \n \r
-bool IsPunctuation(char32_t c);         // ASCII punctuation or category P*
-bool IsCombiningMark(char32_t c);       // category M*
-bool IsNonspacingMark(char32_t c);      // category Mn
-bool IsChineseChar(char32_t c);         // the CJK blocks BERT pads with spaces
-bool IsAlphanumeric(char32_t c);        // categories L*, N* (Rust char::is_alphanumeric)
-bool IsDigit(char32_t c);               // Rust char::is_numeric (categories Nd, Nl, No)
+bool IsWhitespace(char32_t c);      // Rust char::is_whitespace (White_Space property)
+bool IsBertWhitespace(char32_t c);  // \t \n \r or whitespace
+bool IsBertControl(char32_t c);     // category C* except \t \n \r
+bool IsPunctuation(char32_t c);     // ASCII punctuation or category P*
+bool IsCombiningMark(char32_t c);   // category M*
+bool IsNonspacingMark(char32_t c);  // category Mn
+bool IsChineseChar(char32_t c);     // the CJK blocks BERT pads with spaces
+bool IsAlphanumeric(char32_t c);    // categories L*, N* (Rust char::is_alphanumeric)
+bool IsDigit(char32_t c);           // Rust char::is_numeric (categories Nd, Nl, No)
 
 // Appends Rust's char::to_lowercase(c) (full mapping: U+0130 becomes two code points).
 void AppendLowercase(char32_t c, std::string& out);

@@ -9,10 +9,14 @@ namespace quiver::worker {
 
 absl::StatusOr<engine::Pooling> DecodePooling(quiver::v1::Pooling pooling) {
   switch (pooling) {
-    case quiver::v1::POOLING_MODEL_DEFAULT: return engine::Pooling::kModelDefault;
-    case quiver::v1::POOLING_CLS: return engine::Pooling::kCls;
-    case quiver::v1::POOLING_MEAN: return engine::Pooling::kMean;
-    case quiver::v1::POOLING_LAST_TOKEN: return engine::Pooling::kLastToken;
+    case quiver::v1::POOLING_MODEL_DEFAULT:
+      return engine::Pooling::kModelDefault;
+    case quiver::v1::POOLING_CLS:
+      return engine::Pooling::kCls;
+    case quiver::v1::POOLING_MEAN:
+      return engine::Pooling::kMean;
+    case quiver::v1::POOLING_LAST_TOKEN:
+      return engine::Pooling::kLastToken;
     default:
       return absl::InvalidArgumentError(
           StrCat("chunk.output.pooling: unknown value ", static_cast<int>(pooling)));
@@ -21,10 +25,14 @@ absl::StatusOr<engine::Pooling> DecodePooling(quiver::v1::Pooling pooling) {
 
 absl::StatusOr<engine::OutputType> DecodeOutputType(quiver::v1::OutputType type) {
   switch (type) {
-    case quiver::v1::OUTPUT_F32: return engine::OutputType::kF32;
-    case quiver::v1::OUTPUT_F16: return engine::OutputType::kF16;
-    case quiver::v1::OUTPUT_INT8: return engine::OutputType::kInt8;
-    case quiver::v1::OUTPUT_BINARY: return engine::OutputType::kBinary;
+    case quiver::v1::OUTPUT_F32:
+      return engine::OutputType::kF32;
+    case quiver::v1::OUTPUT_F16:
+      return engine::OutputType::kF16;
+    case quiver::v1::OUTPUT_INT8:
+      return engine::OutputType::kInt8;
+    case quiver::v1::OUTPUT_BINARY:
+      return engine::OutputType::kBinary;
     default:
       return absl::InvalidArgumentError(
           StrCat("chunk.output.output_type: unknown value ", static_cast<int>(type)));
@@ -33,22 +41,32 @@ absl::StatusOr<engine::OutputType> DecodeOutputType(quiver::v1::OutputType type)
 
 quiver::v1::OutputType EncodeOutputType(engine::OutputType type) {
   switch (type) {
-    case engine::OutputType::kF32: return quiver::v1::OUTPUT_F32;
-    case engine::OutputType::kF16: return quiver::v1::OUTPUT_F16;
-    case engine::OutputType::kInt8: return quiver::v1::OUTPUT_INT8;
-    case engine::OutputType::kBinary: return quiver::v1::OUTPUT_BINARY;
+    case engine::OutputType::kF32:
+      return quiver::v1::OUTPUT_F32;
+    case engine::OutputType::kF16:
+      return quiver::v1::OUTPUT_F16;
+    case engine::OutputType::kInt8:
+      return quiver::v1::OUTPUT_INT8;
+    case engine::OutputType::kBinary:
+      return quiver::v1::OUTPUT_BINARY;
   }
   return quiver::v1::OUTPUT_F32;
 }
 
 quiver::v1::Pooling EncodePoolingMode(engine::PoolingMode mode) {
   switch (mode) {
-    case engine::PoolingMode::kCls: return quiver::v1::POOLING_CLS;
-    case engine::PoolingMode::kMean: return quiver::v1::POOLING_MEAN;
-    case engine::PoolingMode::kLastToken: return quiver::v1::POOLING_LAST_TOKEN;
-    case engine::PoolingMode::kMax: return quiver::v1::POOLING_MAX;
-    case engine::PoolingMode::kMeanSqrtLen: return quiver::v1::POOLING_MEAN_SQRT_LEN;
-    case engine::PoolingMode::kWeightedMean: return quiver::v1::POOLING_WEIGHTED_MEAN;
+    case engine::PoolingMode::kCls:
+      return quiver::v1::POOLING_CLS;
+    case engine::PoolingMode::kMean:
+      return quiver::v1::POOLING_MEAN;
+    case engine::PoolingMode::kLastToken:
+      return quiver::v1::POOLING_LAST_TOKEN;
+    case engine::PoolingMode::kMax:
+      return quiver::v1::POOLING_MAX;
+    case engine::PoolingMode::kMeanSqrtLen:
+      return quiver::v1::POOLING_MEAN_SQRT_LEN;
+    case engine::PoolingMode::kWeightedMean:
+      return quiver::v1::POOLING_WEIGHTED_MEAN;
   }
   return quiver::v1::POOLING_MODEL_DEFAULT;
 }

@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "common/metrics.h"
@@ -19,8 +19,8 @@ namespace quiver::worker {
 
 class InferenceService final : public quiver::v1::Inference::CallbackService {
  public:
-  InferenceService(engine::Engine* engine, scheduler::Scheduler* scheduler,
-                   std::string model_name, int64_t max_batch_tokens, MetricsRegistry* metrics);
+  InferenceService(engine::Engine* engine, scheduler::Scheduler* scheduler, std::string model_name,
+                   int64_t max_batch_tokens, MetricsRegistry* metrics);
 
   grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
                                   const quiver::v1::EmbedRequest* request,

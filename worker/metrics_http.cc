@@ -27,7 +27,8 @@ absl::Status MetricsHttpServer::Start(const std::string& host, int port) {
   if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
     return absl::InvalidArgumentError(StrCat("--metrics-host '", host, "' is not an IPv4 address"));
   }
-  if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd_, 16) != 0) {
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd_, 16) != 0) {
     return absl::UnavailableError(
         StrCat("metrics port ", host, ":", port, ": ", std::strerror(errno)));
   }
@@ -67,13 +68,16 @@ void MetricsHttpServer::Serve() {
              (request[get.size()] == ' ' || request[get.size()] == '?');
     };
     const auto text = [](std::string_view status, std::string_view body) {
-      return StrCat("HTTP/1.1 ", status, "\r\nContent-Type: text/plain\r\nContent-Length: ",
-                    body.size(), "\r\nConnection: close\r\n\r\n", body);
+      return StrCat("HTTP/1.1 ", status,
+                    "\r\nContent-Type: text/plain\r\nContent-Length: ", body.size(),
+                    "\r\nConnection: close\r\n\r\n", body);
     };
     if (is("/metrics")) {
       const std::string body = registry_->Render();
-      response = StrCat("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                        "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+      response = StrCat(
+          "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+          "Content-Length: ",
+          body.size(), "\r\nConnection: close\r\n\r\n", body);
     } else if (is("/health")) {
       response = text("200 OK", "ok\n");
     } else if (is("/ready")) {
@@ -83,7 +87,8 @@ void MetricsHttpServer::Serve() {
       response = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     }
     for (size_t sent = 0; sent < response.size();) {
-      const ssize_t k = ::send(client, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
+      const ssize_t k =
+          ::send(client, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
       if (k <= 0) break;
       sent += static_cast<size_t>(k);
     }

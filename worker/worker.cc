@@ -53,12 +53,10 @@ int RunWorker(const WorkerOptions& options) {
     return 1;
   }
   const std::string model_name =
-      options.model_name.empty()
-          ? FolderName(options.model_dir)
-          : options.model_name;
+      options.model_name.empty() ? FolderName(options.model_dir) : options.model_name;
   scheduler::Scheduler scheduler(engine->get(), options.limits, &metrics);
-  InferenceService service(engine->get(), &scheduler, model_name,
-                           options.limits.max_batch_tokens, &metrics);
+  InferenceService service(engine->get(), &scheduler, model_name, options.limits.max_batch_tokens,
+                           &metrics);
   service.set_tracer(*tracer);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -88,10 +86,9 @@ int RunWorker(const WorkerOptions& options) {
   spdlog::info(
       "quiver worker: model={} ({}, {}) listen={} port={} metrics_port={} max_batch_tokens={} "
       "max_batch_seqs={} max_queued_tokens={} threads={}",
-      model_name, (*engine)->folder().architecture,
-      (*engine)->is_scorer() ? "score" : "embed", options.listen, bound_port, metrics_http.port(),
-      options.limits.max_batch_tokens, options.limits.max_batch_seqs,
-      options.limits.max_queued_tokens, options.threads);
+      model_name, (*engine)->folder().architecture, (*engine)->is_scorer() ? "score" : "embed",
+      options.listen, bound_port, metrics_http.port(), options.limits.max_batch_tokens,
+      options.limits.max_batch_seqs, options.limits.max_queued_tokens, options.threads);
   spdlog::info("quiver worker: {}", (*engine)->DeviceSummary());
   // Warm-up before readiness: one short sequence through the engine, so that the first real
   // chunk does not pay for first-touch allocations and the threads' start (a GPU's gate below
@@ -104,9 +101,10 @@ int RunWorker(const WorkerOptions& options) {
     if (absl::StatusOr<engine::EngineOutput> out = (*engine)->Run(std::move(warm)); !out.ok()) {
       spdlog::warn("quiver worker: warm-up batch failed: {}", out.status().message());
     } else {
-      spdlog::info("quiver worker: warm-up batch in {:.1f} ms",
-                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                             start).count());
+      spdlog::info(
+          "quiver worker: warm-up batch in {:.1f} ms",
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
     }
   }
   absl::Status gate = options.readiness_gate ? options.readiness_gate(**engine) : absl::OkStatus();

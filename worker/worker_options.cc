@@ -7,8 +7,7 @@ namespace quiver::worker {
 absl::Status ValidateWorkerOptions(const WorkerOptions& options) {
   if (options.model_dir.empty()) return absl::InvalidArgumentError("--model is required");
   if (options.listen.rfind(':') == std::string::npos) {
-    return absl::InvalidArgumentError(
-        StrCat("--listen '", options.listen, "' must be host:port"));
+    return absl::InvalidArgumentError(StrCat("--listen '", options.listen, "' must be host:port"));
   }
   return scheduler::ValidateLimits(options.limits);
 }

@@ -16,13 +16,13 @@ struct WorkerOptions {
   std::string model_name;                // "" = the folder's name
   std::string listen = "0.0.0.0:50051";  // host:port for gRPC (port 0 picks one, logged)
   std::string metrics_host = "0.0.0.0";
-  int metrics_port = 9090;               // Prometheus /metrics; -1 disables
-  int threads = 0;                       // compute threads; 0 = all cores
+  int metrics_port = 9090;  // Prometheus /metrics; -1 disables
+  int threads = 0;          // compute threads; 0 = all cores
   int max_message_bytes = 64 << 20;
-  int drain_grace_ms = 500;              // after draining, refuse with UNAVAILABLE this long
+  int drain_grace_ms = 500;  // after draining, refuse with UNAVAILABLE this long
   scheduler::SchedulerLimits limits;
-  engine::ModelOptions model;            // reranker token ids
-  engine::DeviceSettings device;         // --device, --cuda-graphs, ...
+  engine::ModelOptions model;     // reranker token ids
+  engine::DeviceSettings device;  // --device, --cuda-graphs, ...
   // --otlp-endpoint: one span per chunk to this OpenTelemetry collector (telemetry/tracing.h),
   // in the trace the chunk's traceparent names. "" = none.
   std::string otlp_endpoint;

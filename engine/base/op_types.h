@@ -20,10 +20,10 @@ enum class RotaryLayout {
 
 // How a range of token rows becomes one row.
 enum class PoolMode {
-  kCls,        // the range's first token
-  kMean,       // the mean of its tokens, summed in token order
-  kLastToken,  // its last token
-  kMax,        // the elementwise max over its tokens
+  kCls,           // the range's first token
+  kMean,          // the mean of its tokens, summed in token order
+  kLastToken,     // its last token
+  kMax,           // the elementwise max over its tokens
   kMeanSqrtLen,   // the sum of its tokens over sqrt(their count)
   kWeightedMean,  // Σ (i + 1) · token_i / Σ (i + 1), i the token's index from the range's origin
 };

@@ -46,12 +46,12 @@ class ThreadPool {
   std::condition_variable work_cv_, done_cv_;
   const std::function<void(int64_t)>* fn_ = nullptr;  // published by generation_
   int64_t n_ = 0;
-  std::atomic<int64_t> next_{0};      // next index to hand out
-  std::atomic<int> active_{0};        // workers still running the current job
+  std::atomic<int64_t> next_{0};  // next index to hand out
+  std::atomic<int> active_{0};    // workers still running the current job
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> resting_{false};  // set by Rest(), cleared by ParallelFor
-  std::exception_ptr error_;  // guarded by mu_
+  std::exception_ptr error_;          // guarded by mu_
 };
 
 }  // namespace quiver::engine

@@ -93,8 +93,7 @@ Tensor WeightLoader::Get(const std::string& name, std::initializer_list<int64_t>
 }
 
 ops::LinearWeights WeightLoader::Linear(const std::string& name, int64_t out, int64_t in, bool bias,
-                                        Scope scope, bool task_head,
-                                        const std::string& bias_name) {
+                                        Scope scope, bool task_head, const std::string& bias_name) {
   ops::LinearWeights none;
   none.out_features = out;
   none.in_features = in;

@@ -84,8 +84,8 @@ class WeightLoader {
     for (int64_t d : table_shape) numel *= d;
     if (static_cast<int64_t>(table.size()) != numel) {
       if (status_.ok()) {
-        status_ = absl::InternalError(StrCat("the table made from '", name, "' has ",
-                                             table.size(), " values, not ", numel));
+        status_ = absl::InternalError(
+            StrCat("the table made from '", name, "' has ", table.size(), " values, not ", numel));
       }
       return {};
     }

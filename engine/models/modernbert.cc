@@ -9,8 +9,8 @@
 
 #include "common/status.h"
 #include "common/strings.h"
-#include "engine/models/layer_types.h"
 #include "engine/models/labels.h"
+#include "engine/models/layer_types.h"
 #include "engine/models/registry.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"

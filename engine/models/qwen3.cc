@@ -149,10 +149,7 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json, DecoderFamil
 class Qwen3Model final : public Model {
  public:
   Qwen3Model(const Qwen3Config& c, Head head, WeightLoader& w, const ModelOptions& options)
-      : c_(c),
-        head_(head),
-        q_dim_(c.num_heads * c.head_dim),
-        kv_dim_(c.num_kv_heads * c.head_dim) {
+      : c_(c), head_(head), q_dim_(c.num_heads * c.head_dim), kv_dim_(c.num_kv_heads * c.head_dim) {
     const int64_t h = c_.hidden, inter = c_.intermediate;
     embed_ = w.Get("embed_tokens.weight", {c_.vocab_size, h});
     for (int64_t i = 0; i < c_.num_layers; ++i) {
@@ -277,8 +274,7 @@ class Qwen3Model final : public Model {
     const ExecContext& exec = ctx.exec;
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
     const Tensor last = ctx.ws.F32(kLast, {num_seqs, c_.hidden});
-    ops::Pool(exec, hidden, ctx.seq_bounds, ops::PoolMode::kLastToken, last,
-              ctx.device_seq_bounds);
+    ops::Pool(exec, hidden, ctx.seq_bounds, ops::PoolMode::kLastToken, last, ctx.device_seq_bounds);
     if (head_ == Head::kClassifier) {
       const DType dtype = exec.act_dtype();
       if (dtype == DType::kF32) {
@@ -339,17 +335,17 @@ void RegisterQwen3Models(ModelRegistry& registry) {
   using F = DecoderFamily;
   registry.Add({"Qwen3Model", "model.", MakeDecoder<F::kQwen3, Head::kNone>});
   registry.Add({"Qwen3ForCausalLM", "model.", MakeDecoder<F::kQwen3, Head::kYesNo>});
-  registry.Add({"Qwen3ForSequenceClassification", "model.",
-                MakeDecoder<F::kQwen3, Head::kClassifier>});
+  registry.Add(
+      {"Qwen3ForSequenceClassification", "model.", MakeDecoder<F::kQwen3, Head::kClassifier>});
   registry.Add({"Qwen2Model", "model.", MakeDecoder<F::kQwen2, Head::kNone>});
-  registry.Add({"Qwen2ForSequenceClassification", "model.",
-                MakeDecoder<F::kQwen2, Head::kClassifier>});
+  registry.Add(
+      {"Qwen2ForSequenceClassification", "model.", MakeDecoder<F::kQwen2, Head::kClassifier>});
   registry.Add({"LlamaModel", "model.", MakeDecoder<F::kLlama, Head::kNone>});
-  registry.Add({"LlamaForSequenceClassification", "model.",
-                MakeDecoder<F::kLlama, Head::kClassifier>});
+  registry.Add(
+      {"LlamaForSequenceClassification", "model.", MakeDecoder<F::kLlama, Head::kClassifier>});
   registry.Add({"MistralModel", "model.", MakeDecoder<F::kMistral, Head::kNone>});
-  registry.Add({"MistralForSequenceClassification", "model.",
-                MakeDecoder<F::kMistral, Head::kClassifier>});
+  registry.Add(
+      {"MistralForSequenceClassification", "model.", MakeDecoder<F::kMistral, Head::kClassifier>});
 }
 
 }  // namespace quiver::engine

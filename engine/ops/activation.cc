@@ -46,11 +46,10 @@ void GeluMul(const ExecContext& ctx, const Tensor& gate_up, const Tensor& out, G
 #ifdef QUIVER_WITH_CUDA
       internal::CheckLaunch(
           "GeluMul",
-          cuda::GatedActivation(gate_up.data<void>(), 2 * inter, out.data<void>(), inter, rows,
-                                inter,
-                                form == GeluForm::kErf ? cuda::Activation::kGeluErf
-                                                       : cuda::Activation::kGeluTanh,
-                                act, internal::StreamOf("GeluMul", ctx)));
+          cuda::GatedActivation(
+              gate_up.data<void>(), 2 * inter, out.data<void>(), inter, rows, inter,
+              form == GeluForm::kErf ? cuda::Activation::kGeluErf : cuda::Activation::kGeluTanh,
+              act, internal::StreamOf("GeluMul", ctx)));
       return;
 #endif
       internal::NoKernel("GeluMul", ctx);

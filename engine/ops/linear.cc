@@ -103,8 +103,9 @@ void CudaLinearRun(std::string_view op, const ExecContext& ctx, const Tensor& x,
   const bool y_f32 = y.dtype() == DType::kF32;
   const bool has_bias = !w.bias.empty();
   if (has_bias && !y_f32 && p.bias_bf16.data() == nullptr) {
-    internal::Fail(op, "the bias was set after PrepareLinear: its bf16 copy is missing (give it "
-                       "to PrepareLinear)");
+    internal::Fail(op,
+                   "the bias was set after PrepareLinear: its bf16 copy is missing (give it "
+                   "to PrepareLinear)");
   }
   cuda::GemmArgs g;
   g.x = x.data<void>();
@@ -151,9 +152,12 @@ void CheckWeights(std::string_view op, const ExecContext& ctx, const LinearWeigh
 
 const char* WeightPrecisionName(WeightPrecision p) {
   switch (p) {
-    case WeightPrecision::kInt8: return "int8";
-    case WeightPrecision::kBf16: return "bf16";
-    default: return "f32";
+    case WeightPrecision::kInt8:
+      return "int8";
+    case WeightPrecision::kBf16:
+      return "bf16";
+    default:
+      return "f32";
   }
 }
 
@@ -181,9 +185,9 @@ LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias, WeightPre
   w.bias = bias;
   w.precision = precision;
   if (precision != WeightPrecision::kF32 && device != Device::kCpu) {
-    internal::Fail("PrepareLinear", StrCat(WeightPrecisionName(precision),
-                                           " weights run on the CPU only, not on ",
-                                           DeviceName(device)));
+    internal::Fail("PrepareLinear",
+                   StrCat(WeightPrecisionName(precision), " weights run on the CPU only, not on ",
+                          DeviceName(device)));
   }
   if (precision == WeightPrecision::kInt8 && w.in_features > cpu::QuantizedWeights::kMaxDepth) {
     internal::Fail("PrepareLinear",

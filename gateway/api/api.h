@@ -10,19 +10,18 @@
 // its dialect's answer; errors go through the dialect's error map (errors.h).
 #pragma once
 
-#include <chrono>
-#include <optional>
-
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/metrics.h"
 #include "gateway/api/cors.h"
-#include "telemetry/tracing.h"
 #include "gateway/api/router.h"
 #include "gateway/api/service.h"
 #include "gateway/http_server.h"
+#include "telemetry/tracing.h"
 
 namespace quiver::gateway::api {
 

@@ -14,30 +14,48 @@ constexpr absl::string_view kReasonKey = "quiver/reason";
 
 std::string_view ReasonName(Reason reason) {
   switch (reason) {
-    case Reason::kNone: return "";
-    case Reason::kEmpty: return "empty";
-    case Reason::kTokenizer: return "tokenizer";
-    case Reason::kInputTooLong: return "input_too_long";
-    case Reason::kTooManyInputs: return "too_many_inputs";
-    case Reason::kModelNotFound: return "model_not_found";
-    case Reason::kNoRoute: return "no_route";
+    case Reason::kNone:
+      return "";
+    case Reason::kEmpty:
+      return "empty";
+    case Reason::kTokenizer:
+      return "tokenizer";
+    case Reason::kInputTooLong:
+      return "input_too_long";
+    case Reason::kTooManyInputs:
+      return "too_many_inputs";
+    case Reason::kModelNotFound:
+      return "model_not_found";
+    case Reason::kNoRoute:
+      return "no_route";
   }
   return "";
 }
 
 int BaseStatusCode(absl::StatusCode code) {
   switch (code) {
-    case absl::StatusCode::kOk: return 200;
-    case absl::StatusCode::kInvalidArgument: return 400;
-    case absl::StatusCode::kFailedPrecondition: return 422;
-    case absl::StatusCode::kOutOfRange: return 413;
-    case absl::StatusCode::kUnauthenticated: return 401;
-    case absl::StatusCode::kPermissionDenied: return 403;
-    case absl::StatusCode::kNotFound: return 404;
-    case absl::StatusCode::kResourceExhausted: return 429;
-    case absl::StatusCode::kUnavailable: return 503;
-    case absl::StatusCode::kDeadlineExceeded: return 504;
-    case absl::StatusCode::kCancelled: return 499;
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+      return 400;
+    case absl::StatusCode::kFailedPrecondition:
+      return 422;
+    case absl::StatusCode::kOutOfRange:
+      return 413;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kCancelled:
+      return 499;
     case absl::StatusCode::kUnknown:
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kAborted:
@@ -105,13 +123,18 @@ int HttpStatusFor(Dialect dialect, const absl::Status& status) {
 
 std::string_view TeiErrorType(const absl::Status& status) {
   switch (ErrorReason(status)) {
-    case Reason::kEmpty: return "Empty";
-    case Reason::kTokenizer: return "Tokenizer";
-    default: break;
+    case Reason::kEmpty:
+      return "Empty";
+    case Reason::kTokenizer:
+      return "Tokenizer";
+    default:
+      break;
   }
   switch (status.code()) {
-    case absl::StatusCode::kResourceExhausted: return "Overloaded";
-    case absl::StatusCode::kUnavailable: return "Unhealthy";
+    case absl::StatusCode::kResourceExhausted:
+      return "Overloaded";
+    case absl::StatusCode::kUnavailable:
+      return "Unhealthy";
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kOutOfRange:
@@ -127,12 +150,15 @@ std::string_view TeiErrorType(const absl::Status& status) {
 
 std::string_view OpenAiErrorType(const absl::Status& status) {
   switch (status.code()) {
-    case absl::StatusCode::kUnauthenticated: return "authentication_error";
-    case absl::StatusCode::kPermissionDenied: return "permission_error";
+    case absl::StatusCode::kUnauthenticated:
+      return "authentication_error";
+    case absl::StatusCode::kPermissionDenied:
+      return "permission_error";
     case absl::StatusCode::kNotFound:
       return ErrorReason(status) == Reason::kModelNotFound ? "invalid_request_error"
                                                            : "not_found_error";
-    case absl::StatusCode::kResourceExhausted: return "rate_limit_error";
+    case absl::StatusCode::kResourceExhausted:
+      return "rate_limit_error";
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
       return "service_unavailable_error";
@@ -151,11 +177,16 @@ namespace {
 // OpenAI's "code": a short machine-readable name where one is known.
 std::string_view OpenAiCode(const absl::Status& status) {
   switch (ErrorReason(status)) {
-    case Reason::kInputTooLong: return "context_length_exceeded";
-    case Reason::kModelNotFound: return "model_not_found";
-    case Reason::kTooManyInputs: return "too_many_inputs";
-    case Reason::kEmpty: return "empty_input";
-    default: break;
+    case Reason::kInputTooLong:
+      return "context_length_exceeded";
+    case Reason::kModelNotFound:
+      return "model_not_found";
+    case Reason::kTooManyInputs:
+      return "too_many_inputs";
+    case Reason::kEmpty:
+      return "empty_input";
+    default:
+      break;
   }
   if (status.code() == absl::StatusCode::kUnauthenticated) return "invalid_api_key";
   if (status.code() == absl::StatusCode::kResourceExhausted) return "overloaded";

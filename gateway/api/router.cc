@@ -16,8 +16,7 @@ std::string PercentDecode(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() &&
-        HexDigit(s[i + 1]) >= 0 && HexDigit(s[i + 2]) >= 0) {
+    if (s[i] == '%' && i + 2 < s.size() && HexDigit(s[i + 1]) >= 0 && HexDigit(s[i + 2]) >= 0) {
       out += static_cast<char>(HexDigit(s[i + 1]) * 16 + HexDigit(s[i + 2]));
       i += 2;
     } else {

@@ -34,8 +34,8 @@ struct ModelDescription {
   int64_t max_input_tokens = 512;  // per sequence, special tokens included
   int64_t hidden_size = 0;         // an embedding's width (after pooling and Dense modules)
   int64_t token_hidden_size = 0;   // a token's hidden state (/embed_all); 0: hidden_size
-  bool normalize = false;  // the model's own default
-  std::string pooling;     // "cls", "mean", "last_token" (TEI's /info)
+  bool normalize = false;          // the model's own default
+  std::string pooling;             // "cls", "mean", "last_token" (TEI's /info)
   bool can_embed = true;
   bool can_score = false;
   int64_t num_labels = 0;  // scoring models: logits per input

@@ -58,8 +58,8 @@ TEST(EmbedCliTest, PrintsTheGoldenEmbeddings) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   ASSERT_EQ(std::system((std::string(QUIVER_BINARY) + " embed --model " +
                          (kSource / "models" / "all-MiniLM-L6-v2").string() + " --input " +
-                         (tmp / "texts.jsonl").string() + " --output " +
-                         (tmp / "out.npy").string()).c_str()),
+                         (tmp / "texts.jsonl").string() + " --output " + (tmp / "out.npy").string())
+                            .c_str()),
             0);
   std::ifstream out(tmp / "out.jsonl");
   const std::string npy = *ReadFile((tmp / "out.npy").string());

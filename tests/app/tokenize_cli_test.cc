@@ -18,11 +18,12 @@ namespace fs = std::filesystem;
 const fs::path kSource = QUIVER_SOURCE_DIR;
 
 // Runs `args` with `input` on stdin; returns stdout lines and sets `status`.
-std::vector<std::string> RunTokenize(const std::string& args, const std::string& input, int* status) {
+std::vector<std::string> RunTokenize(const std::string& args, const std::string& input,
+                                     int* status) {
   const fs::path in = fs::temp_directory_path() / ("quiver-tok-" + std::to_string(getpid()));
   std::ofstream(in) << input;
-  FILE* pipe = popen((std::string(QUIVER_BINARY) + " tokenize " + args + " < " + in.string()).c_str(),
-                     "r");
+  FILE* pipe =
+      popen((std::string(QUIVER_BINARY) + " tokenize " + args + " < " + in.string()).c_str(), "r");
   std::string out;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof(buf), pipe)) out.append(buf, n);
@@ -47,8 +48,8 @@ TEST(TokenizeCliTest, IdsMatchTheReferenceForSinglesAndPairs) {
     want.push_back(std::move(row));
   }
   int status = 0;
-  const auto out = RunTokenize("--tokenizer " + (dir / "tokenizer.json").string() + " --pairs", input,
-                       &status);
+  const auto out =
+      RunTokenize("--tokenizer " + (dir / "tokenizer.json").string() + " --pairs", input, &status);
   EXPECT_EQ(status, 0);
   ASSERT_EQ(out.size(), want.size());
   for (size_t i = 0; i < out.size(); ++i) {
@@ -63,13 +64,15 @@ TEST(TokenizeCliTest, IdsMatchTheReferenceForSinglesAndPairs) {
 }
 
 TEST(TokenizeCliTest, TruncationAndBadLines) {
-  const std::string tok = "--tokenizer " +
-      (kSource / "tests" / "fixtures" / "tokenizers" / "minilm_wordpiece" / "tokenizer.json").string();
+  const std::string tok = "--tokenizer " + (kSource / "tests" / "fixtures" / "tokenizers" /
+                                            "minilm_wordpiece" / "tokenizer.json")
+                                               .string();
   int status = 0;
   auto out = RunTokenize(tok + " --max-length 5 --truncation-side left",
-                 "{\"text\": \"one two three four five six\"}\n", &status);
+                         "{\"text\": \"one two three four five six\"}\n", &status);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(JsonValue::Parse(out[0])->Find("ids")->items().size(), 5u);  // [CLS] four five six [SEP]
+  EXPECT_EQ(JsonValue::Parse(out[0])->Find("ids")->items().size(),
+            5u);  // [CLS] four five six [SEP]
   out = RunTokenize(tok, "{\"text\": \"fine\"}\nnot json\n{\"txt\": 1}\n", &status);
   EXPECT_EQ(status, 1);
   ASSERT_EQ(out.size(), 3u);

@@ -32,11 +32,11 @@ std::vector<float> Samples() {
   for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 65537) {
     out.push_back(FromBits(static_cast<uint32_t>(bits)));
   }
-  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e-8f, 2.98e-8f,
-                  2.9802322e-8f, 5.9604645e-8f, 6.1035156e-5f, 6.1e-5f, 1.0f + 1.0f / 2048,
-                  1.0f + 3.0f / 2048, std::numeric_limits<float>::infinity(),
-                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::min(),
-                  std::numeric_limits<float>::denorm_min()}) {
+  for (float f :
+       {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e-8f, 2.98e-8f, 2.9802322e-8f,
+        5.9604645e-8f, 6.1035156e-5f, 6.1e-5f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,
+        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+        std::numeric_limits<float>::min(), std::numeric_limits<float>::denorm_min()}) {
     out.push_back(f);
   }
   return out;

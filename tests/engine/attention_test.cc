@@ -90,8 +90,8 @@ TEST(AttentionBackendsTest, AgreeWithTheReferenceLoop) {
 
 // The flash backend's products in bf16 (AttentionPlan::bf16_products, hosts with AVX512_BF16):
 // near the reference (bf16 keeps 8 bits of mantissa: measured 0.23-0.41% of the largest output
-// here, bound 2%, against f32's 1e-5), not the f32 bits, and a sequence alone gives the bits it has in the
-// batch.
+// here, bound 2%, against f32's 1e-5), not the f32 bits, and a sequence alone gives the bits it has
+// in the batch.
 TEST(AttentionBackendsTest, FlashInBf16StaysNearTheReference) {
   if (!cpu::Bf16Supported()) GTEST_SKIP() << "no AVX512_BF16 on this host (or path)";
   const std::vector<Case> cases = {

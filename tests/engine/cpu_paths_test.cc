@@ -339,8 +339,7 @@ TEST_F(CpuPathsTest, Int8WeightsHoldOneLayoutAndBuildTheOtherWithTheSameBytes) {
           << "n=" << n << " k=" << k;
       EXPECT_EQ(quads_first.layout_bytes(), quad_bytes + pair_bytes);
       if (!checked_quads) {
-        ASSERT_EQ(std::memcmp(pairs_first.quad_panel(0), quads_first.quad_panel(0), quad_bytes),
-                  0)
+        ASSERT_EQ(std::memcmp(pairs_first.quad_panel(0), quads_first.quad_panel(0), quad_bytes), 0)
             << "n=" << n << " k=" << k;
         EXPECT_EQ(pairs_first.layout_bytes(), quad_bytes + pair_bytes);
         checked_quads = true;

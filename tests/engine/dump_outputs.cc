@@ -62,12 +62,13 @@ class Dump {
   explicit Dump(const std::string& path) : out_(path, std::ios::binary) {}
   void Record(const std::string& label, const absl::StatusOr<EngineOutput>& result) {
     if (!result.ok()) {
-      std::fprintf(stderr, "%s: %s\n", label.c_str(), std::string(result.status().message()).c_str());
+      std::fprintf(stderr, "%s: %s\n", label.c_str(),
+                   std::string(result.status().message()).c_str());
       std::exit(1);
     }
-    const std::string header = label + " rows=" + std::to_string(result->num_seqs) + " dims=" +
-                               std::to_string(result->dimensions) + " bytes=" +
-                               std::to_string(result->data.size()) + "\n";
+    const std::string header = label + " rows=" + std::to_string(result->num_seqs) +
+                               " dims=" + std::to_string(result->dimensions) +
+                               " bytes=" + std::to_string(result->data.size()) + "\n";
     out_.write(header.data(), static_cast<std::streamsize>(header.size()));
     out_.write(reinterpret_cast<const char*>(result->data.data()),
                static_cast<std::streamsize>(result->data.size()));
@@ -89,11 +90,12 @@ void DumpModel(Dump& dump, const std::string& name, const fs::path& dir,
       options.pad_to_buckets = pad;
       auto engine = Engine::Load(dir.string(), options);
       if (!engine.ok()) {
-        std::fprintf(stderr, "%s: %s\n", name.c_str(), std::string(engine.status().message()).c_str());
+        std::fprintf(stderr, "%s: %s\n", name.c_str(),
+                     std::string(engine.status().message()).c_str());
         std::exit(1);
       }
-      const std::string tag = name + " attention=" + (*attention ? attention : "table") +
-                              (pad ? " padded" : "");
+      const std::string tag =
+          name + " attention=" + (*attention ? attention : "table") + (pad ? " padded" : "");
       RaggedBatch all;
       for (const Text& t : texts) Add(all, t);
       dump.Record(tag + " batch", (*engine)->Run(all));
@@ -146,7 +148,8 @@ int main(int argc, char** argv) {
   for (const char* tiny : {"bert_mean", "bert_cross_encoder", "qwen3_causal_lasttoken",
                            "qwen3_bidirectional_mean", "qwen3_reranker"}) {
     const fs::path dir = fixtures / "tiny" / tiny;
-    const JsonValue meta = *JsonValue::Parse(*quiver::ReadFile((dir / "reference.meta.json").string()));
+    const JsonValue meta =
+        *JsonValue::Parse(*quiver::ReadFile((dir / "reference.meta.json").string()));
     EngineOptions options;
     if (const JsonValue* yes = meta.Find("yes_token_id")) {
       options.model.yes_token_id = static_cast<int32_t>(yes->as_int());

@@ -37,10 +37,9 @@ float RoundBf16(float x) {
   return y;
 }
 
-#define QUIVER_REQUIRE_BF16()                                                        \
-  if (!Bf16Supported()) {                                                            \
-    GTEST_SKIP() << "no bf16 path here (needs AVX512_BF16 and the avx512 path): " \
-                 << CpuSummary();                                                    \
+#define QUIVER_REQUIRE_BF16()                                                                      \
+  if (!Bf16Supported()) {                                                                          \
+    GTEST_SKIP() << "no bf16 path here (needs AVX512_BF16 and the avx512 path): " << CpuSummary(); \
   }
 
 std::vector<uint16_t> Rows(const std::vector<float>& x, int64_t m, int64_t k) {
@@ -224,10 +223,10 @@ TEST(Bf16LinearOpTest, EveryEpilogueStaysNearF32) {
   if (!cpu::Bf16Supported()) {
     EXPECT_FALSE(ops::WeightPrecisionSupported(Device::kCpu, ops::WeightPrecision::kBf16));
     const std::vector<float> w = testing::RandomValues(16 * 8, 1);
-    EXPECT_THROW(ops::PrepareLinear(Device::kCpu,
-                                    Tensor(w.data(), DType::kF32, Device::kCpu, {16, 8}), Tensor(),
-                                    ops::WeightPrecision::kBf16),
-                 std::invalid_argument);
+    EXPECT_THROW(
+        ops::PrepareLinear(Device::kCpu, Tensor(w.data(), DType::kF32, Device::kCpu, {16, 8}),
+                           Tensor(), ops::WeightPrecision::kBf16),
+        std::invalid_argument);
     GTEST_SKIP() << "no bf16 path here: " << cpu::CpuSummary();
   }
   testing::ExpectLayerNearF32(ops::WeightPrecision::kBf16, 0.01, 70, 40, 72);

@@ -185,9 +185,9 @@ TEST(Int8LinearOpTest, LayersDeeperThanTheSumsAllowAreRefused) {
     std::vector<float> w(static_cast<size_t>(k), 0.5f);
     const Tensor weight(w.data(), DType::kF32, Device::kCpu, {1, k});
     if (k == limit) {
-      EXPECT_EQ(ops::PrepareLinear(Device::kCpu, weight, Tensor(), ops::WeightPrecision::kInt8)
-                    .precision,
-                ops::WeightPrecision::kInt8);
+      EXPECT_EQ(
+          ops::PrepareLinear(Device::kCpu, weight, Tensor(), ops::WeightPrecision::kInt8).precision,
+          ops::WeightPrecision::kInt8);
       continue;
     }
     try {

@@ -521,8 +521,8 @@ TEST_P(OpTest, PoolingClsMeanLastMaxAndSpans) {
   // (begin, end, origin) rows, where the last two leave out the first tokens of their sequence
   // (a prompt) and the weighted mean counts from the sequence's start.
   const std::vector<int32_t> pairs = {0, 1, 1, 12, 12, 29, 3, 9, 14, 15};
-  const std::vector<int32_t> triples = {0, 1, 0, 1, 12, 1, 12, 29, 12, 3, 9, 3, 14, 15, 14,
-                                        4, 12, 1, 20, 29, 12};
+  const std::vector<int32_t> triples = {0, 1,  0,  1,  12, 1,  12, 29, 12, 3, 9,
+                                        3, 14, 15, 14, 4,  12, 1,  20, 29, 12};
   for (const int64_t width : {2, 3}) {
     const std::vector<int32_t>& bounds = width == 2 ? pairs : triples;
     const int64_t rows = static_cast<int64_t>(bounds.size()) / width;

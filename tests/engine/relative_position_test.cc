@@ -13,7 +13,8 @@
 namespace quiver::engine {
 namespace {
 
-const std::filesystem::path kFixtures = std::filesystem::path(QUIVER_SOURCE_DIR) / "tests" / "fixtures";
+const std::filesystem::path kFixtures =
+    std::filesystem::path(QUIVER_SOURCE_DIR) / "tests" / "fixtures";
 
 TEST(RelativePositionTest, BucketsEqualTransformers) {
   absl::StatusOr<std::string> text =
@@ -42,7 +43,8 @@ TEST(RelativePositionTest, TableHoldsEachDistancesBucketPerHead) {
   const int64_t buckets = 32, heads = 3, distance = 128;
   std::vector<float> weight(buckets * heads);
   for (size_t i = 0; i < weight.size(); ++i) weight[i] = static_cast<float>(i);
-  const std::vector<float> table = RelativePositionBiasTable(weight.data(), buckets, heads, distance);
+  const std::vector<float> table =
+      RelativePositionBiasTable(weight.data(), buckets, heads, distance);
   ASSERT_EQ(table.size(), static_cast<size_t>(heads * (2 * distance + 1)));
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t d = -distance; d <= distance; ++d) {

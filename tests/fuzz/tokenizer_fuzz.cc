@@ -19,10 +19,10 @@ namespace {
 std::vector<std::unique_ptr<quiver::tokenizer::Tokenizer>>& Tokenizers() {
   static auto* tokenizers = [] {
     auto* out = new std::vector<std::unique_ptr<quiver::tokenizer::Tokenizer>>();
-    for (const char* name : {"minilm_wordpiece", "qwen_style_bpe", "xlmr_style_unigram",
-                             "xlmr_precompiled_unigram"}) {
-      std::string path = std::string(QUIVER_SOURCE_DIR) + "/tests/fixtures/tokenizers/" + name +
-                         "/tokenizer.json";
+    for (const char* name :
+         {"minilm_wordpiece", "qwen_style_bpe", "xlmr_style_unigram", "xlmr_precompiled_unigram"}) {
+      std::string path =
+          std::string(QUIVER_SOURCE_DIR) + "/tests/fixtures/tokenizers/" + name + "/tokenizer.json";
       auto t = quiver::tokenizer::Tokenizer::FromFile(path);
       if (!t.ok()) __builtin_trap();
       out->push_back(*std::move(t));

@@ -37,10 +37,10 @@ TEST(ErrorMapTest, ReasonsPerDialect) {
                                            "input 0 has 600 tokens", Reason::kInputTooLong);
   EXPECT_EQ(HttpStatusFor(Dialect::kOpenAi, too_long), 400);  // OpenAI: BadRequestError
   EXPECT_EQ(HttpStatusFor(Dialect::kCohere, too_long), 400);
-  EXPECT_EQ(HttpStatusFor(Dialect::kTei, too_long), 413);     // TEI: Validation
+  EXPECT_EQ(HttpStatusFor(Dialect::kTei, too_long), 413);  // TEI: Validation
   EXPECT_EQ(TeiErrorType(too_long), "Validation");
-  const absl::Status many = FieldError(absl::StatusCode::kOutOfRange, "input", "too many",
-                                       Reason::kTooManyInputs);
+  const absl::Status many =
+      FieldError(absl::StatusCode::kOutOfRange, "input", "too many", Reason::kTooManyInputs);
   EXPECT_EQ(HttpStatusFor(Dialect::kOpenAi, many), 400);
   EXPECT_EQ(HttpStatusFor(Dialect::kTei, many), 413);
   const absl::Status empty =
@@ -85,15 +85,15 @@ TEST(ErrorMapTest, Bodies) {
   EXPECT_EQ(overloaded.headers.at("Retry-After"), "1");
   EXPECT_EQ(Parse(overloaded.body).Find("error_type")->as_string(), "Overloaded");
 
-  const JsonValue too_long = Parse(
-      ErrorResponse(Dialect::kOpenAi, FieldError(absl::StatusCode::kInvalidArgument, "input",
-                                                 "long", Reason::kInputTooLong))
-          .body);
+  const JsonValue too_long =
+      Parse(ErrorResponse(Dialect::kOpenAi, FieldError(absl::StatusCode::kInvalidArgument, "input",
+                                                       "long", Reason::kInputTooLong))
+                .body);
   EXPECT_EQ(too_long.Find("error")->Find("code")->as_string(), "context_length_exceeded");
-  const JsonValue no_model = Parse(
-      ErrorResponse(Dialect::kOpenAi, FieldError(absl::StatusCode::kNotFound, "model", "nope",
-                                                 Reason::kModelNotFound))
-          .body);
+  const JsonValue no_model =
+      Parse(ErrorResponse(Dialect::kOpenAi, FieldError(absl::StatusCode::kNotFound, "model", "nope",
+                                                       Reason::kModelNotFound))
+                .body);
   EXPECT_EQ(no_model.Find("error")->Find("code")->as_string(), "model_not_found");
   EXPECT_EQ(no_model.Find("error")->Find("type")->as_string(), "invalid_request_error");
 }

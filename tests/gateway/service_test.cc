@@ -22,7 +22,8 @@ class RecordingReplica final : public Replica {
   bool healthy() const override { return true; }
   int64_t outstanding_tokens() const override { return 0; }
   void Call(CallKind kind, const quiver::v1::Chunk& chunk, std::chrono::system_clock::time_point,
-            std::shared_ptr<CancelSignal>, std::function<void(absl::StatusOr<ReplicaResult>)> done) override {
+            std::shared_ptr<CancelSignal>,
+            std::function<void(absl::StatusOr<ReplicaResult>)> done) override {
     ReplicaResult r;
     r.num_seqs = chunk.cu_seqlens_size() - 1;
     r.dimensions = kind == CallKind::kScore ? 1 : dims_;
@@ -56,10 +57,10 @@ Fixture Make(const std::string& tokenizer_dir, ModelDescription model, ApiLimits
   EXPECT_TRUE(tok.ok()) << tok.status();
   f.tokenizer = tok->get();
   f.replica = std::make_shared<RecordingReplica>(model.hidden_size);
-  auto dispatcher = std::make_shared<Dispatcher>(
-      std::vector<std::shared_ptr<Replica>>{f.replica}, 1 << 20);
-  f.service = std::make_unique<Service>(std::move(model), *std::move(tok), dispatcher, limits,
-                                        nullptr);
+  auto dispatcher =
+      std::make_shared<Dispatcher>(std::vector<std::shared_ptr<Replica>>{f.replica}, 1 << 20);
+  f.service =
+      std::make_unique<Service>(std::move(model), *std::move(tok), dispatcher, limits, nullptr);
   return f;
 }
 
@@ -88,8 +89,8 @@ TEST(ServiceTest, Qwen3RerankerPromptIsCutInTheMiddleOnly) {
   for (int i = 0; i < 400; ++i) doc += "password ";
   TruncationRequest cut;
   cut.enabled = true;
-  absl::StatusOr<Scores> s = f.service->Score({"groups"}, {doc, "short"}, true, cut, "texts",
-                                              kForever);
+  absl::StatusOr<Scores> s =
+      f.service->Score({"groups"}, {doc, "short"}, true, cut, "texts", kForever);
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_EQ(f.replica->sequences.size(), 2u);
   const std::vector<uint32_t>& longest = f.replica->sequences[0];
@@ -99,10 +100,10 @@ TEST(ServiceTest, Qwen3RerankerPromptIsCutInTheMiddleOnly) {
   EXPECT_TRUE(std::equal(suffix.rbegin(), suffix.rend(), longest.rbegin()))
       << "the prompt's end, where the score is read, survives the cut";
   // A pair that fits is the whole prompt, as the model card's reference builds it.
-  const std::vector<uint32_t> middle = Ids(
-      *f.tokenizer,
-      "<Instruct>: Given a web search query, retrieve relevant passages that answer the "
-      "query\n<Query>: groups\n<Document>: short");
+  const std::vector<uint32_t> middle =
+      Ids(*f.tokenizer,
+          "<Instruct>: Given a web search query, retrieve relevant passages that answer the "
+          "query\n<Query>: groups\n<Document>: short");
   std::vector<uint32_t> want = prefix;
   want.insert(want.end(), middle.begin(), middle.end());
   want.insert(want.end(), suffix.begin(), suffix.end());

@@ -439,7 +439,7 @@ absl::StatusOr<std::vector<JsonValue>> ReadJsonLines(const std::string& path,
 // A fixture's reference.jsonl (Hugging Face's answers, tools/golden) and reference.meta.json.
 struct Reference {
   std::vector<std::vector<int32_t>> ids, type_ids;  // type_ids[i] empty where the row has none
-  std::vector<int32_t> prompt_lengths;               // 0 where the row has no prompt
+  std::vector<int32_t> prompt_lengths;              // 0 where the row has no prompt
   Rows outputs;
   bool scores = false;
   std::optional<int32_t> yes_token_id, no_token_id;
@@ -470,9 +470,8 @@ absl::StatusOr<Reference> ReadReference(const std::string& dir) {
     }
     QUIVER_ASSIGN_OR_RETURN(std::vector<float> output, Floats(row.Find("output"), "output"));
     const JsonValue* prompt = row.Find("prompt_length");
-    ref.prompt_lengths.push_back(prompt != nullptr && prompt->is_number()
-                                     ? static_cast<int32_t>(prompt->as_int())
-                                     : 0);
+    ref.prompt_lengths.push_back(
+        prompt != nullptr && prompt->is_number() ? static_cast<int32_t>(prompt->as_int()) : 0);
     ref.ids.push_back(std::move(ids));
     ref.type_ids.push_back(std::move(types));
     ref.outputs.push_back(std::move(output));
@@ -668,16 +667,41 @@ void RecordGraphPaths(Report& report, const std::string& tag, const GraphPaths& 
 // Stage: models.
 
 // STAGE_MODELS
-constexpr const char* kTinyFixtures[] = {
-    "bert_mean",       "bert_cross_encoder",    "qwen3_bidirectional_mean",
-    "qwen3_causal_lasttoken", "qwen3_reranker", "distilbert_mean",
-    "distilbert_classifier",  "xlmr_cls",       "camembert_cls", "xlmr_cross_encoder", "bert_max",
-    "qwen2_lasttoken", "mistral_lasttoken", "llama_lasttoken", "mpnet_mean",
-    "mpnet_cross_encoder", "modernbert_cls", "modernbert_cross_encoder", "bert_dense", "t5_mean",
-    "t5_gated", "gemma3_mean", "bert_weightedmean", "bert_mean_sqrt_len",
-    "qwen2_bidirectional_mean", "splade", "bert_prompt_mean", "bert_prompt_weightedmean",
-    "bert_prompt_cls", "qwen3_seq_cls", "llama_classifier", "qwen2_seq_cls", "mistral_seq_cls",
-    "splade_distilbert", "splade_roberta"};
+constexpr const char* kTinyFixtures[] = {"bert_mean",
+                                         "bert_cross_encoder",
+                                         "qwen3_bidirectional_mean",
+                                         "qwen3_causal_lasttoken",
+                                         "qwen3_reranker",
+                                         "distilbert_mean",
+                                         "distilbert_classifier",
+                                         "xlmr_cls",
+                                         "camembert_cls",
+                                         "xlmr_cross_encoder",
+                                         "bert_max",
+                                         "qwen2_lasttoken",
+                                         "mistral_lasttoken",
+                                         "llama_lasttoken",
+                                         "mpnet_mean",
+                                         "mpnet_cross_encoder",
+                                         "modernbert_cls",
+                                         "modernbert_cross_encoder",
+                                         "bert_dense",
+                                         "t5_mean",
+                                         "t5_gated",
+                                         "gemma3_mean",
+                                         "bert_weightedmean",
+                                         "bert_mean_sqrt_len",
+                                         "qwen2_bidirectional_mean",
+                                         "splade",
+                                         "bert_prompt_mean",
+                                         "bert_prompt_weightedmean",
+                                         "bert_prompt_cls",
+                                         "qwen3_seq_cls",
+                                         "llama_classifier",
+                                         "qwen2_seq_cls",
+                                         "mistral_seq_cls",
+                                         "splade_distilbert",
+                                         "splade_roberta"};
 
 // Hugging Face's own bf16 error over the spread for fixture `name` (hf_bf16_scores.json beside
 // the fixtures), or nothing where the file or the fixture is not there.

@@ -786,8 +786,8 @@ absl::StatusOr<double> CheckPool(Gpu& gpu, DType act, int64_t hidden, PoolMode m
   QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_bounds, ToDevice(bounds, s));
   QUIVER_ASSIGN_OR_RETURN(cu::DeviceBuffer d_out,
                           PoisonedBuffer(static_cast<size_t>(num_rows * hidden) * 4, s));
-  QUIVER_RETURN_IF_ERROR(Launch(cu::Pool(d_x.data(), stride, d_bounds.as<int32_t>(), 3,
-                                         num_rows, hidden, mode, act, d_out.as<float>(), s),
+  QUIVER_RETURN_IF_ERROR(Launch(cu::Pool(d_x.data(), stride, d_bounds.as<int32_t>(), 3, num_rows,
+                                         hidden, mode, act, d_out.as<float>(), s),
                                 "Pool"));
   QUIVER_ASSIGN_OR_RETURN(std::vector<uint8_t> out_bytes, ToHost(d_out, s));
   std::vector<double> ref;
@@ -1480,9 +1480,8 @@ absl::StatusOr<double> CheckMaskedAttentionCase(Gpu& gpu, bool causal, int64_t w
           best = std::max(best, dot);
         }
         for (int64_t j = 0; j < len; ++j) {
-          p[static_cast<size_t>(j)] = seen[static_cast<size_t>(j)]
-                                          ? std::exp(p[static_cast<size_t>(j)] - best)
-                                          : 0.0;
+          p[static_cast<size_t>(j)] =
+              seen[static_cast<size_t>(j)] ? std::exp(p[static_cast<size_t>(j)] - best) : 0.0;
           sum += p[static_cast<size_t>(j)];
         }
         for (int64_t d = 0; d < kDim; ++d) {

@@ -37,15 +37,13 @@ TEST(FormBatchTest, OversizeFirstChunkRunsAlone) {
   EXPECT_EQ(FormBatch(std::span(second_oversize).subspan(1), Limits(1000, 64)), 1u);
 }
 
-TEST(FormBatchTest, EmptyQueueGivesNothing) {
-  EXPECT_EQ(FormBatch({}, Limits(1000, 64)), 0u);
-}
+TEST(FormBatchTest, EmptyQueueGivesNothing) { EXPECT_EQ(FormBatch({}, Limits(1000, 64)), 0u); }
 
 TEST(FormBatchTest, DifferentOutputOptionsStartANewBatch) {
   engine::OutputOptions plain, truncated;
   truncated.dimensions = 64;
-  const std::vector<ChunkShape> queue = {{10, 1, &plain}, {10, 1, &plain}, {10, 1, &truncated},
-                                         {10, 1, &plain}};
+  const std::vector<ChunkShape> queue = {
+      {10, 1, &plain}, {10, 1, &plain}, {10, 1, &truncated}, {10, 1, &plain}};
   EXPECT_EQ(FormBatch(queue, Limits(1000, 64)), 2u);
   EXPECT_EQ(FormBatch(std::span(queue).subspan(2), Limits(1000, 64)), 1u);
 }

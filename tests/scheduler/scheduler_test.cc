@@ -24,8 +24,7 @@ TEST(SchedulerTest, DestroyedRightAfterItsLastAnswerWhileTheEngineRuns) {
   engine::EngineOptions options;
   options.num_threads = 1;
   auto engine = engine::Engine::Load(
-      (std::filesystem::path(QUIVER_SOURCE_DIR) / "models" / "all-MiniLM-L6-v2").string(),
-      options);
+      (std::filesystem::path(QUIVER_SOURCE_DIR) / "models" / "all-MiniLM-L6-v2").string(), options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   SchedulerLimits limits;
   limits.max_batch_tokens = 16;  // one chunk per batch: two batches in the engine at once

@@ -65,8 +65,7 @@ TEST_P(AllocationTest, SecondPassAllocatesNothing) {
 
 INSTANTIATE_TEST_SUITE_P(EveryModelKind, AllocationTest,
                          ::testing::Values("minilm_wordpiece", "qwen_style_bpe",
-                                           "xlmr_style_unigram",
-                                           "xlmr_precompiled_unigram"));
+                                           "xlmr_style_unigram", "xlmr_precompiled_unigram"));
 
 }  // namespace
 }  // namespace quiver::tokenizer

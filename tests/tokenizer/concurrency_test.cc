@@ -62,8 +62,7 @@ TEST_P(ConcurrencyTest, ManyThreadsMatchOneThread) {
 
 INSTANTIATE_TEST_SUITE_P(EveryModelKind, ConcurrencyTest,
                          ::testing::Values("minilm_wordpiece", "qwen_style_bpe",
-                                           "xlmr_style_unigram",
-                                           "xlmr_precompiled_unigram"));
+                                           "xlmr_style_unigram", "xlmr_precompiled_unigram"));
 
 }  // namespace
 }  // namespace quiver::tokenizer

@@ -85,8 +85,7 @@ TEST_P(GrowthTest, FourTimesTheInputTakesAtMostTenTimesAsLong) {
 
 INSTANTIATE_TEST_SUITE_P(EveryModelKind, GrowthTest,
                          ::testing::Values("minilm_wordpiece", "qwen_style_bpe",
-                                           "xlmr_style_unigram",
-                                           "xlmr_precompiled_unigram"));
+                                           "xlmr_style_unigram", "xlmr_precompiled_unigram"));
 
 }  // namespace
 }  // namespace quiver::tokenizer

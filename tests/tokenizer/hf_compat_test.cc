@@ -150,13 +150,12 @@ TEST_P(HfCompatTest, PairsAndTruncationEncodeExactly) {
                                                              : TruncationSide::kRight;
       options.truncation = t;
     }
-    absl::Status status = tokenizer_->EncodePair(want.Find("text")->as_string(),
-                                                 want.Find("text_pair")->as_string(), options,
-                                                 &enc);
-    const std::string what = want.Find("text")->as_string() + " | " +
-                             (want.Find("strategy")->is_null()
-                                  ? std::string("none")
-                                  : want.Find("strategy")->as_string());
+    absl::Status status = tokenizer_->EncodePair(
+        want.Find("text")->as_string(), want.Find("text_pair")->as_string(), options, &enc);
+    const std::string what =
+        want.Find("text")->as_string() + " | " +
+        (want.Find("strategy")->is_null() ? std::string("none")
+                                          : want.Find("strategy")->as_string());
     if (want.Find("error") != nullptr) {
       EXPECT_FALSE(status.ok()) << what;
     } else {
@@ -174,8 +173,7 @@ TEST_P(HfCompatTest, DecodeMatchesHuggingFace) {
   for (const JsonValue& want : ReadJsonLines(kFixtures / GetParam() / "decode.jsonl")) {
     const std::vector<uint32_t> ids = Ids(*want.Find("ids"));
     EXPECT_EQ(tokenizer_->Decode(ids, true), want.Find("skip_special")->as_string()) << Show(ids);
-    EXPECT_EQ(tokenizer_->Decode(ids, false), want.Find("keep_special")->as_string())
-        << Show(ids);
+    EXPECT_EQ(tokenizer_->Decode(ids, false), want.Find("keep_special")->as_string()) << Show(ids);
     ++checked;
   }
   EXPECT_GT(checked, 200);
@@ -216,8 +214,7 @@ TEST(PrecompiledCharsmapTest, ADamagedCharsmapIsRefusedAtLoadNamingIt) {
                           "kAEAAAAAAAA="}) {
     const auto t = Tokenizer::FromJson(WithCharsmap(bad));
     ASSERT_FALSE(t.ok()) << bad;
-    EXPECT_NE(t.status().message().find("precompiled_charsmap"), std::string::npos)
-        << t.status();
+    EXPECT_NE(t.status().message().find("precompiled_charsmap"), std::string::npos) << t.status();
   }
 }
 
@@ -244,8 +241,7 @@ TEST(PrecompiledCharsmapTest, UnitsPointingOutsideTheTrieReplaceNothingAndNeverR
 
 INSTANTIATE_TEST_SUITE_P(EveryModelKind, HfCompatTest,
                          ::testing::Values("minilm_wordpiece", "qwen_style_bpe",
-                                           "xlmr_style_unigram",
-                                           "xlmr_precompiled_unigram"));
+                                           "xlmr_style_unigram", "xlmr_precompiled_unigram"));
 
 }  // namespace
 }  // namespace quiver::tokenizer

@@ -17,16 +17,23 @@ namespace {
 std::string Reference(const std::string& in, NormalizationForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case NormalizationForm::kNFC: options |= UTF8PROC_COMPOSE; break;
-    case NormalizationForm::kNFD: options |= UTF8PROC_DECOMPOSE; break;
-    case NormalizationForm::kNFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case NormalizationForm::kNFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case NormalizationForm::kNFC:
+      options |= UTF8PROC_COMPOSE;
+      break;
+    case NormalizationForm::kNFD:
+      options |= UTF8PROC_DECOMPOSE;
+      break;
+    case NormalizationForm::kNFKC:
+      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case NormalizationForm::kNFKD:
+      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   utf8proc_uint8_t* out = nullptr;
-  const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()),
-                   static_cast<utf8proc_ssize_t>(in.size()), &out,
-                   static_cast<utf8proc_option_t>(options));
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(in.data()),
+                                          static_cast<utf8proc_ssize_t>(in.size()), &out,
+                                          static_cast<utf8proc_option_t>(options));
   std::string s = n >= 0 ? std::string(reinterpret_cast<char*>(out), static_cast<size_t>(n)) : in;
   std::free(out);
   return s;
@@ -38,10 +45,11 @@ constexpr NormalizationForm kForms[] = {NormalizationForm::kNFC, NormalizationFo
 TEST(NormalizeTest, EqualsUtf8procOnMarkHeavyRandomText) {
   // Letters, precomposed letters, Hangul, compatibility characters and combining marks of
   // several classes (220, 230, 202, 1, 216, 7...).
-  const char32_t pool[] = {U'a', U'e', U'o', U'A', U'\u00e9', U'\u00c5', U'\u1e69', U'\uac00',
-                           U'\ufb01', U'\u2460', U'\u0301', U'\u0316', U'\u0327', U'\u0334',
-                           U'\u031b', U'\u093c', U'\u05b0', U'\u0f71', U'\u0300', U'\u0323',
-                           U'\u1100', U'\u1161', U'\u11a8', U' ', U'\u3099', U'\u304b'};
+  const char32_t pool[] = {U'a',      U'e',      U'o',      U'A',      U'\u00e9', U'\u00c5',
+                           U'\u1e69', U'\uac00', U'\ufb01', U'\u2460', U'\u0301', U'\u0316',
+                           U'\u0327', U'\u0334', U'\u031b', U'\u093c', U'\u05b0', U'\u0f71',
+                           U'\u0300', U'\u0323', U'\u1100', U'\u1161', U'\u11a8', U' ',
+                           U'\u3099', U'\u304b'};
   std::mt19937 rng(11);
   for (int t = 0; t < 3000; ++t) {
     std::string in;

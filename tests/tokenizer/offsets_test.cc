@@ -1,5 +1,6 @@
 // Token offsets (Tokenizer::EncodeWithOffsets, TEI's /tokenize start and stop) against Hugging
-// Face `tokenizers`: UTF-8 byte ranges of each token for the corpus queries, a sample of the documents in several languages and alignment edge cases
+// Face `tokenizers`: UTF-8 byte ranges of each token for the corpus queries, a sample of the
+// documents in several languages and alignment edge cases
 // (tests/fixtures/tokenizers/*/offsets.jsonl, written by
 // tools/golden/make_offset_fixtures.py), for WordPiece, Qwen-style byte-level BPE and Unigram
 // with Metaspace (behind NFKC, and behind XLM-R's Precompiled rules). A text a step cannot
@@ -52,8 +53,8 @@ TEST_P(OffsetsTest, MatchHuggingFace) {
     ASSERT_EQ(offsets.size(), want.size());
     const bool none = std::none_of(offsets.begin(), offsets.end(),
                                    [](const Tokenizer::Offset& o) { return o.has_value(); });
-    const bool want_some = std::any_of(want.begin(), want.end(),
-                                       [](const JsonValue& o) { return !o.is_null(); });
+    const bool want_some =
+        std::any_of(want.begin(), want.end(), [](const JsonValue& o) { return !o.is_null(); });
     if (none && want_some) {
       ++untraced;
       ++texts;
@@ -61,11 +62,10 @@ TEST_P(OffsetsTest, MatchHuggingFace) {
     }
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_EQ(enc.ids[i], static_cast<uint32_t>(want_ids[i].as_int())) << text.substr(0, 80);
-      const bool ok = want[i].is_null()
-                          ? !offsets[i].has_value()
-                          : offsets[i].has_value() &&
-                                offsets[i]->first == want[i].items()[0].as_int() &&
-                                offsets[i]->second == want[i].items()[1].as_int();
+      const bool ok = want[i].is_null() ? !offsets[i].has_value()
+                                        : offsets[i].has_value() &&
+                                              offsets[i]->first == want[i].items()[0].as_int() &&
+                                              offsets[i]->second == want[i].items()[1].as_int();
       if (!ok && ++mismatches <= 10) {
         ADD_FAILURE() << "token " << i << " of '" << text.substr(0, 60) << "': got "
                       << (offsets[i] ? std::to_string(offsets[i]->first) + "-" +
@@ -79,8 +79,8 @@ TEST_P(OffsetsTest, MatchHuggingFace) {
   EXPECT_EQ(mismatches, 0u);
   EXPECT_GT(texts, 2000u);
   EXPECT_LE(untraced * 100, texts) << "more than 1% of the texts without offsets";
-  std::printf("%s offsets: %zu texts, %zu tokens, %zu mismatches, %zu texts untraced\n",
-              GetParam(), texts, tokens, mismatches, untraced);
+  std::printf("%s offsets: %zu texts, %zu tokens, %zu mismatches, %zu texts untraced\n", GetParam(),
+              texts, tokens, mismatches, untraced);
 }
 
 INSTANTIATE_TEST_SUITE_P(Traced, OffsetsTest,

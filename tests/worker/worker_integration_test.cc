@@ -2,9 +2,9 @@
 // chunks come back byte for byte equal to the engine's direct result, nothing lost or
 // duplicated; overload is refused with RESOURCE_EXHAUSTED and succeeds on retry; SIGTERM under
 // load finishes every admitted request, refuses new ones and exits 0.
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -41,8 +41,8 @@ class WorkerProcess {
   explicit WorkerProcess(std::vector<std::string> extra, std::string model = kModel) {
     log_ = fs::temp_directory_path() / ("quiver-worker-" + std::to_string(getpid()) + "-" +
                                         std::to_string(counter_++) + ".log");
-    std::vector<std::string> args = {QUIVER_BINARY, "worker", "--model", model, "--listen",
-                                     "127.0.0.1:0", "--threads", "2"};
+    std::vector<std::string> args = {QUIVER_BINARY, "worker",      "--model",   model,
+                                     "--listen",    "127.0.0.1:0", "--threads", "2"};
     if (std::find(extra.begin(), extra.end(), "--metrics-port") == extra.end()) {
       args.insert(args.end(), {"--metrics-port", "-1"});
     }
@@ -107,15 +107,25 @@ TestChunk RandomChunk(std::mt19937& rng) {
   for (int s = 0; s < seqs; ++s) {
     const int len = std::uniform_int_distribution<int>(1, 40)(rng);
     std::vector<int32_t> ids = {101};
-    for (int t = 0; t < len; ++t) ids.push_back(std::uniform_int_distribution<int32_t>(1000, 29000)(rng));
+    for (int t = 0; t < len; ++t)
+      ids.push_back(std::uniform_int_distribution<int32_t>(1000, 29000)(rng));
     ids.push_back(102);
     c.seqs.push_back(ids);
   }
   switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
-    case 0: c.output.dimensions = 128; break;
-    case 1: c.output.output_type = engine::OutputType::kInt8; c.wire_type = quiver::v1::OUTPUT_INT8; break;
-    case 2: c.output.output_type = engine::OutputType::kBinary; c.wire_type = quiver::v1::OUTPUT_BINARY; break;
-    default: break;
+    case 0:
+      c.output.dimensions = 128;
+      break;
+    case 1:
+      c.output.output_type = engine::OutputType::kInt8;
+      c.wire_type = quiver::v1::OUTPUT_INT8;
+      break;
+    case 2:
+      c.output.output_type = engine::OutputType::kBinary;
+      c.wire_type = quiver::v1::OUTPUT_BINARY;
+      break;
+    default:
+      break;
   }
   return c;
 }
@@ -243,7 +253,8 @@ TEST(WorkerIntegrationTest, ScoreServesACrossEncoderLikeTheEngine) {
   while (std::getline(in, line)) {
     const JsonValue row = *JsonValue::Parse(line);
     std::vector<int32_t> ids, types;
-    for (const JsonValue& v : row.Find("ids")->items()) ids.push_back(static_cast<int32_t>(v.as_int()));
+    for (const JsonValue& v : row.Find("ids")->items())
+      ids.push_back(static_cast<int32_t>(v.as_int()));
     for (const JsonValue& v : row.Find("type_ids")->items()) {
       types.push_back(static_cast<int32_t>(v.as_int()));
     }
@@ -275,9 +286,10 @@ TEST(WorkerIntegrationTest, MetricsEndpointServesPrometheusText) {
   grpc::ClientContext ctx;
   quiver::v1::EmbedResponse resp;
   ASSERT_TRUE(Connect(worker.address())->Embed(&ctx, ToRequest(c), &resp).ok());
-  const std::string cmd = "python3 -c \"import urllib.request,sys; sys.stdout.write(urllib.request."
-                          "urlopen('http://127.0.0.1:" + std::to_string(worker.metrics_port()) +
-                          "/metrics').read().decode())\"";
+  const std::string cmd =
+      "python3 -c \"import urllib.request,sys; sys.stdout.write(urllib.request."
+      "urlopen('http://127.0.0.1:" +
+      std::to_string(worker.metrics_port()) + "/metrics').read().decode())\"";
   FILE* pipe = popen(cmd.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string text;
@@ -286,20 +298,23 @@ TEST(WorkerIntegrationTest, MetricsEndpointServesPrometheusText) {
   pclose(pipe);
   // The Kubernetes probes: /health while it runs, /ready once the model is loaded (it is: the
   // worker answered), 404 for anything else.
-  const std::string probe = "python3 -c \"import urllib.request,urllib.error\n"
-                            "for p in ('/health','/ready','/readyz'):\n"
-                            " try: print(p, urllib.request.urlopen('http://127.0.0.1:" +
-                            std::to_string(worker.metrics_port()) + "'+p).status)\n"
-                            " except urllib.error.HTTPError as e: print(p, e.code)\"";
+  const std::string probe =
+      "python3 -c \"import urllib.request,urllib.error\n"
+      "for p in ('/health','/ready','/readyz'):\n"
+      " try: print(p, urllib.request.urlopen('http://127.0.0.1:" +
+      std::to_string(worker.metrics_port()) +
+      "'+p).status)\n"
+      " except urllib.error.HTTPError as e: print(p, e.code)\"";
   FILE* probes = popen(probe.c_str(), "r");
   ASSERT_NE(probes, nullptr);
   std::string answers;
   while (size_t n = fread(buf, 1, sizeof(buf), probes)) answers.append(buf, n);
   pclose(probes);
   EXPECT_EQ(answers, "/health 200\n/ready 200\n/readyz 404\n");
-  for (const char* name : {"quiver_scheduler_batch_tokens_bucket", "quiver_scheduler_queue_wait_seconds",
-                           "quiver_scheduler_compute_seconds", "quiver_scheduler_admitted_tokens",
-                           "quiver_scheduler_rejected_total", "quiver_worker_requests_total{outcome=\"ok\"} 1"}) {
+  for (const char* name :
+       {"quiver_scheduler_batch_tokens_bucket", "quiver_scheduler_queue_wait_seconds",
+        "quiver_scheduler_compute_seconds", "quiver_scheduler_admitted_tokens",
+        "quiver_scheduler_rejected_total", "quiver_worker_requests_total{outcome=\"ok\"} 1"}) {
     EXPECT_NE(text.find(name), std::string::npos) << name;
   }
 }
@@ -375,7 +390,8 @@ TEST(WorkerIntegrationTest, SigtermDrainsAdmittedWorkAndExitsZero) {
           return;
         } else {
           ++other;
-          ADD_FAILURE() << s.error_code() << ": " << s.error_message() << " (" << s.error_details() << ")";
+          ADD_FAILURE() << s.error_code() << ": " << s.error_message() << " (" << s.error_details()
+                        << ")";
         }
       }
     });

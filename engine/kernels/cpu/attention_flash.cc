@@ -196,8 +196,7 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
         float* row = sc + r * keys;
         const size_t state = static_cast<size_t>(q0 - run_begin + r);
         // Causal: query q0 + r sees keys up to itself; the rest of its row weighs nothing.
-        const int64_t visible =
-            plan.causal ? std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys) : keys;
+        const int64_t visible = plan.causal ? std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys) : keys;
         if (visible == 0) {  // a block wholly after this query (not reached with these sizes)
           products.Exp(row, r, 0, plan.scale, 0.0f);
           continue;

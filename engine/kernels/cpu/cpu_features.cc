@@ -228,8 +228,8 @@ absl::StatusOr<int64_t> ChosenPrefetchMinRows() {
   errno = 0;
   const long long rows = std::strtoll(set, &end, 10);
   if (*end != '\0' || errno != 0 || rows < 1) {
-    return absl::InvalidArgumentError(StrCat("QUIVER_PREFETCH_MIN_ROWS=", set,
-                                             ": not a whole number of rows from 1"));
+    return absl::InvalidArgumentError(
+        StrCat("QUIVER_PREFETCH_MIN_ROWS=", set, ": not a whole number of rows from 1"));
   }
   return static_cast<int64_t>(rows);
 }
@@ -277,7 +277,7 @@ std::string CpuSummary() {
                 : Bf16InTiles() ? ", bf16 weights by tdpbf16ps tiles"
                                 : ", bf16 weights by vdpbf16ps",
                 "; paths here: ", Names(SupportedCpuPaths()), "; ",
-                !prefetch.ok()  ? std::string(prefetch.status().message())
+                !prefetch.ok()   ? std::string(prefetch.status().message())
                 : *prefetch == 1 ? std::string("f32 weights prefetched from 1 row")
                                  : StrCat("f32 weights prefetched from ", *prefetch, " rows"));
 }

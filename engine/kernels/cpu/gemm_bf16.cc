@@ -35,8 +35,8 @@ void Bf16Weights::Free::operator()(uint16_t* p) const { std::free(p); }
 namespace {
 
 constexpr int64_t kPanel = Bf16Weights::kPanel;
-constexpr int64_t kRows = 14;          // rows of y per micro-kernel call
-constexpr int64_t kDepthPairs = 192;   // pairs of k per pass: two panels, 24 KB, in L1
+constexpr int64_t kRows = 14;         // rows of y per micro-kernel call
+constexpr int64_t kDepthPairs = 192;  // pairs of k per pass: two panels, 24 KB, in L1
 
 // n f32 values to bf16, round to nearest even (the instruction's own rounding).
 QUIVER_TARGET_AVX512_BF16 void ToBf16(const float* x, int64_t n, uint16_t* out) {
@@ -54,9 +54,8 @@ QUIVER_TARGET_AVX512_BF16 void ToBf16(const float* x, int64_t n, uint16_t* out) 
 
 template <int R, bool kTwo>
 QUIVER_TARGET_AVX512_BF16 void MicroKernel(const uint16_t* a, int64_t lda, const uint16_t* b0,
-                                           const uint16_t* b1, int64_t pairs, float* y,
-                                           int64_t ldy, const float* init, __mmask16 mask0,
-                                           __mmask16 mask1) {
+                                           const uint16_t* b1, int64_t pairs, float* y, int64_t ldy,
+                                           const float* init, __mmask16 mask0, __mmask16 mask1) {
   const __m512 zero = _mm512_setzero_ps();
   __m512 c0a = zero, c0b = zero, c1a = zero, c1b = zero, c2a = zero, c2b = zero, c3a = zero,
          c3b = zero, c4a = zero, c4b = zero, c5a = zero, c5b = zero, c6a = zero, c6b = zero,
@@ -80,14 +79,14 @@ QUIVER_TARGET_AVX512_BF16 void MicroKernel(const uint16_t* a, int64_t lda, const
     const __m512i w1i = kTwo ? _mm512_load_si512(b1 + p * 2 * kPanel) : w0i;
     const __m512bh w0 = reinterpret_cast<const __m512bh&>(w0i);
     const __m512bh w1 = reinterpret_cast<const __m512bh&>(w1i);
-#define QUIVER_DOT(i)                                                          \
-  if constexpr (R > i) {                                                       \
-    int32_t pair;                                                              \
-    std::memcpy(&pair, a + i * lda + 2 * p, sizeof(pair));                     \
-    const __m512i xi = _mm512_set1_epi32(pair);                                \
-    const __m512bh x = reinterpret_cast<const __m512bh&>(xi);                  \
-    c##i##a = _mm512_dpbf16_ps(c##i##a, x, w0);                                \
-    if constexpr (kTwo) c##i##b = _mm512_dpbf16_ps(c##i##b, x, w1);            \
+#define QUIVER_DOT(i)                                               \
+  if constexpr (R > i) {                                            \
+    int32_t pair;                                                   \
+    std::memcpy(&pair, a + i * lda + 2 * p, sizeof(pair));          \
+    const __m512i xi = _mm512_set1_epi32(pair);                     \
+    const __m512bh x = reinterpret_cast<const __m512bh&>(xi);       \
+    c##i##a = _mm512_dpbf16_ps(c##i##a, x, w0);                     \
+    if constexpr (kTwo) c##i##b = _mm512_dpbf16_ps(c##i##b, x, w1); \
   }
     QUIVER_ROWS(QUIVER_DOT)
 #undef QUIVER_DOT
@@ -102,8 +101,8 @@ QUIVER_TARGET_AVX512_BF16 void MicroKernel(const uint16_t* a, int64_t lda, const
 #undef QUIVER_ROWS
 }
 
-using Kernel = void (*)(const uint16_t*, int64_t, const uint16_t*, const uint16_t*, int64_t,
-                        float*, int64_t, const float*, __mmask16, __mmask16);
+using Kernel = void (*)(const uint16_t*, int64_t, const uint16_t*, const uint16_t*, int64_t, float*,
+                        int64_t, const float*, __mmask16, __mmask16);
 
 template <bool kTwo, int... R>
 constexpr std::array<Kernel, sizeof...(R)> MakeTable(std::integer_sequence<int, R...>) {

@@ -273,8 +273,8 @@ bool Int8BytesActive() {
   return path == CpuPath::kAvx2Vnni || path >= CpuPath::kAvx512Vnni;
 }
 
-void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
-                    int64_t r1, uint8_t* u, int32_t* zero, float* scale) {
+void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0, int64_t r1,
+                    uint8_t* u, int32_t* zero, float* scale) {
   if (!Int8BytesActive()) std::abort();  // see gemm_int8.h
   if (ActiveCpuPath() == CpuPath::kAvx2Vnni) {
     QuantizeRowsU8AvxVnni(x, ldx, k, depth, r0, r1, u, zero, scale);
@@ -284,8 +284,8 @@ void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64
 }
 
 void QuantizedGemmU8(const uint8_t* u, const int32_t* zero, const float* scale,
-                     const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
-                     int64_t m, int64_t c0, int64_t c1) {
+                     const QuantizedWeights& w, const float* bias, float* y, int64_t ldy, int64_t m,
+                     int64_t c0, int64_t c1) {
   if (!Int8BytesActive() || w.quad_panel(0) == nullptr) std::abort();
   if (ActiveCpuPath() == CpuPath::kAvx2Vnni) {
     QuantizedGemmU8AvxVnni(u, zero, scale, w, bias, y, ldy, m, c0, c1);
@@ -308,7 +308,8 @@ void QuantizedGemm(const int16_t* q, const float* scale, const QuantizedWeights&
     case CpuPath::kAvx512:
       QuantizedGemmAvx512(q, scale, w, bias, y, ldy, m, c0, c1, /*vnni=*/false);
       return;
-    default: break;
+    default:
+      break;
   }
   const int64_t pairs = w.k_pairs(), lda = 2 * pairs;
   for (int64_t col = c0; col < c1; col += kPanel) {

@@ -51,7 +51,7 @@ class QuantizedWeights {
   int64_t k() const { return k_; }
   // k rounded up to pairs: the row length of quantized activations (QuantizeRows).
   int64_t k_pairs() const { return (k_ + 1) / 2; }
-  const float* scales() const { return scales_.get(); }        // [n]: s_c
+  const float* scales() const { return scales_.get(); }       // [n]: s_c
   const int32_t* column_sums() const { return sums_.get(); }  // [n]: Σ_k q[c][k]
   // The pair layout: panel p holds, per pair of k, its 16 columns' (q[c][k], q[c][k + 1]).
   const int8_t* panel(int64_t p) const { return Held(kPairs) + p * k_pairs() * 2 * kPanel; }
@@ -105,14 +105,14 @@ bool Int8BytesActive();
 
 // The same rows as bytes u = p + z (u [m, depth], depth = w.quad_depth(), the rest of each row
 // zero) and zero points z [m], with the same scales. Only where Int8BytesActive().
-void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0,
-                    int64_t r1, uint8_t* u, int32_t* zero, float* scale);
+void QuantizeRowsU8(const float* x, int64_t ldx, int64_t k, int64_t depth, int64_t r0, int64_t r1,
+                    uint8_t* u, int32_t* zero, float* scale);
 
 // QuantizedGemm over rows from QuantizeRowsU8 (row stride w.quad_depth()), on vpdpbusd: the
 // same bits. Only where Int8BytesActive() (w.quad_panel not null).
 void QuantizedGemmU8(const uint8_t* u, const int32_t* zero, const float* scale,
-                     const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
-                     int64_t m, int64_t c0, int64_t c1);
+                     const QuantizedWeights& w, const float* bias, float* y, int64_t ldy, int64_t m,
+                     int64_t c0, int64_t c1);
 
 // y[r, c] = scale[r] · s_c · Σ_k q[r, k] · W_q[c, k] + bias[c] (bias may be null) for rows
 // [0, m) and columns [c0, c1) on the calling thread; q, scale from QuantizeRows (row stride

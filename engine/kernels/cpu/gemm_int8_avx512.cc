@@ -114,11 +114,11 @@ QUIVER_TARGET_AVX512_VNNI void MicroKernel(const int32_t* a, int64_t lda, const 
   for (int64_t p = 0; p < blk.steps; ++p) {
     const __m512i w0 = LoadStep<kOp>(b0, p);
     const __m512i w1 = kTwo ? LoadStep<kOp>(b1, p) : w0;
-#define QUIVER_MADD(i)                                                            \
-  if constexpr (R > i) {                                                          \
+#define QUIVER_MADD(i)                                                                \
+  if constexpr (R > i) {                                                              \
     const __m512i x = _mm512_set1_epi32(kPacked ? a[p * kRows + i] : a[i * lda + p]); \
-    c##i##a = Madd<kOp>(c##i##a, x, w0);                                          \
-    if constexpr (kTwo) c##i##b = Madd<kOp>(c##i##b, x, w1);                      \
+    c##i##a = Madd<kOp>(c##i##a, x, w0);                                              \
+    if constexpr (kTwo) c##i##b = Madd<kOp>(c##i##b, x, w1);                          \
   }
     QUIVER_ROWS(QUIVER_MADD)
 #undef QUIVER_MADD
@@ -162,8 +162,8 @@ constexpr int64_t kMinPackedCols = 8 * kPanel;
 // The product over rows of `steps` 4-byte words each (row stride lda words), for ops of kOp.
 template <Op kOp>
 void Run(const int32_t* a, int64_t lda, int64_t steps, const float* scale, const int32_t* zero,
-         const QuantizedWeights& w, const float* bias, float* y, int64_t ldy, int64_t m,
-         int64_t c0, int64_t c1) {
+         const QuantizedWeights& w, const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
+         int64_t c1) {
   // The rows' words packed per block of 13 rows as [steps][13]: the broadcasts read one
   // sequential stream, not 12 strided ones (the packing is a bitwise copy).
   const bool pack = c1 - c0 >= kMinPackedCols;
@@ -182,9 +182,9 @@ void Run(const int32_t* a, int64_t lda, int64_t steps, const float* scale, const
     const bool both = cols > kPanel;
     Block blk;
     blk.b0 = kOp == Op::kDpbusd ? w.quad_panel(col / kPanel) : w.panel(col / kPanel);
-    blk.b1 = both ? (kOp == Op::kDpbusd ? w.quad_panel(col / kPanel + 1)
-                                        : w.panel(col / kPanel + 1))
-                  : blk.b0;
+    blk.b1 = both
+                 ? (kOp == Op::kDpbusd ? w.quad_panel(col / kPanel + 1) : w.panel(col / kPanel + 1))
+                 : blk.b0;
     blk.steps = steps;
     blk.col_scale = w.scales() + col;
     blk.col_sum = zero != nullptr ? w.column_sums() + col : nullptr;
@@ -230,8 +230,8 @@ void QuantizedGemmU8Avx512(const uint8_t* u, const int32_t* zero, const float* s
                            const QuantizedWeights& w, const float* bias, float* y, int64_t ldy,
                            int64_t m, int64_t c0, int64_t c1) {
   const int64_t quads = w.quad_depth() / 4;
-  Run<Op::kDpbusd>(reinterpret_cast<const int32_t*>(u), quads, quads, scale, zero, w, bias, y,
-                   ldy, m, c0, c1);
+  Run<Op::kDpbusd>(reinterpret_cast<const int32_t*>(u), quads, quads, scale, zero, w, bias, y, ldy,
+                   m, c0, c1);
 }
 
 // The row two after r while r1 is past it, else null: rows a thread quantizes often come from
@@ -274,8 +274,8 @@ QUIVER_TARGET_AVX512 void RowRangeAvx512(const float* row, int64_t k, float* lo,
 QUIVER_TARGET_AVX512 inline __m512i QuantizeStep(const float* x, __mmask16 mask,
                                                  const RowQuantization& rq) {
   // Round to nearest even (the MXCSR default), as QuantizeRows.
-  const __m512i p = _mm512_cvtps_epi32(
-      _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x), _mm512_set1_ps(rq.inv)));
+  const __m512i p =
+      _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x), _mm512_set1_ps(rq.inv)));
   return _mm512_min_epi32(_mm512_max_epi32(p, _mm512_set1_epi32(-rq.zero)),
                           _mm512_set1_epi32(255 - rq.zero));
 }
@@ -298,7 +298,8 @@ QUIVER_TARGET_AVX512 void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_
     for (int64_t i = 0; i < k; i += 16) {
       if (ahead != nullptr) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
       const auto mask = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
-      _mm256_mask_storeu_epi16(out + i, mask, _mm512_cvtepi32_epi16(QuantizeStep(row + i, mask, rq)));
+      _mm256_mask_storeu_epi16(out + i, mask,
+                               _mm512_cvtepi32_epi16(QuantizeStep(row + i, mask, rq)));
     }
     if (width > k) out[k] = 0;
   }

@@ -93,8 +93,8 @@ void QuantizedGemmAvx512(const int16_t* q, const float* scale, const QuantizedWe
 void RowRangeAvx512(const float* row, int64_t k, float* lo, float* hi);
 
 // QuantizeRows (gemm_int8.h) on 16 lanes: the same values and scales.
-void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1,
-                        int16_t* q, float* scale);
+void QuantizeRowsAvx512(const float* x, int64_t ldx, int64_t k, int64_t r0, int64_t r1, int16_t* q,
+                        float* scale);
 
 // QuantizeRowsU8 and QuantizedGemmU8 (gemm_int8.h) on AVX2 + AVX-VNNI (the avx2_vnni path,
 // gemm_int8_avxvnni.cc): the same bytes and bits as the AVX-512 VNNI ones below.

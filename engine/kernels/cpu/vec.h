@@ -121,8 +121,8 @@ inline __m256 SoftmaxExp2(__m256 x) {
   __m256 p = _mm256_set1_ps(kExp2P[5]);
   for (int i = 4; i >= 0; --i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExp2P[i]));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -187,9 +187,13 @@ inline float SumSquaredDiff(const float* x, float mean, int64_t n) {
   return s;
 }
 
-inline void Exp(float* x, int64_t n) { Map(x, n, [](__m256 v) { return _ZGVdN8v_expf(v); }); }
+inline void Exp(float* x, int64_t n) {
+  Map(x, n, [](__m256 v) { return _ZGVdN8v_expf(v); });
+}
 
-inline void Tanh(float* x, int64_t n) { Map(x, n, [](__m256 v) { return _ZGVdN8v_tanhf(v); }); }
+inline void Tanh(float* x, int64_t n) {
+  Map(x, n, [](__m256 v) { return _ZGVdN8v_tanhf(v); });
+}
 
 // erf(z) as z P(z^2) / Q(z^2), P and Q of degree 5 (a rational fit, weighted towards the
 // largest error, made for this project over [0, 3.92]: within 1.7e-8 of erf in exact arithmetic,

@@ -108,9 +108,9 @@ __global__ void __launch_bounds__(kThreads) ReferenceAttentionKernel(const Refer
   const int query = token - seq_begin;
   // Keys [key_lo, key_lo + num_keys): causal up to the query, within the window around it.
   const int key_lo = params.window >= 0 ? max(0, query - params.window) : 0;
-  const int key_hi = params.causal         ? query + 1
+  const int key_hi = params.causal        ? query + 1
                      : params.window >= 0 ? min(seqlen, query + params.window + 1)
-                                           : seqlen;
+                                          : seqlen;
   const int num_keys = key_hi - key_lo;  // ≥ 1: the query sees itself
   const int kv_head = head / params.heads_per_kv_head;
   const int head_dim = params.head_dim;

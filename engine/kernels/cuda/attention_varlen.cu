@@ -57,7 +57,7 @@ struct VarlenParams {
   const int32_t* tiles;       // or null: device [grid.x, 2] (sequence, tile), -1 for none
   int heads_per_kv_head;      // num_heads / num_kv_heads
   bool causal;
-  float scale_log2;  // scale · log2(e): scores in log2 units for exp2f
+  float scale_log2;            // scale · log2(e): scores in log2 units for exp2f
   int window;                  // sliding window (base/attention_plan.h), -1 for none
   const float* position_bias;  // or null: device [num_heads, 2 · bias_max_distance + 1]
   int bias_max_distance;
@@ -228,10 +228,9 @@ __global__ void __launch_bounds__(kNumThreads)
                               : nullptr;
 
   LoadTileAsync<kHeadDim, kBlockM>(smem_q, q_tile, params.q_stride, seqlen - m_start);
-  LoadTileAsync<kHeadDim, kBlockN>(smem_k,
-                                   k_seq + static_cast<int64_t>(n_first) * kBlockN *
-                                               params.kv_stride,
-                                   params.kv_stride, seqlen - n_first * kBlockN);
+  LoadTileAsync<kHeadDim, kBlockN>(
+      smem_k, k_seq + static_cast<int64_t>(n_first) * kBlockN * params.kv_stride, params.kv_stride,
+      seqlen - n_first * kBlockN);
   CpAsyncCommit();
   CpAsyncWaitAll();
   __syncthreads();
@@ -308,8 +307,8 @@ __global__ void __launch_bounds__(kNumThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[nt][i] *= params.scale_log2;
     }
-    const bool needs_mask = masked || n_start + kBlockN > seqlen ||
-                            (params.causal && n_start + kBlockN - 1 > m_start);
+    const bool needs_mask =
+        masked || n_start + kBlockN > seqlen || (params.causal && n_start + kBlockN - 1 > m_start);
     if (needs_mask) {
 #pragma unroll
       for (int nt = 0; nt < kSTiles; ++nt) {
@@ -318,8 +317,8 @@ __global__ void __launch_bounds__(kNumThreads)
           const int key = n_start + nt * 8 + thread_in_group * 2 + (i & 1);
           const int query = query_row0 + (i >= 2 ? 8 : 0);
           if (bias_row != nullptr) {
-            const int d = min(max(key - query, -params.bias_max_distance),
-                              params.bias_max_distance);
+            const int d =
+                min(max(key - query, -params.bias_max_distance), params.bias_max_distance);
             s[nt][i] += bias_row[d] * 1.4426950408889634f;  // log2 units
           }
           if (key >= seqlen || (params.causal && key > query) ||

@@ -134,8 +134,7 @@ absl::StatusOr<std::unique_ptr<BlasLt::Plan>> BlasLt::MakePlan(const GemmArgs& g
       st = Lt().cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
     }
   }
-  std::vector<cublasLtMatmulHeuristicResult_t> results(
-      static_cast<size_t>(std::max(autotune_, 1)));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(std::max(autotune_, 1)));
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
     // C has D's layout (beta is 0 without one).
@@ -165,8 +164,8 @@ absl::Status BlasLt::Tune(Plan& p, const GemmArgs& g, cudaStream_t stream) {
   DeviceBuffer scratch;
   void* d = g.y;
   if (g.c != nullptr) {
-    QUIVER_ASSIGN_OR_RETURN(scratch, DeviceBuffer::Allocate(static_cast<size_t>(g.m * g.ldy) *
-                                                            (g.y_f32 ? 4 : 2)));
+    QUIVER_ASSIGN_OR_RETURN(
+        scratch, DeviceBuffer::Allocate(static_cast<size_t>(g.m * g.ldy) * (g.y_f32 ? 4 : 2)));
     d = scratch.data();
   }
   if (g.epilogue != GemmEpilogue::kNone) {

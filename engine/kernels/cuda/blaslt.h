@@ -102,9 +102,9 @@ class BlasLt {
   // Times the plan's candidate algorithms on `args` (layouts at args.m) and keeps the fastest.
   absl::Status Tune(Plan& plan, const GemmArgs& args, cudaStream_t stream);
 
-  int autotune_ = 0;        // QUIVER_GEMM_AUTOTUNE: candidates timed per fresh plan (< 2: off)
+  int autotune_ = 0;  // QUIVER_GEMM_AUTOTUNE: candidates timed per fresh plan (< 2: off)
   int64_t tuned_ = 0, retuned_ = 0;  // plans timed, and of those, given another algorithm
-  void* handle_ = nullptr;  // cublasLtHandle_t
+  void* handle_ = nullptr;           // cublasLtHandle_t
   DeviceBuffer workspace_;
   absl::flat_hash_map<Key, std::unique_ptr<Plan>> algos_;
 };

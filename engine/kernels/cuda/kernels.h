@@ -99,7 +99,8 @@ cudaError_t SiluMul(const void* gate_up, int64_t gu_stride, void* out, int64_t o
                     int64_t num_tokens, int64_t inter, DType act, cudaStream_t stream);
 
 // In place on act x [rows, n] (row stride x_stride): (x + bias, bias f32 [n] optional) then the
-// activation. kGelu* use the exact erf form / the tanh approximation; kTanh is tanh, kRelu max(x, 0).
+// activation. kGelu* use the exact erf form / the tanh approximation; kTanh is tanh, kRelu max(x,
+// 0).
 enum class Activation { kIdentity, kGeluErf, kGeluTanh, kTanh, kRelu };
 // out act [T, inter] = activation(gate_up[:, :inter]) · gate_up[:, inter:] (GeGLU with kGeluErf
 // or kGeluTanh), row strides gu_stride and out_stride.

@@ -147,8 +147,8 @@ cudaError_t MaxRows(const void* x, int64_t rows, int64_t m, DType act, float* ou
     using TAct = typename decltype(act_tag)::type;
     if (rows <= 0 || m <= 0) return cudaSuccess;
     const int64_t blocks = (m + 255) / 256;
-    MaxRowsKernel<TAct><<<static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0,
-                          stream>>>(static_cast<const TAct*>(x), rows, m, out, accumulate);
+    MaxRowsKernel<TAct><<<static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0, stream>>>(
+        static_cast<const TAct*>(x), rows, m, out, accumulate);
     return cudaGetLastError();
   });
 }
