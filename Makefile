@@ -44,7 +44,7 @@ bench-suites: build
 	BUILD_DIR=$(abspath $(BUILD_DIR)) bash bench/run_suites.sh --threads $(JOBS) --out docs/benchmarks
 
 format:
-	git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i
+	git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR)
