@@ -1,5 +1,5 @@
 // Every kernel path this host supports (cpu_features.h) gives the same bits as the avx2 path on
-// the products, f32 and int8, at shapes that cross each path's row blocks (6, 12, 16), panels
+// the products, f32 and int8, at shapes that cross each path's row blocks (6, 12, 13, 16), panels
 // (16, 32 columns), k passes (256, 384) and AMX's 64-deep steps, with odd sizes, column ranges
 // that start on any panel, accumulate mode, and activations at the int8 levels' extremes. The
 // avx2 path itself is held to its definition by gemm_test.cc and gemm_int8_test.cc; the wider

@@ -99,7 +99,7 @@ struct Block {
 
 // Rows [0, R) of y over one or two panels (kTwo): int32 sums over all steps, then the epilogue.
 // a holds each row's steps as 4-byte words, row stride lda words, or packed per 13 rows as
-// [steps][12] (kPacked). Accumulators are named variables, as in gemm_avx512.cc.
+// [steps][13] (kPacked). Accumulators are named variables, as in gemm_avx512.cc.
 template <int R, bool kTwo, Op kOp, bool kPacked>
 QUIVER_TARGET_AVX512_VNNI void MicroKernel(const int32_t* a, int64_t lda, const Block& blk,
                                            float* y, int64_t ldy) {
@@ -165,7 +165,7 @@ void Run(const int32_t* a, int64_t lda, int64_t steps, const float* scale, const
          const QuantizedWeights& w, const float* bias, float* y, int64_t ldy, int64_t m, int64_t c0,
          int64_t c1) {
   // The rows' words packed per block of 13 rows as [steps][13]: the broadcasts read one
-  // sequential stream, not 12 strided ones (the packing is a bitwise copy).
+  // sequential stream, not 13 strided ones (the packing is a bitwise copy).
   const bool pack = c1 - c0 >= kMinPackedCols;
   thread_local std::vector<int32_t> packed;
   if (pack) {
