@@ -219,8 +219,8 @@ JsonView::Type JsonView::type() const {
       return Type::kBool;
     case simdjson::dom::element_type::INT64:
       return Type::kInt;
-    case simdjson::dom::element_type::UINT64:  // only beyond int64: simdjson reads the rest as
-                                               // INT64
+    // UINT64 only beyond int64: simdjson reads the rest as INT64.
+    case simdjson::dom::element_type::UINT64:
     case simdjson::dom::element_type::DOUBLE:
       return Type::kDouble;
     case simdjson::dom::element_type::STRING:
