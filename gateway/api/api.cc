@@ -346,7 +346,7 @@ Api::RequestTrace Api::StartTrace(const HttpRequest& request) const {
 
 void Api::DecorateRefusal(const HttpRequest& request, HttpResponse& response) const {
   response.headers["X-Request-Id"] = RequestId(request);
-  cors_.Decorate(request, response);
+  cors_.DecorateRefusal(request, response);
 }
 
 std::string Api::PathPattern(std::string_view path) const {

@@ -133,6 +133,14 @@ void CorsPolicy::Decorate(const HttpRequest& request, HttpResponse& response) co
   response.headers["Access-Control-Expose-Headers"] = "Retry-After, X-Request-Id";
 }
 
+void CorsPolicy::DecorateRefusal(const HttpRequest& request, HttpResponse& response) const {
+  Decorate(request, response);
+  if (any_ && Header(request, "origin").empty()) {
+    response.headers["Access-Control-Allow-Origin"] = "*";
+    response.headers["Access-Control-Expose-Headers"] = "Retry-After, X-Request-Id";
+  }
+}
+
 HttpResponse CorsPolicy::Preflight(const HttpRequest& request,
                                    std::string_view allowed_methods) const {
   HttpResponse response;

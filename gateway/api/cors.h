@@ -6,7 +6,8 @@
 // With origins: an answer to a request whose Origin is allowed says so
 // (Access-Control-Allow-Origin, the origin itself or "*"; Vary: Origin unless any origin is
 // allowed; Retry-After and X-Request-Id exposed), errors included (the HTTP server's own refusals
-// through Api::DecorateRefusal). A preflight (OPTIONS with Origin and
+// through Api::DecorateRefusal; one written before the Origin field was read carries "*" when any
+// origin is allowed, and nothing a page can read otherwise). A preflight (OPTIONS with Origin and
 // Access-Control-Request-Method) is answered 204 without the API key (browsers never send it
 // there): the path's methods, the request headers asked for (Authorization and Content-Type
 // among them), cached 600 s by the browser; the API answers 403 (naming the flag) to one from an
@@ -37,6 +38,10 @@ class CorsPolicy {
   // Adds the answer's CORS headers for the request's Origin (none without one, or when it is not
   // allowed).
   void Decorate(const HttpRequest& request, HttpResponse& response) const;
+  // The same for the HTTP server's own refusals, which may be written before the Origin field
+  // was read (a connection over --max-connections is refused unread, a 431 stops mid-headers):
+  // without an Origin, "*" still allows any origin, and a list of origins can allow none.
+  void DecorateRefusal(const HttpRequest& request, HttpResponse& response) const;
   // The answer to an allowed origin's preflight for a path whose methods are `allowed_methods`
   // ("GET, POST"): 204 and the allowances.
   HttpResponse Preflight(const HttpRequest& request, std::string_view allowed_methods) const;

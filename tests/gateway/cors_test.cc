@@ -75,6 +75,28 @@ TEST(CorsTest, AnyOriginAnswersStar) {
   EXPECT_EQ(response.headers.count("Vary"), 0u);
 }
 
+// The HTTP server's refusals may be written before Origin was read (a connection over
+// --max-connections is refused unread): "*" allows any page to read them still, a list cannot.
+TEST(CorsTest, RefusalsWithoutOriginCarryStarOnlyWhenAnyOriginIsAllowed) {
+  HttpResponse any;
+  Policy({"*"}).DecorateRefusal(HttpRequest(), any);
+  EXPECT_EQ(any.headers["Access-Control-Allow-Origin"], "*");
+  EXPECT_EQ(any.headers["Access-Control-Expose-Headers"], "Retry-After, X-Request-Id");
+
+  const CorsPolicy listed = Policy({"https://a.example"});
+  HttpResponse unread;
+  listed.DecorateRefusal(HttpRequest(), unread);
+  EXPECT_EQ(unread.headers.count("Access-Control-Allow-Origin"), 0u);
+  EXPECT_EQ(unread.headers["Vary"], "Origin");
+  HttpResponse read;  // Origin was among the fields read: as any answer
+  listed.DecorateRefusal(Request("POST", {{"origin", "https://a.example"}}), read);
+  EXPECT_EQ(read.headers["Access-Control-Allow-Origin"], "https://a.example");
+
+  HttpResponse off;
+  CorsPolicy().DecorateRefusal(HttpRequest(), off);
+  EXPECT_TRUE(off.headers.empty());
+}
+
 TEST(CorsTest, PreflightListsMethodsAndTheHeadersAskedFor) {
   const CorsPolicy policy = Policy({"https://a.example"});
   const HttpRequest preflight =

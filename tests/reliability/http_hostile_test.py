@@ -81,7 +81,8 @@ def main():
         proc.terminate()
         proc.wait(timeout=30)
     proc, port, log2 = serving.start(quiver, model, ["--max-connections", "4",
-                                                     "--max-queued-tokens", "8192"],
+                                                     "--max-queued-tokens", "8192",
+                                                     "--cors-allow-origin", "*"],
                                      prefix="quiver-hostile-limits-")
     try:
         run_limits(port)
@@ -272,8 +273,9 @@ def run_limits(port):
 
     # --max-connections 4: connections opened one by one and kept open (each served once) are
     # refused from the fifth on at the latest (fewer, when an earlier test's connection is still
-    # closing on the server's side), with 503, Retry-After and a close; once one closes, a new
-    # one is served again.
+    # closing on the server's side), with 503, Retry-After and a close (and, with any origin
+    # allowed, CORS: a page's script may read it although the request was never read); once one
+    # closes, a new one is served again.
     held, refused = [], None
     for _ in range(8):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -295,6 +297,7 @@ def run_limits(port):
     check("a connection over --max-connections is 503 with Retry-After and an X-Request-Id",
           refused is not None and b"Retry-After: 1" in refused and b"Connection: close" in refused
           and re.search(rb"X-Request-Id: [0-9a-f]{32}\r\n", refused) is not None
+          and b"Access-Control-Allow-Origin: *\r\n" in refused
           and len(held) <= 4, (len(held), (refused or b"")[:300]))
     for s in held[1:]:
         s.close()
