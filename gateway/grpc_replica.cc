@@ -1,11 +1,9 @@
 #include "gateway/grpc_replica.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
-
+#include <algorithm>
 #include <set>
 
+#include "common/host_lookup.h"
 #include "common/strings.h"
 #include "common/thread_name.h"
 #include "spdlog/spdlog.h"
@@ -173,6 +171,7 @@ GrpcReplicaSet::~GrpcReplicaSet() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  resolve_stop_.request_stop();  // a lookup in flight is left to its own thread
   cv_.notify_all();
   if (resolver_.joinable()) resolver_.join();
 }
@@ -184,18 +183,11 @@ void GrpcReplicaSet::Resolve() {
     const std::string rest = spec_.substr(4);
     const size_t colon = rest.rfind(':');
     const std::string host = rest.substr(0, colon), port = rest.substr(colon + 1);
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
-    // The name answered with no address (NXDOMAIN or no records: a headless Service with no
-    // ready pods): no workers. Their addresses may be reused by other pods.
-    const bool no_such_name = rc == EAI_NONAME
-#ifdef EAI_NODATA
-                              || rc == EAI_NODATA
-#endif
-        ;
-    if (rc != 0 && !no_such_name) {
+    // Waited for at most a resolve interval (and 1 s at least), and not past the destructor.
+    const HostLookup found =
+        LookupHostWithin(host, port, std::max(resolve_interval_, std::chrono::milliseconds(1000)),
+                         resolve_stop_.get_token());
+    if (found.outcome == HostLookup::Outcome::kFailed) {
       // A lookup that failed (the DNS server unreachable, a timeout) keeps the workers we have:
       // their health checks say whether they are still there, and dropping them all would fail
       // every request until the next answer.
@@ -204,7 +196,7 @@ void GrpcReplicaSet::Resolve() {
         spdlog::warn(
             "quiver gateway: resolving {} failed ({}); keeping the {} workers found "
             "before",
-            host, gai_strerror(rc), replicas_.size());
+            host, found.error, replicas_.size());
       }
       resolve_failing_ = true;
       return;
@@ -214,20 +206,11 @@ void GrpcReplicaSet::Resolve() {
       if (resolve_failing_) spdlog::info("quiver gateway: resolving {} works again", host);
       resolve_failing_ = false;
     }
-    if (rc == 0) {
-      for (addrinfo* p = res; p != nullptr; p = p->ai_next) {
-        char buf[INET6_ADDRSTRLEN] = {0};
-        if (p->ai_family == AF_INET) {
-          inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(p->ai_addr)->sin_addr, buf,
-                    sizeof(buf));
-          wanted.insert(StrCat(buf, ":", port));
-        } else if (p->ai_family == AF_INET6) {
-          inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(p->ai_addr)->sin6_addr, buf,
-                    sizeof(buf));
-          wanted.insert(StrCat("[", buf, "]:", port));
-        }
-      }
-      freeaddrinfo(res);
+    // The name answered with no address (NXDOMAIN or no records: a headless Service with no
+    // ready pods): no workers. Their addresses may be reused by other pods.
+    for (const std::string& address : found.addresses) {
+      wanted.insert(address.find(':') == std::string::npos ? StrCat(address, ":", port)
+                                                           : StrCat("[", address, "]:", port));
     }
   } else {
     size_t start = 0;

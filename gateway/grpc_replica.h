@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,7 +76,8 @@ class GrpcReplicaSet {
   MetricsRegistry* metrics_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<GrpcReplica>> replicas_;
-  bool resolve_failing_ = false;  // the last lookup failed (logged once, until one works)
+  bool resolve_failing_ = false;   // the last lookup failed (logged once, until one works)
+  std::stop_source resolve_stop_;  // stops the wait for a lookup in flight (host_lookup.h)
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread resolver_;

@@ -5,6 +5,7 @@
 #include <random>
 #include <utility>  // before Asio, whose awaitable.hpp uses std::exchange
 
+#include "common/host_lookup.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "common/thread_name.h"
@@ -19,6 +20,8 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 constexpr auto kPostTimeout = std::chrono::seconds(2);
+// The collector's name is looked up again after this long, or after a post that failed.
+constexpr auto kResolveEvery = std::chrono::seconds(30);
 
 bool IsLowerHex(std::string_view s) {
   for (char c : s) {
@@ -151,8 +154,8 @@ absl::StatusOr<std::unique_ptr<SpanExporter>> SpanExporter::Create(const std::st
     e->host_ = std::string(authority.substr(0, colon));
     e->port_ = std::string(authority.substr(colon + 1));
     if (e->port_.empty() || e->port_.find_first_not_of("0123456789") != std::string::npos ||
-        e->port_.size() > 5) {
-      return refuse("the port is not a number");
+        e->port_.size() > 5 || std::stoi(e->port_) > 65535) {
+      return refuse("the port is not a number from 0 to 65535");
     }
   } else {
     e->host_ = std::string(authority);
@@ -246,9 +249,37 @@ void SpanExporter::Loop() {
   }
 }
 
+std::vector<std::string> SpanExporter::Addresses(std::chrono::milliseconds timeout,
+                                                 std::string& error) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!addresses_.empty() && now - resolved_at_ < kResolveEvery) return addresses_;
+  HostLookup found = LookupHostWithin(host_, port_, timeout);
+  if (found.outcome != HostLookup::Outcome::kFound) {
+    error = StrCat("resolving ", host_, ": ", found.error);
+    // No answer from DNS: the addresses found before, if any (a name that no longer exists
+    // has none).
+    if (found.outcome == HostLookup::Outcome::kNoSuchName) addresses_.clear();
+    return addresses_;
+  }
+  addresses_ = std::move(found.addresses);
+  resolved_at_ = now;
+  return addresses_;
+}
+
 absl::Status SpanExporter::Post(const std::string& body) {
+  // The whole post, the name lookup included, within kPostTimeout: a collector that accepts and
+  // never answers, or a DNS server that does not answer, cannot hold this thread (nor, at
+  // shutdown, the process).
+  const auto deadline = std::chrono::steady_clock::now() + kPostTimeout;
+  std::string lookup_error;
+  std::vector<tcp::endpoint> endpoints;
+  for (const std::string& address : Addresses(kPostTimeout, lookup_error)) {
+    beast::error_code ec;
+    const asio::ip::address ip = asio::ip::make_address(address, ec);
+    if (!ec) endpoints.emplace_back(ip, static_cast<uint16_t>(std::stoi(port_)));
+  }
+  if (endpoints.empty()) return absl::UnavailableError(lookup_error);
   asio::io_context io;
-  tcp::resolver resolver(io);
   beast::tcp_stream stream(io);
   http::request<http::string_body> request{http::verb::post, path_, 11};
   request.set(http::field::host, host_header_);
@@ -259,36 +290,30 @@ absl::Status SpanExporter::Post(const std::string& body) {
   beast::flat_buffer buffer;
   http::response<http::string_body> response;
   beast::error_code result = asio::error::timed_out;
-  // Each step asynchronous, the whole bounded by kPostTimeout: a collector that accepts and
-  // never answers cannot hold this thread.
-  resolver.async_resolve(host_, port_, [&](beast::error_code ec, tcp::resolver::results_type r) {
+  stream.async_connect(endpoints, [&](beast::error_code ec, const tcp::endpoint&) {
     if (ec) {
       result = ec;
       return;
     }
-    stream.async_connect(r, [&](beast::error_code ec, const tcp::endpoint&) {
+    http::async_write(stream, request, [&](beast::error_code ec, size_t) {
       if (ec) {
         result = ec;
         return;
       }
-      http::async_write(stream, request, [&](beast::error_code ec, size_t) {
-        if (ec) {
-          result = ec;
-          return;
-        }
-        http::async_read(stream, buffer, response,
-                         [&](beast::error_code ec, size_t) { result = ec; });
-      });
+      http::async_read(stream, buffer, response,
+                       [&](beast::error_code ec, size_t) { result = ec; });
     });
   });
-  io.run_for(kPostTimeout);
+  io.run_until(deadline);
   if (!io.stopped()) {  // timed out: cancel, and let the handlers finish before they go
     beast::error_code ignored;
     stream.socket().close(ignored);
-    resolver.cancel();
     io.run();
   }
-  if (result) return absl::UnavailableError(result.message());
+  if (result) {
+    resolved_at_ = {};  // look the name up again before the next post: the collector may move
+    return absl::UnavailableError(result.message());
+  }
   const int status = static_cast<int>(response.result_int());
   if (status < 200 || status >= 300) {
     return absl::UnavailableError(StrCat("the collector answered ", status));

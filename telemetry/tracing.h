@@ -8,8 +8,9 @@
 // bounded by a 2 s timeout; a collector that is down costs failed posts on that thread only
 // (logged at most once a minute, counted). A request whose traceparent says "not sampled" is not
 // recorded. At shutdown one more batch is posted, within the same timeout (what does not fit in
-// it is dropped and counted): stopping takes at most two posts' timeouts plus, for a collector
-// named by host name, its DNS lookup (which the timeout cannot interrupt).
+// it is dropped and counted): stopping takes at most two posts' timeouts, a collector named by
+// host name included (its lookup is inside the timeout, common/host_lookup.h; its addresses are
+// kept 30 s, or until a post fails).
 //
 // Counted in quiver_otlp_spans_total{outcome="exported"|"dropped"|"failed"}.
 #pragma once
@@ -96,6 +97,9 @@ class SpanExporter {
   SpanExporter() = default;
   void Loop();
   absl::Status Post(const std::string& body);
+  // The collector's numeric addresses: those found less than kResolveEvery ago, or a new lookup
+  // within `timeout` (on failure, those found before, and `error` says why).
+  std::vector<std::string> Addresses(std::chrono::milliseconds timeout, std::string& error);
 
   std::string host_, port_, host_header_, path_, service_name_;
   std::mutex mu_;
@@ -107,6 +111,8 @@ class SpanExporter {
   Counter* dropped_ = nullptr;
   Counter* failed_ = nullptr;
   std::chrono::steady_clock::time_point last_warning_{};
+  std::vector<std::string> addresses_;  // touched by the exporter's thread only
+  std::chrono::steady_clock::time_point resolved_at_{};
 };
 
 }  // namespace quiver::telemetry
