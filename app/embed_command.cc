@@ -208,11 +208,11 @@ bool Retriable(const absl::Status& s) {
 // deadline passed) is tried again after a pause, up to `retries` times.
 // `abort` (set when the job stops on an error) ends the unit at once: its calls are cancelled as
 // a gateway's are when the client leaves, and no retry follows.
-absl::StatusOr<gateway::ReplicaResult> RunUnit(std::shared_ptr<gateway::Dispatcher> dispatcher,
-                                               std::vector<gateway::Sequence> seqs,
-                                               quiver::v1::OutputOptions output, int timeout_s,
-                                               int retries,
-                                               std::shared_ptr<const std::atomic<bool>> abort) {
+// std::async keeps its own copies of the arguments while this runs.
+absl::StatusOr<gateway::ReplicaResult> RunUnit(
+    const std::shared_ptr<gateway::Dispatcher>& dispatcher,
+    const std::vector<gateway::Sequence>& seqs, const quiver::v1::OutputOptions& output,
+    int timeout_s, int retries, const std::shared_ptr<const std::atomic<bool>>& abort) {
   absl::StatusOr<gateway::ReplicaResult> r = absl::UnknownError("not run");
   for (int attempt = 0;; ++attempt) {
     gateway::CallContext call(std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
@@ -278,7 +278,9 @@ int RunEmbed(const EmbedOptions& options) {
     scan = ScanTexts(options.texts);
   }
   if (scan.records == 0) return Fail(2, "no texts (give --text or a non-empty --input)");
-  const auto [first, end] = ShardRange(scan.records, shard);
+  // Plain names, not a structured binding: lambdas below capture them.
+  const std::pair<int64_t, int64_t> range = ShardRange(scan.records, shard);
+  const int64_t first = range.first, end = range.second;
   const std::string output_path = ExpandShard(options.output_path, shard);
   const bool to_file = !output_path.empty();
   const bool npy = output_path.ends_with(".npy");
@@ -513,8 +515,9 @@ int RunEmbed(const EmbedOptions& options) {
     in_flight.pop_front();
     progress.Update(committed, tokens_done);
   }
-  if (absl::Status s = to_file ? out->Sync() : absl::OkStatus(); !s.ok())
+  if (absl::Status s = to_file ? out->Sync() : absl::OkStatus(); !s.ok()) {
     return Fail(1, s.message());
+  }
   if (ids_out) {
     if (absl::Status s = ids_out->Sync(); !s.ok()) return Fail(1, s.message());
   }

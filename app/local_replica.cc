@@ -52,8 +52,8 @@ void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
                  !absl::IsResourceExhausted(status);
     span.attributes = {{"quiver.chunk.tokens", tokens}, {"quiver.chunk.sequences", sequences}};
     if (result != nullptr) {
-      span.attributes.push_back({"quiver.queue_wait_us", result->queue_wait_us});
-      span.attributes.push_back({"quiver.compute_us", result->compute_us});
+      span.attributes.emplace_back("quiver.queue_wait_us", result->queue_wait_us);
+      span.attributes.emplace_back("quiver.compute_us", result->compute_us);
     }
     tracer_->Record(std::move(span));
   };

@@ -1,5 +1,6 @@
 // quiver: one binary for every role. See docs/architecture.md for the tiers.
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -138,7 +139,9 @@ void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   CLI::App app{"quiver: a server for text-embedding and reranking models"};
   app.require_subcommand(1);
   std::string log_level = "info";
@@ -446,4 +449,18 @@ int main(int argc, char** argv) {
   }
   if (*gateway_cmd) return quiver::app::RunGateway(gw);
   return 2;
+}
+
+}  // namespace
+
+// Errors are values below main; what still escapes as an exception (out of memory while parsing
+// the flags, say) ends the process with its message and exit status 1 instead of std::terminate's
+// abort.
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "quiver: stopped by an unexpected error: %s\n", e.what());
+    return 1;
+  }
 }

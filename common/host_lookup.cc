@@ -70,7 +70,7 @@ HostLookup LookupHost(const std::string& host, const std::string& port) {
 }
 
 HostLookup LookupHostWithin(const std::string& host, const std::string& port,
-                            std::chrono::milliseconds timeout, std::stop_token stop,
+                            std::chrono::milliseconds timeout, const std::stop_token& stop,
                             HostLookupFn lookup) {
   HostLookup failed;
   if (pending_lookups.fetch_add(1) >= kMaxPendingLookups) {

@@ -38,7 +38,7 @@ using HostLookupFn = std::function<HostLookup(const std::string& host, const std
 // `lookup` (LookupHost unless a test gives another) on its own thread, waited for at most
 // `timeout` and only until `stop` is asked to stop: kFailed ("timed out", "stopped") after that.
 HostLookup LookupHostWithin(const std::string& host, const std::string& port,
-                            std::chrono::milliseconds timeout, std::stop_token stop = {},
+                            std::chrono::milliseconds timeout, const std::stop_token& stop = {},
                             HostLookupFn lookup = LookupHost);
 
 }  // namespace quiver

@@ -4,6 +4,7 @@
 // first batch of a bucket runs eagerly, the second captures, later ones replay.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 
 namespace quiver::engine {

@@ -341,6 +341,7 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
   run->deadline = call.deadline;
   run->replicas = source_();  // this request's snapshot
   std::vector<int64_t> lengths;
+  lengths.reserve(sequences.size());
   for (const Sequence& s : sequences) lengths.push_back(static_cast<int64_t>(s.ids.size()));
   const auto bounds = SplitIntoChunks(lengths, max_chunk_tokens_);
 
@@ -397,8 +398,9 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
     if (!StartAttempt(shared_, run, c, /*hedge=*/false)) {
       std::lock_guard<std::mutex> lock(run->mu);
       ChunkState& chunk = run->chunks[c];
-      if (!chunk.done)
+      if (!chunk.done) {
         FinishLocked(*run, chunk, absl::UnavailableError("no healthy replica"), to_cancel);
+      }
     }
   }
 

@@ -92,7 +92,7 @@ void GrpcReplica::Call(CallKind kind, const quiver::v1::Chunk& chunk,
   const int64_t tokens = chunk.token_ids_size();
   outstanding_ += tokens;
   chunks_->Inc();
-  auto finish = [this, state, tokens, kind, done = std::move(done)](grpc::Status s) {
+  auto finish = [this, state, tokens, kind, done = std::move(done)](const grpc::Status& s) {
     outstanding_ -= tokens;
     if (!s.ok()) {
       if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {

@@ -465,14 +465,21 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  try {
+    Stop();
+  } catch (const std::exception& e) {  // a join or a cancel that failed: said, not a terminate
+    spdlog::error("http: stopping the server failed: {}", e.what());
+  }
+}
 
 absl::Status HttpServer::Start() {
   beast::error_code ec;
   const auto address = asio::ip::make_address(impl_->options.host, ec);
-  if (ec)
+  if (ec) {
     return absl::InvalidArgumentError(StrCat("--host '", impl_->options.host, "': ", ec.message()));
-  tcp::endpoint endpoint(address, static_cast<unsigned short>(impl_->options.port));
+  }
+  tcp::endpoint endpoint(address, static_cast<uint16_t>(impl_->options.port));
   impl_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(endpoint, ec);

@@ -122,12 +122,13 @@ void Scheduler::SubmitBatches() {
     liveness.push_back({e.chunk.is_cancelled && e.chunk.is_cancelled(), e.chunk.deadline});
   }
   const std::vector<size_t> dead = DeadChunks(liveness, Clock::now());
-  for (auto it = dead.rbegin(); it != dead.rend(); ++it) {
-    Entry entry = std::move(queue_[*it]);
-    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(*it));
+  for (size_t d = dead.size(); d-- > 0;) {  // the latest first, so the earlier indices hold
+    const size_t i = dead[d];
+    Entry entry = std::move(queue_[i]);
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
     admitted_tokens_ -= entry.chunk.batch.num_tokens();
     dropped_->Inc();
-    entry.done(liveness[*it].cancelled
+    entry.done(liveness[i].cancelled
                    ? absl::CancelledError("cancelled by the client before compute")
                    : absl::DeadlineExceededError("deadline passed before compute"));
   }

@@ -429,7 +429,8 @@ class Precompiled final : public Normalizer {
   // outside the trie ends the search (a damaged blob: no replacement, never a read past it).
   std::optional<std::string_view> Transform(std::string_view chunk) const {
     const auto offset = [](uint32_t unit) -> size_t {
-      return static_cast<size_t>((unit >> 10) << ((unit & (1u << 9)) >> 6));
+      const size_t base = unit >> 10;
+      return base << ((unit & (1u << 9)) >> 6);
     };
     size_t node = offset(trie_[0]);
     for (const char ch : chunk) {

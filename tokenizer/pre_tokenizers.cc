@@ -445,7 +445,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const JsonValue& 
 }
 
 const std::string& ByteToUnicode(uint8_t byte) {
-  static const std::array<std::string, 256> table = [] {
+  static const std::array<std::string, 256> kTable = [] {
     std::array<std::string, 256> t;
     char32_t next = 256;
     for (int b = 0; b < 256; ++b) {
@@ -455,11 +455,11 @@ const std::string& ByteToUnicode(uint8_t byte) {
     }
     return t;
   }();
-  return table[byte];
+  return kTable[byte];
 }
 
 std::optional<uint8_t> UnicodeToByte(char32_t c) {
-  static const std::array<int, 512> inverse = [] {
+  static const std::array<int, 512> kInverse = [] {
     std::array<int, 512> inv;
     inv.fill(-1);
     for (int b = 0; b < 256; ++b) {
@@ -469,8 +469,8 @@ std::optional<uint8_t> UnicodeToByte(char32_t c) {
     }
     return inv;
   }();
-  if (c >= inverse.size() || inverse[c] < 0) return std::nullopt;
-  return static_cast<uint8_t>(inverse[c]);
+  if (c >= kInverse.size() || kInverse[c] < 0) return std::nullopt;
+  return static_cast<uint8_t>(kInverse[c]);
 }
 
 }  // namespace quiver::tokenizer

@@ -18,7 +18,7 @@ struct ThreadState {
   ThreadState() {
     match_data = pcre2_match_data_create(1, nullptr);
     context = pcre2_match_context_create(nullptr);
-    jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+    jit_stack = pcre2_jit_stack_create(PCRE2_SIZE{32} << 10, PCRE2_SIZE{8} << 20, nullptr);
     pcre2_jit_stack_assign(context, nullptr, jit_stack);
   }
   ~ThreadState() {

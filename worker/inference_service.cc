@@ -112,8 +112,8 @@ void InferenceService::Trace(const CallTrace& call, const absl::Status& outcome,
                      {"quiver.chunk.tokens", call.tokens},
                      {"quiver.chunk.sequences", call.sequences}};
   if (result != nullptr) {
-    span.attributes.push_back({"quiver.queue_wait_us", result->queue_wait_us});
-    span.attributes.push_back({"quiver.compute_us", result->compute_us});
+    span.attributes.emplace_back("quiver.queue_wait_us", result->queue_wait_us);
+    span.attributes.emplace_back("quiver.compute_us", result->compute_us);
   }
   tracer_->Record(std::move(*child));
 }

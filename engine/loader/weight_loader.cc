@@ -87,8 +87,9 @@ Tensor WeightLoader::Get(const std::string& name, std::initializer_list<int64_t>
   std::vector<float> scratch;
   const float* values = F32(*info, scratch);
   // F32 in the map stays there on the CPU: the map lives as long as the store.
-  if (device_ == Device::kCpu && scratch.empty())
+  if (device_ == Device::kCpu && scratch.empty()) {
     return Tensor(values, DType::kF32, device_, shape);
+  }
   return Own(values, shape);
 }
 

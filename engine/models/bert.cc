@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -224,7 +225,7 @@ const MlmNames& MlmNamesOf(Family family) {
 
 class BertModel final : public Model {
  public:
-  BertModel(const BertConfig& c, Head head, WeightLoader& w) : c_(c) {
+  BertModel(BertConfig c, Head head, WeightLoader& w) : c_(std::move(c)) {
     const int64_t h = c_.hidden, inter = c_.intermediate;
     const WeightNames& n = c_.family == Family::kDistilBert ? kDistilBertNames
                            : c_.family == Family::kMpnet    ? kMpnetNames
@@ -314,7 +315,7 @@ class BertModel final : public Model {
         {"hidden_act", c_.hidden_act},
     };
     if (head != Head::kNone && head != Head::kSplade) {
-      info_.settings.push_back({"num_labels", StrCat(c_.num_labels)});
+      info_.settings.emplace_back("num_labels", StrCat(c_.num_labels));
     }
   }
 

@@ -8,6 +8,7 @@
 // norm. Gemma's RMS norms scale by (1 + weight): the loader adds the one once.
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -98,7 +99,7 @@ absl::StatusOr<Gemma3Config> ParseGemma3Config(const JsonValue& json) {
 
 class Gemma3Model final : public Model {
  public:
-  Gemma3Model(const Gemma3Config& c, WeightLoader& w) : c_(c) {
+  Gemma3Model(Gemma3Config c, WeightLoader& w) : c_(std::move(c)) {
     const int64_t h = c_.hidden, inter = c_.intermediate;
     q_dim_ = c_.num_heads * c_.head_dim;
     kv_dim_ = c_.num_kv_heads * c_.head_dim;

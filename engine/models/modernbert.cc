@@ -6,6 +6,7 @@
 // The classifier pools (CLS or mean, classifier_pooling), then dense, activation, LayerNorm and
 // the classifier.
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -109,7 +110,7 @@ absl::StatusOr<ModernBertConfig> ParseConfig(const JsonValue& json, bool classif
 
 class ModernBertModel final : public Model {
  public:
-  ModernBertModel(const ModernBertConfig& c, bool classifier, WeightLoader& w) : c_(c) {
+  ModernBertModel(ModernBertConfig c, bool classifier, WeightLoader& w) : c_(std::move(c)) {
     const int64_t h = c_.hidden, inter = c_.intermediate;
     // A LayerNorm's weight and, with norm_bias, its bias (else zeros).
     auto norm = [&](const std::string& name, WeightLoader::Scope scope) {
@@ -167,8 +168,8 @@ class ModernBertModel final : public Model {
         {"norm_bias", c_.norm_bias ? "true" : "false"},
     };
     if (classifier) {
-      info_.settings.push_back({"num_labels", StrCat(c_.num_labels)});
-      info_.settings.push_back({"classifier_pooling", c_.classifier_mean ? "mean" : "cls"});
+      info_.settings.emplace_back("num_labels", StrCat(c_.num_labels));
+      info_.settings.emplace_back("classifier_pooling", c_.classifier_mean ? "mean" : "cls");
     }
   }
 

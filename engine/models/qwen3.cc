@@ -100,8 +100,9 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json, DecoderFamil
   }
   if (family == DecoderFamily::kLlama || family == DecoderFamily::kMistral) {
     QUIVER_ASSIGN_OR_RETURN(bool mlp_bias, JsonBool(json, "mlp_bias", false));
-    if (mlp_bias)
+    if (mlp_bias) {
       return absl::InvalidArgumentError("field 'mlp_bias': MLP biases are not supported");
+    }
     QUIVER_ASSIGN_OR_RETURN(std::string act, JsonString(json, "hidden_act", "silu"));
     if (act != "silu") {
       return absl::InvalidArgumentError(
@@ -212,8 +213,8 @@ class Qwen3Model final : public Model {
         {"head_norm", c_.head_norm ? "true" : "false"},
     };
     if (head == Head::kClassifier) {
-      info_.settings.push_back({"num_labels", StrCat(c_.num_labels)});
-      info_.settings.push_back({"pad_token_id", StrCat(c_.pad_token_id)});
+      info_.settings.emplace_back("num_labels", StrCat(c_.num_labels));
+      info_.settings.emplace_back("pad_token_id", StrCat(c_.pad_token_id));
     }
   }
 

@@ -4,6 +4,7 @@
 // T5 v1.1 (gated-gelu: gelu_new(wi_0 x) · wi_1 x); a final norm. No position table: the longest
 // input is the folder's max_seq_length or tokenizer limit, capped at kMaxT5Tokens.
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -76,7 +77,7 @@ absl::StatusOr<T5Config> ParseT5Config(const JsonValue& json) {
 
 class T5EncoderModel final : public Model {
  public:
-  T5EncoderModel(const T5Config& c, WeightLoader& w) : c_(c) {
+  T5EncoderModel(T5Config c, WeightLoader& w) : c_(std::move(c)) {
     const int64_t h = c_.d_model, inner = c_.num_heads * c_.d_kv, ff = c_.d_ff;
     embed_ = w.Get("shared.weight", {c_.vocab_size, h});
     const int64_t heads = c_.num_heads, buckets = c_.num_buckets, distance = c_.max_distance;

@@ -570,8 +570,9 @@ absl::StatusOr<ContextualizedRequest> ParseContextualized(const JsonView& body,
   QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
   const std::optional<JsonView> input = Field(body, "input");
   if (input == std::nullopt) return Missing("input");
-  if (!input->is_array())
+  if (!input->is_array()) {
     return WrongType("input", "a list of documents (lists of strings)", *input);
+  }
   QUIVER_RETURN_IF_ERROR(CheckCount(input->items().size(), "input", "document", limits));
   int64_t chunks = 0;
   size_t d = 0;

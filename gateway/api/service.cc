@@ -202,8 +202,9 @@ absl::StatusOr<std::string> Service::Prompt(const std::string& prompt_name) cons
   if (it == model_.prompts.end()) {
     // TEI's wording for the list, which clients parse (tei-client's prompt_names).
     std::string known;
-    for (const auto& [n, _] : model_.prompts)
+    for (const auto& [n, _] : model_.prompts) {
       known += StrCat(known.empty() ? "" : ", ", "\"", n, "\"");
+    }
     return FieldError(absl::StatusCode::kInvalidArgument, "prompt_name",
                       StrCat("prompt_name '", name,
                              "' is not one of the model's sentence-transformers prompts. "

@@ -63,8 +63,8 @@ CpuFeatures Read() {
   __get_cpuid(0x80000000, &a, &b, &c, &d);
   if (a >= 0x80000004) {
     char brand[49] = {};
-    for (uint32_t leaf = 0; leaf < 3; ++leaf) {
-      __get_cpuid(0x80000002 + leaf, &a, &b, &c, &d);
+    for (size_t leaf = 0; leaf < 3; ++leaf) {
+      __get_cpuid(0x80000002 + static_cast<uint32_t>(leaf), &a, &b, &c, &d);
       std::memcpy(brand + 16 * leaf, &a, 4);
       std::memcpy(brand + 16 * leaf + 4, &b, 4);
       std::memcpy(brand + 16 * leaf + 8, &c, 4);
@@ -104,8 +104,8 @@ std::string CpuFeatures::Flags() const {
 }
 
 const CpuFeatures& HostCpuFeatures() {
-  static const CpuFeatures features = Read();
-  return features;
+  static const CpuFeatures kFeatures = Read();
+  return kFeatures;
 }
 
 const char* CpuPathName(CpuPath path) {
@@ -131,8 +131,9 @@ namespace {
 // Linux keeps the AMX tile data out of a process's saved state until the process asks for it.
 bool RequestAmxState() {
 #if defined(__x86_64__) && defined(__linux__)
-  constexpr long kArchReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM (asm/prctl.h)
-  constexpr long kXfeatureXtiledata = 18;
+  // ARCH_REQ_XCOMP_PERM (asm/prctl.h) and XFEATURE_XTILEDATA, as the longs syscall takes.
+  constexpr long kArchReqXcompPerm = 0x1023;  // NOLINT(google-runtime-int)
+  constexpr long kXfeatureXtiledata = 18;     // NOLINT(google-runtime-int)
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 #else
   return false;
@@ -171,8 +172,8 @@ std::atomic<int>& ActiveSlot() {
 }  // namespace
 
 const std::vector<CpuPath>& SupportedCpuPaths() {
-  static const std::vector<CpuPath> paths = ReadSupported();
-  return paths;
+  static const std::vector<CpuPath> kPaths = ReadSupported();
+  return kPaths;
 }
 
 absl::StatusOr<CpuPath> ChosenCpuPath() {
@@ -226,7 +227,7 @@ absl::StatusOr<int64_t> ChosenPrefetchMinRows() {
   if (set == nullptr || *set == '\0') return DefaultPrefetchMinRows();
   char* end = nullptr;
   errno = 0;
-  const long long rows = std::strtoll(set, &end, 10);
+  const long long rows = std::strtoll(set, &end, 10);  // NOLINT(google-runtime-int): strtoll's
   if (*end != '\0' || errno != 0 || rows < 1) {
     return absl::InvalidArgumentError(
         StrCat("QUIVER_PREFETCH_MIN_ROWS=", set, ": not a whole number of rows from 1"));
@@ -235,8 +236,8 @@ absl::StatusOr<int64_t> ChosenPrefetchMinRows() {
 }
 
 int64_t StreamedPrefetchMinRows() {
-  static const int64_t rows = ChosenPrefetchMinRows().value_or(DefaultPrefetchMinRows());
-  return rows;
+  static const int64_t kRows = ChosenPrefetchMinRows().value_or(DefaultPrefetchMinRows());
+  return kRows;
 }
 
 std::string CpuSummary() {

@@ -47,7 +47,7 @@ void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float*
   __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
 #define QUIVER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define QUIVER_LOAD(i)                   \
-  if constexpr (R > i) {                 \
+  if constexpr (R > (i)) {               \
     const float* from = start(i);        \
     c##i##0 = _mm256_loadu_ps(from);     \
     c##i##1 = _mm256_loadu_ps(from + 8); \
@@ -59,8 +59,8 @@ void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float*
     const __m256 w1 = _mm256_load_ps(b + k * kPanel + 8);
     if (k < pf_lines) _mm_prefetch(pf + 64 * k, _MM_HINT_T1);
 #define QUIVER_FMA(i)                                      \
-  if constexpr (R > i) {                                   \
-    const __m256 x = _mm256_broadcast_ss(a + i * lda + k); \
+  if constexpr (R > (i)) {                                 \
+    const __m256 x = _mm256_broadcast_ss(a + (i)*lda + k); \
     c##i##0 = _mm256_fmadd_ps(x, w0, c##i##0);             \
     c##i##1 = _mm256_fmadd_ps(x, w1, c##i##1);             \
   }
@@ -68,7 +68,7 @@ void MicroKernel(const float* a, int64_t lda, const float* b, int64_t kc, float*
 #undef QUIVER_FMA
   }
 #define QUIVER_STORE(i) \
-  if constexpr (R > i) finish(i, c##i##0, c##i##1);
+  if constexpr (R > (i)) finish(i, c##i##0, c##i##1);
   QUIVER_ROWS(QUIVER_STORE)
 #undef QUIVER_STORE
 #undef QUIVER_ROWS

@@ -49,13 +49,13 @@ QUIVER_TARGET_AVX512 void MicroKernel(const float* a, int64_t lda, const float* 
            c13b = zero;
 #define QUIVER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 #define QUIVER_LOAD(i)                                                                  \
-  if constexpr (R > i) {                                                                \
+  if constexpr (R > (i)) {                                                              \
     if (init != nullptr) {                                                              \
       c##i##a = _mm512_loadu_ps(init);                                                  \
       if constexpr (kTwo) c##i##b = _mm512_loadu_ps(init + kPanel);                     \
     } else {                                                                            \
-      c##i##a = _mm512_maskz_loadu_ps(mask0, y + i * ldy);                              \
-      if constexpr (kTwo) c##i##b = _mm512_maskz_loadu_ps(mask1, y + i * ldy + kPanel); \
+      c##i##a = _mm512_maskz_loadu_ps(mask0, y + (i)*ldy);                              \
+      if constexpr (kTwo) c##i##b = _mm512_maskz_loadu_ps(mask1, y + (i)*ldy + kPanel); \
     }                                                                                   \
   }
     QUIVER_ROWS(QUIVER_LOAD)
@@ -67,19 +67,19 @@ QUIVER_TARGET_AVX512 void MicroKernel(const float* a, int64_t lda, const float* 
         _mm_prefetch(pf_strip + 64 * k, _MM_HINT_T1);
         _mm_prefetch(pf_strip + pf_stride + 64 * k, _MM_HINT_T1);
       }
-#define QUIVER_FMA(i)                                                             \
-  if constexpr (R > i) {                                                          \
-    const __m512 x = _mm512_set1_ps(kPacked ? a[k * kRows + i] : a[i * lda + k]); \
-    c##i##a = _mm512_fmadd_ps(x, w0, c##i##a);                                    \
-    if constexpr (kTwo) c##i##b = _mm512_fmadd_ps(x, w1, c##i##b);                \
+#define QUIVER_FMA(i)                                                               \
+  if constexpr (R > (i)) {                                                          \
+    const __m512 x = _mm512_set1_ps(kPacked ? a[k * kRows + (i)] : a[(i)*lda + k]); \
+    c##i##a = _mm512_fmadd_ps(x, w0, c##i##a);                                      \
+    if constexpr (kTwo) c##i##b = _mm512_fmadd_ps(x, w1, c##i##b);                  \
   }
       QUIVER_ROWS(QUIVER_FMA)
 #undef QUIVER_FMA
     }
 #define QUIVER_STORE(i)                                                              \
-  if constexpr (R > i) {                                                             \
-    _mm512_mask_storeu_ps(y + i * ldy, mask0, c##i##a);                              \
-    if constexpr (kTwo) _mm512_mask_storeu_ps(y + i * ldy + kPanel, mask1, c##i##b); \
+  if constexpr (R > (i)) {                                                           \
+    _mm512_mask_storeu_ps(y + (i)*ldy, mask0, c##i##a);                              \
+    if constexpr (kTwo) _mm512_mask_storeu_ps(y + (i)*ldy + kPanel, mask1, c##i##b); \
   }
     QUIVER_ROWS(QUIVER_STORE)
 #undef QUIVER_STORE
@@ -158,8 +158,9 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64
   // packed A): the micro-kernel's broadcasts then read one sequential stream, not 14 strided
   // ones.
   thread_local std::vector<float> packed;
-  if (pack)
+  if (pack) {
     packed.resize(static_cast<size_t>((m + kRows - 1) / kRows * kRows * std::min(kDepth, k)));
+  }
   alignas(64) static constexpr float kZeros[2 * kPanel] = {};
   alignas(64) float first[2 * kPanel];
   // k0 counts from the slice's start: x's column k0 meets W's depth k_begin + k0.
@@ -205,8 +206,9 @@ void PackedGemmAvx512(const float* x, int64_t ldx, const PackedWeights& w, int64
           next = reinterpret_cast<const char*>(w.panel(next_col / kPanel) +
                                                (k_begin + next_k) * kPanel);
           next_lines = std::min(kDepth, k - next_k);
-          if (next_col + kPanel < c1)
+          if (next_col + kPanel < c1) {
             pf_stride = w.k() * kPanel * static_cast<int64_t>(sizeof(float));
+          }
         }
       }
       // The lines shared out over every strip: strip s asks for [share(s), share(s + 1)).

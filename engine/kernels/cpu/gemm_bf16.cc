@@ -63,13 +63,13 @@ QUIVER_TARGET_AVX512_BF16 void MicroKernel(const uint16_t* a, int64_t lda, const
          c10b = zero, c11a = zero, c11b = zero, c12a = zero, c12b = zero, c13a = zero, c13b = zero;
 #define QUIVER_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 #define QUIVER_LOAD(i)                                                                  \
-  if constexpr (R > i) {                                                                \
+  if constexpr (R > (i)) {                                                              \
     if (init != nullptr) {                                                              \
       c##i##a = _mm512_loadu_ps(init);                                                  \
       if constexpr (kTwo) c##i##b = _mm512_loadu_ps(init + kPanel);                     \
     } else {                                                                            \
-      c##i##a = _mm512_maskz_loadu_ps(mask0, y + i * ldy);                              \
-      if constexpr (kTwo) c##i##b = _mm512_maskz_loadu_ps(mask1, y + i * ldy + kPanel); \
+      c##i##a = _mm512_maskz_loadu_ps(mask0, y + (i)*ldy);                              \
+      if constexpr (kTwo) c##i##b = _mm512_maskz_loadu_ps(mask1, y + (i)*ldy + kPanel); \
     }                                                                                   \
   }
   QUIVER_ROWS(QUIVER_LOAD)
@@ -80,9 +80,9 @@ QUIVER_TARGET_AVX512_BF16 void MicroKernel(const uint16_t* a, int64_t lda, const
     const __m512bh w0 = reinterpret_cast<const __m512bh&>(w0i);
     const __m512bh w1 = reinterpret_cast<const __m512bh&>(w1i);
 #define QUIVER_DOT(i)                                               \
-  if constexpr (R > i) {                                            \
+  if constexpr (R > (i)) {                                          \
     int32_t pair;                                                   \
-    std::memcpy(&pair, a + i * lda + 2 * p, sizeof(pair));          \
+    std::memcpy(&pair, a + (i)*lda + 2 * p, sizeof(pair));          \
     const __m512i xi = _mm512_set1_epi32(pair);                     \
     const __m512bh x = reinterpret_cast<const __m512bh&>(xi);       \
     c##i##a = _mm512_dpbf16_ps(c##i##a, x, w0);                     \
@@ -92,9 +92,9 @@ QUIVER_TARGET_AVX512_BF16 void MicroKernel(const uint16_t* a, int64_t lda, const
 #undef QUIVER_DOT
   }
 #define QUIVER_STORE(i)                                                              \
-  if constexpr (R > i) {                                                             \
-    _mm512_mask_storeu_ps(y + i * ldy, mask0, c##i##a);                              \
-    if constexpr (kTwo) _mm512_mask_storeu_ps(y + i * ldy + kPanel, mask1, c##i##b); \
+  if constexpr (R > (i)) {                                                           \
+    _mm512_mask_storeu_ps(y + (i)*ldy, mask0, c##i##a);                              \
+    if constexpr (kTwo) _mm512_mask_storeu_ps(y + (i)*ldy + kPanel, mask1, c##i##b); \
   }
   QUIVER_ROWS(QUIVER_STORE)
 #undef QUIVER_STORE

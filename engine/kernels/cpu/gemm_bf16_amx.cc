@@ -158,23 +158,23 @@ void Bf16GemmAmx(const uint16_t* a, const Bf16Weights& w, const float* bias, flo
 }
 
 bool AmxBf16Agree() {
-  static const bool agree = [] {
+  static const bool kAgree = [] {
     // Three panels (the last one partial), 3 steps of 32 k and 5 pairs past them, 37 rows (a
     // pair of 16-row tiles, then a lone partial one), against vdpbf16ps (Bf16GemmAvx512) within
     // the rounding of f32 sums of this depth.
-    constexpr int64_t m = 37, n = 40, k = 105;
-    const SelfCheckOperands operands(m, n, k, 54321);
+    constexpr int64_t kRows = 37, kCols = 40, kDepth = 105;
+    const SelfCheckOperands operands(kRows, kCols, kDepth, 54321);
     const std::vector<float>& x = operands.x;
     const std::vector<float>& bias = operands.bias;
-    const Bf16Weights w(operands.w.data(), n, k);
+    const Bf16Weights w(operands.w.data(), kCols, kDepth);
     const int64_t lda = 2 * w.k_pairs();
-    std::vector<uint16_t> a(m * lda);
-    Bf16Rows(x.data(), k, k, 0, m, a.data());
-    std::vector<float> tiles(m * n), pairs(m * n);
-    Run(a.data(), w, bias.data(), tiles.data(), n, m, 0, n, false);
-    Bf16GemmAvx512(a.data(), w, bias.data(), pairs.data(), n, m, 0, n, false);
+    std::vector<uint16_t> a(kRows * lda);
+    Bf16Rows(x.data(), kDepth, kDepth, 0, kRows, a.data());
+    std::vector<float> tiles(kRows * kCols), pairs(kRows * kCols);
+    Run(a.data(), w, bias.data(), tiles.data(), kCols, kRows, 0, kCols, false);
+    Bf16GemmAvx512(a.data(), w, bias.data(), pairs.data(), kCols, kRows, 0, kCols, false);
     double worst = 0;
-    for (int64_t i = 0; i < m * n; ++i) {
+    for (int64_t i = 0; i < kRows * kCols; ++i) {
       const double scale = 1.0 + std::abs(static_cast<double>(pairs[i]));
       worst = std::max(worst, std::abs(static_cast<double>(tiles[i]) - pairs[i]) / scale);
     }
@@ -188,7 +188,7 @@ bool AmxBf16Agree() {
     }
     return near;
   }();
-  return agree;
+  return kAgree;
 }
 
 }  // namespace quiver::engine::cpu

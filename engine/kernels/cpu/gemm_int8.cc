@@ -41,9 +41,9 @@ void MicroKernel(const int16_t* a, int64_t lda, const int8_t* b, int64_t pairs,
     const __m256i w1 = _mm256_cvtepi8_epi16(
         _mm_load_si128(reinterpret_cast<const __m128i*>(b + p * 2 * kPanel + 16)));
 #define QUIVER_MADD(i)                                             \
-  if constexpr (R > i) {                                           \
+  if constexpr (R > (i)) {                                         \
     int32_t pair;                                                  \
-    std::memcpy(&pair, a + i * lda + 2 * p, sizeof(pair));         \
+    std::memcpy(&pair, a + (i)*lda + 2 * p, sizeof(pair));         \
     const __m256i x = _mm256_set1_epi32(pair);                     \
     c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(x, w0)); \
     c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(x, w1)); \
@@ -59,10 +59,10 @@ void MicroKernel(const int16_t* a, int64_t lda, const int8_t* b, int64_t pairs,
   const __m256 b1 = whole && bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
   alignas(32) int32_t acc[kPanel];
 #define QUIVER_STORE(i)                                                                           \
-  if constexpr (R > i) {                                                                          \
+  if constexpr (R > (i)) {                                                                        \
     if (whole) {                                                                                  \
       const __m256 rs = _mm256_set1_ps(row_scale[i]);                                             \
-      float* out = y + i * ldy;                                                                   \
+      float* out = y + (i)*ldy;                                                                   \
       _mm256_storeu_ps(out,                                                                       \
                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(c##i##0), _mm256_mul_ps(rs, cs0), b0)); \
       _mm256_storeu_ps(out + 8,                                                                   \
@@ -70,7 +70,7 @@ void MicroKernel(const int16_t* a, int64_t lda, const int8_t* b, int64_t pairs,
     } else {                                                                                      \
       _mm256_store_si256(reinterpret_cast<__m256i*>(acc), c##i##0);                               \
       _mm256_store_si256(reinterpret_cast<__m256i*>(acc + 8), c##i##1);                           \
-      Finish(acc, row_scale[i], col_scale, bias, y + i * ldy, cols);                              \
+      Finish(acc, row_scale[i], col_scale, bias, y + (i)*ldy, cols);                              \
     }                                                                                             \
   }
   QUIVER_STORE(0) QUIVER_STORE(1) QUIVER_STORE(2) QUIVER_STORE(3) QUIVER_STORE(4) QUIVER_STORE(5)
@@ -196,7 +196,7 @@ void QuantizedWeights::Place(Layout to, int64_t c, const int8_t* q) const {
   const int64_t half = j < 8 ? 0 : 16, lane = 2 * (j % 8);
   for (int64_t p = 0; p < k_pairs(); ++p) {
     panel[p * 2 * kPanel + half + lane] = q[2 * p];
-    panel[p * 2 * kPanel + half + lane + 1] = 2 * p + 1 < k_ ? q[2 * p + 1] : 0;
+    panel[p * 2 * kPanel + half + lane + 1] = 2 * p + 1 < k_ ? q[2 * p + 1] : int8_t{0};
   }
 }
 

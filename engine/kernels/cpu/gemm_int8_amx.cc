@@ -145,26 +145,28 @@ void QuantizedGemmU8Amx(const uint8_t* u, const int32_t* zero, const float* scal
 }
 
 bool AmxBytesAgree() {
-  static const bool agree = [] {
+  static const bool kAgree = [] {
     // Three panels (the last one partial), four steps of k (the last one padded), 37 rows (a
     // pair of 16-row tiles, then a lone one reading past m), rows of both signs, one all positive
     // and a constant one.
-    constexpr int64_t m = 37, n = 40, k = 200;
-    SelfCheckOperands operands(m, n, k, 12345);
+    constexpr int64_t kRows = 37, kCols = 40, kDepth = 200;
+    SelfCheckOperands operands(kRows, kCols, kDepth, 12345);
     const std::vector<float>& bias = operands.bias;
     std::vector<float>& x = operands.x;
-    for (int64_t i = 0; i < k; ++i) x[5 * k + i] = 1.0f + std::abs(x[5 * k + i]);
-    std::fill(x.begin() + 6 * k, x.begin() + 7 * k, 0.25f);
-    const QuantizedWeights w(operands.w.data(), n, k);
+    for (int64_t i = 0; i < kDepth; ++i) x[5 * kDepth + i] = 1.0f + std::abs(x[5 * kDepth + i]);
+    std::fill(x.begin() + 6 * kDepth, x.begin() + 7 * kDepth, 0.25f);
+    const QuantizedWeights w(operands.w.data(), kCols, kDepth);
     if (w.quad_panel(0) == nullptr) return false;
     const int64_t depth = w.quad_depth();
-    std::vector<uint8_t> u((m + 15) / 16 * 16 * depth, 7);
-    std::vector<int32_t> zero(m);
-    std::vector<float> scale(m), tiles(m * n), vnni(m * n);
-    QuantizeRowsU8Avx512(x.data(), k, k, depth, 0, m, u.data(), zero.data(), scale.data());
-    RunBytes(u.data(), zero.data(), scale.data(), w, bias.data(), tiles.data(), n, m, 0, n);
-    QuantizedGemmU8Avx512(u.data(), zero.data(), scale.data(), w, bias.data(), vnni.data(), n, m, 0,
-                          n);
+    std::vector<uint8_t> u((kRows + 15) / 16 * 16 * depth, 7);
+    std::vector<int32_t> zero(kRows);
+    std::vector<float> scale(kRows), tiles(kRows * kCols), vnni(kRows * kCols);
+    QuantizeRowsU8Avx512(x.data(), kDepth, kDepth, depth, 0, kRows, u.data(), zero.data(),
+                         scale.data());
+    RunBytes(u.data(), zero.data(), scale.data(), w, bias.data(), tiles.data(), kCols, kRows, 0,
+             kCols);
+    QuantizedGemmU8Avx512(u.data(), zero.data(), scale.data(), w, bias.data(), vnni.data(), kCols,
+                          kRows, 0, kCols);
     const bool same = std::memcmp(tiles.data(), vnni.data(), tiles.size() * sizeof(float)) == 0;
     if (!same) {
       std::fprintf(stderr,
@@ -173,7 +175,7 @@ bool AmxBytesAgree() {
     }
     return same;
   }();
-  return agree;
+  return kAgree;
 }
 
 }  // namespace quiver::engine::cpu

@@ -114,11 +114,11 @@ QUIVER_TARGET_AVX512_VNNI void MicroKernel(const int32_t* a, int64_t lda, const 
   for (int64_t p = 0; p < blk.steps; ++p) {
     const __m512i w0 = LoadStep<kOp>(b0, p);
     const __m512i w1 = kTwo ? LoadStep<kOp>(b1, p) : w0;
-#define QUIVER_MADD(i)                                                                \
-  if constexpr (R > i) {                                                              \
-    const __m512i x = _mm512_set1_epi32(kPacked ? a[p * kRows + i] : a[i * lda + p]); \
-    c##i##a = Madd<kOp>(c##i##a, x, w0);                                              \
-    if constexpr (kTwo) c##i##b = Madd<kOp>(c##i##b, x, w1);                          \
+#define QUIVER_MADD(i)                                                                  \
+  if constexpr (R > (i)) {                                                              \
+    const __m512i x = _mm512_set1_epi32(kPacked ? a[p * kRows + (i)] : a[(i)*lda + p]); \
+    c##i##a = Madd<kOp>(c##i##a, x, w0);                                                \
+    if constexpr (kTwo) c##i##b = Madd<kOp>(c##i##b, x, w1);                            \
   }
     QUIVER_ROWS(QUIVER_MADD)
 #undef QUIVER_MADD
@@ -126,13 +126,13 @@ QUIVER_TARGET_AVX512_VNNI void MicroKernel(const int32_t* a, int64_t lda, const 
   const float* bias1 = blk.bias != nullptr ? blk.bias + kPanel : nullptr;
   const int32_t* sum1 = blk.col_sum != nullptr ? blk.col_sum + kPanel : nullptr;
 #define QUIVER_STORE(i)                                                                       \
-  if constexpr (R > i) {                                                                      \
+  if constexpr (R > (i)) {                                                                    \
     const int32_t z = blk.zero != nullptr ? blk.zero[i] : 0;                                  \
-    Epilogue(c##i##a, z, blk.col_sum, blk.row_scale[i], blk.col_scale, blk.bias, y + i * ldy, \
+    Epilogue(c##i##a, z, blk.col_sum, blk.row_scale[i], blk.col_scale, blk.bias, y + (i)*ldy, \
              blk.mask0);                                                                      \
     if constexpr (kTwo) {                                                                     \
       Epilogue(c##i##b, z, sum1, blk.row_scale[i], blk.col_scale + kPanel, bias1,             \
-               y + i * ldy + kPanel, blk.mask1);                                              \
+               y + (i)*ldy + kPanel, blk.mask1);                                              \
     }                                                                                         \
   }
   QUIVER_ROWS(QUIVER_STORE)
@@ -249,7 +249,7 @@ QUIVER_TARGET_AVX512 void RowRangeAvx512(const float* row, int64_t k, float* lo,
   for (int j = 0; j < 4; ++j) least[j] = most[j] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 64 <= k; i += 64) {
-    for (int j = 0; j < 4; ++j) {
+    for (int64_t j = 0; j < 4; ++j) {
       const __m512 v = _mm512_loadu_ps(row + i + 16 * j);
       // min(v, acc) gives acc where v is NaN: NaNs are skipped, as in QuantizeRows.
       least[j] = _mm512_min_ps(v, least[j]);
@@ -338,7 +338,7 @@ QUIVER_TARGET_AVX512 void QuantizeRowsU8Avx512(const float* x, int64_t ldx, int6
         }
       }
       __m512i p[4];
-      for (int j = 0; j < 4; ++j) {
+      for (int64_t j = 0; j < 4; ++j) {
         p[j] = _mm512_add_epi32(
             _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(row + i + 16 * j), inv)), z);
       }
@@ -348,8 +348,9 @@ QUIVER_TARGET_AVX512 void QuantizeRowsU8Avx512(const float* x, int64_t ldx, int6
       _mm512_storeu_si512(out + i, _mm512_permutexvar_epi32(order, bytes));
     }
     for (; i < depth; i += 16) {
-      if (ahead != nullptr && i < k)
+      if (ahead != nullptr && i < k) {
         _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
+      }
       const __mmask16 mask =
           k - i >= 16 ? __mmask16(0xffff) : __mmask16(k > i ? (1u << (k - i)) - 1 : 0);
       // u = p + z in [0, 255]; past k, 0 (the weights there are 0 too).

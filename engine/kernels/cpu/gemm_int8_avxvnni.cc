@@ -63,9 +63,9 @@ QUIVER_TARGET_AVX_VNNI void MicroKernel(const uint8_t* u, int64_t depth, const i
     const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(panel + g * 64));
     const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(panel + g * 64 + 32));
 #define QUIVER_DOT(i)                                        \
-  if constexpr (R > i) {                                     \
+  if constexpr (R > (i)) {                                   \
     int32_t word;                                            \
-    std::memcpy(&word, u + i * depth + 4 * g, sizeof(word)); \
+    std::memcpy(&word, u + (i)*depth + 4 * g, sizeof(word)); \
     const __m256i x = _mm256_set1_epi32(word);               \
     c##i##0 = _mm256_dpbusd_avx_epi32(c##i##0, x, w0);       \
     c##i##1 = _mm256_dpbusd_avx_epi32(c##i##1, x, w1);       \
@@ -75,12 +75,12 @@ QUIVER_TARGET_AVX_VNNI void MicroKernel(const uint8_t* u, int64_t depth, const i
   }
   const float* bias1 = bias != nullptr ? bias + 8 : nullptr;
 #define QUIVER_STORE(i)                                                              \
-  if constexpr (R > i) {                                                             \
-    Epilogue8(c##i##0, zero[i], col_sum, row_scale[i], col_scale, bias, y + i * ldy, \
+  if constexpr (R > (i)) {                                                           \
+    Epilogue8(c##i##0, zero[i], col_sum, row_scale[i], col_scale, bias, y + (i)*ldy, \
               std::min<int64_t>(cols, 8));                                           \
     if (cols > 8) {                                                                  \
       Epilogue8(c##i##1, zero[i], col_sum + 8, row_scale[i], col_scale + 8, bias1,   \
-                y + i * ldy + 8, cols - 8);                                          \
+                y + (i)*ldy + 8, cols - 8);                                          \
     }                                                                                \
   }
   QUIVER_STORE(0) QUIVER_STORE(1) QUIVER_STORE(2) QUIVER_STORE(3) QUIVER_STORE(4) QUIVER_STORE(5)
@@ -117,7 +117,7 @@ QUIVER_TARGET_AVX_VNNI void QuantizeRowsU8AvxVnni(const float* x, int64_t ldx, i
     for (int j = 0; j < 4; ++j) lows[j] = highs[j] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= k; i += 32) {
-      for (int j = 0; j < 4; ++j) {
+      for (int64_t j = 0; j < 4; ++j) {
         const __m256 v = _mm256_loadu_ps(row + i + 8 * j);
         lows[j] = _mm256_min_ps(v, lows[j]);
         highs[j] = _mm256_max_ps(v, highs[j]);

@@ -28,10 +28,10 @@ absl::Status LtStatus(cublasStatus_t status, std::string_view call) {
   return absl::InternalError(message);
 }
 
-#define QUIVER_LT_RETURN_IF_ERROR(expr)                               \
-  do {                                                                \
-    const ::absl::Status _quiver_lt_status = LtStatus((expr), #expr); \
-    if (!_quiver_lt_status.ok()) return _quiver_lt_status;            \
+#define QUIVER_LT_RETURN_IF_ERROR(expr)                         \
+  do {                                                          \
+    ::absl::Status _quiver_lt_status = LtStatus((expr), #expr); \
+    if (!_quiver_lt_status.ok()) return _quiver_lt_status;      \
   } while (0)
 
 cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {

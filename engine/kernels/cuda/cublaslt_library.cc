@@ -43,7 +43,7 @@ CublasLtLibrary::~CublasLtLibrary() {
 
 absl::StatusOr<const CublasLtLibrary*> CublasLtLibrary::Process() {
   // Opened once and never closed: handles and descriptors made from it live until exit.
-  static const absl::StatusOr<const CublasLtLibrary*> process =
+  static const absl::StatusOr<const CublasLtLibrary*> kProcess =
       []() -> absl::StatusOr<const CublasLtLibrary*> {
     const std::string soname = Soname();
     absl::StatusOr<std::unique_ptr<CublasLtLibrary>> opened = Open(soname);
@@ -66,7 +66,7 @@ absl::StatusOr<const CublasLtLibrary*> CublasLtLibrary::Process() {
     }
     return opened->release();
   }();
-  return process;
+  return kProcess;
 }
 
 }  // namespace quiver::engine::cuda

@@ -20,8 +20,8 @@ absl::Status LaunchStatus(std::string_view kernel);
 }  // namespace quiver::engine::cuda
 
 // Evaluates a cudaError_t expression; returns its Status from the enclosing function on failure.
-#define QUIVER_CUDA_RETURN_IF_ERROR(expr)                                                         \
-  do {                                                                                            \
-    const ::absl::Status _quiver_cuda_status = ::quiver::engine::cuda::CudaStatus((expr), #expr); \
-    if (!_quiver_cuda_status.ok()) return _quiver_cuda_status;                                    \
+#define QUIVER_CUDA_RETURN_IF_ERROR(expr)                                                   \
+  do {                                                                                      \
+    ::absl::Status _quiver_cuda_status = ::quiver::engine::cuda::CudaStatus((expr), #expr); \
+    if (!_quiver_cuda_status.ok()) return _quiver_cuda_status;                              \
   } while (0)
