@@ -21,8 +21,8 @@ DEB_PACKAGES=(
   libboost-dev libsimdjson-dev libfmt-dev libspdlog-dev libcli11-dev
   libutf8proc-dev libpcre2-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev ccache
-  # scripts/check-format.sh (the ctest `format`)
-  clang-format
+  # scripts/check-format.sh and scripts/check-tidy.sh (the ctests `format` and `tidy`)
+  clang-format clang-tidy
   # tests/reliability/multihost_test.py: hosts as network namespaces, DNS discovery by dnsmasq
   # (the -base package: the binary only, no system service); tests/app/embed_job_cli_test.py's
   # pseudo-terminal comes from util-linux's `script`
