@@ -187,6 +187,7 @@ void GrpcReplicaSet::Resolve() {
     const HostLookup found =
         LookupHostWithin(host, port, std::max(resolve_interval_, std::chrono::milliseconds(1000)),
                          resolve_stop_.get_token());
+    if (resolve_stop_.stop_requested()) return;  // the set is going away: nothing to say
     if (found.outcome == HostLookup::Outcome::kFailed) {
       // A lookup that failed (the DNS server unreachable, a timeout) keeps the workers we have:
       // their health checks say whether they are still there, and dropping them all would fail
