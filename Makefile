@@ -4,6 +4,7 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+CTEST_FLAGS ?=
 PORT ?= 8080
 MODEL ?= models/all-MiniLM-L6-v2
 
@@ -23,7 +24,7 @@ build: setup configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
 
 serve: build
 	$(BUILD_DIR)/quiver serve --model $(MODEL) --port $(PORT)
