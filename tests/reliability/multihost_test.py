@@ -20,7 +20,9 @@ before (quiver's outputs do not depend on batching):
   3. a host cut off: the second worker's link goes down (no reset, packets dropped) while DNS
      still lists it; the gateway must fail over (health checks, hedges, retries);
   then the link comes back and that worker must get chunks again.
-0 lost, 0 failed and 0 wrong answers throughout.
+0 lost, 0 failed and 0 wrong answers throughout. Then, the load over:
+  4. the DNS server stops answering (the resolver told to wait 30 s) and the gateway is stopped
+     (SIGTERM): it must exit within seconds, not wait for its lookup in flight.
 
     multihost_test.py QUIVER_BINARY MODEL_DIR CORPUS_DIR
 
@@ -183,7 +185,8 @@ def inner(quiver, model, corpus):
         publish(["w1", "w2"])
         ns_dir = f"/etc/netns/{hosts.prefix}gw"
         os.makedirs(ns_dir, exist_ok=True)
-        with open(os.path.join(ns_dir, "resolv.conf"), "w") as f:
+        resolv_conf = os.path.join(ns_dir, "resolv.conf")
+        with open(resolv_conf, "w") as f:
             f.write(f"nameserver {addr['dns']}\noptions timeout:1 attempts:2\n")
 
         workers = {}
@@ -336,6 +339,29 @@ def inner(quiver, model, corpus):
         print(f"dnsmasq answered {queries_seen} A queries for {SERVICE}")
         if gateway.poll() is not None:
             failures.append(f"the gateway exited ({gateway.returncode})")
+
+        # 4. Stopped while the DNS server does not answer: the resolver told to wait 30 s for it
+        # (glibc re-reads a changed resolv.conf), a lookup in flight, then SIGTERM. The gateway
+        # must exit at once (nothing in flight to drain), not when getaddrinfo gives up.
+        with open(resolv_conf, "w") as f:
+            f.write(f"nameserver {addr['dns']}\noptions timeout:30 attempts:1\n")
+        dns.send_signal(signal.SIGSTOP)
+        time.sleep(3 * RESOLVE_MS / 1000)
+        stopped_at = time.time()
+        gateway.send_signal(signal.SIGTERM)
+        try:
+            gateway.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        took = time.time() - stopped_at
+        dns.send_signal(signal.SIGCONT)
+        print(f"stop with DNS not answering: the gateway exited {took:.2f} s after SIGTERM "
+              f"(exit {gateway.returncode})")
+        if gateway.returncode is None or took > 10:
+            failures.append(f"stop with DNS not answering: the gateway took {took:.1f} s to exit "
+                            f"(a lookup held it)")
+        elif gateway.returncode != 0:
+            failures.append(f"stop with DNS not answering: the gateway exited {gateway.returncode}")
     finally:
         hosts.close()
     if failures:
