@@ -154,8 +154,8 @@ absl::StatusOr<std::unique_ptr<SpanExporter>> SpanExporter::Create(const std::st
     e->host_ = std::string(authority.substr(0, colon));
     e->port_ = std::string(authority.substr(colon + 1));
     if (e->port_.empty() || e->port_.find_first_not_of("0123456789") != std::string::npos ||
-        e->port_.size() > 5 || std::stoi(e->port_) > 65535) {
-      return refuse("the port is not a number from 0 to 65535");
+        e->port_.size() > 5 || std::stoi(e->port_) < 1 || std::stoi(e->port_) > 65535) {
+      return refuse("the port is not a number from 1 to 65535");
     }
   } else {
     e->host_ = std::string(authority);
@@ -269,11 +269,13 @@ std::vector<std::string> SpanExporter::Addresses(std::chrono::milliseconds timeo
 absl::Status SpanExporter::Post(const std::string& body) {
   // The whole post, the name lookup included, within kPostTimeout: a collector that accepts and
   // never answers, or a DNS server that does not answer, cannot hold this thread (nor, at
-  // shutdown, the process).
+  // shutdown, the process). The lookup has half of it, so that a DNS server that stopped
+  // answering leaves the addresses found before the time to be used.
   const auto deadline = std::chrono::steady_clock::now() + kPostTimeout;
   std::string lookup_error;
   std::vector<tcp::endpoint> endpoints;
-  for (const std::string& address : Addresses(kPostTimeout, lookup_error)) {
+  for (const std::string& address : Addresses(
+           std::chrono::duration_cast<std::chrono::milliseconds>(kPostTimeout) / 2, lookup_error)) {
     beast::error_code ec;
     const asio::ip::address ip = asio::ip::make_address(address, ec);
     if (!ec) endpoints.emplace_back(ip, static_cast<uint16_t>(std::stoi(port_)));

@@ -99,7 +99,8 @@ TEST(TracingTest, OtlpJsonHoldsTheSpansAsTheJsonMappingWantsThem) {
 TEST(TracingTest, AnEndpointThatIsNotAnHttpBaseUrlIsRefusedNamingTheFlag) {
   MetricsRegistry metrics;
   for (const char* bad : {"https://collector:4318", "collector:4318", "http://", "http://:4318",
-                          "http://collector:43x8", "http://collector:", "http://collector:65536"}) {
+                          "http://collector:43x8", "http://collector:", "http://collector:65536",
+                          "http://collector:0"}) {
     absl::StatusOr<std::unique_ptr<SpanExporter>> e = SpanExporter::Create(bad, "q", &metrics);
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_NE(e.status().message().find("--otlp-endpoint"), std::string::npos) << e.status();
