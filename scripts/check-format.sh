@@ -6,16 +6,8 @@
 # some constructs differently, so with one the check is skipped (exit 77, ctest's skip), saying so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v clang-format >/dev/null; then
-  echo "check-format: clang-format is not installed (scripts/setup.sh installs it)" >&2
-  exit 1
-fi
-major=$(clang-format --version | grep -o 'version [0-9]*' | grep -o '[0-9]*$' || true)
-if [ "$major" != 14 ]; then
-  echo "check-format: skipped: clang-format ${major:-of unknown version} is not the reference 14" \
-    "(Debian 12's, which scripts/setup.sh installs)"
-  exit 77
-fi
+source scripts/clang-tool.sh  # the working directory is the repository now
+require_clang_tool clang-format check-format
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mapfile -t files < <(git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
 else  # an export without .git

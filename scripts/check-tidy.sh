@@ -13,16 +13,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$(cd "${1:?usage: check-tidy.sh BUILD_DIR [FILE...]}" && pwd)"
 shift
 cd "$root"
-if ! command -v clang-tidy >/dev/null; then
-  echo "check-tidy: clang-tidy is not installed (scripts/setup.sh installs it)" >&2
-  exit 1
-fi
-major=$(clang-tidy --version | grep -o 'version [0-9]*' | grep -o '[0-9]*$' || true)
-if [ "$major" != 14 ]; then
-  echo "check-tidy: skipped: clang-tidy ${major:-of unknown version} is not the reference 14" \
-    "(Debian 12's, which scripts/setup.sh installs)"
-  exit 77
-fi
+source "$root/scripts/clang-tool.sh"
+require_clang_tool clang-tidy check-tidy
 if [ ! -f "$build/compile_commands.json" ]; then
   echo "check-tidy: $build/compile_commands.json is missing (configure the build first)" >&2
   exit 1
