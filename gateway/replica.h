@@ -55,7 +55,9 @@ class CancelSignal {
  public:
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
   void Cancel();
-  // Runs `hook` on Cancel, or at once when already cancelled.
+  // Runs `hook` on Cancel, or at once when already cancelled. Hooks live as long as the signal
+  // (the dispatcher keeps it until the request ends), so a hook must not own what owns the
+  // signal (a call's `done` does): such a pair would never be freed.
   void OnCancel(std::function<void()> hook);
 
  private:

@@ -83,7 +83,8 @@ TEST(SoftmaxExpTest, SixteenLanesGiveTheSameBits) {
       const float sa = vec::SoftmaxExp2Sum(a.data(), len, 0.125f, 0.4f);
       const float sb = SoftmaxExp2SumAvx512(b.data(), len, 0.125f, 0.4f);
       EXPECT_EQ(std::memcmp(&sa, &sb, sizeof(float)), 0) << "n " << len;
-      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "n " << len;
+      EXPECT_TRUE(a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0)
+          << "n " << len;
     }
   }
 }

@@ -66,9 +66,22 @@ class FakeReplica final : public Replica {
     r.num_seqs = chunk.cu_seqlens_size() - 1;
     r.dimensions = 1;
     r.data.assign(static_cast<size_t>(r.num_seqs) * sizeof(float), '\1');
-    auto once = std::make_shared<std::atomic<bool>>(false);
-    auto answer = [once, done](absl::StatusOr<ReplicaResult> result) {
-      if (!once->exchange(true)) done(std::move(result));
+    // `done` owns (through the dispatcher's run state) the cancel signal that keeps the hook below:
+    // it is dropped once it has run, as a real replica's is, so that the two free each other.
+    struct Pending {
+      std::mutex mu;
+      std::function<void(absl::StatusOr<ReplicaResult>)> done;
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->done = std::move(done);
+    auto answer = [pending](absl::StatusOr<ReplicaResult> result) {
+      std::function<void(absl::StatusOr<ReplicaResult>)> run;
+      {
+        std::lock_guard<std::mutex> lock(pending->mu);
+        run = std::move(pending->done);
+        pending->done = nullptr;
+      }
+      if (run) run(std::move(result));
     };
     cancel->OnCancel([this, answer] {
       ++cancels;

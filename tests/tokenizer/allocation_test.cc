@@ -31,8 +31,16 @@ void* operator new(size_t size) {
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
+// The nothrow forms too: their default versions call the replaced operator new, but a sanitizer's
+// runtime replaces them itself (AddressSanitizer's allocator), and what they return reaches the
+// free() below (simdjson's parser is made by a nothrow new in its shared library).
+void* operator new(size_t size, const std::nothrow_t&) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(size == 0 ? 1 : size);
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace quiver::tokenizer {
 namespace {
