@@ -36,16 +36,28 @@ cmake --build "$BUILD" -j "$(nproc)"
 export ASAN_OPTIONS="log_path=$OUT/reports/asan:detect_leaks=1:abort_on_error=0"
 export UBSAN_OPTIONS="log_path=$OUT/reports/ubsan:print_stacktrace=1"
 # second_deadlock_stack: both stacks of a lock-order inversion.
-export TSAN_OPTIONS="log_path=$OUT/reports/tsan:second_deadlock_stack=1:halt_on_error=0"
+export TSAN_OPTIONS="log_path=$OUT/reports/tsan:second_deadlock_stack=1:halt_on_error=0:suppressions=$ROOT/scripts/tsan.supp"
 
 status=0
-(cd "$BUILD" && ctest -j "$(nproc)" --timeout 1800 --output-on-failure \
-  -E '^(tidy|format|reliability_faults)$' "$@") > "$OUT/ctest.log" 2>&1 || status=1
-tail -n 15 "$OUT/ctest.log"
-QUIVER_FAULTS_CASES=client_gone_and_deadline,drain,hung_worker \
-  python3 "$ROOT/tests/reliability/faults_test.py" "$BUILD/quiver" \
-  "$ROOT/models/all-MiniLM-L6-v2" "$ROOT/corpus" > "$OUT/faults.log" 2>&1 || status=1
-tail -n 1 "$OUT/faults.log"
+if [[ "$KIND" == address ]]; then
+  (cd "$BUILD" && ctest -j "$(nproc)" --timeout 1800 --output-on-failure \
+    -E '^(tidy|format|reliability_faults)$' "$@") > "$OUT/ctest.log" 2>&1 || status=1
+  tail -n 15 "$OUT/ctest.log"
+  QUIVER_FAULTS_CASES=client_gone_and_deadline,drain,hung_worker \
+    python3 "$ROOT/tests/reliability/faults_test.py" "$BUILD/quiver" \
+    "$ROOT/models/all-MiniLM-L6-v2" "$ROOT/corpus" > "$OUT/faults.log" 2>&1 || status=1
+  tail -n 1 "$OUT/faults.log"
+else
+  # The C++ tests only (their names hold a '.'): under TSan a server starts 5-15 times slower
+  # than the Python tests' start-up waits allow. Nor the worker integration tests, which stop
+  # their workers with SIGTERM: TSan defers a signal handler until the thread the kernel picked
+  # makes an intercepted call, and a thread of an uninstrumented library (gRPC's pollers,
+  # OpenBLAS) may never make one, so the sanitized worker never sees the signal (the unsanitized
+  # one stops in 0.2 s; `make test` checks that).
+  (cd "$BUILD" && ctest -j "$(nproc)" --timeout 1800 --output-on-failure -R '[.]' \
+    -E '^WorkerIntegrationTest[.]' "$@") > "$OUT/ctest.log" 2>&1 || status=1
+  tail -n 15 "$OUT/ctest.log"
+fi
 
 reports=$(find "$OUT/reports" -type f | sort)
 if [[ -n "$reports" ]]; then
