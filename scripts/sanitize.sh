@@ -26,6 +26,10 @@ case "$KIND" in
   *) echo "sanitize.sh: unknown kind '$KIND' (address or thread)" >&2; exit 2 ;;
 esac
 OUT="$ROOT/out/sanitize/$KIND"
+if [[ ! -d "$ROOT/models/all-MiniLM-L6-v2" ]]; then
+  echo "sanitize.sh: models/all-MiniLM-L6-v2 is missing; run 'make test' (or scripts/setup.sh) once first" >&2
+  exit 2
+fi
 rm -rf "$OUT"
 mkdir -p "$OUT/reports"
 
