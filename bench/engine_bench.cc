@@ -159,31 +159,33 @@ __attribute__((target("avx512f,avx512vnni"))) int32_t DpbusdLoop512(int64_t iter
   return _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(s0, s1), s2));
 }
 
-double MeasureVnniPeak(int threads) {
-  constexpr int64_t kIterations = 40'000'000;
-  std::vector<int32_t> sink(static_cast<size_t>(threads));
+// Seconds for `threads` threads to run loop() each, all at once; what each returns is kept (so
+// that no loop is optimized away).
+template <typename Loop>
+double SecondsOnEveryThread(int threads, Loop loop) {
+  std::vector<double> sink(static_cast<size_t>(threads));
   const Clock::time_point t = Clock::now();
   std::vector<std::thread> all;
   for (int i = 0; i < threads; ++i) {
-    all.emplace_back([&, i] { sink[i] = DpbusdLoop512(kIterations); });
+    all.emplace_back([&, i] { sink[i] = static_cast<double>(loop()); });
   }
   for (std::thread& th : all) th.join();
-  return 128.0 * 12 * static_cast<double>(kIterations) * threads / Seconds(t) / 1e9;
+  return Seconds(t);
+}
+
+double MeasureVnniPeak(int threads) {
+  constexpr int64_t kIterations = 40'000'000;
+  const double seconds = SecondsOnEveryThread(threads, [] { return DpbusdLoop512(kIterations); });
+  return 128.0 * 12 * static_cast<double>(kIterations) * threads / seconds / 1e9;
 }
 
 double MeasureFmaPeak(int threads) {
   const bool wide = quiver::engine::cpu::ActiveCpuPath() >= quiver::engine::cpu::CpuPath::kAvx512;
   constexpr int64_t kIterations = 20'000'000;
-  std::vector<float> sink(static_cast<size_t>(threads));
-  const Clock::time_point t = Clock::now();
-  std::vector<std::thread> all;
-  for (int i = 0; i < threads; ++i) {
-    all.emplace_back(
-        [&, i] { sink[i] = wide ? FmaLoop512(kIterations) : FmaLoop256(kIterations); });
-  }
-  for (std::thread& th : all) th.join();
+  const double seconds = SecondsOnEveryThread(
+      threads, [wide] { return wide ? FmaLoop512(kIterations) : FmaLoop256(kIterations); });
   const double flops = 2.0 * 24 * (wide ? 16 : 8) * static_cast<double>(kIterations) * threads;
-  return flops / Seconds(t) / 1e9;
+  return flops / seconds / 1e9;
 }
 
 Ceiling MeasureCeiling(int threads) {

@@ -218,7 +218,10 @@ def openvino_throughput(core, model, config, feed, part):
     compiled = core.compile_model(model, "CPU", config)
     queue = ov.AsyncInferQueue(compiled, compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
     done = {}
-    queue.set_callback(lambda request, i: done.__setitem__(i, request.get_output_tensor(0).data.copy()))
+
+    def finished(request, i):
+        done[i] = request.get_output_tensor(0).data.copy()
+    queue.set_callback(finished)
 
     def embed(texts):
         done.clear()
