@@ -1,11 +1,14 @@
-// Orderly shutdown on SIGTERM / SIGINT. A handler writes the signal to a pipe and the main thread
-// waits on it. (Blocking the signals in every thread is not enough: libraries such as OpenBLAS
-// start threads before main, and a process-directed signal may land on one of them.)
+// Orderly shutdown on SIGTERM / SIGINT. The signals are blocked in the thread that calls
+// CatchStopSignals, and so in every thread started after it, and read from a signalfd; a handler
+// also writes them to a pipe, for a thread that started earlier with them unblocked (libraries
+// such as OpenBLAS start threads before main, and a process-directed signal may land on one of
+// them). WaitForStopSignal waits on both.
 #pragma once
 
 namespace quiver {
 
-// Installs the handler for SIGTERM and SIGINT. Call once, early in main's command.
+// Blocks SIGTERM and SIGINT for the signalfd and installs the handler. Call once, early in
+// main's command, before it starts threads, and wait on the same thread.
 void CatchStopSignals();
 
 // Waits until SIGTERM or SIGINT arrives; returns the signal's name.
