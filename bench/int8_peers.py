@@ -306,7 +306,7 @@ def main():
     p.add_argument("--cpuid-mask-lib", help="libquiver_cpuid_mask.so (default: beside "
                                             "--engine-bench)")
     p.add_argument("--no-ctranslate2", action="store_true")
-    p.add_argument("--ov-throughput-texts", default="4,8",
+    p.add_argument("--ov-throughput-texts", default="4,8,16",
                    help="OpenVINO also with its THROUGHPUT hint for the throughput figure, each "
                         "batch cut into asynchronous requests of this many texts, one system per "
                         "value of this list (empty: not run)")
