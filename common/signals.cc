@@ -26,14 +26,15 @@ void OnStopSignal(int signal_number) {
 }  // namespace
 
 void CatchStopSignals() {
-  if (g_pipe[0] >= 0) return;
-  if (pipe2(g_pipe, O_CLOEXEC) != 0) return;
-  struct sigaction action {};
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+  if (g_pipe[0] >= 0 || g_signal_fd >= 0) return;
+  if (pipe2(g_pipe, O_CLOEXEC) == 0) {
+    struct sigaction action {};
+    action.sa_handler = OnStopSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &action, nullptr);
+    sigaction(SIGINT, &action, nullptr);
+  }
   // Blocked in this thread and so in every thread it starts from now on, and read from a
   // signalfd: the kernel then keeps the signal pending for WaitForStopSignal instead of
   // interrupting whichever thread it picks (a ThreadSanitizer build runs a handler only when
@@ -44,14 +45,16 @@ void CatchStopSignals() {
   sigaddset(&stop, SIGINT);
   if (pthread_sigmask(SIG_BLOCK, &stop, nullptr) == 0) {
     g_signal_fd = signalfd(-1, &stop, SFD_CLOEXEC);
-    if (g_signal_fd < 0) pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);  // the handler, then
+    // Without a signalfd, the handler (and without a pipe either, the signals' default action).
+    if (g_signal_fd < 0) pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
   }
 }
 
 const char* WaitForStopSignal() {
+  if (g_pipe[0] < 0 && g_signal_fd < 0) return "stop";  // nothing to wait on
   pollfd fds[2] = {{g_pipe[0], POLLIN, 0}, {g_signal_fd, POLLIN, 0}};
   while (true) {
-    // A negative descriptor (no signalfd) is ignored by poll.
+    // A negative descriptor (no pipe, or no signalfd) is ignored by poll.
     if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       return "stop";  // poll failed; treat as a stop request
