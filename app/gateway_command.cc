@@ -18,7 +18,9 @@
 namespace quiver::app {
 
 int RunGateway(const GatewayOptions& options) {
-  CatchStopSignals();
+  CatchStopSignals([](const char* signal_name) {
+    spdlog::info("quiver gateway: {} received during start-up, stopping", signal_name);
+  });
 
   absl::StatusOr<gateway::api::CorsPolicy> cors =
       gateway::api::CorsPolicy::Create(options.cors_allow_origins);

@@ -21,7 +21,9 @@
 namespace quiver::app {
 
 int RunServe(const ServeOptions& options) {
-  CatchStopSignals();
+  CatchStopSignals([](const char* signal_name) {
+    spdlog::info("quiver serve: {} received during start-up, stopping", signal_name);
+  });
 
   if (absl::Status status = scheduler::ValidateLimits(options.limits); !status.ok()) {
     spdlog::error("{}", status.message());

@@ -3,18 +3,25 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <utility>
 
 namespace quiver {
 namespace {
 
 int g_pipe[2] = {-1, -1};
 int g_signal_fd = -1;
+int g_wake_fd = -1;      // tells the start-up watcher that start-up is over
+std::thread* g_watcher;  // the start-up watcher, until WaitForStopSignal joins it
 
 void OnStopSignal(int signal_number) {
   const int saved = errno;
@@ -23,9 +30,40 @@ void OnStopSignal(int signal_number) {
   errno = saved;
 }
 
+// Waits for a stop signal (from the signalfd or the handler's pipe) or, where wake_fd >= 0, for a
+// write to it: the signal's number, 0 for the wake-up, -1 where waiting failed.
+int NextStopSignal(int wake_fd) {
+  // A negative descriptor (no pipe, no signalfd, no wake-up) is ignored by poll.
+  pollfd fds[3] = {{g_pipe[0], POLLIN, 0}, {g_signal_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+  while (true) {
+    if (poll(fds, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if ((fds[1].revents & POLLIN) != 0) {
+      signalfd_siginfo info{};
+      if (read(g_signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+        return static_cast<int>(info.ssi_signo);
+      }
+    }
+    if (fds[0].revents != 0) {
+      unsigned char byte = 0;
+      const ssize_t n = read(g_pipe[0], &byte, 1);
+      if (n == 1) return byte;
+      if (n < 0 && errno == EINTR) continue;
+      return -1;
+    }
+    if (fds[2].revents != 0) return 0;
+  }
+}
+
+const char* SignalName(int signal_number) {
+  return signal_number > 0 ? strsignal(signal_number) : "stop";
+}
+
 }  // namespace
 
-void CatchStopSignals() {
+void CatchStopSignals(std::function<void(const char*)> on_stop_during_start_up) {
   if (g_pipe[0] >= 0 || g_signal_fd >= 0) return;
   if (pipe2(g_pipe, O_CLOEXEC) == 0) {
     struct sigaction action {};
@@ -36,7 +74,7 @@ void CatchStopSignals() {
     sigaction(SIGINT, &action, nullptr);
   }
   // Blocked in this thread and so in every thread it starts from now on, and read from a
-  // signalfd: the kernel then keeps the signal pending for WaitForStopSignal instead of
+  // signalfd: the kernel then keeps the signal pending for the thread that waits instead of
   // interrupting whichever thread it picks (a ThreadSanitizer build runs a handler only when
   // that thread next makes an intercepted call, which a gRPC poller may never do).
   sigset_t stop;
@@ -48,31 +86,29 @@ void CatchStopSignals() {
     // Without a signalfd, the handler (and without a pipe either, the signals' default action).
     if (g_signal_fd < 0) pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
   }
+  if (g_pipe[0] < 0 && g_signal_fd < 0) return;
+  // Start-up (loading a model, warming up, waiting for workers) has admitted nothing, so there is
+  // nothing to drain: a stop signal then ends the process at once rather than when start-up ends.
+  g_wake_fd = eventfd(0, EFD_CLOEXEC);
+  if (g_wake_fd < 0) return;
+  g_watcher = new std::thread([on_stop = std::move(on_stop_during_start_up)] {
+    const int signal_number = NextStopSignal(g_wake_fd);
+    if (signal_number == 0) return;  // start-up is over
+    if (on_stop) on_stop(SignalName(signal_number));
+    std::_Exit(0);
+  });
 }
 
 const char* WaitForStopSignal() {
-  if (g_pipe[0] < 0 && g_signal_fd < 0) return "stop";  // nothing to wait on
-  pollfd fds[2] = {{g_pipe[0], POLLIN, 0}, {g_signal_fd, POLLIN, 0}};
-  while (true) {
-    // A negative descriptor (no pipe, or no signalfd) is ignored by poll.
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return "stop";  // poll failed; treat as a stop request
-    }
-    if ((fds[1].revents & POLLIN) != 0) {
-      signalfd_siginfo info{};
-      if (read(g_signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-        return strsignal(static_cast<int>(info.ssi_signo));
-      }
-    }
-    if (fds[0].revents != 0) {
-      unsigned char byte = 0;
-      const ssize_t n = read(g_pipe[0], &byte, 1);
-      if (n == 1) return strsignal(byte);
-      if (n < 0 && errno == EINTR) continue;
-      return "stop";  // the pipe failed; treat as a stop request
-    }
+  if (g_watcher != nullptr) {  // start-up is over: the signals are this thread's to read now
+    const uint64_t one = 1;
+    (void)!write(g_wake_fd, &one, sizeof(one));
+    g_watcher->join();
+    delete g_watcher;
+    g_watcher = nullptr;
   }
+  if (g_pipe[0] < 0 && g_signal_fd < 0) return "stop";  // nothing to wait on
+  return SignalName(NextStopSignal(-1));
 }
 
 }  // namespace quiver

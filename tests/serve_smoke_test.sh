@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `quiver serve` starts with the default model, logs its configuration, and exits 0 on SIGTERM;
-# a bad model folder exits non-zero with a message naming it.
+# a bad model folder exits non-zero with a message naming it; a stop signal during start-up (the
+# gateway waiting for workers that never answer, for up to 60 s) ends it at once, with status 0.
 set -euo pipefail
 QUIVER="$1"
 MODEL="$2"
@@ -31,4 +32,20 @@ rc=0
 "$QUIVER" serve --model /nonexistent/model 2>"$log" || rc=$?
 [[ $rc -ne 0 ]] || fail "a missing model folder must not start"
 grep -q "/nonexistent/model' does not exist" "$log" || fail "error does not name the folder"
-echo "serve smoke test: 2 passed"
+"$QUIVER" gateway --workers 127.0.0.1:1 --model "$MODEL" --port 0 --host 127.0.0.1 2>"$log" &
+pid=$!
+sleep 1
+kill -0 "$pid" 2>/dev/null || fail "quiver gateway exited before its start-up timeout"
+kill -INT "$pid"
+for _ in $(seq 1 50); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$pid" 2>/dev/null && fail "quiver gateway still starting 5 s after SIGINT"
+rc=0
+wait "$pid" || rc=$?
+pid=""
+[[ $rc -eq 0 ]] || fail "exit status $rc after SIGINT during start-up, expected 0"
+grep -q "quiver gateway: Interrupt received during start-up, stopping" "$log" ||
+  fail "no start-up stop line"
+echo "serve smoke test: 3 passed"

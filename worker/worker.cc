@@ -23,7 +23,9 @@
 namespace quiver::worker {
 
 int RunWorker(const WorkerOptions& options) {
-  CatchStopSignals();
+  CatchStopSignals([](const char* signal_name) {
+    spdlog::info("quiver worker: {} received during start-up, stopping", signal_name);
+  });
 
   if (absl::Status s = ValidateWorkerOptions(options); !s.ok()) {
     spdlog::error("quiver worker: {}", s.message());
