@@ -21,7 +21,10 @@ namespace {
 int g_pipe[2] = {-1, -1};
 int g_signal_fd = -1;
 int g_wake_fd = -1;      // tells the start-up watcher that start-up is over
-std::thread* g_watcher;  // the start-up watcher, until WaitForStopSignal joins it
+// The start-up watcher, until WaitForStopSignal joins it. A pointer, never destroyed unjoined: a
+// command that fails during start-up returns without joining it, and a joinable std::thread
+// destroyed at exit would end the process with std::terminate.
+std::thread* g_watcher;
 
 void OnStopSignal(int signal_number) {
   const int saved = errno;
