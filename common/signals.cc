@@ -20,7 +20,7 @@ namespace {
 
 int g_pipe[2] = {-1, -1};
 int g_signal_fd = -1;
-int g_wake_fd = -1;      // tells the start-up watcher that start-up is over
+int g_wake_fd = -1;  // tells the start-up watcher that start-up is over
 // The start-up watcher, until WaitForStopSignal joins it. A pointer, never destroyed unjoined: a
 // command that fails during start-up returns without joining it, and a joinable std::thread
 // destroyed at exit would end the process with std::terminate.
