@@ -30,26 +30,24 @@ QUIVER_TARGET_AVX512 inline __m512 SoftmaxExp2(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// vec::ErfAs on 16 lanes.
-QUIVER_TARGET_AVX512 inline __m512 ErfAs(__m512 z) {
-  const __m512 t = _mm512_mul_ps(z, z);
-  __m512 p = _mm512_set1_ps(vec::kErfP[5]);
-  for (int i = 4; i >= 0; --i) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(vec::kErfP[i]));
-  __m512 q = _mm512_set1_ps(vec::kErfQ[4]);
-  for (int i = 3; i >= 0; --i) q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(vec::kErfQ[i]));
-  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(1.0f));
-  const __m512 r = _mm512_div_ps(_mm512_mul_ps(z, p), q);
-  const __m512 sign_bit = _mm512_set1_ps(-0.0f);
-  const __mmask16 saturated = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign_bit, z),
-                                                 _mm512_set1_ps(vec::kErfSaturation), _CMP_GE_OQ);
-  const __m512 one = _mm512_or_ps(_mm512_and_ps(sign_bit, z), _mm512_set1_ps(1.0f));
-  return _mm512_mask_blend_ps(saturated, r, one);
+// t^j's coefficients of vec::kGeluPhi for each lane's interval i: the table of 8 in both halves
+// of a register, so that the permutation's 4-bit index (0..7, or a NaN's 0) picks the same one.
+QUIVER_TARGET_AVX512 inline __m512 GeluCoefficient(__m512i i, int j) {
+  return _mm512_permutexvar_ps(i, _mm512_broadcast_f32x8(_mm256_loadu_ps(vec::kGeluPhi[j])));
 }
 
-QUIVER_TARGET_AVX512 inline __m512 GeluErf(__m512 v) {
-  const __m512 e = ErfAs(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
-  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v),
-                       _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+// vec::Gelu on 16 lanes.
+QUIVER_TARGET_AVX512 inline __m512 GeluErf(__m512 x) {
+  const __m512 a =
+      _mm512_min_ps(_mm512_set1_ps(vec::kGeluClamp), _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x));
+  const __m512 s = _mm512_mul_ps(a, _mm512_set1_ps(vec::kGeluIntervalsPerUnit));
+  const __m512i i = _mm512_cvttps_epi32(s);
+  const __m512 t = _mm512_sub_ps(s, _mm512_cvtepi32_ps(i));
+  __m512 p = GeluCoefficient(i, vec::kGeluDegree);
+  for (int j = vec::kGeluDegree - 1; j >= 0; --j) p = _mm512_fmadd_ps(p, t, GeluCoefficient(i, j));
+  const __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  p = _mm512_mask_sub_ps(p, negative, _mm512_set1_ps(1.0f), p);
+  return _mm512_mul_ps(x, p);
 }
 
 }  // namespace
