@@ -13,25 +13,15 @@ import sys
 
 import numpy as np
 
+from minimax import fma32, lawson
+
 
 def fit(degree):
     r = np.cos(np.linspace(0, np.pi, 20001)) * 0.5
     target = np.exp2(r)
     a = np.stack([r**j for j in range(1, degree + 1)], 1) / target[:, None]
     b = 1 - 1 / target
-    w = np.full_like(r, 1 / len(r))
-    for _ in range(3000):
-        sw = np.sqrt(w)
-        c, *_ = np.linalg.lstsq(a * sw[:, None], b * sw, rcond=None)
-        err = np.abs(a @ c - b)
-        w = w * err
-        w /= w.sum()
-    return c, err.max()
-
-
-def fma32(a, b, c):
-    # a product of two floats is exact in a double; the sum rounded to f32 once
-    return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+    return lawson(a, b, 3000)
 
 
 def worst_ulps(c32):

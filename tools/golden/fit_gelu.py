@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from minimax import fma32, lawson
+
 INTERVALS, WIDTH, CLAMP, DEGREE = 8, 0.75, 5.625, 6
 ERF = np.vectorize(math.erf)
 
@@ -29,19 +31,7 @@ def fit(interval):
     t = (1 - np.cos(np.linspace(0, np.pi, 4001))) / 2  # [0, 1], denser at the ends
     target = phi((interval + t) * WIDTH)
     a = np.stack([t**j for j in range(DEGREE + 1)], 1)
-    w = np.full_like(t, 1 / len(t))
-    for _ in range(1000):
-        sw = np.sqrt(w)
-        c, *_ = np.linalg.lstsq(a * sw[:, None], target * sw, rcond=None)
-        err = np.abs(a @ c - target)
-        w = w * err
-        w /= w.sum()
-    return c, err.max()
-
-
-def fma32(a, b, c):
-    # a product of two floats is exact in a double; the sum rounded to f32 once
-    return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+    return lawson(a, target, 1000)
 
 
 def gelu_pieces(x, coef):
