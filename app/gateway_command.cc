@@ -18,9 +18,7 @@
 namespace quiver::app {
 
 int RunGateway(const GatewayOptions& options) {
-  CatchStopSignals([](const char* signal_name) {
-    spdlog::info("quiver gateway: {} received during start-up, stopping", signal_name);
-  });
+  CatchStopSignals("quiver gateway");
 
   absl::StatusOr<gateway::api::CorsPolicy> cors =
       gateway::api::CorsPolicy::Create(options.cors_allow_origins);

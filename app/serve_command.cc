@@ -21,9 +21,7 @@
 namespace quiver::app {
 
 int RunServe(const ServeOptions& options) {
-  CatchStopSignals([](const char* signal_name) {
-    spdlog::info("quiver serve: {} received during start-up, stopping", signal_name);
-  });
+  CatchStopSignals("quiver serve");
 
   if (absl::Status status = scheduler::ValidateLimits(options.limits); !status.ok()) {
     spdlog::error("{}", status.message());

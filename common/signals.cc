@@ -12,8 +12,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <utility>
+
+#include "spdlog/spdlog.h"
 
 namespace quiver {
 namespace {
@@ -66,7 +69,7 @@ const char* SignalName(int signal_number) {
 
 }  // namespace
 
-void CatchStopSignals(std::function<void(const char*)> on_stop_during_start_up) {
+void CatchStopSignals(std::string command) {
   if (g_pipe[0] >= 0 || g_signal_fd >= 0) return;
   if (pipe2(g_pipe, O_CLOEXEC) == 0) {
     struct sigaction action {};
@@ -94,10 +97,10 @@ void CatchStopSignals(std::function<void(const char*)> on_stop_during_start_up) 
   // nothing to drain: a stop signal then ends the process at once rather than when start-up ends.
   g_wake_fd = eventfd(0, EFD_CLOEXEC);
   if (g_wake_fd < 0) return;
-  g_watcher = new std::thread([on_stop = std::move(on_stop_during_start_up)] {
+  g_watcher = new std::thread([command = std::move(command)] {
     const int signal_number = NextStopSignal(g_wake_fd);
     if (signal_number == 0) return;  // start-up is over
-    if (on_stop) on_stop(SignalName(signal_number));
+    spdlog::info("{}: {} received during start-up, stopping", command, SignalName(signal_number));
     std::_Exit(0);
   });
 }

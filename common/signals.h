@@ -5,16 +5,16 @@
 // them). WaitForStopSignal waits on both.
 #pragma once
 
-#include <functional>
+#include <string>
 
 namespace quiver {
 
 // Blocks SIGTERM and SIGINT for the signalfd and installs the handler. Call once, early in
 // main's command, before it starts threads, and wait on the same thread. Until that thread calls
-// WaitForStopSignal (start-up: loading, warming up, finding workers), a stop signal calls
-// on_stop_during_start_up with the signal's name, from a thread of its own, and ends the process
-// at once with status 0: nothing has been admitted yet, so there is nothing to drain.
-void CatchStopSignals(std::function<void(const char*)> on_stop_during_start_up = nullptr);
+// WaitForStopSignal (start-up: loading, warming up, finding workers), a stop signal is logged
+// ("<command>: <signal> received during start-up, stopping"), from a thread of its own, and ends
+// the process at once with status 0: nothing has been admitted yet, so there is nothing to drain.
+void CatchStopSignals(std::string command);
 
 // Waits until SIGTERM or SIGINT arrives; returns the signal's name.
 const char* WaitForStopSignal();

@@ -23,9 +23,7 @@
 namespace quiver::worker {
 
 int RunWorker(const WorkerOptions& options) {
-  CatchStopSignals([](const char* signal_name) {
-    spdlog::info("quiver worker: {} received during start-up, stopping", signal_name);
-  });
+  CatchStopSignals("quiver worker");
 
   if (absl::Status s = ValidateWorkerOptions(options); !s.ok()) {
     spdlog::error("quiver worker: {}", s.message());
