@@ -74,6 +74,35 @@ QUIVER_TARGET_AVX_VNNI void MicroKernel(const uint8_t* u, int64_t depth, const i
 #undef QUIVER_DOT
   }
   const float* bias1 = bias != nullptr ? bias + 8 : nullptr;
+  if (cols == kPanel) {
+    // A whole panel: its column terms read once (as the avx512_vnni kernel's; read per row, GCC
+    // loaded them again after every store to y), Epilogue8's operations on them.
+    const __m256i s0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col_sum));
+    const __m256i s1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col_sum + 8));
+    const __m256 cs0 = _mm256_loadu_ps(col_scale), cs1 = _mm256_loadu_ps(col_scale + 8);
+    const __m256 b0 = bias != nullptr ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+    const __m256 b1 = bias != nullptr ? _mm256_loadu_ps(bias1) : _mm256_setzero_ps();
+    const auto store = [](__m256i acc, __m256i z, __m256 rs, __m256i s, __m256 cs, __m256 b,
+                          float* out) {
+      acc = _mm256_sub_epi32(acc, _mm256_mullo_epi32(z, s));
+      _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(rs, cs), b));
+    };
+#define QUIVER_WHOLE(i)                                  \
+  if constexpr (R > (i)) {                               \
+    const __m256i z = _mm256_set1_epi32(zero[i]);        \
+    const __m256 rs = _mm256_set1_ps(row_scale[i]);      \
+    store(c##i##0, z, rs, s0, cs0, b0, y + (i)*ldy);     \
+    store(c##i##1, z, rs, s1, cs1, b1, y + (i)*ldy + 8); \
+  }
+    QUIVER_WHOLE(0);
+    QUIVER_WHOLE(1);
+    QUIVER_WHOLE(2);
+    QUIVER_WHOLE(3);
+    QUIVER_WHOLE(4);
+    QUIVER_WHOLE(5);
+#undef QUIVER_WHOLE
+    return;
+  }
 #define QUIVER_STORE(i)                                                              \
   if constexpr (R > (i)) {                                                           \
     Epilogue8(c##i##0, zero[i], col_sum, row_scale[i], col_scale, bias, y + (i)*ldy, \
