@@ -28,19 +28,22 @@ namespace {
 constexpr int64_t kPanel = QuantizedWeights::kPanel;
 constexpr int64_t kRows = 6;
 
+// (acc - z · s) converted, times rs · cs, plus b: 8 columns of a row stored.
+QUIVER_TARGET_AVX_VNNI inline void Store8(__m256i acc, __m256i z, __m256 rs, __m256i s, __m256 cs,
+                                          __m256 b, float* y) {
+  acc = _mm256_sub_epi32(acc, _mm256_mullo_epi32(z, s));
+  _mm256_storeu_ps(y, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(rs, cs), b));
+}
+
 // One row's 8 sums of 8 columns, finished and stored (cols of them).
 QUIVER_TARGET_AVX_VNNI inline void Epilogue8(__m256i acc, int32_t zero, const int32_t* col_sum,
                                              float row_scale, const float* col_scale,
                                              const float* bias, float* y, int64_t cols) {
   if (cols >= 8) {
-    acc = _mm256_sub_epi32(
-        acc, _mm256_mullo_epi32(_mm256_set1_epi32(zero),
-                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col_sum))));
-    const __m256 b = bias != nullptr ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-    _mm256_storeu_ps(
-        y,
-        _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc),
-                        _mm256_mul_ps(_mm256_set1_ps(row_scale), _mm256_loadu_ps(col_scale)), b));
+    Store8(acc, _mm256_set1_epi32(zero), _mm256_set1_ps(row_scale),
+           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col_sum)),
+           _mm256_loadu_ps(col_scale),
+           bias != nullptr ? _mm256_loadu_ps(bias) : _mm256_setzero_ps(), y);
     return;
   }
   alignas(32) int32_t sums[8];
@@ -76,23 +79,18 @@ QUIVER_TARGET_AVX_VNNI void MicroKernel(const uint8_t* u, int64_t depth, const i
   const float* bias1 = bias != nullptr ? bias + 8 : nullptr;
   if (cols == kPanel) {
     // A whole panel: its column terms read once (as the avx512_vnni kernel's; read per row, GCC
-    // loaded them again after every store to y), Epilogue8's operations on them.
+    // loaded them again after every store to y), then Store8 per row as Epilogue8 does.
     const __m256i s0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col_sum));
     const __m256i s1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col_sum + 8));
     const __m256 cs0 = _mm256_loadu_ps(col_scale), cs1 = _mm256_loadu_ps(col_scale + 8);
     const __m256 b0 = bias != nullptr ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
     const __m256 b1 = bias != nullptr ? _mm256_loadu_ps(bias1) : _mm256_setzero_ps();
-    const auto store = [](__m256i acc, __m256i z, __m256 rs, __m256i s, __m256 cs, __m256 b,
-                          float* out) {
-      acc = _mm256_sub_epi32(acc, _mm256_mullo_epi32(z, s));
-      _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(rs, cs), b));
-    };
-#define QUIVER_WHOLE(i)                                  \
-  if constexpr (R > (i)) {                               \
-    const __m256i z = _mm256_set1_epi32(zero[i]);        \
-    const __m256 rs = _mm256_set1_ps(row_scale[i]);      \
-    store(c##i##0, z, rs, s0, cs0, b0, y + (i)*ldy);     \
-    store(c##i##1, z, rs, s1, cs1, b1, y + (i)*ldy + 8); \
+#define QUIVER_WHOLE(i)                                   \
+  if constexpr (R > (i)) {                                \
+    const __m256i z = _mm256_set1_epi32(zero[i]);         \
+    const __m256 rs = _mm256_set1_ps(row_scale[i]);       \
+    Store8(c##i##0, z, rs, s0, cs0, b0, y + (i)*ldy);     \
+    Store8(c##i##1, z, rs, s1, cs1, b1, y + (i)*ldy + 8); \
   }
     QUIVER_WHOLE(0);
     QUIVER_WHOLE(1);
