@@ -494,6 +494,9 @@ std::string Engine::DeviceSummary() const {
                       ? ""
                       : StrCat(" weights=", ops::WeightPrecisionName(options_.quantize)),
                   bf16_attention ? " attention_products=bf16" : "",
+                  ops::Int16AttentionProducts(Device::kCpu, options_.quantize)
+                      ? " attention_products=int16"
+                      : "",
                   options_.quantize == ops::WeightPrecision::kBf16 && !bf16_attention
                       ? " (bf16 products by vdpbf16ps without AMX tiles: slower than f32 on "
                         "Intel cores; bf16 weights halve the memory here, not the time)"
@@ -684,9 +687,11 @@ Engine::Running Engine::Start(Pending item) {
     // Plan: once per batch, read-only for the whole layer loop.
     BuildPlan(input, pad, info(), plan_, folder_->pooling.include_prompt);
     // Reduced-precision weights: attention's products in bf16 too, where that is faster on
-    // this host (DeviceSummary says so).
+    // this host, or else in int16 where AVX-512 VNNI exists (DeviceSummary says which).
     plan_.attention.bf16_products =
         ops::Bf16AttentionProducts(options_.device.device, options_.quantize);
+    plan_.attention.int16_products =
+        ops::Int16AttentionProducts(options_.device.device, options_.quantize);
     BatchWork work;
     work.plan = &plan_;
     work.attention = &AttentionFor(plan_.attention.max_seqlen, cuda && pad);

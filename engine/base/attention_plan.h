@@ -49,6 +49,11 @@ struct AttentionPlan {
   // asks for where its weights are int8 or bf16 and the host has AVX512_BF16; the flash
   // backend's unmasked runs honour it, the others compute in f32.
   bool bf16_products = false;
+  // CPU: the same two products in int16 (vpdpwssd, exact int32 sums of values scaled per query,
+  // key and value column; kernels/cpu/gemm_int16.h), asked for where the weights are int8 or bf16
+  // and bf16 products are not faster than f32 on this host but AVX-512 VNNI exists; honoured
+  // where bf16_products is.
+  bool int16_products = false;
 
   bool has_masks() const { return window >= 0 || position_bias != nullptr; }
 };

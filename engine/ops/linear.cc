@@ -172,6 +172,11 @@ bool Bf16AttentionProducts(Device device, WeightPrecision weights) {
          WeightPrecisionSupported(device, WeightPrecision::kBf16) && cpu::Bf16ProductsFast();
 }
 
+bool Int16AttentionProducts(Device device, WeightPrecision weights) {
+  return device == Device::kCpu && weights != WeightPrecision::kF32 &&
+         !Bf16AttentionProducts(device, weights) && cpu::Int16ProductsSupported();
+}
+
 LinearWeights PrepareLinear(Device device, Tensor weight, Tensor bias, WeightPrecision precision) {
   const ExecContext host{Device::kCpu, nullptr};
   Check("PrepareLinear", "weight", host, weight, DType::kF32, {-1, -1});

@@ -39,6 +39,10 @@ bool WeightPrecisionSupported(Device device, WeightPrecision p);
 // the CPU with int8 or bf16 weights where bf16 products outrun f32 ones there
 // (cpu::Bf16ProductsFast: AMX-BF16 tiles, or vdpbf16ps on AMD).
 bool Bf16AttentionProducts(Device device, WeightPrecision weights);
+// Whether it takes them in int16 instead (cpu::Int16ProductsSupported: vpdpwssd, twice the f32
+// FMA's multiply-adds): on the CPU with int8 or bf16 weights where bf16 products do not outrun
+// f32 ones and the path has AVX-512 VNNI (Intel cores without AMX-BF16 tiles).
+bool Int16AttentionProducts(Device device, WeightPrecision weights);
 
 struct LinearWeights {
   int64_t out_features = 0;

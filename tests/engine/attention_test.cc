@@ -13,6 +13,7 @@
 #include "engine/attention/table.h"
 #include "engine/base/thread_pool.h"
 #include "engine/kernels/cpu/gemm_bf16.h"
+#include "engine/kernels/cpu/gemm_int16.h"
 
 namespace quiver::engine {
 namespace {
@@ -27,7 +28,8 @@ struct Case {
 };
 
 std::vector<float> RunBackend(std::string_view name, const Case& c, const std::vector<float>& qkv,
-                              int64_t stride, ThreadPool& pool, bool bf16_products = false) {
+                              int64_t stride, ThreadPool& pool, bool bf16_products = false,
+                              bool int16_products = false) {
   std::vector<int32_t> cu = {0};
   for (int32_t len : c.lengths) cu.push_back(cu.back() + len);
   AttentionPlan plan;
@@ -43,6 +45,7 @@ std::vector<float> RunBackend(std::string_view name, const Case& c, const std::v
   plan.position_bias = c.bias != nullptr ? c.bias->data() : nullptr;
   plan.bias_max_distance = c.bias_distance;
   plan.bf16_products = bf16_products;
+  plan.int16_products = int16_products;
   const int64_t q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
   std::vector<float> out(static_cast<size_t>(cu.back() * q_width), -1.0f);
   auto backend = MakeAttentionBackend(Device::kCpu, name);
@@ -126,6 +129,49 @@ TEST(AttentionBackendsTest, FlashInBf16StaysNearTheReference) {
     const int64_t first = tokens - c.lengths.back();
     const std::vector<float> tail(qkv.begin() + first * stride, qkv.end());
     const std::vector<float> one = RunBackend("flash", alone, tail, stride, pool, true);
+    const int64_t q_width = c.heads * c.head_dim;
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), got.begin() + first * q_width));
+  }
+}
+
+// The flash backend's products in int16 (AttentionPlan::int16_products, the avx512_vnni path): near
+// the reference (13 bits for the scores, 11-12 for P and V against bf16's 8; bound 1%), not the
+// f32 bits, and a sequence alone gives the bits it has in the batch.
+TEST(AttentionBackendsTest, FlashInInt16StaysNearTheReference) {
+  if (!cpu::Int16ProductsSupported()) GTEST_SKIP() << "no int16 products on this path";
+  const std::vector<Case> cases = {
+      {{1, 7, 129, 600, 1300}, 4, 4, 32, false},
+      {{1, 7, 129, 600, 1300}, 4, 4, 32, true},
+      {{300, 1100, 5}, 8, 2, 16, true},
+      {{513, 64}, 2, 1, 64, false},
+      {{200}, 2, 2, 128, false},
+  };
+  ThreadPool pool(2);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (const Case& c : cases) {
+    int64_t tokens = 0;
+    for (int32_t len : c.lengths) tokens += len;
+    const int64_t stride = (c.heads + 2 * c.kv_heads) * c.head_dim;
+    std::vector<float> qkv(static_cast<size_t>(tokens * stride));
+    for (float& x : qkv) x = dist(rng);
+    const std::vector<float> want = RunBackend("reference", c, qkv, stride, pool);
+    const std::vector<float> got = RunBackend("flash", c, qkv, stride, pool, false, true);
+    float worst = 0, scale = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      worst = std::max(worst, std::abs(want[i] - got[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    EXPECT_LE(worst / scale, 0.01) << "causal=" << c.causal << " heads=" << c.heads;
+    EXPECT_GT(worst / scale, 1e-6) << "the int16 products gave the f32 answer";
+    std::printf("flash int16, causal=%d heads=%lld d=%lld: worst %.2e of the largest output\n",
+                int{c.causal}, static_cast<long long>(c.heads), static_cast<long long>(c.head_dim),
+                worst / scale);
+    Case alone = c;
+    alone.lengths = {c.lengths.back()};
+    const int64_t first = tokens - c.lengths.back();
+    const std::vector<float> tail(qkv.begin() + first * stride, qkv.end());
+    const std::vector<float> one = RunBackend("flash", alone, tail, stride, pool, false, true);
     const int64_t q_width = c.heads * c.head_dim;
     EXPECT_TRUE(std::equal(one.begin(), one.end(), got.begin() + first * q_width));
   }

@@ -8,6 +8,7 @@
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/kernels/cpu/gemm_bf16.h"
+#include "engine/kernels/cpu/gemm_int16.h"
 #include "engine/kernels/cpu/isa_paths.h"
 #include "engine/kernels/cpu/vec.h"
 
@@ -45,7 +46,8 @@ constexpr int64_t kKeyBlock = 512;
 // itself, its rows turned into e^x in place.
 struct F32Products {
   PackedWeights k, v;
-  void PackBlock(const float* kb, const float* vb, int64_t keys, int64_t d, int64_t ld) {
+  void PackBlock(const float* kb, const float* vb, int64_t keys, int64_t /*block_keys*/, int64_t d,
+                 int64_t ld) {
     k.Pack(kb, keys, d, ld);
     v.PackTransposed(vb, keys, d, ld);
   }
@@ -72,7 +74,8 @@ struct F32Products {
 struct Bf16Products {
   Bf16Weights k, v;
   std::vector<uint16_t> q_bf16, p_bf16;
-  void PackBlock(const float* kb, const float* vb, int64_t keys, int64_t d, int64_t ld) {
+  void PackBlock(const float* kb, const float* vb, int64_t keys, int64_t /*block_keys*/, int64_t d,
+                 int64_t ld) {
     k.Pack(kb, keys, d, ld);
     v.PackTransposed(vb, keys, d, ld);
     p_bf16.resize(static_cast<size_t>(kQueryBlock * 2 * v.k_pairs()));
@@ -91,6 +94,44 @@ struct Bf16Products {
   }
   void Accumulate(const float* /*s*/, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
     Bf16Gemm(p_bf16.data(), v, nullptr, o, o_stride, rows, 0, v.n(), accumulate);
+  }
+};
+
+// The same products in int16 (AttentionPlan::int16_products, gemm_int16.h): Q per query and K per
+// key scaled to Int16Limit(head_dim), V per column and P (each 2^x, in [0, 1]) to
+// Int16Limit(block_keys), multiplied by vpdpwssd with exact int32 sums; the softmax and its running
+// max and sum stay f32. V's scales and the limit come from the whole key block of the sequence
+// (block_keys from k0), not from the keys a causal run packs of it, so that how the queries are
+// cut into runs (which depends on the batch) never changes a bit.
+struct Int16Products {
+  Int16Weights k, v;
+  std::vector<int16_t> q16, p16;
+  std::vector<float> q_scale, p_scale;
+  int32_t p_limit = 0;
+  void PackBlock(const float* kb, const float* vb, int64_t keys, int64_t block_keys, int64_t d,
+                 int64_t ld) {
+    k.Pack(kb, keys, d, ld, Int16Limit(d));
+    p_limit = Int16Limit(block_keys);
+    v.PackTransposed(vb, keys, d, ld, p_limit, block_keys);
+    p16.resize(static_cast<size_t>(kQueryBlock * 2 * v.k_pairs()));
+    p_scale.assign(static_cast<size_t>(kQueryBlock), 1.0f / static_cast<float>(p_limit));
+  }
+  void Scores(const float* q, int64_t q_stride, int64_t rows, float* s) {
+    q16.resize(static_cast<size_t>(rows * 2 * k.k_pairs()));
+    q_scale.resize(static_cast<size_t>(rows));
+    Int16Rows(q, q_stride, k.k(), rows, Int16Limit(k.k()), q16.data(), q_scale.data());
+    Int16Gemm(q16.data(), q_scale.data(), k, s, k.n(), rows, /*accumulate=*/false);
+  }
+  float Exp(float* row, int64_t r, int64_t visible, float scale, float shift) {
+    const int64_t width = 2 * v.k_pairs();
+    int16_t* p = p16.data() + r * width;
+    const float sum =
+        visible > 0 ? SoftmaxExp2SumInt16Avx512(row, visible, scale, shift, p_limit, p) : 0.0f;
+    std::fill(p + visible, p + width, int16_t{0});
+    return sum;
+  }
+  void Accumulate(const float* /*s*/, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
+    Int16Gemm(p16.data(), p_scale.data(), v, o, o_stride, rows, accumulate);
   }
 };
 
@@ -184,7 +225,8 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
   const float scale2 = plan.scale * kLog2e;
   for (int64_t k0 = 0; k0 < run_key_end; k0 += kKeyBlock) {
     const int64_t keys = std::min(kKeyBlock, run_key_end - k0);
-    products.PackBlock(kb + k0 * kv_stride, vb + k0 * kv_stride, keys, d, kv_stride);
+    products.PackBlock(kb + k0 * kv_stride, vb + k0 * kv_stride, keys,
+                       std::min(kKeyBlock, len - k0), d, kv_stride);
     for (int64_t q0 = run_begin; q0 < run_end; q0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, run_end - q0);
       if (plan.causal && k0 >= q0 + rows) continue;  // keys after this block's last query
@@ -235,6 +277,10 @@ void RunHeadAt(const AttentionPlan& plan, const float* qh, int64_t q_stride, con
     MaskedRun(plan, qh, q_stride, kh, vh, kv_stride, out, begin, len, run_begin, run_end, h);
   } else if (plan.bf16_products) {
     thread_local Bf16Products products;
+    UnmaskedRun(plan, qh, q_stride, kh, vh, kv_stride, out, begin, len, run_begin, run_end, h,
+                products);
+  } else if (plan.int16_products) {
+    thread_local Int16Products products;
     UnmaskedRun(plan, qh, q_stride, kh, vh, kv_stride, out, begin, len, run_begin, run_end, h,
                 products);
   } else {

@@ -173,5 +173,9 @@ float SoftmaxExp2SumAvx512(float* x, int64_t n, float scale, float shift);
 // softmax_exp_test.cc holds both). Not the f32 path's bits, which nothing asks of it: only
 // hosts with AVX512_BF16 run it, on every path they offer.
 float SoftmaxExp2SumBf16Avx512(float* x, int64_t n, float scale, float shift, uint16_t* out);
+// For attention's int16 products (gemm_int16.h): the same 2^x, each value (in [0, 1]) as
+// round(2^x · limit) clamped to [0, limit] into out[0, n), and the sum of the f32 values.
+float SoftmaxExp2SumInt16Avx512(const float* x, int64_t n, float scale, float shift, int32_t limit,
+                                int16_t* out);
 
 }  // namespace quiver::engine::cpu

@@ -15,6 +15,7 @@
 #include "engine/base/op_types.h"
 #include "engine/kernels/cpu/gemm.h"
 #include "engine/kernels/cpu/gemm_bf16.h"
+#include "engine/kernels/cpu/gemm_int16.h"
 #include "engine/kernels/cpu/gemm_int8.h"
 
 namespace quiver::engine {

@@ -139,6 +139,41 @@ QUIVER_TARGET_AVX512_BF16 float SoftmaxExp2SumBf16Avx512(float* x, int64_t n, fl
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+namespace {
+
+// One step of SoftmaxExp2SumInt16Avx512 over x[i, i + 16), lanes outside `mask` zero in the sum
+// and not stored.
+QUIVER_TARGET_AVX512 inline __m512 ExpInt16Step(const float* x, __mmask16 mask, __m512 scale,
+                                                __m512 shift, __m512 limit, __m512i top,
+                                                int16_t* out, __m512 acc) {
+  const __m512 e = _mm512_maskz_mov_ps(
+      mask, Exp2ForBf16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(mask, x), scale, shift)));
+  const __m512i q = _mm512_max_epi32(
+      _mm512_setzero_si512(), _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(e, limit)), top));
+  _mm256_mask_storeu_epi16(out, mask, _mm512_cvtepi32_epi16(q));
+  return _mm512_add_ps(acc, e);
+}
+
+}  // namespace
+
+QUIVER_TARGET_AVX512 float SoftmaxExp2SumInt16Avx512(const float* x, int64_t n, float scale,
+                                                     float shift, int32_t limit, int16_t* out) {
+  const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(shift);
+  const __m512 vl = _mm512_set1_ps(static_cast<float>(limit));
+  const __m512i top = _mm512_set1_epi32(limit);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = ExpInt16Step(x + i, 0xffff, vs, vm, vl, top, out + i, acc0);
+    acc1 = ExpInt16Step(x + i + 16, 0xffff, vs, vm, vl, top, out + i + 16, acc1);
+  }
+  for (; i < n; i += 16) {
+    const auto mask = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    acc0 = ExpInt16Step(x + i, mask, vs, vm, vl, top, out + i, acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
 }  // namespace quiver::engine::cpu
 
 #else  // not x86-64: never called (cpu_features.h offers no avx512 path)
@@ -150,6 +185,9 @@ void GeluErfAvx512(float*, int64_t) { std::abort(); }
 float MaxAvx512(const float*, int64_t) { std::abort(); }
 float SoftmaxExp2SumAvx512(float*, int64_t, float, float) { std::abort(); }
 float SoftmaxExp2SumBf16Avx512(float*, int64_t, float, float, uint16_t*) { std::abort(); }
+float SoftmaxExp2SumInt16Avx512(const float*, int64_t, float, float, int32_t, int16_t*) {
+  std::abort();
+}
 }  // namespace quiver::engine::cpu
 
 #endif
