@@ -71,8 +71,8 @@ double Seconds(const std::string& in, NormalizationForm form) {
 }
 
 // Growth, not speed: sixteen times the input takes about sixteen times as long (n log n: 4.3
-// per 4x step measured before, about 18 over 16x; the quadratic ordering it replaced would take
-// 256 times as long). The bound, 64, sits a factor of
+// per 4x step measured before, so about 18 expected over 16x, not measured at this step; the
+// quadratic ordering it replaced would take 256 times as long). The bound, 64, sits a factor of
 // 4 from each, so a loaded machine cannot fail it (the 4x step it replaced, bounded at 8 against
 // 4.3 and 16, failed once in a CI run at 8.5); each size is the best of five runs, the two sizes
 // timed in turns so that a slow spell of the host falls on both, and large enough (milliseconds)
