@@ -14,9 +14,13 @@ a=$1 b=$2 rounds=$3
 shift 3
 model=${MODEL:-models/all-MiniLM-L6-v2}
 inputs=${INPUTS:-.cache/bench/inputs.json}
+# One continuous throughput run in both builds: a build that measures the large-GEMM rate between
+# rounds of it (--ceiling-rounds, since 2026-12-06) is asked not to, as older builds do not.
 tokens_per_s() {
+  local one_run=()
+  if grep -qa -- --ceiling-rounds "$1"; then one_run=(--ceiling-rounds 0); fi
   "$1" --model "$model" --inputs "$inputs" --threads 2 --seconds 2 --suites throughput \
-    --lengths 128 "${@:2}" 2>/dev/null | tail -1 |
+    --lengths 128 "${one_run[@]}" "${@:2}" 2>/dev/null | tail -1 |
     python3 -c "import json, sys; print(json.loads(sys.stdin.read())['throughput']['tokens_per_s'])"
 }
 ratios=()
