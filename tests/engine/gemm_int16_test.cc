@@ -57,7 +57,9 @@ TEST(Int16GemmTest, TheLimitKeepsEverySumExact) {
     const int64_t terms = std::max<int64_t>(2, (depth + 1) / 2 * 2);
     const int64_t limit = Int16Limit(depth);
     ASSERT_LE(limit * limit * terms, int64_t{2147483647}) << depth;
-    if (limit < 32767) ASSERT_GT((limit + 1) * (limit + 1) * terms, int64_t{2147483647}) << depth;
+    if (limit < 32767) {
+      ASSERT_GT((limit + 1) * (limit + 1) * terms, int64_t{2147483647}) << depth;
+    }
   }
   EXPECT_EQ(Int16Limit(32), 8191);
   EXPECT_EQ(Int16Limit(1), 32767);

@@ -29,8 +29,6 @@ bool Bf16Supported() {
 #endif
 }
 
-void Bf16Weights::Free::operator()(uint16_t* p) const { std::free(p); }
-
 #if defined(__x86_64__)
 namespace {
 
@@ -114,38 +112,12 @@ constexpr auto kTable = MakeTable<kTwo>(std::make_integer_sequence<int, kRows>()
 
 }  // namespace
 
-uint16_t* Bf16Weights::Reserve(int64_t n, int64_t k) {
-  n_ = n;
-  k_ = k;
-  const int64_t panels = (n + kPanel - 1) / kPanel;
-  const int64_t elems = panels * k_pairs() * 2 * kPanel;
-  if (elems > capacity_ || data_ == nullptr) {
-    data_.reset(static_cast<uint16_t*>(
-        std::aligned_alloc(64, (static_cast<size_t>(elems) * 2 + 63) / 64 * 64)));
-    if (data_ == nullptr) throw std::bad_alloc();
-    capacity_ = elems;
-  }
-  // Not cleared: Pack and PackTransposed write every word of every panel (zeros past n and k).
-  return data_.get();
-}
-
 void Bf16Weights::Pack(const float* w, int64_t n, int64_t k, int64_t ldw) {
-  uint16_t* data = Reserve(n, k);
-  const int64_t pairs = k_pairs(), width = 2 * pairs;
-  // Each column's row in bf16 (its pairs as 32-bit words), then each panel's 16 rows of words
-  // transposed into the panel (word p of column j at p · 16 + j) by PackRowsAvx512's 16 x 16
-  // register transpose: no scattered 16-bit stores.
-  thread_local std::vector<uint16_t> rows;
-  rows.resize(static_cast<size_t>(kPanel * width));
-  for (int64_t c0 = 0; c0 < n; c0 += kPanel) {
-    const int64_t cols = std::min(kPanel, n - c0);
-    for (int64_t j = 0; j < cols; ++j) {
-      ToBf16(w + (c0 + j) * ldw, k, rows.data() + j * width);
-      if (width > k) rows[static_cast<size_t>(j * width + k)] = 0;
-    }
-    PackRowsAvx512(reinterpret_cast<const float*>(rows.data()), pairs, cols, pairs,
-                   reinterpret_cast<float*>(data + (c0 / kPanel) * pairs * 2 * kPanel), kPanel);
-  }
+  Reserve(n, k);
+  PackByColumns([&](int64_t c, uint16_t* out) {  // column c: w's row c in bf16
+    ToBf16(w + c * ldw, k, out);
+    if (k % 2 != 0) out[k] = 0;
+  });
 }
 
 QUIVER_TARGET_AVX512_BF16 void Bf16Weights::PackTransposed(const float* v, int64_t k, int64_t n,
@@ -234,14 +206,8 @@ void Bf16GemmAvx512(const uint16_t* a, const Bf16Weights& w, const float* bias, 
 
 #else  // not x86-64: Bf16Supported() is false and nothing calls these.
 
-void Bf16Weights::Pack(const float*, int64_t n, int64_t k, int64_t) {
-  n_ = n;
-  k_ = k;
-}
-void Bf16Weights::PackTransposed(const float*, int64_t k, int64_t n, int64_t) {
-  n_ = n;
-  k_ = k;
-}
+void Bf16Weights::Pack(const float*, int64_t n, int64_t k, int64_t) { Reserve(n, k); }
+void Bf16Weights::PackTransposed(const float*, int64_t k, int64_t n, int64_t) { Reserve(n, k); }
 void Bf16Rows(const float*, int64_t, int64_t, int64_t, int64_t, uint16_t*) {}
 bool Bf16InTiles() { return false; }
 void Bf16Gemm(const uint16_t*, const Bf16Weights&, const float*, float*, int64_t, int64_t, int64_t,

@@ -13,7 +13,8 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
+
+#include "engine/kernels/cpu/pair_panels.h"
 
 namespace quiver::engine::cpu {
 
@@ -34,10 +35,8 @@ bool Bf16InTiles();
 // batches there ran 10% slower with attention in bf16 than in f32; so there they stay f32.
 bool Bf16ProductsFast();
 
-class Bf16Weights {
+class Bf16Weights : public PairPanels<uint16_t> {
  public:
-  static constexpr int64_t kPanel = 16;
-
   Bf16Weights() = default;
   // w is [n, k] row-major f32 (a PyTorch Linear weight). Needs Bf16Supported().
   Bf16Weights(const float* w, int64_t n, int64_t k) { Pack(w, n, k, k); }
@@ -47,20 +46,6 @@ class Bf16Weights {
   // PackTransposed: W = vᵀ for v [k, n] with row stride ldv, i.e. W[c, kk] = v[kk, c].
   void Pack(const float* w, int64_t n, int64_t k, int64_t ldw);
   void PackTransposed(const float* v, int64_t k, int64_t n, int64_t ldv);
-
-  int64_t n() const { return n_; }
-  int64_t k() const { return k_; }
-  int64_t k_pairs() const { return (k_ + 1) / 2; }
-  const uint16_t* panel(int64_t p) const { return data_.get() + p * k_pairs() * 2 * kPanel; }
-
- private:
-  struct Free {
-    void operator()(uint16_t* p) const;
-  };
-  uint16_t* Reserve(int64_t n, int64_t k);
-
-  int64_t n_ = 0, k_ = 0, capacity_ = 0;
-  std::unique_ptr<uint16_t, Free> data_;  // 64-byte aligned
 };
 
 // Rows [r0, r1) of x [m, k] (row stride ldx) rounded to bf16: a [m, 2 · k_pairs] (the odd tail

@@ -34,8 +34,6 @@ int32_t Int16Limit(int64_t depth) {
   return static_cast<int32_t>(std::min<int64_t>(limit, 32767));
 }
 
-void Int16Weights::Free::operator()(int16_t* p) const { std::free(p); }
-
 #if defined(__x86_64__)
 namespace {
 
@@ -149,46 +147,27 @@ constexpr auto kTable = MakeTable<kTwo, kAccumulate>(std::make_integer_sequence<
 
 }  // namespace
 
-int16_t* Int16Weights::Reserve(int64_t n, int64_t k) {
-  n_ = n;
-  k_ = k;
-  const int64_t panels = (n + kPanel - 1) / kPanel;
-  const int64_t elems = panels * k_pairs() * 2 * kPanel;
-  if (elems > capacity_ || data_ == nullptr) {
-    data_.reset(static_cast<int16_t*>(
-        std::aligned_alloc(64, (static_cast<size_t>(elems) * 2 + 63) / 64 * 64)));
-    if (data_ == nullptr) throw std::bad_alloc();
-    capacity_ = elems;
-  }
-  scales_.assign(static_cast<size_t>(panels * kPanel), 0.0f);
-  // Not cleared: Pack and PackTransposed write every word of every panel (zeros past n and k).
-  return data_.get();
+int16_t* Int16Weights::ReserveWithScales(int64_t n, int64_t k) {
+  int16_t* data = Reserve(n, k);
+  scales_.assign(static_cast<size_t>((n + kPanel - 1) / kPanel * kPanel), 0.0f);
+  return data;
 }
 
 void Int16Weights::Pack(const float* w, int64_t n, int64_t k, int64_t ldw, int32_t limit) {
-  int16_t* data = Reserve(n, k);
-  const int64_t pairs = k_pairs(), width = 2 * pairs;
-  // Each column's row quantized (its pairs as 32-bit words), then each panel's rows of words
-  // transposed into the panel (word p of column j at p · 16 + j), as Bf16Weights::Pack does.
-  thread_local std::vector<int16_t> rows;
-  rows.resize(static_cast<size_t>(kPanel * width));
-  for (int64_t c0 = 0; c0 < n; c0 += kPanel) {
-    const int64_t cols = std::min(kPanel, n - c0);
-    for (int64_t j = 0; j < cols; ++j) {
-      const float* row = w + (c0 + j) * ldw;
-      const Int16Scale s = ScaleFor(MaxAbs(row, k), limit);
-      scales_[static_cast<size_t>(c0 + j)] = s.scale;
-      QuantizeRow(row, k, width, s.inv, limit, rows.data() + j * width);
-    }
-    PackRowsAvx512(reinterpret_cast<const float*>(rows.data()), pairs, cols, pairs,
-                   reinterpret_cast<float*>(data + (c0 / kPanel) * pairs * 2 * kPanel), kPanel);
-  }
+  ReserveWithScales(n, k);
+  const int64_t width = 2 * k_pairs();
+  PackByColumns([&](int64_t c, int16_t* out) {  // column c: w's row c on its own scale
+    const float* row = w + c * ldw;
+    const Int16Scale s = ScaleFor(MaxAbs(row, k), limit);
+    scales_[static_cast<size_t>(c)] = s.scale;
+    QuantizeRow(row, k, width, s.inv, limit, out);
+  });
 }
 
 QUIVER_TARGET_AVX512 void Int16Weights::PackTransposed(const float* v, int64_t k, int64_t n,
                                                        int64_t ldv, int32_t limit,
                                                        int64_t range_rows) {
-  int16_t* data = Reserve(n, k);
+  int16_t* data = ReserveWithScales(n, k);
   const int64_t pairs = k_pairs();
   // Each column's largest |value| over range_rows rows, 16 columns at a time.
   thread_local std::vector<float> inv;
@@ -261,12 +240,10 @@ void Int16Gemm(const int16_t* a, const float* scale, const Int16Weights& w, floa
 #else  // not x86-64: Int16ProductsSupported() is false and nothing calls these.
 
 void Int16Weights::Pack(const float*, int64_t n, int64_t k, int64_t, int32_t) {
-  n_ = n;
-  k_ = k;
+  ReserveWithScales(n, k);
 }
 void Int16Weights::PackTransposed(const float*, int64_t k, int64_t n, int64_t, int32_t, int64_t) {
-  n_ = n;
-  k_ = k;
+  ReserveWithScales(n, k);
 }
 void Int16Rows(const float*, int64_t, int64_t, int64_t, int32_t, int16_t*, float*) {}
 void Int16Gemm(const int16_t*, const float*, const Int16Weights&, float*, int64_t, int64_t, bool) {}

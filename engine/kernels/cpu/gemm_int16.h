@@ -17,8 +17,9 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <vector>
+
+#include "engine/kernels/cpu/pair_panels.h"
 
 namespace quiver::engine::cpu {
 
@@ -30,10 +31,8 @@ bool Int16ProductsSupported();
 // 32,767.
 int32_t Int16Limit(int64_t depth);
 
-class Int16Weights {
+class Int16Weights : public PairPanels<int16_t> {
  public:
-  static constexpr int64_t kPanel = 16;
-
   // W = w[n, k] (row stride ldw), each column c (row of w) scaled by its own largest |value| to
   // `limit`. Reuses the allocation when large enough (attention packs K per block).
   void Pack(const float* w, int64_t n, int64_t k, int64_t ldw, int32_t limit);
@@ -42,21 +41,13 @@ class Int16Weights {
   void PackTransposed(const float* v, int64_t k, int64_t n, int64_t ldv, int32_t limit,
                       int64_t range_rows);
 
-  int64_t n() const { return n_; }
-  int64_t k() const { return k_; }
-  int64_t k_pairs() const { return (k_ + 1) / 2; }
-  const int16_t* panel(int64_t p) const { return data_.get() + p * k_pairs() * 2 * kPanel; }
   // One per column, then zeros to the end of the last panel.
   const float* scales() const { return scales_.data(); }
 
  private:
-  struct Free {
-    void operator()(int16_t* p) const;
-  };
-  int16_t* Reserve(int64_t n, int64_t k);
+  // PairPanels::Reserve, and the scales zeroed.
+  int16_t* ReserveWithScales(int64_t n, int64_t k);
 
-  int64_t n_ = 0, k_ = 0, capacity_ = 0;
-  std::unique_ptr<int16_t, Free> data_;  // 64-byte aligned
   std::vector<float> scales_;
 };
 
