@@ -90,7 +90,7 @@ absl::Status Scheduler::Enqueue(Chunk chunk, ChunkDone done) {
   const int64_t tokens = chunk.batch.num_tokens();
   const int64_t seqs = chunk.batch.num_seqs();
   const int64_t longest = seqs > 0 ? chunk.batch.max_seqlen() : 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (draining_) return absl::UnavailableError("worker is shutting down; retry on another replica");
   absl::Status admit = Admit(tokens, seqs, longest, admitted_tokens_, max_input_tokens_, limits_);
   if (!admit.ok()) {
@@ -104,17 +104,27 @@ absl::Status Scheduler::Enqueue(Chunk chunk, ChunkDone done) {
   queue_tokens_->Set(static_cast<double>(admitted_tokens_));
   // The engine has room: pack and submit now, on this thread. Otherwise the chunk waits, and the
   // completion of a batch in the engine submits it (OnBatchReady).
-  if (in_flight_.size() < 2) SubmitBatches();
+  if (in_flight_.size() < kPipelineDepth) AnswerDropped(lock, SubmitBatches());
   return absl::OkStatus();
 }
 
 void Scheduler::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
   draining_ = true;
-  drained_.wait(lock, [&] { return queue_.empty() && in_flight_.empty() && hooks_pending_ == 0; });
+  drained_.wait(lock, [&] { return Drained(); });
 }
 
-void Scheduler::SubmitBatches() {
+void Scheduler::AnswerDropped(std::unique_lock<std::mutex>& lock, std::vector<Dropped> dropped) {
+  if (dropped.empty()) return;
+  ++hooks_pending_;
+  lock.unlock();
+  for (Dropped& d : dropped) d.done(std::move(d.status));
+  lock.lock();
+  --hooks_pending_;
+  if (Drained()) drained_.notify_all();
+}
+
+std::vector<Scheduler::Dropped> Scheduler::SubmitBatches() {
   // Drop what nobody waits for any more, before it costs compute.
   std::vector<ChunkLiveness> liveness;
   liveness.reserve(queue_.size());
@@ -122,18 +132,21 @@ void Scheduler::SubmitBatches() {
     liveness.push_back({e.chunk.is_cancelled && e.chunk.is_cancelled(), e.chunk.deadline});
   }
   const std::vector<size_t> dead = DeadChunks(liveness, Clock::now());
+  std::vector<Dropped> dropped;
+  dropped.reserve(dead.size());
   for (size_t d = dead.size(); d-- > 0;) {  // the latest first, so the earlier indices hold
     const size_t i = dead[d];
     Entry entry = std::move(queue_[i]);
     queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
     admitted_tokens_ -= entry.chunk.batch.num_tokens();
     dropped_->Inc();
-    entry.done(liveness[i].cancelled
-                   ? absl::CancelledError("cancelled by the client before compute")
-                   : absl::DeadlineExceededError("deadline passed before compute"));
+    dropped.push_back({std::move(entry.done),
+                       liveness[i].cancelled
+                           ? absl::CancelledError("cancelled by the client before compute")
+                           : absl::DeadlineExceededError("deadline passed before compute")});
   }
-  // Keep two batches in the engine: N computing, N+1 packed and waiting.
-  while (in_flight_.size() < 2 && !queue_.empty()) {
+  if (!dropped.empty()) queue_tokens_->Set(static_cast<double>(admitted_tokens_));
+  while (in_flight_.size() < kPipelineDepth && !queue_.empty()) {
     std::vector<ChunkShape> shapes;
     shapes.reserve(queue_.size());
     for (const Entry& e : queue_) {
@@ -188,6 +201,7 @@ void Scheduler::SubmitBatches() {
     in_flight_.push_back(std::move(batch));
   }
   queue_chunks_->Set(static_cast<double>(queue_.size()));
+  return dropped;
 }
 
 void Scheduler::Deliver(InFlight& batch) {
@@ -233,11 +247,11 @@ void Scheduler::OnBatchReady() {
   }
   // A CPU engine's figures never change after load (published once, at construction).
   if (engine_->options().device.device != engine::Device::kCpu) PublishEngineStats();
-  SubmitBatches();
+  AnswerDropped(lock, SubmitBatches());
   // The last touch of this object by the engine's thread: Drain may return (and the scheduler
   // go) once this hook has released mu_.
   --hooks_pending_;
-  if (queue_.empty() && in_flight_.empty() && hooks_pending_ == 0) drained_.notify_all();
+  if (Drained()) drained_.notify_all();
 }
 
 }  // namespace quiver::scheduler

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/metrics.h"
@@ -68,9 +69,24 @@ class Scheduler {
     std::vector<Entry> entries;
     std::chrono::steady_clock::time_point submitted;
   };
-  void SubmitBatches();  // with mu_ held
-  void OnBatchReady();   // on the engine's thread, when a batch completes
+  // A chunk dropped before compute and the error that answers it.
+  struct Dropped {
+    ChunkDone done;
+    absl::Status status;
+  };
+  // Batches in the engine at once: N computing, N + 1 packed and waiting.
+  static constexpr size_t kPipelineDepth = 2;
+
+  // With mu_ held: drops the queued chunks that nobody waits for any more (returned, to be
+  // answered by AnswerDropped), then packs and submits batches while the engine has room.
+  std::vector<Dropped> SubmitBatches();
+  // Answers them with mu_ released (a done may take its caller's locks, or enqueue again) and
+  // counted in hooks_pending_, so that Drain also waits for them; `lock` holds mu_ before and
+  // after.
+  void AnswerDropped(std::unique_lock<std::mutex>& lock, std::vector<Dropped> dropped);
+  void OnBatchReady();  // on the engine's thread, when a batch completes
   void Deliver(InFlight& batch);
+  bool Drained() const { return queue_.empty() && in_flight_.empty() && hooks_pending_ == 0; }
 
   engine::Engine* engine_;
   SchedulerLimits limits_;
@@ -82,9 +98,10 @@ class Scheduler {
   std::deque<InFlight> in_flight_;
   int64_t admitted_tokens_ = 0;  // queued + in flight
   bool draining_ = false;
-  // Engine completion hooks (OnBatchReady) submitted and not yet finished. A hook may find its
-  // batch already delivered by the one before it; Drain (and so the destructor) also waits for
-  // the hooks themselves, which would otherwise run on a destroyed scheduler.
+  // Engine completion hooks (OnBatchReady) submitted and not yet finished, and answers to dropped
+  // chunks under way (AnswerDropped). A hook may find its batch already delivered by the one
+  // before it; Drain (and so the destructor) also waits for the hooks themselves, which would
+  // otherwise run on a destroyed scheduler.
   int64_t hooks_pending_ = 0;
 
   // Metrics (owned by the registry).
