@@ -74,9 +74,12 @@ int RunGateway(const GatewayOptions& options) {
   model.can_score = info->can_score();
   model.num_labels = info->labels_size();
   model.sparse_width = info->sparse_width();
-  if (info->can_score() && info->architecture() == "Qwen3ForCausalLM") {
-    model.score_prompt = gateway::api::Qwen3RerankerPrompt();
-  }
+  // As quiver serve decides it, from the engine's model (a worker from before the field: the one
+  // yes/no architecture there was then).
+  const bool yes_no_reranker =
+      info->has_yes_no_reranker() ? info->yes_no_reranker()
+                                  : info->can_score() && info->architecture() == "Qwen3ForCausalLM";
+  if (yes_no_reranker) model.score_prompt = gateway::api::Qwen3RerankerPrompt();
   // TEI's /info names, as quiver serve gives them; several concatenated modes joined by '+'.
   const auto name = [](int pooling) -> std::string_view {
     switch (pooling) {

@@ -164,6 +164,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContex
   const bool sparse = engine_->info().sparse;
   response->set_can_embed(!engine_->is_scorer());
   response->set_can_score(engine_->is_scorer() && !sparse);
+  response->set_yes_no_reranker(engine_->info().yes_no_reranker);
   if (sparse) response->set_sparse_width(static_cast<uint32_t>(engine_->info().num_labels));
   response->set_max_batch_tokens(static_cast<uint32_t>(max_batch_tokens_));
   response->set_max_queued_tokens(

@@ -16,7 +16,10 @@ import json
 import math
 import os
 import signal
+import subprocess
 import sys
+import tempfile
+import time
 import urllib.error
 import urllib.request
 
@@ -24,6 +27,7 @@ import urllib.request
 os.environ.update({"HF_HUB_DISABLE_TELEMETRY": "1", "NO_PROXY": "127.0.0.1,localhost",
                    "no_proxy": "127.0.0.1,localhost"})
 
+from serving import free_port, wait_for
 from serving import start as start_serve
 
 QUIVER, SOURCE = sys.argv[1], sys.argv[2]
@@ -51,6 +55,30 @@ def close(a, b, tol=1e-6):
 def start():
     proc, port, _ = start_serve(QUIVER, MODEL_DIR, ["--api-key", KEY, "--auto-truncate"], "quiver-clients-")
     return proc, port
+
+
+def start_gateway_and_worker(model_dir):
+    """`quiver worker` on a free port and `quiver gateway --api-key KEY` in front of it, once the
+    gateway answers /ready: (worker, gateway, the gateway's port)."""
+    wport = free_port()
+    wlog = tempfile.NamedTemporaryFile(prefix="quiver-clients-worker-", delete=False).name
+    worker = subprocess.Popen([QUIVER, "worker", "--model", model_dir, "--listen", f"127.0.0.1:{wport}",
+                               "--metrics-port", "-1", "--threads", "1"],
+                              stderr=open(wlog, "w"), stdout=subprocess.DEVNULL)
+    wait_for(r"port=\d+", wlog, worker)
+    glog = tempfile.NamedTemporaryFile(prefix="quiver-clients-gateway-", delete=False).name
+    gateway = subprocess.Popen([QUIVER, "gateway", "--model", model_dir, "--host", "127.0.0.1", "--port", "0",
+                                "--workers", f"127.0.0.1:{wport}", "--api-key", KEY],
+                               stderr=open(glog, "w"), stdout=subprocess.DEVNULL)
+    gport = int(wait_for(r" port=(\d+) ", glog, gateway).group(1))
+    for _ in range(300):
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{gport}/ready", timeout=5).status == 200:
+                return worker, gateway, gport
+        except OSError:
+            pass
+        time.sleep(0.1)
+    sys.exit("quiver gateway did not become ready in 30 s: " + open(glog).read())
 
 
 def direct(port, path, body):
@@ -205,6 +233,19 @@ def main():
     finally:
         proc.send_signal(signal.SIGTERM)
         check(proc.wait(timeout=30) == 0, "exit 0 on SIGTERM (qwen3 reranker)")
+    # The same through `quiver gateway` in front of a `quiver worker`: the gateway learns from the
+    # worker's ModelInfo that the model is a yes/no reranker and builds the same prompt.
+    worker, gateway, gport = start_gateway_and_worker(MODEL_DIR)
+    try:
+        worst = 0.0
+        for r in refs:
+            got = direct(gport, "/rerank", {"query": r["text"], "texts": [r["text_pair"]], "raw_scores": True})[0]["score"]
+            worst = max(worst, abs(got - r["output"][0]) / scale)
+        check(worst <= 1e-3, f"qwen3 reranker through gateway and worker: raw scores equal transformers' (worst {worst:.2e})")
+    finally:
+        for p in (gateway, worker):
+            p.send_signal(signal.SIGTERM)
+            check(p.wait(timeout=30) == 0, "exit 0 on SIGTERM (qwen3 reranker, gateway and worker)")
 
     if FAILURES:
         print(f"clients test: {len(FAILURES)} check(s) failed")
