@@ -17,6 +17,10 @@ gateway::HttpServerOptions HttpOptions(const std::string& host, int port, int ha
   http.handler_threads = handler_threads;
   http.max_body_bytes = max_body_bytes;
   http.check_headers = [&api](const gateway::HttpRequest& r) { return api.CheckHeaders(r); };
+  http.render_refusal = [&api](const gateway::HttpRequest& r, int status, std::string_view code,
+                               const std::string& message) {
+    return api.RenderRefusal(r, status, code, message);
+  };
   http.decorate_refusal = [&api](const gateway::HttpRequest& r, gateway::HttpResponse& answer) {
     api.DecorateRefusal(r, answer);
   };

@@ -28,7 +28,9 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// An error answer in the JSON shape the API layer uses for its own (gateway/api/errors.h).
+constexpr unsigned kHttp11 = 11;  // Beast's version numbers: 10 * major + minor
+
+// A refusal's answer where no render_refusal is set: OpenAI's error shape.
 HttpResponse ErrorAnswer(int status, std::string_view code, const std::string& message) {
   HttpResponse r;
   r.status = status;
@@ -148,9 +150,9 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (ec == http::error::header_limit) {
-      Refuse(ErrorAnswer(431, "headers_too_large",
-                         StrCat("the request line and headers exceed the limit of ",
-                                options_.max_header_bytes, " bytes")));
+      Refuse(431, "headers_too_large",
+             StrCat("the request line and headers exceed the limit of ", options_.max_header_bytes,
+                    " bytes"));
       return;
     }
     if (ec == http::error::body_limit) {  // a declared Content-Length over the limit
@@ -158,8 +160,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (ec) {
-      Refuse(
-          ErrorAnswer(400, "malformed_request", StrCat("malformed HTTP request: ", ec.message())));
+      Refuse(400, "malformed_request", StrCat("malformed HTTP request: ", ec.message()));
       return;
     }
     const auto& header = parser_->get();
@@ -167,9 +168,9 @@ class Session : public std::enable_shared_from_this<Session> {
       if (field.name() != http::field::transfer_encoding) continue;
       const beast::string_view value = field.value();
       if (Lower(Trim(std::string_view(value.data(), value.size()))) != "chunked") {
-        Refuse(ErrorAnswer(400, "unsupported_transfer_encoding",
-                           StrCat("Transfer-Encoding '", std::string(field.value()),
-                                  "' is not supported: only chunked")));
+        Refuse(400, "unsupported_transfer_encoding",
+               StrCat("Transfer-Encoding '", std::string(field.value()),
+                      "' is not supported: only chunked"));
         return;
       }
     }
@@ -229,7 +230,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (ec) {
-      Refuse(ErrorAnswer(400, "malformed_request", StrCat("malformed HTTP body: ", ec.message())));
+      Refuse(400, "malformed_request", StrCat("malformed HTTP body: ", ec.message()));
       return;
     }
     http::request<http::string_body> req = parser_->release();
@@ -272,21 +273,28 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void RefuseBodyTooLarge() {
-    Refuse(ErrorAnswer(
-        413, "body_too_large",
-        StrCat("request body exceeds the limit of ", options_.max_body_bytes, " bytes")));
+    Refuse(413, "body_too_large",
+           StrCat("request body exceeds the limit of ", options_.max_body_bytes, " bytes"));
+  }
+
+  // The server's own refusal, in the API's shape where it renders them.
+  void Refuse(int status, std::string_view code, const std::string& message) {
+    Refuse(options_.render_refusal ? options_.render_refusal(SoFar(), status, code, message)
+                                   : ErrorAnswer(status, code, message));
   }
 
   // An answer before (or instead of) the body: the rest of the request is never read, so the
   // connection closes after it.
   void Refuse(HttpResponse r) {
     if (options_.decorate_refusal && !r.headers.contains("X-Request-Id")) {  // a 401 has them
-      // The fields read so far (all of them, or those before the one that was refused).
-      options_.decorate_refusal(parser_ ? Convert(parser_->get(), {}) : HttpRequest(), r);
+      options_.decorate_refusal(SoFar(), r);
     }
     grant_.reset();
-    Answer(std::move(r), /*keep_alive=*/false, 11);
+    Answer(std::move(r), /*keep_alive=*/false, kHttp11);
   }
+
+  // The request's fields read so far (all of them, or those before the one that was refused).
+  HttpRequest SoFar() const { return parser_ ? Convert(parser_->get(), {}) : HttpRequest(); }
 
   // On a handler thread (or on the I/O thread, for an error found while reading). Between a
   // request's read and its answer nothing else uses the socket (the next read starts after the

@@ -63,8 +63,15 @@ struct HttpServerOptions {
   // nullopt lets the body be read and the request handled. The body of a request answered here
   // is never read: its connection closes after the answer.
   std::function<std::optional<HttpResponse>(const HttpRequest&)> check_headers;
-  // Adds headers to the server's own refusals (400, 413, 431) before they are sent, given the
-  // request's header fields read so far.
+  // The server's own refusals (400, 413, 431) as the API answers errors on the request's route,
+  // given the request's fields read so far, the status code, a short code naming the refusal
+  // (headers_too_large, body_too_large, malformed_request, unsupported_transfer_encoding) and
+  // the message. Unset: {"error": {"message", "type": "invalid_request_error", "code"}}.
+  std::function<HttpResponse(const HttpRequest&, int status, std::string_view code,
+                             const std::string& message)>
+      render_refusal;
+  // Adds headers to the server's own refusals (those above, and the 503 over max_connections)
+  // before they are sent, given the request's header fields read so far.
   std::function<void(const HttpRequest&, HttpResponse&)> decorate_refusal;
 };
 

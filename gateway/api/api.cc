@@ -344,6 +344,28 @@ Api::RequestTrace Api::StartTrace(const HttpRequest& request) const {
   return trace;
 }
 
+Dialect Api::DialectOf(const HttpRequest& request, const Route* route) const {
+  if (route != nullptr) return route->dialect;
+  if (request.target.starts_with("/v1/")) return Dialect::kOpenAi;
+  if (request.target.starts_with("/v2/")) return Dialect::kCohere;
+  return Dialect::kTei;
+}
+
+HttpResponse Api::RenderRefusal(const HttpRequest& request, int status, std::string_view code,
+                                const std::string& message) const {
+  RouteMatch match;
+  bool path_known = false;
+  const Route* route = router_.Find(request.method, request.target, match, path_known);
+  // A size limit is OUT_OF_RANGE (TEI: Validation, as its own 413s), the rest INVALID_ARGUMENT;
+  // the server's status code stays (431 has no status of its own here).
+  const absl::StatusCode kind = status == 413 || status == 431 ? absl::StatusCode::kOutOfRange
+                                                               : absl::StatusCode::kInvalidArgument;
+  HttpResponse response = ErrorResponse(DialectOf(request, route),
+                                        absl::Status(kind, StrCat(message, " (", code, ")")));
+  response.status = status;
+  return response;
+}
+
 void Api::DecorateRefusal(const HttpRequest& request, HttpResponse& response) const {
   response.headers["X-Request-Id"] = RequestId(request);
   cors_.DecorateRefusal(request, response);
@@ -381,10 +403,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
   RouteMatch match;
   bool path_known = false;
   const Route* route = router_.Find(request.method, request.target, match, path_known);
-  const Dialect dialect = route                                ? route->dialect
-                          : request.target.starts_with("/v1/") ? Dialect::kOpenAi
-                          : request.target.starts_with("/v2/") ? Dialect::kCohere
-                                                               : Dialect::kTei;
+  const Dialect dialect = DialectOf(request, route);
   HttpResponse response;
   const RequestTrace trace = StartTrace(request);
   const bool preflight = cors_.enabled() && CorsPolicy::IsPreflight(request);

@@ -38,6 +38,11 @@ class Api {
   // What the HTTP server's own refusals (HttpServerOptions::decorate_refusal) carry as the API's
   // answers do: X-Request-Id and, for an allowed origin, CORS.
   void DecorateRefusal(const HttpRequest& request, HttpResponse& response) const;
+  // The HTTP server's own refusals (HttpServerOptions::render_refusal: a malformed request 400, a
+  // body over the limit 413, headers over theirs 431) with that status code, in the error shape
+  // of the request's route (its dialect), as the API's own answers are.
+  HttpResponse RenderRefusal(const HttpRequest& request, int status, std::string_view code,
+                             const std::string& message) const;
   void set_ready(bool ready) { ready_ = ready; }
   // Browsers on other origins (--cors-allow-origin); set before the server starts.
   void set_cors(CorsPolicy cors) { cors_ = std::move(cors); }
@@ -58,6 +63,9 @@ class Api {
   const Router& router() const { return router_; }
 
  private:
+  // How errors look on the request's route: the route's dialect, else by the path's prefix
+  // (/v1/ OpenAI, /v2/ Cohere, TEI otherwise).
+  Dialect DialectOf(const HttpRequest& request, const Route* route) const;
   struct Call;  // one request in progress: its deadline and what it counted
   void AddRoutes();
   // Adds a POST route whose body is parsed as JSON before `handler` runs.

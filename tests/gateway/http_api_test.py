@@ -383,6 +383,29 @@ def main():
                          b"Content-Length: 9437184\r\n\r\n")
             reply = sock.recv(4096).decode(errors="replace")
         check(reply.startswith("HTTP/1.1 413") and "bytes" in reply, f"413 for a 9 MiB body: {reply[:120]}")
+        # That refusal in each route's own error shape, as the API's other errors are (TEI's
+        # clients read error_type, Cohere's read message).
+        def refusal_body(path):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+                raw.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            f"Content-Length: 9437184\r\n\r\n".encode())
+                data = b""
+                while True:
+                    chunk = raw.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            head, _, body = data.decode(errors="replace").partition("\r\n\r\n")
+            return head.split(" ")[1] if " " in head else "", json.loads(body or "{}")
+        code, body = refusal_body("/embed")
+        check(code == "413" and body.get("error_type") == "Validation" and "bytes" in body.get("error", ""),
+              f"a transport-level 413 on a TEI route: TEI's error shape ({code} {body})")
+        code, body = refusal_body("/v2/embed")
+        check(code == "413" and set(body) == {"message"} and "bytes" in body["message"],
+              f"a transport-level 413 on a Cohere route: Cohere's error shape ({code} {body})")
+        code, body = refusal_body("/v1/embeddings")
+        check(code == "413" and "bytes" in body.get("error", {}).get("message", ""),
+              f"a transport-level 413 on an OpenAI route: OpenAI's error shape ({code} {body})")
         # A large answer to a client that reads slowly arrives whole (the part the socket does
         # not take at once is written later), and the connection stays usable.
         def read_answer(sock):
