@@ -4,12 +4,6 @@
 
 namespace quiver {
 
-void Gauge::Add(double v) {
-  double current = value_.load(std::memory_order_relaxed);
-  while (!value_.compare_exchange_weak(current, current + v, std::memory_order_relaxed)) {
-  }
-}
-
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
   for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0);

@@ -6,17 +6,10 @@
 #include "common/host_lookup.h"
 #include "common/strings.h"
 #include "common/thread_name.h"
+#include "proto/grpc_status.h"
 #include "spdlog/spdlog.h"
 
 namespace quiver::gateway {
-namespace {
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-}  // namespace
 
 GrpcReplica::GrpcReplica(std::string address, std::chrono::milliseconds health_interval,
                          MetricsRegistry* metrics)
@@ -99,7 +92,7 @@ void GrpcReplica::Call(CallKind kind, const quiver::v1::Chunk& chunk,
         SetHealthy(false);  // until the next passing health check
         failures_->Inc();
       }
-      done(FromGrpc(s));
+      done(FromGrpcStatus(s));
       return;
     }
     ReplicaResult r;
@@ -140,7 +133,7 @@ absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfo(
   ctx.set_wait_for_ready(true);
   quiver::v1::ModelInfoResponse resp;
   grpc::Status s = stub_->ModelInfo(&ctx, {}, &resp);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) return FromGrpcStatus(s);
   return resp;
 }
 

@@ -20,7 +20,7 @@ DEB_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libboost-dev libsimdjson-dev libfmt-dev libspdlog-dev libcli11-dev
   libutf8proc-dev libpcre2-dev libopenblas-dev
-  libgtest-dev libgmock-dev libbenchmark-dev ccache
+  libgtest-dev ccache
   # scripts/check-format.sh and scripts/check-tidy.sh (the ctests `format` and `tidy`)
   clang-format clang-tidy
   # tests/reliability/multihost_test.py: hosts as network namespaces, DNS discovery by dnsmasq

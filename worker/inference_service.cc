@@ -4,8 +4,8 @@
 #include <chrono>
 
 #include "common/strings.h"
+#include "proto/grpc_status.h"
 #include "worker/chunk_codec.h"
-#include "worker/grpc_status.h"
 
 namespace quiver::worker {
 

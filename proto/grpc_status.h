@@ -1,13 +1,14 @@
-// The one place where absl statuses become gRPC statuses (and back, for clients).
+// The one place where absl statuses become gRPC statuses (the worker's answers) and back (the
+// gateway's replicas reading them).
 #pragma once
 
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
 
-namespace quiver::worker {
+namespace quiver {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-}  // namespace quiver::worker
+}  // namespace quiver

@@ -1,8 +1,8 @@
-#include "worker/grpc_status.h"
+#include "proto/grpc_status.h"
 
 #include <string>
 
-namespace quiver::worker {
+namespace quiver {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -15,4 +15,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-}  // namespace quiver::worker
+}  // namespace quiver
