@@ -3,16 +3,32 @@
 #include <exception>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "app/commands.h"
 #include "app/fidelity_gate.h"
 #include "common/logging.h"
+#include "common/strings.h"
+#include "engine/attention/registry.h"
 #include "spdlog/spdlog.h"
 #include "worker/worker.h"
 
 namespace {
+
+// The attention backends this binary has, per device: "cpu: reference, ...; cuda: ...".
+std::string AttentionBackendList() {
+  std::string list;
+  for (const auto& [device, name] : {std::pair{quiver::engine::Device::kCpu, "cpu"},
+                                     std::pair{quiver::engine::Device::kCuda, "cuda"}}) {
+    const std::vector<std::string_view> names = quiver::engine::AttentionBackendNames(device);
+    if (names.empty()) continue;
+    list += quiver::StrCat(list.empty() ? "" : "; ", name, ": ");
+    for (size_t i = 0; i < names.size(); ++i) list += quiver::StrCat(i ? ", " : "", names[i]);
+  }
+  return list;
+}
 
 void AddLimitFlags(CLI::App& cmd, quiver::scheduler::SchedulerLimits& limits) {
   cmd.add_option("--max-batch-tokens", limits.max_batch_tokens,
@@ -382,9 +398,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   embed_cmd->add_option("--threads", embed.threads, "Compute threads (0: all cores)");
   AddDeviceFlags(*embed_cmd, embed.device);
-  embed_cmd->add_option("--attention-backend", embed.attention_backend,
-                        "Force an attention backend (reference, tiled); default: the per-model "
-                        "table, by family and sequence length");
+  embed_cmd->add_option(
+      "--attention-backend", embed.attention_backend,
+      quiver::StrCat("Force an attention backend (", AttentionBackendList(),
+                     "); default: the per-model table, by family and sequence length"));
   quiver::app::TokenizeOptions tokenize;
   CLI::App* tokenize_cmd = app.add_subcommand(
       "tokenize", "Tokenize JSON lines {\"text\": ...} from stdin into {\"ids\", \"type_ids\"}");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails, naming each finding, where the library code (common, tokenizer, engine, scheduler,
 # worker, gateway, telemetry, app; not tests or benchmarks) breaks a rule of .clang-tidy: the
-# bug-prone and performance checks, Google's rules and naming (STYLE.md 10). Run by ctest as the
+# bug-prone and performance checks, Google's rules and naming (docs/style.md 10). Run by ctest as the
 # test `tidy`, over the sources this build compiles (its compile_commands.json; CUDA host files
 # only where the CUDA toolkit is found), all cores in parallel. Debian 12's clang-tidy 14 is the
 # reference (scripts/setup.sh installs it): another major version has other checks and other

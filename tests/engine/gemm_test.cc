@@ -1,5 +1,5 @@
 // The packed GEMM against a double-precision loop, at shapes that cross its panel (16 columns),
-// row (6) and depth (256) blocks; column ranges, accumulation, transposed packing; and the
+// row (6) and depth (384) blocks; column ranges, accumulation, transposed packing; and the
 // property the engine's batch invariance rests on: a row's result does not depend on the rows
 // around it or on how the columns were cut.
 #include "engine/kernels/cpu/gemm.h"

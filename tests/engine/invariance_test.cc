@@ -1,7 +1,7 @@
 // Invariances of the engine: a sequence gives the same output alone and inside ragged batches of
-// 1 to 64 mixed-length sequences; the two attention backends agree; bucket padding changes no
-// real output; outputs in f16/int8/binary and with Matryoshka dimensions follow from the f32
-// output by their definitions.
+// 1 to 64 mixed-length sequences; the CPU attention backends (packed, tiled, flash) agree with
+// the reference; bucket padding changes no real output; outputs in f16/int8/binary and with
+// Matryoshka dimensions follow from the f32 output by their definitions.
 #include <gtest/gtest.h>
 
 #include <cmath>
