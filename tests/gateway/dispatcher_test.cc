@@ -45,13 +45,14 @@ TEST(LatencyEstimateTest, FollowsRfc6298) {
   EXPECT_EQ(e.Timeout(microseconds(900000), microseconds(7000)), microseconds(900000));  // floor
 }
 
-// A replica that answers at once, after a delay, or never (until its attempt is cancelled, when
-// it answers CANCELLED as a real one does).
+// A replica that answers at once, after a delay, never (until its attempt is cancelled, when
+// it answers CANCELLED as a real one does), or fails at once with `failure`.
 class FakeReplica final : public Replica {
  public:
-  enum class Mode { kAnswer, kDelay, kHang };
-  FakeReplica(std::string name, Mode mode, std::chrono::milliseconds delay = {})
-      : name_(std::move(name)), mode_(mode), delay_(delay) {}
+  enum class Mode { kAnswer, kDelay, kHang, kFail };
+  FakeReplica(std::string name, Mode mode, std::chrono::milliseconds delay = {},
+              absl::Status failure = absl::UnavailableError("worker is shutting down"))
+      : name_(std::move(name)), mode_(mode), delay_(delay), failure_(std::move(failure)) {}
   ~FakeReplica() override {
     for (std::thread& t : threads_) t.join();
   }
@@ -89,6 +90,8 @@ class FakeReplica final : public Replica {
     });
     if (mode_ == Mode::kAnswer) {
       answer(std::move(r));
+    } else if (mode_ == Mode::kFail) {
+      answer(failure_);
     } else if (mode_ == Mode::kDelay) {
       std::lock_guard<std::mutex> lock(mu_);
       threads_.emplace_back([answer, r, delay = delay_] {
@@ -103,6 +106,7 @@ class FakeReplica final : public Replica {
   std::string name_;
   Mode mode_;
   std::chrono::milliseconds delay_;
+  absl::Status failure_;
   std::mutex mu_;
   std::vector<std::thread> threads_;
 };
@@ -201,6 +205,56 @@ TEST(DispatcherTest, AReplicaThatAnswersInTimeIsNeverHedged) {
   EXPECT_EQ(d.counts().hedges, 0);
   EXPECT_EQ(a->calls.load() + b->calls.load(), 20);
   EXPECT_EQ(a->cancels.load() + b->cancels.load(), 0);
+}
+
+// A replica that fails (down, draining: UNAVAILABLE; ABORTED) costs a retry on another replica,
+// never the request; each replica is tried once, and when all have failed the request fails with
+// the last error, at once. Overload and bad input go back to the client as they are: another
+// replica would refuse them too (and overload wants the client's backoff, 429).
+TEST(DispatcherTest, AFailedReplicaIsRetriedElsewhere) {
+  for (const absl::Status& failure :
+       {absl::UnavailableError("worker is shutting down"), absl::AbortedError("stream reset")}) {
+    auto failing = std::make_shared<FakeReplica>("failing", FakeReplica::Mode::kFail,
+                                                 std::chrono::milliseconds(0), failure);
+    auto good = std::make_shared<FakeReplica>("good", FakeReplica::Mode::kAnswer);
+    // The failing replica first in line (ties go to the rotation's start, 0 on the first pick).
+    Dispatcher d(std::vector<std::shared_ptr<Replica>>{failing, good}, 1000, FastHedges());
+    auto r = d.Run(CallKind::kEmbed, OneSequence(), {},
+                   std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->num_seqs, 1);
+    EXPECT_EQ(failing->calls.load(), 1) << failure;
+    EXPECT_EQ(good->calls.load(), 1) << failure;
+  }
+}
+
+TEST(DispatcherTest, WhenEveryReplicaFailsTheRequestFailsWithTheLastError) {
+  auto a = std::make_shared<FakeReplica>("a", FakeReplica::Mode::kFail);
+  auto b = std::make_shared<FakeReplica>("b", FakeReplica::Mode::kFail);
+  Dispatcher d(std::vector<std::shared_ptr<Replica>>{a, b}, 1000, FastHedges());
+  const auto start = std::chrono::steady_clock::now();
+  auto r = d.Run(CallKind::kEmbed, OneSequence(), {},
+                 std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_LT(SecondsSince(start), 5.0);  // not held until the deadline
+  EXPECT_EQ(a->calls.load(), 1);
+  EXPECT_EQ(b->calls.load(), 1);
+}
+
+TEST(DispatcherTest, OverloadAndBadInputAreNotRetried) {
+  for (const absl::Status& refusal : {absl::ResourceExhaustedError("queue full"),
+                                      absl::InvalidArgumentError("too many tokens")}) {
+    auto refusing = std::make_shared<FakeReplica>("refusing", FakeReplica::Mode::kFail,
+                                                  std::chrono::milliseconds(0), refusal);
+    auto good = std::make_shared<FakeReplica>("good", FakeReplica::Mode::kAnswer);
+    Dispatcher d(std::vector<std::shared_ptr<Replica>>{refusing, good}, 1000, FastHedges());
+    auto r = d.Run(CallKind::kEmbed, OneSequence(), {},
+                   std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), refusal.code()) << r.status();
+    EXPECT_EQ(good->calls.load(), 0) << refusal;
+  }
 }
 
 }  // namespace
