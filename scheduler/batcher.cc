@@ -55,4 +55,41 @@ std::vector<size_t> DeadChunks(std::span<const ChunkLiveness> queue,
   return dead;
 }
 
+engine::RaggedBatch PackChunks(std::span<const engine::RaggedBatch* const> chunks) {
+  engine::RaggedBatch packed;
+  packed.cu_seqlens.push_back(0);
+  if (chunks.empty()) return packed;
+  packed.output = chunks.front()->output;
+  bool any_types = false, any_prompts = false;
+  for (const engine::RaggedBatch* b : chunks) {
+    any_types |= !b->token_type_ids.empty();
+    any_prompts |= !b->prompt_lengths.empty();
+  }
+  for (const engine::RaggedBatch* b : chunks) {
+    const int32_t base = packed.cu_seqlens.back();
+    for (int32_t bound : b->span_bounds) packed.span_bounds.push_back(base + bound);
+    packed.token_ids.insert(packed.token_ids.end(), b->token_ids.begin(), b->token_ids.end());
+    if (any_types) {
+      if (b->token_type_ids.empty()) {
+        packed.token_type_ids.resize(packed.token_ids.size(), 0);
+      } else {
+        packed.token_type_ids.insert(packed.token_type_ids.end(), b->token_type_ids.begin(),
+                                     b->token_type_ids.end());
+      }
+    }
+    if (any_prompts) {  // a chunk without prompts contributes zeros
+      if (b->prompt_lengths.empty()) {
+        packed.prompt_lengths.resize(packed.prompt_lengths.size() + b->cu_seqlens.size() - 1, 0);
+      } else {
+        packed.prompt_lengths.insert(packed.prompt_lengths.end(), b->prompt_lengths.begin(),
+                                     b->prompt_lengths.end());
+      }
+    }
+    for (size_t s = 1; s < b->cu_seqlens.size(); ++s) {
+      packed.cu_seqlens.push_back(base + b->cu_seqlens[s]);
+    }
+  }
+  return packed;
+}
+
 }  // namespace quiver::scheduler

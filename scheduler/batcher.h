@@ -45,4 +45,10 @@ struct ChunkLiveness {
 std::vector<size_t> DeadChunks(std::span<const ChunkLiveness> queue,
                                std::chrono::steady_clock::time_point now);
 
+// The chunks of one batch (FormBatch's, equal output options: the first's are kept) as one ragged
+// batch, in order: their sequences, token type ids and prompt lengths (zeros for a chunk without
+// them, where another has them; none where no chunk has them) and span bounds (shifted by the
+// tokens before the chunk).
+engine::RaggedBatch PackChunks(std::span<const engine::RaggedBatch* const> chunks);
+
 }  // namespace quiver::scheduler

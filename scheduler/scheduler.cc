@@ -155,44 +155,17 @@ std::vector<Scheduler::Dropped> Scheduler::SubmitBatches() {
     }
     const size_t take = FormBatch(shapes, limits_);
     InFlight batch;
-    engine::RaggedBatch packed;
-    packed.output = queue_.front().chunk.batch.output;
-    packed.cu_seqlens.push_back(0);
-    bool any_types = false, any_prompts = false;
-    for (size_t i = 0; i < take; ++i) {
-      any_types |= !queue_[i].chunk.batch.token_type_ids.empty();
-      any_prompts |= !queue_[i].chunk.batch.prompt_lengths.empty();
-    }
     const auto now = Clock::now();
     for (size_t i = 0; i < take; ++i) {
       Entry entry = std::move(queue_.front());
       queue_.pop_front();
-      const engine::RaggedBatch& b = entry.chunk.batch;
-      const int32_t base = packed.cu_seqlens.back();
-      for (int32_t bound : b.span_bounds) packed.span_bounds.push_back(base + bound);
-      packed.token_ids.insert(packed.token_ids.end(), b.token_ids.begin(), b.token_ids.end());
-      if (any_types) {
-        if (b.token_type_ids.empty()) {
-          packed.token_type_ids.resize(packed.token_ids.size(), 0);
-        } else {
-          packed.token_type_ids.insert(packed.token_type_ids.end(), b.token_type_ids.begin(),
-                                       b.token_type_ids.end());
-        }
-      }
-      if (any_prompts) {  // a chunk without prompts contributes zeros
-        if (b.prompt_lengths.empty()) {
-          packed.prompt_lengths.resize(packed.prompt_lengths.size() + b.cu_seqlens.size() - 1, 0);
-        } else {
-          packed.prompt_lengths.insert(packed.prompt_lengths.end(), b.prompt_lengths.begin(),
-                                       b.prompt_lengths.end());
-        }
-      }
-      for (size_t s = 1; s < b.cu_seqlens.size(); ++s) {
-        packed.cu_seqlens.push_back(base + b.cu_seqlens[s]);
-      }
       queue_wait_seconds_->Observe(Micros(now - entry.enqueued) / 1e6);
       batch.entries.push_back(std::move(entry));
     }
+    std::vector<const engine::RaggedBatch*> chunks;
+    chunks.reserve(take);
+    for (const Entry& e : batch.entries) chunks.push_back(&e.chunk.batch);
+    engine::RaggedBatch packed = PackChunks(chunks);
     batch_tokens_->Observe(static_cast<double>(packed.num_tokens()));
     batch_seqs_->Observe(static_cast<double>(packed.num_seqs()));
     batch.submitted = now;

@@ -74,5 +74,50 @@ TEST(DeadChunksTest, DropsCancelledAndExpiredOnly) {
   EXPECT_EQ(DeadChunks(queue, now), (std::vector<size_t>{1, 2, 4}));
 }
 
+engine::RaggedBatch Chunk(std::vector<std::vector<int32_t>> seqs) {
+  engine::RaggedBatch b;
+  for (const auto& ids : seqs) b.Add(ids);
+  return b;
+}
+
+TEST(PackChunksTest, SequencesInOrderWithTypesAndPromptsFilledWhereAChunkHasNone) {
+  engine::RaggedBatch a = Chunk({{1, 2, 3}, {4, 5}});
+  a.output.dimensions = 8;
+  engine::RaggedBatch b = Chunk({{6, 7, 8, 9}});
+  b.token_type_ids = {0, 0, 1, 1};
+  b.prompt_lengths = {2};
+  engine::RaggedBatch c = Chunk({{10}});
+  const std::vector<const engine::RaggedBatch*> chunks = {&a, &b, &c};
+  const engine::RaggedBatch packed = PackChunks(chunks);
+  EXPECT_EQ(packed.token_ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(packed.cu_seqlens, (std::vector<int32_t>{0, 3, 5, 9, 10}));
+  EXPECT_EQ(packed.token_type_ids, (std::vector<int32_t>{0, 0, 0, 0, 0, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(packed.prompt_lengths, (std::vector<int32_t>{0, 0, 2, 0}));
+  EXPECT_TRUE(packed.span_bounds.empty());
+  EXPECT_EQ(packed.output.dimensions, 8);  // the first chunk's options
+}
+
+TEST(PackChunksTest, NoTypesOrPromptsWhereNoChunkHasThem) {
+  engine::RaggedBatch a = Chunk({{1, 2}});
+  engine::RaggedBatch b = Chunk({{3}, {4, 5, 6}});
+  const std::vector<const engine::RaggedBatch*> chunks = {&a, &b};
+  const engine::RaggedBatch packed = PackChunks(chunks);
+  EXPECT_EQ(packed.cu_seqlens, (std::vector<int32_t>{0, 2, 3, 6}));
+  EXPECT_TRUE(packed.token_type_ids.empty());
+  EXPECT_TRUE(packed.prompt_lengths.empty());
+  EXPECT_EQ(PackChunks({}).num_seqs(), 0);
+}
+
+TEST(PackChunksTest, SpanBoundsShiftByTheTokensBefore) {
+  engine::RaggedBatch a = Chunk({{1, 2, 3, 4}});
+  a.span_bounds = {0, 2, 2, 4};
+  engine::RaggedBatch b = Chunk({{5, 6, 7}});
+  b.span_bounds = {1, 3};
+  const std::vector<const engine::RaggedBatch*> chunks = {&a, &b};
+  const engine::RaggedBatch packed = PackChunks(chunks);
+  EXPECT_EQ(packed.span_bounds, (std::vector<int32_t>{0, 2, 2, 4, 5, 7}));
+  EXPECT_EQ(packed.num_rows(), 3);
+}
+
 }  // namespace
 }  // namespace quiver::scheduler
