@@ -30,6 +30,46 @@ std::string AttentionBackendList() {
   return list;
 }
 
+// The HTTP server's and the API's flags, the same for serve and gateway.
+void AddHttpApiFlags(CLI::App& cmd, std::string& host, int& port, int& handler_threads,
+                     size_t& max_body_bytes, quiver::gateway::api::ApiLimits& api,
+                     bool& access_log) {
+  cmd.add_option("--host", host, "Address to listen on")->capture_default_str();
+  cmd.add_option("--port", port, "HTTP port (0: pick a free one, logged)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd.add_option("--handler-threads", handler_threads,
+                 "Threads that parse, tokenize and wait for results: the requests in flight at "
+                 "once (later ones wait in order); the batcher can only batch what is in flight")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--max-body-bytes,--payload-limit", max_body_bytes,
+                 "Largest request body; larger ones get 413 unread (--payload-limit: TEI's name)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--max-inputs,--max-client-batch-size", api.max_inputs,
+                 "Inputs per request (413 beyond); bounds one request's memory and latency "
+                 "(--max-client-batch-size: TEI's name)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--max-input-chars", api.max_input_chars,
+                 "Characters per input, cut before tokenizing")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--request-timeout", api.request_timeout_s,
+                 "Seconds a request may take, queueing and retries included")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--api-key", api.api_key,
+                 "Require 'Authorization: Bearer KEY' (also QUIVER_API_KEY)")
+      ->envname("QUIVER_API_KEY");
+  cmd.add_flag("--auto-truncate", api.auto_truncate,
+               "Cut inputs longer than the model accepts to its limit instead of refusing them (a "
+               "request's own \"truncate\" still decides; off by default, as in TEI)");
+  cmd.add_flag("--access-log", access_log,
+               "Log one line per request: method, route, status, bytes, milliseconds");
+}
+
 void AddLimitFlags(CLI::App& cmd, quiver::scheduler::SchedulerLimits& limits) {
   cmd.add_option("--max-batch-tokens", limits.max_batch_tokens,
                  "Tokens per forward pass. Larger raises throughput until compute saturates and "
@@ -183,19 +223,7 @@ int Main(int argc, char** argv) {
   serve_cmd->add_option("--model-name,--served-model-name", serve.model_name,
                         "Name clients use in 'model' (default: the folder's name; "
                         "--served-model-name: TEI's and vLLM's name)");
-  serve_cmd->add_option("--host", serve.host, "Address to listen on")->capture_default_str();
   serve_cmd->add_option("--threads", serve.threads, "Compute threads (0: all cores)")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--handler-threads", serve.handler_threads,
-                   "Threads that parse, tokenize and wait for results: the requests in "
-                   "flight at once (later ones wait in order); the batcher can only batch "
-                   "what is in flight")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--max-body-bytes,--payload-limit", serve.max_body_bytes,
-                   "Largest request body; larger ones get 413 unread (--payload-limit: "
-                   "TEI's name)")
       ->capture_default_str();
   serve_cmd
       ->add_option("--max-input-tokens,--max-model-len", serve.max_input_tokens,
@@ -203,32 +231,8 @@ int Main(int argc, char** argv) {
                    "else its position limit; never more than the position limit; "
                    "--max-model-len: vLLM's name)")
       ->capture_default_str();
-  serve_cmd
-      ->add_option("--max-inputs,--max-client-batch-size", serve.api.max_inputs,
-                   "Inputs per request (413 beyond); bounds one request's memory and latency "
-                   "(--max-client-batch-size: TEI's name)")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--max-input-chars", serve.api.max_input_chars,
-                   "Characters per input, cut before tokenizing")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--request-timeout", serve.api.request_timeout_s,
-                   "Seconds a request may take, queueing included")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--api-key", serve.api.api_key,
-                   "Require 'Authorization: Bearer KEY' (also QUIVER_API_KEY)")
-      ->envname("QUIVER_API_KEY");
-  serve_cmd->add_flag("--auto-truncate", serve.api.auto_truncate,
-                      "Cut inputs longer than the model accepts to its limit instead of refusing "
-                      "them (a request's own \"truncate\" still decides; off by default, as in "
-                      "TEI)");
-  serve_cmd->add_flag("--access-log", serve.access_log,
-                      "Log one line per request: method, route, status, bytes, milliseconds");
-  serve_cmd->add_option("--port", serve.port, "HTTP port (0: pick a free one, logged)")
-      ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
+  AddHttpApiFlags(*serve_cmd, serve.host, serve.port, serve.handler_threads, serve.max_body_bytes,
+                  serve.api, serve.access_log);
   AddLimitFlags(*serve_cmd, serve.limits);
   AddTimeoutFlags(*serve_cmd, serve.timeouts);
   AddCorsFlag(*serve_cmd, serve.cors_allow_origins);
@@ -247,14 +251,6 @@ int Main(int argc, char** argv) {
       ->required();
   gateway_cmd->add_option("--model-name,--served-model-name", gw.model_name,
                           "Name clients use (default: the workers')");
-  gateway_cmd->add_option("--host", gw.host, "Address to listen on")->capture_default_str();
-  gateway_cmd->add_option("--port", gw.port, "HTTP port (0: pick one, logged)")
-      ->capture_default_str();
-  gateway_cmd
-      ->add_option("--handler-threads", gw.handler_threads,
-                   "Threads that parse, tokenize and wait for workers: the requests in "
-                   "flight at once (later ones wait in order)")
-      ->capture_default_str();
   gateway_cmd
       ->add_option("--max-chunk-tokens", gw.max_chunk_tokens,
                    "Split requests into chunks of at most this many tokens (0: the workers' "
@@ -269,24 +265,8 @@ int Main(int argc, char** argv) {
       ->add_option("--resolve-interval-ms", gw.resolve_interval_ms,
                    "How often a dns: worker name is re-resolved")
       ->capture_default_str();
-  gateway_cmd
-      ->add_option("--max-body-bytes,--payload-limit", gw.max_body_bytes,
-                   "Largest request body (413 beyond)")
-      ->capture_default_str();
-  gateway_cmd
-      ->add_option("--max-inputs,--max-client-batch-size", gw.api.max_inputs,
-                   "Inputs per request (413 beyond)")
-      ->capture_default_str();
-  gateway_cmd
-      ->add_option("--request-timeout", gw.api.request_timeout_s,
-                   "Seconds a request may take, retries included")
-      ->capture_default_str();
-  gateway_cmd->add_option("--api-key", gw.api.api_key, "Require 'Authorization: Bearer KEY'")
-      ->envname("QUIVER_API_KEY");
-  gateway_cmd->add_flag("--auto-truncate", gw.api.auto_truncate,
-                        "Cut inputs longer than the model accepts to its limit instead of "
-                        "refusing them (off by default, as in TEI)");
-  gateway_cmd->add_flag("--access-log", gw.access_log, "Log one line per request");
+  AddHttpApiFlags(*gateway_cmd, gw.host, gw.port, gw.handler_threads, gw.max_body_bytes, gw.api,
+                  gw.access_log);
   AddTimeoutFlags(*gateway_cmd, gw.timeouts);
   AddCorsFlag(*gateway_cmd, gw.cors_allow_origins);
   AddPromptFlags(*gateway_cmd, gw.default_prompt_name, gw.default_prompt);
