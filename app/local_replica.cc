@@ -24,11 +24,7 @@ void LocalReplica::Call(gateway::CallKind kind, const quiver::v1::Chunk& chunk,
     done(valid);
     return;
   }
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    c.deadline = std::chrono::steady_clock::now() +
-                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                     deadline - std::chrono::system_clock::now());
-  }
+  c.deadline = scheduler::SteadyDeadline(deadline);
   // Dropped before compute once cancelled (the client left, the deadline passed, a hedge won).
   if (cancel) c.is_cancelled = [cancel] { return cancel->cancelled(); };
   const int64_t tokens = b.num_tokens();

@@ -33,6 +33,18 @@ struct Chunk {
   std::function<bool()> is_cancelled;  // optional; polled before compute
 };
 
+// A wall-clock deadline (a gRPC call's, a gateway request's) on the steady clock a Chunk's
+// deadline is read on; max() (none) stays max().
+inline std::chrono::steady_clock::time_point SteadyDeadline(
+    std::chrono::system_clock::time_point deadline) {
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return std::chrono::steady_clock::time_point::max();
+  }
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             deadline - std::chrono::system_clock::now());
+}
+
 // A chunk's share of its batch's output: its rows, in the engine's packed format.
 struct ChunkResult {
   engine::EngineOutput output;

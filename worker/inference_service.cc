@@ -35,11 +35,7 @@ absl::StatusOr<scheduler::Chunk> InferenceService::MakeChunk(grpc::CallbackServe
   if (absl::Status valid = engine_->Validate(b); !valid.ok()) {
     return absl::InvalidArgumentError(StrCat("chunk: ", valid.message()));
   }
-  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    chunk.deadline = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                         context->deadline() - std::chrono::system_clock::now());
-  }
+  chunk.deadline = scheduler::SteadyDeadline(context->deadline());
   chunk.is_cancelled = [context] { return context->IsCancelled(); };
   return chunk;
 }
