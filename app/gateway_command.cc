@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/model_description.h"
 #include "common/metrics.h"
 #include "common/signals.h"
 #include "common/strings.h"
@@ -61,51 +62,8 @@ int RunGateway(const GatewayOptions& options) {
                   options.workers, options.startup_timeout_s, info.status().message());
     return 1;
   }
-  gateway::api::ModelDescription model;
-  model.name = options.model_name.empty() ? info->name() : options.model_name;
-  model.architecture = info->architecture();
-  model.max_input_tokens =
-      info->max_seq_length() > 0 ? info->max_seq_length() : info->max_input_tokens();
-  model.hidden_size = info->hidden_size();
-  model.token_hidden_size = info->token_hidden_size();
-  model.normalize = info->normalize();
-  model.exclude_prompt = info->exclude_prompt();
-  model.can_embed = info->can_embed();
-  model.can_score = info->can_score();
-  model.num_labels = info->labels_size();
-  model.sparse_width = info->sparse_width();
-  // As quiver serve decides it, from the engine's model (a worker from before the field: the one
-  // yes/no architecture there was then).
-  const bool yes_no_reranker =
-      info->has_yes_no_reranker() ? info->yes_no_reranker()
-                                  : info->can_score() && info->architecture() == "Qwen3ForCausalLM";
-  if (yes_no_reranker) model.score_prompt = gateway::api::Qwen3RerankerPrompt();
-  // TEI's /info names, as quiver serve gives them; several concatenated modes joined by '+'.
-  const auto name = [](int pooling) -> std::string_view {
-    switch (pooling) {
-      case quiver::v1::POOLING_MEAN:
-        return "mean";
-      case quiver::v1::POOLING_LAST_TOKEN:
-        return "last_token";
-      case quiver::v1::POOLING_MAX:
-        return "max";
-      case quiver::v1::POOLING_MEAN_SQRT_LEN:
-        return "mean_sqrt_len_tokens";
-      case quiver::v1::POOLING_WEIGHTED_MEAN:
-        return "weightedmean";
-      default:
-        return "cls";
-    }
-  };
-  model.pooling = name(info->pooling());
-  if (info->poolings_size() > 1) {
-    model.pooling.clear();
-    for (int pooling : info->poolings()) {
-      model.pooling += StrCat(model.pooling.empty() ? "" : "+", name(pooling));
-    }
-  }
-  if (model.sparse_width > 0) model.pooling = "splade";  // TEI's /info for a SPLADE model
-  model.max_batch_tokens = info->max_batch_tokens();
+  gateway::api::ModelDescription model = DescribeModel(*info);
+  if (!options.model_name.empty()) model.name = options.model_name;
   model.max_concurrent_requests = options.handler_threads;
   if (absl::Status s = gateway::api::ReadPrompts(options.model_dir, model); !s.ok()) {
     spdlog::error("quiver gateway: {}", s.message());

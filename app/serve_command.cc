@@ -7,6 +7,7 @@
 #include "app/commands.h"
 #include "app/fidelity_gate.h"
 #include "app/local_replica.h"
+#include "app/model_description.h"
 #include "common/file.h"
 #include "common/metrics.h"
 #include "common/signals.h"
@@ -17,6 +18,7 @@
 #include "scheduler/scheduler.h"
 #include "spdlog/spdlog.h"
 #include "tokenizer/tokenizer.h"
+#include "worker/model_info.h"
 
 namespace quiver::app {
 
@@ -71,14 +73,12 @@ int RunServe(const ServeOptions& options) {
     return 1;
   }
   const engine::ModelFolder& folder = (*engine)->folder();
-  gateway::api::ModelDescription model;
-  model.name = options.model_name.empty() ? FolderName(options.model_dir) : options.model_name;
-  model.architecture = folder.architecture;
-  // sentence-transformers' max_seq_length when the folder has it (the length the model was
-  // trained for), else the position table; --max-input-tokens up to the position table.
-  model.max_input_tokens =
-      std::min<int64_t>(folder.pooling.max_seq_length.value_or((*engine)->max_input_tokens()),
-                        (*engine)->max_input_tokens());
+  // Described as a worker describes its engine to a gateway (the same description either way).
+  const std::string name =
+      options.model_name.empty() ? FolderName(options.model_dir) : options.model_name;
+  gateway::api::ModelDescription model = DescribeModel(worker::DescribeEngine(
+      **engine, name, options.limits.max_batch_tokens, options.limits.max_queued_tokens));
+  // --max-input-tokens over the folder's max_seq_length, up to the position table.
   if (options.max_input_tokens > 0) {
     if (options.max_input_tokens > (*engine)->max_input_tokens()) {
       spdlog::error("--max-input-tokens {} is more than the model's position limit {}",
@@ -87,27 +87,6 @@ int RunServe(const ServeOptions& options) {
     }
     model.max_input_tokens = options.max_input_tokens;
   }
-  model.hidden_size = (*engine)->output_size();  // the embedding width, after any Dense
-  model.token_hidden_size = (*engine)->hidden_size();
-  model.normalize = folder.pooling.normalize;
-  model.exclude_prompt = !folder.pooling.include_prompt;
-  const bool sparse = (*engine)->info().sparse;  // SPLADE: /embed_sparse only
-  model.can_embed = !(*engine)->is_scorer();
-  model.can_score = (*engine)->is_scorer() && !sparse;
-  model.num_labels = sparse ? 0 : (*engine)->info().num_labels;
-  model.sparse_width = sparse ? (*engine)->info().num_labels : 0;
-  if ((*engine)->info().yes_no_reranker) model.score_prompt = gateway::api::Qwen3RerankerPrompt();
-  // TEI's /info spelling (the gateway reports the same): last_token, the others as
-  // sentence-transformers names them.
-  model.pooling.clear();
-  for (engine::PoolingMode mode : folder.pooling.modes) {  // several: joined by '+'
-    model.pooling +=
-        StrCat(model.pooling.empty() ? "" : "+", mode == engine::PoolingMode::kLastToken
-                                                     ? std::string_view("last_token")
-                                                     : engine::PoolingModeName(mode));
-  }
-  if (sparse) model.pooling = "splade";  // TEI's /info for a SPLADE model
-  model.max_batch_tokens = options.limits.max_batch_tokens;
   model.max_concurrent_requests = options.handler_threads;
   if (absl::Status s = gateway::api::ReadPrompts(options.model_dir, model); !s.ok()) {
     spdlog::error("cannot load model: {}", s.message());

@@ -6,6 +6,7 @@
 #include "common/strings.h"
 #include "proto/grpc_status.h"
 #include "worker/chunk_codec.h"
+#include "worker/model_info.h"
 
 namespace quiver::worker {
 
@@ -143,35 +144,8 @@ grpc::ServerUnaryReactor* InferenceService::Score(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* InferenceService::ModelInfo(grpc::CallbackServerContext* context,
                                                       const quiver::v1::ModelInfoRequest*,
                                                       quiver::v1::ModelInfoResponse* response) {
-  const engine::ModelFolder& folder = engine_->folder();
-  response->set_name(model_name_);
-  response->set_architecture(folder.architecture);
-  response->set_max_input_tokens(static_cast<uint32_t>(engine_->max_input_tokens()));
-  response->set_hidden_size(static_cast<uint32_t>(engine_->output_size()));  // after Dense
-  response->set_token_hidden_size(static_cast<uint32_t>(engine_->hidden_size()));
-  response->set_pooling(EncodePoolingMode(folder.pooling.modes.front()));
-  if (folder.pooling.modes.size() > 1) {
-    for (engine::PoolingMode mode : folder.pooling.modes) {
-      response->add_poolings(EncodePoolingMode(mode));
-    }
-  }
-  response->set_normalize(folder.pooling.normalize);
-  response->set_exclude_prompt(!folder.pooling.include_prompt);
-  const bool sparse = engine_->info().sparse;
-  response->set_can_embed(!engine_->is_scorer());
-  response->set_can_score(engine_->is_scorer() && !sparse);
-  response->set_yes_no_reranker(engine_->info().yes_no_reranker);
-  if (sparse) response->set_sparse_width(static_cast<uint32_t>(engine_->info().num_labels));
-  response->set_max_batch_tokens(static_cast<uint32_t>(max_batch_tokens_));
-  response->set_max_queued_tokens(
-      static_cast<uint32_t>(std::min<int64_t>(scheduler_->limits().max_queued_tokens, UINT32_MAX)));
-  // The trained length, never beyond what the position table allows.
-  response->set_max_seq_length(static_cast<uint32_t>(
-      std::min<int64_t>(folder.pooling.max_seq_length.value_or(engine_->max_input_tokens()),
-                        engine_->max_input_tokens())));
-  for (int64_t i = 0; !sparse && i < engine_->info().num_labels; ++i) {
-    response->add_labels(StrCat("LABEL_", i));
-  }
+  *response = DescribeEngine(*engine_, model_name_, max_batch_tokens_,
+                             scheduler_->limits().max_queued_tokens);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
