@@ -20,8 +20,9 @@ quiver::v1::ModelInfoResponse DescribeEngine(const engine::Engine& engine,
   info.set_token_hidden_size(static_cast<uint32_t>(engine.hidden_size()));
   info.set_pooling(EncodePoolingMode(folder.pooling.modes.front()));
   if (folder.pooling.modes.size() > 1) {
-    for (engine::PoolingMode mode : folder.pooling.modes)
+    for (engine::PoolingMode mode : folder.pooling.modes) {
       info.add_poolings(EncodePoolingMode(mode));
+    }
   }
   info.set_normalize(folder.pooling.normalize);
   info.set_exclude_prompt(!folder.pooling.include_prompt);
