@@ -590,9 +590,7 @@ int main(int argc, char** argv) {
       }
       rounds_json += "]";
       tokens_per_s = static_cast<double>(tokens) / seconds;
-      std::sort(fractions.begin(), fractions.end());
-      const size_t mid = fractions.size() / 2;
-      fraction = fractions.size() % 2 ? fractions[mid] : (fractions[mid - 1] + fractions[mid]) / 2;
+      fraction = Percentile(fractions, 50);  // the nearest-rank median, as the latencies
     }
     const double batches_per_s = tokens_per_s / static_cast<double>(batch.num_tokens());
     char buf[512];

@@ -279,15 +279,20 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // The server's own refusal, in the API's shape where it renders them.
   void Refuse(int status, std::string_view code, const std::string& message) {
-    Refuse(options_.render_refusal ? options_.render_refusal(SoFar(), status, code, message)
-                                   : ErrorAnswer(status, code, message));
+    if (!options_.render_refusal) {
+      Refuse(ErrorAnswer(status, code, message));
+      return;
+    }
+    const HttpRequest so_far = SoFar();
+    Refuse(options_.render_refusal(so_far, status, code, message), &so_far);
   }
 
   // An answer before (or instead of) the body: the rest of the request is never read, so the
   // connection closes after it.
-  void Refuse(HttpResponse r) {
+  // `so_far`: SoFar(), where the caller has it already.
+  void Refuse(HttpResponse r, const HttpRequest* so_far = nullptr) {
     if (options_.decorate_refusal && !r.headers.contains("X-Request-Id")) {  // a 401 has them
-      options_.decorate_refusal(SoFar(), r);
+      options_.decorate_refusal(so_far != nullptr ? *so_far : SoFar(), r);
     }
     grant_.reset();
     Answer(std::move(r), /*keep_alive=*/false, kHttp11);
