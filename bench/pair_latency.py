@@ -12,7 +12,8 @@ before and after it, or one build under two settings (QUIVER_CPU_ISA, QUIVER_PRE
         after_avx2=build/quiver_engine_bench:QUIVER_CPU_ISA=avx2
 
 A configuration is NAME=BINARY[:VAR=VALUE,...]; a length is a token count the inputs hold
-(bench/make_inputs.py) or q, the inputs' short search queries (4-20 tokens).
+(bench/make_inputs.py), q, the inputs' short search queries (4-20 tokens), or tN: N batches of
+the throughput suite's 100 x 128 tokens, four in flight, as ms per batch (--block unused).
 """
 
 import argparse
@@ -40,6 +41,8 @@ def ask(proc, line):
     answer = json.loads(proc.stdout.readline())
     if "error" in answer:
         sys.exit(answer["error"])
+    if "tokens_per_s" in answer:  # throughput: ms per batch of 100 x 128 tokens
+        return [None, 100 * 128 / answer["tokens_per_s"] * 1e3]
     return answer["ms"]
 
 
@@ -53,7 +56,7 @@ def main():
     p.add_argument("--quantize", choices=["int8", "bf16"], help="every configuration so")
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--block", type=int, default=40)
-    p.add_argument("--lengths", default="q,16,32,128")
+    p.add_argument("--lengths", default="q,16,32,128", help="token counts, q or tN, comma-separated")
     p.add_argument("--out", help="write every block median here (JSON)")
     args = p.parse_args()
 
@@ -71,7 +74,9 @@ def main():
         names = list(procs)
         names = names[r % len(names):] + names[:r % len(names)]
         for n in lengths:
-            command = f"queries {args.block + 1}" if n == "q" else f"latency {n} {args.block + 1}"
+            command = (f"queries {args.block + 1}" if n == "q" else
+                       f"throughput {n[1:]}" if n.startswith("t") else
+                       f"latency {n} {args.block + 1}")
             for name in names:
                 medians[name][n].append(statistics.median(ask(procs[name], command)[1:]))
     base = next(iter(procs))
