@@ -278,10 +278,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
                                           : static_cast<int>(std::thread::hardware_concurrency());
     e->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
     const ExecContext exec{Device::kCpu, e->pool_.get()};
-    e->runtime_ =
-        options.make_runtime
-            ? options.make_runtime(*e->model_, exec, *e->model_ws_, *e->engine_ws_)
-            : std::make_unique<CpuRuntime>(*e->model_, exec, *e->model_ws_, *e->engine_ws_);
+    e->runtime_ = options.make_runtime
+                      ? options.make_runtime(*e->model_, exec, *e->model_ws_, *e->engine_ws_)
+                      : std::make_unique<CpuRuntime>(*e->model_, exec, *e->model_ws_,
+                                                     *e->engine_ws_, options.skip_unread_rows);
   }
   if (e->pool_ == nullptr && !f.pooling.dense.empty()) {  // CUDA: the host's Dense GEMMs
     const int threads = options.num_threads > 0

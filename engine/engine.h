@@ -56,6 +56,10 @@ struct EngineOptions {
   int num_threads = 0;            // CPU compute threads; 0 = the machine's cores
   std::string attention_backend;  // "" = the table (ChooseAttentionBackend), else forced
   bool pad_to_buckets = false;    // CPU: pad every batch to its graph bucket (what CUDA runs)
+  // CPU: where the answer reads one token per sequence (CLS or last-token pooling, a classifier
+  // on the CLS token), the last layer's work after attention runs on those rows only
+  // (ForwardContext::output_rows; the same bits). False: on every row, for tests.
+  bool skip_unread_rows = true;
   ModelOptions model;
   // Replaces the folder's pooling (--pooling; embedding models only, refused for scorers).
   std::optional<PoolingMode> pooling;

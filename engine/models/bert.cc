@@ -357,7 +357,9 @@ class BertModel final : public Model {
                                                                 : ops::Epilogue::kGeluTanh;
     for (const Layer& l : layers_) {
       ops::QkvAttention(exec, x_act, l.qkv, qkv, ctx.attention, plan, attended);
-      if (relu) {
+      if (&l == &layers_.back() && !ctx.output_rows.empty() && !split) {
+        OutputRowsAfterAttention(ctx, l, x, attended, relu, up_epilogue, eps);
+      } else if (relu) {
         ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch, x_copy);
         ops::Linear(exec, x_act, l.intermediate, inter);
         ops::Relu(exec, inter);
@@ -372,6 +374,8 @@ class BertModel final : public Model {
     }
     return x;
   }
+
+  bool ScoresFirstTokens() const override { return !info_.sparse; }
 
   // The CLS rows through the classifier (whose GEMMs read bf16 on CUDA); SPLADE: each sequence's
   // tokens, kSpladeChunk at a time, through the masked-LM head, the running max of each term's
@@ -430,12 +434,45 @@ class BertModel final : public Model {
     kIntermediate,
     kCls,
     kClsAct,
-    kDense
+    kDense,
+    kPicked,  // OutputRowsAfterAttention's
+    kPickedAttended,
+    kPickedScratch,
+    kPickedIntermediate
   };
   struct Layer {
     ops::LinearWeights qkv, o, intermediate, out;
     Tensor ln1_g, ln1_b, ln2_g, ln2_b;
   };
+
+  // The last layer after attention on ctx.output_rows only (f32): their rows of x and attended
+  // gathered, the output projection, LayerNorms and feed-forward on them, and scattered back
+  // into x. Each op computes a row from that row alone, so those rows get the same bits as over
+  // the whole batch; the other rows of x keep the layer before's values, which nothing reads.
+  void OutputRowsAfterAttention(const ForwardContext& ctx, const Layer& l, const Tensor& x,
+                                const Tensor& attended, bool relu, ops::Epilogue up_epilogue,
+                                float eps) const {
+    const ExecContext& exec = ctx.exec;
+    const int64_t n = ctx.output_rows.dim(0), h = c_.hidden;
+    const Tensor picked = ctx.ws.F32(kPicked, {n, h});
+    const Tensor picked_attended = ctx.ws.F32(kPickedAttended, {n, h});
+    const Tensor scratch = ctx.ws.F32(kPickedScratch, {n, h});
+    const Tensor inter = ctx.ws.F32(kPickedIntermediate, {n, c_.intermediate});
+    ops::GatherRows(exec, x, ctx.output_rows, picked);
+    ops::GatherRows(exec, attended, ctx.output_rows, picked_attended);
+    if (relu) {
+      ops::LinearAddLayerNorm(exec, picked_attended, l.o, picked, l.ln1_g, l.ln1_b, eps, scratch);
+      ops::Linear(exec, picked, l.intermediate, inter);
+      ops::Relu(exec, inter);
+      ops::LinearAddLayerNorm(exec, inter, l.out, picked, l.ln2_g, l.ln2_b, eps, scratch);
+    } else {
+      const ops::AttentionOutputArgs first{picked_attended, &l.o, l.ln1_g, l.ln1_b};
+      ops::FeedForwardAddLayerNorm(exec, picked, l.intermediate, up_epilogue, l.out, picked,
+                                   l.ln2_g, l.ln2_b, eps, inter, scratch, Tensor(), &first);
+    }
+    ops::ScatterRows(exec, picked, ctx.output_rows, x);
+  }
+
   BertConfig c_;
   Tensor word_, position_, type_, emb_ln_g_, emb_ln_b_;
   Tensor position_bias_;  // MPNet: [heads, 2 · 128 + 1] per distance (relative_position.h)

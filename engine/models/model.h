@@ -77,6 +77,11 @@ struct ForwardContext {
   const AttentionPlan& plan;
   const AttentionBackend& attention;
   Workspace& ws;
+  // i32 [n] host, distinct, or empty (every row): the only rows of the final hidden states read
+  // after Forward (one per sequence where pooling or the scorer's head takes one token, on the
+  // CPU). A model may leave the others as an earlier layer had them, running its last layer's
+  // work after attention on these rows only.
+  Tensor output_rows = {};
 
   int64_t num_tokens() const { return token_ids.dim(0); }
 };
@@ -97,6 +102,9 @@ class Model {
   // (scoring models only).
   virtual void Score(const ForwardContext& /*ctx*/, const Tensor& /*hidden*/,
                      const Tensor& /*scores*/) const {}
+  // Whether Score reads each sequence's first token's hidden state and no other (a classifier on
+  // the CLS row), so that ForwardContext::output_rows may name those rows.
+  virtual bool ScoresFirstTokens() const { return false; }
 
  protected:
   ModelInfo info_;

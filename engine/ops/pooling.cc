@@ -1,5 +1,8 @@
 #include "engine/ops/pooling.h"
 
+#include <cstring>
+#include <string_view>
+
 #include "common/strings.h"
 #include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/check.h"
@@ -75,6 +78,44 @@ void MaxRows(const ExecContext& ctx, const Tensor& x, const Tensor& out, bool ac
       return;
 #endif
       internal::NoKernel("MaxRows", ctx);
+  }
+}
+
+namespace {
+
+// The checks GatherRows and ScatterRows share: `many` has every row `rows` names, `few` one per
+// entry, both f32 and contiguous on the CPU.
+void CheckRows(std::string_view op, const ExecContext& ctx, const Tensor& many, const Tensor& rows,
+               const Tensor& few) {
+  if (ctx.device != Device::kCpu) internal::NoKernel(op, ctx);
+  internal::CheckContiguous(op, "rows", ctx, rows, DType::kI32, {-1});
+  internal::CheckContiguous(op, "all rows", ctx, many, DType::kF32, {-1, -1});
+  internal::CheckContiguous(op, "picked rows", ctx, few, DType::kF32, {rows.dim(0), many.dim(1)});
+  internal::CheckDisjoint(op, "all rows", many, "picked rows", few);
+  for (int64_t i = 0; i < rows.dim(0); ++i) {
+    if (rows.i32()[i] < 0 || rows.i32()[i] >= many.dim(0)) {
+      internal::Fail(op, StrCat("row ", rows.i32()[i], " is not in [0, ", many.dim(0), ")"));
+    }
+  }
+}
+
+}  // namespace
+
+void GatherRows(const ExecContext& ctx, const Tensor& x, const Tensor& rows, const Tensor& out) {
+  CheckRows("GatherRows", ctx, x, rows, out);
+  const int64_t m = x.dim(1);
+  for (int64_t i = 0; i < rows.dim(0); ++i) {
+    std::memcpy(out.f32() + i * m, x.f32() + rows.i32()[i] * m,
+                static_cast<size_t>(m) * sizeof(float));
+  }
+}
+
+void ScatterRows(const ExecContext& ctx, const Tensor& x, const Tensor& rows, const Tensor& out) {
+  CheckRows("ScatterRows", ctx, out, rows, x);
+  const int64_t m = x.dim(1);
+  for (int64_t i = 0; i < rows.dim(0); ++i) {
+    std::memcpy(out.f32() + rows.i32()[i] * m, x.f32() + i * m,
+                static_cast<size_t>(m) * sizeof(float));
   }
 }
 

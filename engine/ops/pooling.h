@@ -12,6 +12,10 @@
 // On CUDA hidden may be bf16 (sums are f32 either way).
 //   MaxRows  out f32 [1, m] = the elementwise max over the rows of x [n, m] (act), and over out
 //            itself when `accumulate`: a running max over chunks of a sequence (SPLADE)
+//   GatherRows   out [n, m] = the rows `rows` (i32 [n], host memory, each in [0, x rows)) of x
+//   ScatterRows  out's rows `rows` = x [n, m]; the others unchanged (rows distinct)
+//            Both CPU only, f32: the models' last layer over the rows pooling reads
+//            (ForwardContext::output_rows).
 #pragma once
 
 #include "engine/base/exec_context.h"
@@ -26,5 +30,8 @@ void Pool(const ExecContext& ctx, const Tensor& hidden, const Tensor& bounds, Po
           const Tensor& out, const Tensor& device_bounds = {});
 
 void MaxRows(const ExecContext& ctx, const Tensor& x, const Tensor& out, bool accumulate);
+
+void GatherRows(const ExecContext& ctx, const Tensor& x, const Tensor& rows, const Tensor& out);
+void ScatterRows(const ExecContext& ctx, const Tensor& x, const Tensor& rows, const Tensor& out);
 
 }  // namespace quiver::engine::ops

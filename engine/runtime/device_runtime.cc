@@ -37,9 +37,32 @@ ForwardContext HostForwardContext(const ExecContext& exec, const BatchPlan& plan
                         ws};
 }
 
+bool OutputRows(const Model& model, const BatchWork& work, std::vector<int32_t>& rows) {
+  rows.clear();
+  const BatchPlan& plan = *work.plan;
+  if (work.score) {
+    if (!model.ScoresFirstTokens()) return false;
+    for (int64_t s = 0; s < plan.num_real_seqs; ++s) rows.push_back(plan.seq_bounds[2 * s]);
+    return true;
+  }
+  if (work.pools.size() != 1 ||
+      (work.pools[0] != PoolMode::kCls && work.pools[0] != PoolMode::kLastToken)) {
+    return false;
+  }
+  // One row per sequence (no spans: those pool by their mean), each row's token inside its own
+  // sequence: distinct.
+  if (!plan.batch->span_bounds.empty()) return false;
+  for (size_t r = 0; r + 2 < plan.row_bounds.size(); r += 3) {
+    rows.push_back(work.pools[0] == PoolMode::kCls ? plan.row_bounds[r]
+                                                   : plan.row_bounds[r + 1] - 1);
+  }
+  return true;
+}
+
 absl::StatusOr<int> CpuRuntime::Start(const BatchWork& work, std::function<void()> on_complete) {
   const BatchPlan& plan = *work.plan;
-  const ForwardContext ctx = HostForwardContext(exec_, plan, *work.attention, model_ws_);
+  ForwardContext ctx = HostForwardContext(exec_, plan, *work.attention, model_ws_);
+  if (output_rows_ && OutputRows(model_, work, picked_)) ctx.output_rows = HostI32(picked_);
   const Tensor hidden = model_.Forward(ctx);
   const int64_t blocks = work.score ? 1 : static_cast<int64_t>(work.pools.size());
   const Tensor rows = own_ws_.F32(kRows, {blocks * work.rows, work.width});

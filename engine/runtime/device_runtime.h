@@ -72,11 +72,18 @@ class DeviceRuntime {
   virtual RuntimeStats stats() const = 0;
 };
 
-// The CPU's runtime: Forward, then pooling or scoring into the engine's host workspace.
+// The CPU's runtime: Forward, then pooling or scoring into the engine's host workspace. With
+// `output_rows`, where the answer reads one token per row (CLS or last-token pooling, a
+// classifier on the CLS token) the forward pass is told those rows (ForwardContext::output_rows).
 class CpuRuntime final : public DeviceRuntime {
  public:
-  CpuRuntime(const Model& model, ExecContext exec, Workspace& model_ws, Workspace& own_ws)
-      : model_(model), exec_(exec), model_ws_(model_ws), own_ws_(own_ws) {}
+  CpuRuntime(const Model& model, ExecContext exec, Workspace& model_ws, Workspace& own_ws,
+             bool output_rows = true)
+      : model_(model),
+        exec_(exec),
+        model_ws_(model_ws),
+        own_ws_(own_ws),
+        output_rows_(output_rows) {}
   const ExecContext& exec() const override { return exec_; }
   int slots() const override { return 1; }
   absl::StatusOr<int> Start(const BatchWork& work, std::function<void()> on_complete) override;
@@ -88,8 +95,15 @@ class CpuRuntime final : public DeviceRuntime {
   ExecContext exec_;
   Workspace& model_ws_;
   Workspace& own_ws_;
+  const bool output_rows_;
+  std::vector<int32_t> picked_;  // the batch's output rows, when it has them
   const float* rows_ = nullptr;
 };
+
+// The token rows `work`'s answer reads, one per row, into `rows`; false (rows cleared) where it
+// reads more: mean or max pooling, several modes, late chunking's spans (also the per-token
+// rows of raw hidden states), a scorer that reads every token (SPLADE) or another token.
+bool OutputRows(const Model& model, const BatchWork& work, std::vector<int32_t>& rows);
 
 // A host i32 [pairs.size() / 2, 2] view of (begin, end) pairs (a plan's bounds).
 Tensor HostBounds(const std::vector<int32_t>& pairs);

@@ -170,6 +170,51 @@ TEST_P(InvarianceTest, BucketPaddingChangesNoRealOutput) {
 
 INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest, ::testing::ValuesIn(kTinyCheckpoints));
 
+// Where the answer reads one token per sequence (CLS or last-token pooling, a classifier on the
+// CLS token), the last layer after attention runs on those rows only: the same bits as over every
+// row, in f32 and int8, on one thread and two, with prompts, for every checkpoint (those that
+// read more rows run whole either way).
+TEST_P(InvarianceTest, SkippingUnreadRowsGivesTheSameBits) {
+  const auto seqs = RandomSequences(24, 1000, 70, 11);
+  for (const auto quantize : {ops::WeightPrecision::kF32, ops::WeightPrecision::kInt8}) {
+    for (const int threads : {1, 2}) {
+      std::vector<std::vector<uint8_t>> answers;
+      for (const bool skip : {false, true}) {
+        EngineOptions options = Options(GetParam());
+        options.quantize = quantize;
+        options.num_threads = threads;
+        options.skip_unread_rows = skip;
+        auto engine = Engine::Load(TinyDir(GetParam()), options);
+        ASSERT_TRUE(engine.ok()) << engine.status();
+        for (const Pooling pooling : {Pooling::kModelDefault, Pooling::kCls, Pooling::kLastToken}) {
+          // Scorers and models that concatenate several modes take no pooling of a chunk's own.
+          if (pooling != Pooling::kModelDefault &&
+              ((*engine)->is_scorer() || (*engine)->pooled_size() != (*engine)->hidden_size())) {
+            continue;
+          }
+          RaggedBatch batch;
+          for (size_t i = 0; i < seqs.size(); ++i) {
+            batch.Add(seqs[i]);
+            batch.prompt_lengths.push_back(static_cast<int32_t>(i % 3) *
+                                           static_cast<int32_t>(seqs[i].size() - 1) / 4);
+          }
+          batch.output.pooling = pooling;
+          auto out = (*engine)->Run(batch);
+          ASSERT_TRUE(out.ok()) << out.status();
+          answers.push_back(out->data);
+        }
+      }
+      ASSERT_EQ(answers.size() % 2, 0u);
+      const size_t half = answers.size() / 2;
+      for (size_t i = 0; i < half; ++i) {
+        EXPECT_EQ(answers[i], answers[half + i])
+            << GetParam() << " " << ops::WeightPrecisionName(quantize) << " threads " << threads
+            << " pooling #" << i;
+      }
+    }
+  }
+}
+
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
   auto engine = Engine::Load(TinyDir("bert_mean"), {});
   ASSERT_TRUE(engine.ok());

@@ -666,6 +666,36 @@ TEST_P(OpTest, AShapeMismatchNamesTheOpTheOperandAndBothShapes) {
   }
 }
 
+// The last layer's rows that pooling reads (ForwardContext::output_rows): gathered, then
+// scattered back over the same rows, the others untouched; a row outside the tensor is refused.
+TEST(RowsOpsTest, GatherAndScatterRowsOnTheCpu) {
+  ThreadPool pool(1);
+  const ExecContext cpu{Device::kCpu, &pool};
+  std::vector<float> all(5 * 3);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<float>(i);
+  const std::vector<int32_t> rows = {4, 0, 2};
+  const Tensor rows_t(rows.data(), DType::kI32, Device::kCpu, {3});
+  std::vector<float> picked(3 * 3);
+  ops::GatherRows(cpu, Tensor(all.data(), DType::kF32, Device::kCpu, {5, 3}), rows_t,
+                  Tensor(picked.data(), DType::kF32, Device::kCpu, {3, 3}));
+  EXPECT_EQ(picked, (std::vector<float>{12, 13, 14, 0, 1, 2, 6, 7, 8}));
+  for (float& v : picked) v = -v - 1;
+  std::vector<float> into(5 * 3, 100.0f);
+  ops::ScatterRows(cpu, Tensor(picked.data(), DType::kF32, Device::kCpu, {3, 3}), rows_t,
+                   Tensor(into.data(), DType::kF32, Device::kCpu, {5, 3}));
+  EXPECT_EQ(into, (std::vector<float>{-1, -2, -3, 100, 100, 100, -7, -8, -9, 100, 100, 100, -13,
+                                      -14, -15}));
+  const std::vector<int32_t> outside = {1, 5};
+  try {
+    ops::GatherRows(cpu, Tensor(all.data(), DType::kF32, Device::kCpu, {5, 3}),
+                    Tensor(outside.data(), DType::kI32, Device::kCpu, {2}),
+                    Tensor(picked.data(), DType::kF32, Device::kCpu, {2, 3}));
+    FAIL() << "row 5 of 5 was gathered";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("row 5 is not in [0, 5)"), std::string::npos) << e.what();
+  }
+}
+
 std::string ParamName(const ::testing::TestParamInfo<OpParam>& info) {
   return std::string(DeviceName(info.param.device)) + "_" +
          std::string(DTypeShortName(info.param.act));
