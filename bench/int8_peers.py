@@ -32,6 +32,13 @@ With --cpuid-mask avx2 every system, quiver and each peer, runs as on a host wit
 AMX (bench/cpuid_mask.c hides them from CPUID; the micro-architecture stays this host's); also
 avx2_vnni, avx512_vnni and avx512_bf16.
 
+Before every timed block and throughput turn (and once after the last), quiver_core_probe
+(bench/core_probe.cc, beside --engine-bench) times the f32 GEMM kernel on each CPU at once: on a
+virtual machine whose cores other tenants share, the rate a CPU gives swings by up to 2x within
+seconds. A block's state is the lower of the probes before and after it, over the best probe of
+the run; the goal ratios are also reported over the rounds in which both blocks compared found
+at least --quiet of that ("quiet"), and over the others.
+
     int8_peers.py --engine-bench build/quiver_engine_bench --out result.json
 """
 
@@ -310,6 +317,10 @@ def main():
                    help="OpenVINO also with its THROUGHPUT hint for the throughput figure, each "
                         "batch cut into asynchronous requests of this many texts, one system per "
                         "value of this list (empty: not run)")
+    p.add_argument("--core-probe", help="quiver_core_probe (default: beside --engine-bench; "
+                   "none: no probes)")
+    p.add_argument("--quiet", type=float, default=0.85,
+                   help="a block is quiet when its probe found this much of the run's best rate")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     if args.cpuid_mask and os.environ.get("QUIVER_CPUID_MASK") != args.cpuid_mask:
@@ -387,6 +398,23 @@ def main():
     rates = {n: [] for n in list(engines) + list(gated)}
     latency = {n: {length: [] for length in lengths} for n in rates}
     block_medians = {n: {length: [] for length in lengths} for n in rates}
+    # The probe run before each counted turn or block: its index in `probes`.
+    rate_probes = {n: [] for n in rates}
+    block_probes = {n: {length: [] for length in lengths} for n in rates}
+    probes = []
+    probe_path = args.core_probe or os.path.join(os.path.dirname(args.engine_bench),
+                                                 "quiver_core_probe")
+    if args.core_probe != "none" and not os.path.exists(probe_path):
+        sys.exit(f"{probe_path} not found (ninja quiver_core_probe, or --core-probe none)")
+
+    def probe():
+        """quiver_core_probe once; its index in `probes` (None with --core-probe none)."""
+        if args.core_probe == "none":
+            return None
+        out = subprocess.run([probe_path, "--threads", str(args.threads)], capture_output=True,
+                             text=True, check=True)
+        probes.append(json.loads(out.stdout))
+        return len(probes) - 1
 
     def latency_block(name, length, r):
         """--block timed batch-1 calls of `length` tokens (after one untimed call), in ms."""
@@ -405,16 +433,20 @@ def main():
     # dropped).
     for r in range(args.rounds + 1):
         for name, tool in engines.items():
+            before = probe()
             rate = tool.throughput(args.batches)
             if r:
                 rates[name].append(rate)
+                rate_probes[name].append(before)
         for name, embed in gated.items():
+            before = probe()
             t = time.perf_counter()
             for _ in range(args.batches):
                 embed(batch)
             rate = args.batches * len(batch) * 128 / (time.perf_counter() - t)
             if r:
                 rates[name].append(rate)
+                rate_probes[name].append(before)
         print(f"throughput round {r} done", file=sys.stderr)
     # Latency apart from throughput, so that the systems' blocks of one round follow each other
     # within seconds (a throughput turn takes seconds; this host's speed shifts by 20% between
@@ -424,11 +456,14 @@ def main():
     for r in range(args.latency_rounds + 1):  # round 0 warms up and is dropped
         for length in lengths:
             for name in names[r % len(names):] + names[:r % len(names)]:
+                before = probe()
                 ms = latency_block(name, length, r)
                 if r:
                     latency[name][length] += ms
                     block_medians[name][length].append(statistics.median(ms))
+                    block_probes[name][length].append(before)
         print(f"latency round {r} done", file=sys.stderr)
+    probe()  # the last block's probe after it
     cpuid_after_timing = cpuid_served()
     # What the peers that can say so ran (e.g. brgemm_avx2_f32 against brgconv_avx512_1x1_f32).
     peer_kernels = {n: e.kernels() for n, e in gated.items() if hasattr(e, "kernels")}
@@ -456,7 +491,30 @@ def main():
                   "streams": {n: int(e.streams) for n, e in gated.items()
                               if getattr(e, "throughput_only", False)}},
               "kernel_paths": "best" + "".join(f", {p} forced" for p in
-                                               args.forced_paths.split(",") if p)}
+                                               args.forced_paths.split(",") if p),
+              "core_probes": probes, "quiet_fraction": args.quiet,
+              "throughput_round_probes": rate_probes,
+              "latency_block_probes": {n: {str(length): v for length, v in by.items()}
+                                       for n, by in block_probes.items() if n in names}}
+    # A turn's or block's state: the slower CPU's rate in the probes before and after it, over
+    # the best such rate of the run.
+    slowest = [min(p["together_gflops"]) for p in probes]
+    best_probe = max(slowest, default=0.0)
+
+    def quiet(i):
+        return i is not None and min(slowest[i], slowest[i + 1]) >= args.quiet * best_probe
+
+    def split_by_state(ratios, probes_a, probes_b):
+        """The medians of the ratios over quiet rounds (both quiet) and the others."""
+        if not probes:
+            return None
+        out = {}
+        for state, keep in (("quiet", True), ("busy", False)):
+            picked = [x for x, a, b in zip(ratios, probes_a, probes_b)
+                      if (quiet(a) and quiet(b)) == keep]
+            out[state] = {"rounds": len(picked),
+                          "median_ratio": statistics.median(picked) if picked else None}
+        return out
     # quiver f32 against the best f32 peer: the ratio of p50s over all calls, and the median over
     # rounds of the ratio of the two systems' block medians in that round.
     f32_peers = [n for n in gated if "int8" not in n and "bf16" not in n]
@@ -469,10 +527,15 @@ def main():
             per_round = statistics.median(
                 q / b for q, b in zip(block_medians["quiver engine f32"][length],
                                       block_medians[best][length]))
+            round_ratios = [q / b for q, b in zip(block_medians["quiver engine f32"][length],
+                                                  block_medians[best][length])]
             against_best[key] = {"best_peer": best,
                                  "p50_ratio": result["latency_p50_ms"]["quiver engine f32"][key]
                                  / result["latency_p50_ms"][best][key],
-                                 "median_round_ratio": per_round}
+                                 "median_round_ratio": per_round,
+                                 "by_host_state": split_by_state(
+                                     round_ratios, block_probes["quiver engine f32"][length],
+                                     block_probes[best][length])}
         result["f32_latency_against_best_peer"] = against_best
     # Throughput against the best peer of the same precision (OpenVINO's int8 and bf16 for quiver's:
     # the issue's goals), the ratio of medians and each round's ratio.
@@ -492,7 +555,9 @@ def main():
             "best_peer": best,
             "ratio": result["throughput_tokens_per_s"][quiver]
             / result["throughput_tokens_per_s"][best],
-            "round_ratios": [q / b for q, b in zip(rates[quiver], rates[best])]}
+            "round_ratios": [q / b for q, b in zip(rates[quiver], rates[best])],
+            "by_host_state": split_by_state([q / b for q, b in zip(rates[quiver], rates[best])],
+                                            rate_probes[quiver], rate_probes[best])}
     result["throughput_against_best_peer"] = against_rate
     json.dump(result, open(args.out, "w"), indent=2)
     for n in rates:
@@ -505,6 +570,20 @@ def main():
     for key, r in against_best.items():
         print(f"batch-1 at {key} tokens: quiver f32 / {r['best_peer']} p50 {r['p50_ratio']:.3f}, "
               f"median of round ratios {r['median_round_ratio']:.3f}")
+
+    def by_state(r):
+        if not r.get("by_host_state"):
+            return ""
+        return "; ".join(f"{state} rounds ({v['rounds']}): " +
+                         ("-" if v["median_ratio"] is None else f"{v['median_ratio']:.3f}")
+                         for state, v in r["by_host_state"].items())
+    if probes:
+        print(f"host state: best probe {best_probe:.1f} GFLOP/s on the slower CPU, quiet from "
+              f"{args.quiet * best_probe:.1f}")
+        for precision, r in against_rate.items():
+            print(f"  throughput {precision}: {by_state(r)}")
+        for key, r in against_best.items():
+            print(f"  batch-1 at {key} tokens: {by_state(r)}")
 
 
 if __name__ == "__main__":
