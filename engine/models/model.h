@@ -105,6 +105,8 @@ class Model {
   // Whether Score reads each sequence's first token's hidden state and no other (a classifier on
   // the CLS row), so that ForwardContext::output_rows may name those rows.
   virtual bool ScoresFirstTokens() const { return false; }
+  // The same for each sequence's last token (a decoder's classifier or yes/no head).
+  virtual bool ScoresLastTokens() const { return false; }
 
  protected:
   ModelInfo info_;

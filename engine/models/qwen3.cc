@@ -258,6 +258,10 @@ class Qwen3Model final : public Model {
       ops::Rotary(exec, k, ctx.positions, c_.num_kv_heads, c_.head_dim, c_.rope_theta,
                   ops::RotaryLayout::kNeox);
       ops::Attention(exec, ctx.attention, ctx.plan, q, k, v, attended);
+      if (i + 1 == layers_.size() && !ctx.output_rows.empty()) {
+        OutputRowsAfterAttention(ctx, l, x, attended, y);
+        break;
+      }
       ops::Linear(exec, attended, l.o, y);
       ops::AddRmsNorm(exec, x, y, l.post_norm, eps);
       ops::Linear(exec, y, l.gate_up, gate_up);
@@ -268,6 +272,8 @@ class Qwen3Model final : public Model {
     }
     return y;
   }
+
+  bool ScoresLastTokens() const override { return true; }
 
   // The last token's row: the yes/no reranker's logit difference, or the classifier's logits
   // (the engine left out any trailing pad tokens: ModelInfo::score_before_trailing_id).
@@ -294,11 +300,52 @@ class Qwen3Model final : public Model {
   }
 
  private:
-  enum Slot { kResidual, kNormed, kQkv, kAttended, kGateUp, kAct, kLast, kLastAct, kLogits };
+  enum Slot {
+    kResidual,
+    kNormed,
+    kQkv,
+    kAttended,
+    kGateUp,
+    kAct,
+    kLast,
+    kLastAct,
+    kLogits,
+    kPicked,  // OutputRowsAfterAttention's
+    kPickedAttended,
+    kPickedOut,
+    kPickedGateUp,
+    kPickedAct
+  };
   struct Layer {
     ops::LinearWeights qkv, o, gate_up, down;
     Tensor in_norm, q_norm, k_norm, post_norm;
   };
+
+  // The last layer after attention on ctx.output_rows only (the CPU, f32): their rows of x and
+  // attended gathered, the output projection, the post-attention norm, the MLP and the final
+  // norm on them, and the final normed rows scattered into y, Forward's output. Each op computes
+  // a row from that row alone, so those rows get the same bits as over the whole batch; y's
+  // other rows keep the last layer's normed input, which nothing reads.
+  void OutputRowsAfterAttention(const ForwardContext& ctx, const Layer& l, const Tensor& x,
+                                const Tensor& attended, const Tensor& y) const {
+    const ExecContext& exec = ctx.exec;
+    const int64_t n = ctx.output_rows.dim(0), h = c_.hidden;
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+    const Tensor picked = ctx.ws.F32(kPicked, {n, h});
+    const Tensor picked_attended = ctx.ws.F32(kPickedAttended, {n, q_dim_});
+    const Tensor out = ctx.ws.F32(kPickedOut, {n, h});
+    const Tensor gate_up = ctx.ws.F32(kPickedGateUp, {n, 2 * c_.intermediate});
+    const Tensor act = ctx.ws.F32(kPickedAct, {n, c_.intermediate});
+    ops::GatherRows(exec, x, ctx.output_rows, picked);
+    ops::GatherRows(exec, attended, ctx.output_rows, picked_attended);
+    ops::Linear(exec, picked_attended, l.o, out);
+    ops::AddRmsNorm(exec, picked, out, l.post_norm, eps);
+    ops::Linear(exec, out, l.gate_up, gate_up);
+    ops::SiluMul(exec, gate_up, act);
+    ops::Linear(exec, act, l.down, out);
+    ops::AddRmsNorm(exec, picked, out, norm_, eps);
+    ops::ScatterRows(exec, out, ctx.output_rows, y);
+  }
   Qwen3Config c_;
   Head head_;
   int64_t q_dim_, kv_dim_;

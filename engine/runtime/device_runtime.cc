@@ -41,8 +41,11 @@ bool OutputRows(const Model& model, const BatchWork& work, std::vector<int32_t>&
   rows.clear();
   const BatchPlan& plan = *work.plan;
   if (work.score) {
-    if (!model.ScoresFirstTokens()) return false;
-    for (int64_t s = 0; s < plan.num_real_seqs; ++s) rows.push_back(plan.seq_bounds[2 * s]);
+    const bool first = model.ScoresFirstTokens();
+    if (!first && !model.ScoresLastTokens()) return false;
+    for (int64_t s = 0; s < plan.num_real_seqs; ++s) {
+      rows.push_back(first ? plan.seq_bounds[2 * s] : plan.seq_bounds[2 * s + 1] - 1);
+    }
     return true;
   }
   if (work.pools.size() != 1 ||
