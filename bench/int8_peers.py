@@ -524,11 +524,9 @@ def main():
             key = str(length)
             best = min((n for n in f32_peers if n in names),
                        key=lambda n: result["latency_p50_ms"][n][key])
-            per_round = statistics.median(
-                q / b for q, b in zip(block_medians["quiver engine f32"][length],
-                                      block_medians[best][length]))
             round_ratios = [q / b for q, b in zip(block_medians["quiver engine f32"][length],
                                                   block_medians[best][length])]
+            per_round = statistics.median(round_ratios)
             against_best[key] = {"best_peer": best,
                                  "p50_ratio": result["latency_p50_ms"]["quiver engine f32"][key]
                                  / result["latency_p50_ms"][best][key],
@@ -551,13 +549,13 @@ def main():
         if not candidates:
             continue
         best = max(candidates, key=lambda n: result["throughput_tokens_per_s"][n])
+        round_ratios = [q / b for q, b in zip(rates[quiver], rates[best])]
         against_rate[precision] = {
             "best_peer": best,
             "ratio": result["throughput_tokens_per_s"][quiver]
             / result["throughput_tokens_per_s"][best],
-            "round_ratios": [q / b for q, b in zip(rates[quiver], rates[best])],
-            "by_host_state": split_by_state([q / b for q, b in zip(rates[quiver], rates[best])],
-                                            rate_probes[quiver], rate_probes[best])}
+            "round_ratios": round_ratios,
+            "by_host_state": split_by_state(round_ratios, rate_probes[quiver], rate_probes[best])}
     result["throughput_against_best_peer"] = against_rate
     json.dump(result, open(args.out, "w"), indent=2)
     for n in rates:

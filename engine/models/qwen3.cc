@@ -346,6 +346,7 @@ class Qwen3Model final : public Model {
     ops::AddRmsNorm(exec, picked, out, norm_, eps);
     ops::ScatterRows(exec, out, ctx.output_rows, y);
   }
+
   Qwen3Config c_;
   Head head_;
   int64_t q_dim_, kv_dim_;
