@@ -212,6 +212,10 @@ class ModernBertModel final : public Model {
       ops::Rotary(exec, q, ctx.positions, c_.num_heads, head_dim, theta, ops::RotaryLayout::kNeox);
       ops::Rotary(exec, k, ctx.positions, c_.num_heads, head_dim, theta, ops::RotaryLayout::kNeox);
       ops::Attention(exec, ctx.attention, global ? ctx.plan : local, q, k, v, attended);
+      if (i + 1 == layers_.size() && !ctx.output_rows.empty()) {
+        OutputRowsAfterAttention(ctx, l, x, attended, y);
+        break;
+      }
       ops::Linear(exec, attended, l.o, y);
       ops::AddPreLayerNorm(exec, x, y, l.mlp_norm.gamma, l.mlp_norm.beta, eps);
       ops::Linear(exec, y, l.wi, gate_up);
@@ -223,6 +227,8 @@ class ModernBertModel final : public Model {
     }
     return y;
   }
+
+  bool ScoresFirstTokens() const override { return !c_.classifier_mean; }
 
   // Pooled rows (CLS or mean) through head.dense, the activation, head.norm and the classifier;
   // the GEMMs read the device's activation type.
@@ -261,7 +267,12 @@ class ModernBertModel final : public Model {
     kPooled,
     kPooledAct,
     kDense,
-    kLogits
+    kLogits,
+    kPicked,  // OutputRowsAfterAttention's
+    kPickedAttended,
+    kPickedOut,
+    kPickedGateUp,
+    kPickedAct
   };
   struct Norm {
     Tensor gamma, beta;
@@ -270,6 +281,33 @@ class ModernBertModel final : public Model {
     Norm attn_norm, mlp_norm;
     ops::LinearWeights qkv, o, wi, wo;
   };
+
+  // The last layer after attention on ctx.output_rows only (the CPU, f32): their rows of x and
+  // attended gathered, the output projection, the MLP's norm, the MLP and the final norm on them,
+  // and the final normed rows scattered into y, Forward's output. Each op computes a row from
+  // that row alone, so those rows get the same bits as over the whole batch; y's other rows keep
+  // the last layer's normed input, which nothing reads.
+  void OutputRowsAfterAttention(const ForwardContext& ctx, const Layer& l, const Tensor& x,
+                                const Tensor& attended, const Tensor& y) const {
+    const ExecContext& exec = ctx.exec;
+    const int64_t n = ctx.output_rows.dim(0), h = c_.hidden;
+    const float eps = static_cast<float>(c_.norm_eps);
+    const Tensor picked = ctx.ws.F32(kPicked, {n, h});
+    const Tensor picked_attended = ctx.ws.F32(kPickedAttended, {n, h});
+    const Tensor out = ctx.ws.F32(kPickedOut, {n, h});
+    const Tensor gate_up = ctx.ws.F32(kPickedGateUp, {n, 2 * c_.intermediate});
+    const Tensor act = ctx.ws.F32(kPickedAct, {n, c_.intermediate});
+    ops::GatherRows(exec, x, ctx.output_rows, picked);
+    ops::GatherRows(exec, attended, ctx.output_rows, picked_attended);
+    ops::Linear(exec, picked_attended, l.o, out);
+    ops::AddPreLayerNorm(exec, picked, out, l.mlp_norm.gamma, l.mlp_norm.beta, eps);
+    ops::Linear(exec, out, l.wi, gate_up);
+    ops::GeluMul(exec, gate_up, act, c_.activation);
+    ops::Linear(exec, act, l.wo, out);
+    ops::AddPreLayerNorm(exec, picked, out, final_norm_.gamma, final_norm_.beta, eps);
+    ops::ScatterRows(exec, out, ctx.output_rows, y);
+  }
+
   ModernBertConfig c_;
   Tensor zeros_;
   Tensor tok_;

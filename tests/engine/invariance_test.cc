@@ -3,11 +3,15 @@
 // the reference; bucket padding changes no real output; outputs in f16/int8/binary and with
 // Matryoshka dimensions follow from the f32 output by their definitions.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/engine.h"
@@ -174,17 +178,19 @@ INSTANTIATE_TEST_SUITE_P(AllCheckpoints, InvarianceTest, ::testing::ValuesIn(kTi
 // CLS token), the last layer after attention runs on those rows only: the same bits as over every
 // row, in f32 and int8, on one thread and two, with prompts, for every checkpoint (those that
 // read more rows run whole either way).
-TEST_P(InvarianceTest, SkippingUnreadRowsGivesTheSameBits) {
+// The model in `dir` (Options(name)) with EngineOptions::skip_unread_rows off and on: the same
+// bytes out, in f32 and int8, on 1 and 2 threads, under the model's pooling, CLS and last-token.
+void ExpectSkippingUnreadRowsGivesTheSameBits(const std::string& dir, const char* name) {
   const auto seqs = RandomSequences(24, 1000, 70, 11);
   for (const auto quantize : {ops::WeightPrecision::kF32, ops::WeightPrecision::kInt8}) {
     for (const int threads : {1, 2}) {
       std::vector<std::vector<uint8_t>> answers;
       for (const bool skip : {false, true}) {
-        EngineOptions options = Options(GetParam());
+        EngineOptions options = Options(name);
         options.quantize = quantize;
         options.num_threads = threads;
         options.skip_unread_rows = skip;
-        auto engine = Engine::Load(TinyDir(GetParam()), options);
+        auto engine = Engine::Load(dir, options);
         ASSERT_TRUE(engine.ok()) << engine.status();
         for (const Pooling pooling : {Pooling::kModelDefault, Pooling::kCls, Pooling::kLastToken}) {
           // Scorers and models that concatenate several modes take no pooling of a chunk's own.
@@ -208,11 +214,34 @@ TEST_P(InvarianceTest, SkippingUnreadRowsGivesTheSameBits) {
       const size_t half = answers.size() / 2;
       for (size_t i = 0; i < half; ++i) {
         EXPECT_EQ(answers[i], answers[half + i])
-            << GetParam() << " " << ops::WeightPrecisionName(quantize) << " threads " << threads
+            << name << " " << ops::WeightPrecisionName(quantize) << " threads " << threads
             << " pooling #" << i;
       }
     }
   }
+}
+
+TEST_P(InvarianceTest, SkippingUnreadRowsGivesTheSameBits) {
+  ExpectSkippingUnreadRowsGivesTheSameBits(TinyDir(GetParam()), GetParam());
+}
+
+// ModernBERT's classifier on the CLS token (classifier_pooling "cls"; the tiny cross-encoder
+// pools by the mean): its Score reads the first token's row only (Model::ScoresFirstTokens).
+TEST(SkippingUnreadRowsTest, ModernBertClassifierOnTheClsToken) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("quiver-modernbert-cls-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(TinyDir("modernbert_cross_encoder"), dir, fs::copy_options::recursive);
+  std::ifstream in(dir / "config.json", std::ios::binary);
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const std::string from = "\"classifier_pooling\": \"mean\"";
+  const size_t at = config.find(from);
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, from.size(), "\"classifier_pooling\": \"cls\"");
+  std::ofstream(dir / "config.json", std::ios::binary | std::ios::trunc) << config;
+  ExpectSkippingUnreadRowsGivesTheSameBits(dir.string(), "modernbert_cross_encoder");
+  fs::remove_all(dir);
 }
 
 TEST(OutputFormatTest, DimensionsNormalizeAndQuantizeFollowTheirDefinitions) {
