@@ -58,8 +58,8 @@ struct EngineOptions {
   bool pad_to_buckets = false;    // CPU: pad every batch to its graph bucket (what CUDA runs)
   // CPU: where the answer reads one token per sequence (CLS or last-token pooling, a classifier
   // on the CLS token or, in a decoder, on the last one), the last layer's work after attention
-  // runs on those rows only (ForwardContext::output_rows, the BERT and decoder families; the same
-  // bits). False: on every row, for tests.
+  // runs on those rows only (ForwardContext::output_rows; the BERT, ModernBERT and decoder
+  // families; the same bits). False: on every row, for tests.
   bool skip_unread_rows = true;
   ModelOptions model;
   // Replaces the folder's pooling (--pooling; embedding models only, refused for scorers).
