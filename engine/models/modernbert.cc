@@ -216,14 +216,9 @@ class ModernBertModel final : public Model {
         OutputRowsAfterAttention(ctx, l, x, attended, y);
         break;
       }
-      ops::Linear(exec, attended, l.o, y);
-      ops::AddPreLayerNorm(exec, x, y, l.mlp_norm.gamma, l.mlp_norm.beta, eps);
-      ops::Linear(exec, y, l.wi, gate_up);
-      ops::GeluMul(exec, gate_up, act, c_.activation);
-      ops::Linear(exec, act, l.wo, y);
-      // The residual add, then the next layer's attention norm (the final norm after the last).
-      const Norm& next = i + 1 < layers_.size() ? layers_[i + 1].attn_norm : final_norm_;
-      ops::AddPreLayerNorm(exec, x, y, next.gamma, next.beta, eps);
+      // The next layer's attention norm after the residual add (the final norm after the last).
+      AfterAttention(exec, l, attended, x, y, gate_up, act,
+                     i + 1 < layers_.size() ? layers_[i + 1].attn_norm : final_norm_);
     }
     return y;
   }
@@ -282,30 +277,37 @@ class ModernBertModel final : public Model {
     ops::LinearWeights qkv, o, wi, wo;
   };
 
+  // A layer after its attention: y = the output projection of attended, added to the residual
+  // x and normed, the MLP (gate_up and act its intermediates), added to x and normed by `next`.
+  void AfterAttention(const ExecContext& exec, const Layer& l, const Tensor& attended,
+                      const Tensor& x, const Tensor& y, const Tensor& gate_up, const Tensor& act,
+                      const Norm& next) const {
+    const float eps = static_cast<float>(c_.norm_eps);
+    ops::Linear(exec, attended, l.o, y);
+    ops::AddPreLayerNorm(exec, x, y, l.mlp_norm.gamma, l.mlp_norm.beta, eps);
+    ops::Linear(exec, y, l.wi, gate_up);
+    ops::GeluMul(exec, gate_up, act, c_.activation);
+    ops::Linear(exec, act, l.wo, y);
+    ops::AddPreLayerNorm(exec, x, y, next.gamma, next.beta, eps);
+  }
+
   // The last layer after attention on ctx.output_rows only (the CPU, f32): their rows of x and
-  // attended gathered, the output projection, the MLP's norm, the MLP and the final norm on them,
-  // and the final normed rows scattered into y, Forward's output. Each op computes a row from
-  // that row alone, so those rows get the same bits as over the whole batch; y's other rows keep
-  // the last layer's normed input, which nothing reads.
+  // attended gathered, AfterAttention on them, and the final normed rows scattered into y,
+  // Forward's output. Each op computes a row from that row alone, so those rows get the same
+  // bits as over the whole batch; y's other rows keep the last layer's normed input, which
+  // nothing reads.
   void OutputRowsAfterAttention(const ForwardContext& ctx, const Layer& l, const Tensor& x,
                                 const Tensor& attended, const Tensor& y) const {
-    const ExecContext& exec = ctx.exec;
     const int64_t n = ctx.output_rows.dim(0), h = c_.hidden;
-    const float eps = static_cast<float>(c_.norm_eps);
     const Tensor picked = ctx.ws.F32(kPicked, {n, h});
     const Tensor picked_attended = ctx.ws.F32(kPickedAttended, {n, h});
     const Tensor out = ctx.ws.F32(kPickedOut, {n, h});
-    const Tensor gate_up = ctx.ws.F32(kPickedGateUp, {n, 2 * c_.intermediate});
-    const Tensor act = ctx.ws.F32(kPickedAct, {n, c_.intermediate});
-    ops::GatherRows(exec, x, ctx.output_rows, picked);
-    ops::GatherRows(exec, attended, ctx.output_rows, picked_attended);
-    ops::Linear(exec, picked_attended, l.o, out);
-    ops::AddPreLayerNorm(exec, picked, out, l.mlp_norm.gamma, l.mlp_norm.beta, eps);
-    ops::Linear(exec, out, l.wi, gate_up);
-    ops::GeluMul(exec, gate_up, act, c_.activation);
-    ops::Linear(exec, act, l.wo, out);
-    ops::AddPreLayerNorm(exec, picked, out, final_norm_.gamma, final_norm_.beta, eps);
-    ops::ScatterRows(exec, out, ctx.output_rows, y);
+    ops::GatherRows(ctx.exec, x, ctx.output_rows, picked);
+    ops::GatherRows(ctx.exec, attended, ctx.output_rows, picked_attended);
+    AfterAttention(ctx.exec, l, picked_attended, picked, out,
+                   ctx.ws.F32(kPickedGateUp, {n, 2 * c_.intermediate}),
+                   ctx.ws.F32(kPickedAct, {n, c_.intermediate}), final_norm_);
+    ops::ScatterRows(ctx.exec, out, ctx.output_rows, y);
   }
 
   ModernBertConfig c_;

@@ -262,13 +262,9 @@ class Qwen3Model final : public Model {
         OutputRowsAfterAttention(ctx, l, x, attended, y);
         break;
       }
-      ops::Linear(exec, attended, l.o, y);
-      ops::AddRmsNorm(exec, x, y, l.post_norm, eps);
-      ops::Linear(exec, y, l.gate_up, gate_up);
-      ops::SiluMul(exec, gate_up, act);
-      ops::Linear(exec, act, l.down, y);
-      // The residual add, then the next block's input norm (the final norm after the last).
-      ops::AddRmsNorm(exec, x, y, i + 1 < layers_.size() ? layers_[i + 1].in_norm : norm_, eps);
+      // The next block's input norm after the residual add (the final norm after the last).
+      AfterAttention(exec, l, attended, x, y, gate_up, act,
+                     i + 1 < layers_.size() ? layers_[i + 1].in_norm : norm_);
     }
     return y;
   }
@@ -321,30 +317,37 @@ class Qwen3Model final : public Model {
     Tensor in_norm, q_norm, k_norm, post_norm;
   };
 
+  // A block after its attention: y = the output projection of attended, added to the residual
+  // x and normed, the MLP (gate_up and act its intermediates), added to x and normed by `next`.
+  void AfterAttention(const ExecContext& exec, const Layer& l, const Tensor& attended,
+                      const Tensor& x, const Tensor& y, const Tensor& gate_up, const Tensor& act,
+                      const Tensor& next) const {
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+    ops::Linear(exec, attended, l.o, y);
+    ops::AddRmsNorm(exec, x, y, l.post_norm, eps);
+    ops::Linear(exec, y, l.gate_up, gate_up);
+    ops::SiluMul(exec, gate_up, act);
+    ops::Linear(exec, act, l.down, y);
+    ops::AddRmsNorm(exec, x, y, next, eps);
+  }
+
   // The last layer after attention on ctx.output_rows only (the CPU, f32): their rows of x and
-  // attended gathered, the output projection, the post-attention norm, the MLP and the final
-  // norm on them, and the final normed rows scattered into y, Forward's output. Each op computes
-  // a row from that row alone, so those rows get the same bits as over the whole batch; y's
-  // other rows keep the last layer's normed input, which nothing reads.
+  // attended gathered, AfterAttention on them, and the final normed rows scattered into y,
+  // Forward's output. Each op computes a row from that row alone, so those rows get the same
+  // bits as over the whole batch; y's other rows keep the last layer's normed input, which
+  // nothing reads.
   void OutputRowsAfterAttention(const ForwardContext& ctx, const Layer& l, const Tensor& x,
                                 const Tensor& attended, const Tensor& y) const {
-    const ExecContext& exec = ctx.exec;
     const int64_t n = ctx.output_rows.dim(0), h = c_.hidden;
-    const float eps = static_cast<float>(c_.rms_norm_eps);
     const Tensor picked = ctx.ws.F32(kPicked, {n, h});
     const Tensor picked_attended = ctx.ws.F32(kPickedAttended, {n, q_dim_});
     const Tensor out = ctx.ws.F32(kPickedOut, {n, h});
-    const Tensor gate_up = ctx.ws.F32(kPickedGateUp, {n, 2 * c_.intermediate});
-    const Tensor act = ctx.ws.F32(kPickedAct, {n, c_.intermediate});
-    ops::GatherRows(exec, x, ctx.output_rows, picked);
-    ops::GatherRows(exec, attended, ctx.output_rows, picked_attended);
-    ops::Linear(exec, picked_attended, l.o, out);
-    ops::AddRmsNorm(exec, picked, out, l.post_norm, eps);
-    ops::Linear(exec, out, l.gate_up, gate_up);
-    ops::SiluMul(exec, gate_up, act);
-    ops::Linear(exec, act, l.down, out);
-    ops::AddRmsNorm(exec, picked, out, norm_, eps);
-    ops::ScatterRows(exec, out, ctx.output_rows, y);
+    ops::GatherRows(ctx.exec, x, ctx.output_rows, picked);
+    ops::GatherRows(ctx.exec, attended, ctx.output_rows, picked_attended);
+    AfterAttention(ctx.exec, l, picked_attended, picked, out,
+                   ctx.ws.F32(kPickedGateUp, {n, 2 * c_.intermediate}),
+                   ctx.ws.F32(kPickedAct, {n, c_.intermediate}), norm_);
+    ops::ScatterRows(ctx.exec, out, ctx.output_rows, y);
   }
 
   Qwen3Config c_;
