@@ -35,11 +35,12 @@ avx2_vnni, avx512_vnni and avx512_bf16.
 Before every timed block and throughput turn (and once after the last), quiver_core_probe
 (bench/core_probe.cc, beside --engine-bench) times the f32 GEMM kernel on each CPU at once: on a
 virtual machine whose cores other tenants share, the rate a CPU gives swings by up to 2x within
-seconds. A block's state is the lower of the probes before and after it, over the best probe of
-the run; the goal ratios are also reported over the rounds in which both blocks compared found
+seconds. A block's state is the lower of the probes before and after it, over the run's quiet
+reference (the 90th percentile of its probes' slower-CPU rates); the goal ratios are also reported over the rounds in which both blocks compared found
 at least --quiet of that ("quiet"), and over the others.
 
     int8_peers.py --engine-bench build/quiver_engine_bench --out result.json
+    int8_peers.py --reanalyze result.json   # the ratios again from a saved run, nothing timed
 """
 
 import argparse
@@ -55,6 +56,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from paired import Engine  # noqa: E402  quiver_engine_bench --stdin
+from peer_ratios import analyze, report  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -293,7 +295,10 @@ def st_peer(model_dir, threads):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--engine-bench", required=True)
+    p.add_argument("--engine-bench")
+    p.add_argument("--reanalyze", metavar="RESULT_JSON",
+                   help="compute a saved run's goal ratios and host states again (with this "
+                        "version's rules), rewrite its JSON and print them; runs nothing")
     p.add_argument("--model", default=os.path.join(ROOT, "models", "all-MiniLM-L6-v2"))
     p.add_argument("--inputs", default=os.path.join(ROOT, ".cache", "bench", "inputs.json"))
     p.add_argument("--onnx", default=os.path.join(ROOT, ".cache", "peers", "all-MiniLM-L6-v2",
@@ -321,8 +326,16 @@ def main():
                    "none: no probes)")
     p.add_argument("--quiet", type=float, default=0.85,
                    help="a block is quiet when its probe found this much of the run's best rate")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out")
     args = p.parse_args()
+    if args.reanalyze:
+        result = json.load(open(args.reanalyze))
+        analyze(result)
+        json.dump(result, open(args.reanalyze, "w"), indent=2)
+        report(result)
+        return
+    if not args.engine_bench or not args.out:
+        p.error("--engine-bench and --out are needed (or --reanalyze)")
     if args.cpuid_mask and os.environ.get("QUIVER_CPUID_MASK") != args.cpuid_mask:
         # The mask must be in place before any library reads CPUID: start again under it.
         lib = os.path.abspath(args.cpuid_mask_lib or os.path.join(
@@ -496,92 +509,9 @@ def main():
               "throughput_round_probes": rate_probes,
               "latency_block_probes": {n: {str(length): v for length, v in by.items()}
                                        for n, by in block_probes.items() if n in names}}
-    # A turn's or block's state: the slower CPU's rate in the probes before and after it, over
-    # the best such rate of the run.
-    slowest = [min(p["together_gflops"]) for p in probes]
-    best_probe = max(slowest, default=0.0)
-
-    def quiet(i):
-        return i is not None and min(slowest[i], slowest[i + 1]) >= args.quiet * best_probe
-
-    def split_by_state(ratios, probes_a, probes_b):
-        """The medians of the ratios over quiet rounds (both quiet) and the others."""
-        if not probes:
-            return None
-        out = {}
-        for state, keep in (("quiet", True), ("busy", False)):
-            picked = [x for x, a, b in zip(ratios, probes_a, probes_b)
-                      if (quiet(a) and quiet(b)) == keep]
-            out[state] = {"rounds": len(picked),
-                          "median_ratio": statistics.median(picked) if picked else None}
-        return out
-    # quiver f32 against the best f32 peer: the ratio of p50s over all calls, and the median over
-    # rounds of the ratio of the two systems' block medians in that round.
-    f32_peers = [n for n in gated if "int8" not in n and "bf16" not in n]
-    against_best = {}
-    if "quiver engine f32" in rates and f32_peers:
-        for length in lengths:
-            key = str(length)
-            best = min((n for n in f32_peers if n in names),
-                       key=lambda n: result["latency_p50_ms"][n][key])
-            round_ratios = [q / b for q, b in zip(block_medians["quiver engine f32"][length],
-                                                  block_medians[best][length])]
-            per_round = statistics.median(round_ratios)
-            against_best[key] = {"best_peer": best,
-                                 "p50_ratio": result["latency_p50_ms"]["quiver engine f32"][key]
-                                 / result["latency_p50_ms"][best][key],
-                                 "median_round_ratio": per_round,
-                                 "by_host_state": split_by_state(
-                                     round_ratios, block_probes["quiver engine f32"][length],
-                                     block_probes[best][length])}
-        result["f32_latency_against_best_peer"] = against_best
-    # Throughput against the best peer of the same precision (OpenVINO's int8 and bf16 for quiver's:
-    # the issue's goals), the ratio of medians and each round's ratio.
-    against_rate = {}
-    for precision, quiver in (("f32", "quiver engine f32"), ("int8", "quiver engine int8"),
-                              ("bf16", "quiver engine bf16")):
-        if quiver not in rates:
-            continue
-        if precision == "f32":
-            candidates = f32_peers
-        else:
-            candidates = [n for n in gated if n.startswith("OpenVINO") and precision in n]
-        if not candidates:
-            continue
-        best = max(candidates, key=lambda n: result["throughput_tokens_per_s"][n])
-        round_ratios = [q / b for q, b in zip(rates[quiver], rates[best])]
-        against_rate[precision] = {
-            "best_peer": best,
-            "ratio": result["throughput_tokens_per_s"][quiver]
-            / result["throughput_tokens_per_s"][best],
-            "round_ratios": round_ratios,
-            "by_host_state": split_by_state(round_ratios, rate_probes[quiver], rate_probes[best])}
-    result["throughput_against_best_peer"] = against_rate
+    analyze(result)
     json.dump(result, open(args.out, "w"), indent=2)
-    for n in rates:
-        p50 = "  ".join(f"p50@{length} {result['latency_p50_ms'][n][str(length)]:7.2f} ms"
-                        for length in lengths if n in result["latency_p50_ms"])
-        print(f"{n:60s} {result['throughput_tokens_per_s'][n]:9.0f} tokens/s  {p50}")
-    for precision, r in against_rate.items():
-        print(f"throughput {precision}: quiver / {r['best_peer']} {r['ratio']:.3f} (rounds "
-              + ", ".join(f"{x:.3f}" for x in r["round_ratios"]) + ")")
-    for key, r in against_best.items():
-        print(f"batch-1 at {key} tokens: quiver f32 / {r['best_peer']} p50 {r['p50_ratio']:.3f}, "
-              f"median of round ratios {r['median_round_ratio']:.3f}")
-
-    def by_state(r):
-        if not r.get("by_host_state"):
-            return ""
-        return "; ".join(f"{state} rounds ({v['rounds']}): " +
-                         ("-" if v["median_ratio"] is None else f"{v['median_ratio']:.3f}")
-                         for state, v in r["by_host_state"].items())
-    if probes:
-        print(f"host state: best probe {best_probe:.1f} GFLOP/s on the slower CPU, quiet from "
-              f"{args.quiet * best_probe:.1f}")
-        for precision, r in against_rate.items():
-            print(f"  throughput {precision}: {by_state(r)}")
-        for key, r in against_best.items():
-            print(f"  batch-1 at {key} tokens: {by_state(r)}")
+    report(result)
 
 
 if __name__ == "__main__":
