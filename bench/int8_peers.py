@@ -325,7 +325,8 @@ def main():
     p.add_argument("--core-probe", help="quiver_core_probe (default: beside --engine-bench; "
                    "none: no probes)")
     p.add_argument("--quiet", type=float, default=0.85,
-                   help="a block is quiet when its probe found this much of the run's best rate")
+                   help="a block is quiet when its probes found this much of the run's quiet "
+                        "reference (the 90th percentile of its probes)")
     p.add_argument("--out")
     args = p.parse_args()
     if args.reanalyze:
