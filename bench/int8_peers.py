@@ -36,8 +36,9 @@ Before every timed block and throughput turn (and once after the last), quiver_c
 (bench/core_probe.cc, beside --engine-bench) times the f32 GEMM kernel on each CPU at once: on a
 virtual machine whose cores other tenants share, the rate a CPU gives swings by up to 2x within
 seconds. A block's state is the lower of the probes before and after it, over the run's quiet
-reference (the 90th percentile of its probes' slower-CPU rates); the goal ratios are also reported over the rounds in which both blocks compared found
-at least --quiet of that ("quiet"), and over the others.
+reference (the 90th percentile of its probes' slower-CPU rates); the goal ratios are also
+reported over the rounds in which both blocks compared found at least --quiet of that ("quiet"),
+and over the others.
 
     int8_peers.py --engine-bench build/quiver_engine_bench --out result.json
     int8_peers.py --reanalyze result.json   # the ratios again from a saved run, nothing timed
