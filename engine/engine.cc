@@ -56,17 +56,6 @@ ops::PoolMode ToOpPooling(PoolingMode mode) {
 
 }  // namespace
 
-bool LazyResult::Ready() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
-}
-
-const absl::StatusOr<EngineOutput>& LazyResult::Wait() const {
-  std::unique_lock<std::mutex> lock(state_->mu);
-  state_->cv.wait(lock, [&] { return state_->done; });
-  return state_->result;
-}
-
 std::string DeviceSpec::ToString() const {
   return device == Device::kCpu ? std::string("cpu") : StrCat("cuda:", index);
 }
@@ -812,13 +801,7 @@ absl::StatusOr<EngineOutput> Engine::Finish(const Running& r) {
 }
 
 void Engine::Deliver(Pending& item, absl::StatusOr<EngineOutput> out) {
-  LazyResult::State& state = *item.result.state_;
-  {
-    std::lock_guard<std::mutex> lock(state.mu);
-    state.result = std::move(out);
-    state.done = true;
-  }
-  state.cv.notify_all();
+  item.result.Fulfil(std::move(out));
   if (item.on_ready) item.on_ready();
 }
 

@@ -31,6 +31,7 @@
 #include "engine/base/thread_pool.h"
 #include "engine/base/workspace.h"
 #include "engine/batch.h"
+#include "engine/batch_runner.h"
 #include "engine/dense_modules.h"
 #include "engine/loader/weight_loader.h"
 #include "engine/model_folder.h"
@@ -110,42 +111,16 @@ absl::Status ApplyModelSettings(const std::string& model_dir, DeviceSettings& se
 absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_batch_tokens,
                                  int64_t max_batch_seqs, EngineOptions& options);
 
-// What the engine holds and did, for logs and metrics (a snapshot).
-struct EngineStats {
-  std::string device;               // "cpu", "cuda:0"
-  int64_t device_memory_bytes = 0;  // CUDA: weights + buffers + graphs; 0 on the CPU
-  int64_t weight_bytes = 0;         // CUDA: the model's weights on the device
-  GraphStats graphs;
-  std::string last_graph_failure;
-};
-
-// The answer to one Submit. Ready() never blocks; Wait() blocks until the batch ran. Copyable;
-// all copies share one result.
-class LazyResult {
- public:
-  bool Ready() const;
-  const absl::StatusOr<EngineOutput>& Wait() const;
-
- private:
-  friend class Engine;
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    absl::StatusOr<EngineOutput> result;
-  };
-  std::shared_ptr<State> state_ = std::make_shared<State>();
-};
-
-class Engine {
+class Engine final : public BatchRunner {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Load(const std::string& model_dir,
                                                       const EngineOptions& options);
-  ~Engine();  // finishes queued batches, then stops the compute thread
+  ~Engine() override;  // finishes queued batches, then stops the compute thread
 
   // `on_ready`, if set, runs on the compute thread right after the result is set, also for a
   // batch that fails the checks; never inside Submit. The next batch waits for it: keep it short.
-  LazyResult Submit(RaggedBatch batch, std::function<void()> on_ready = nullptr);
+  LazyResult Submit(RaggedBatch batch, std::function<void()> on_ready) override;
+  LazyResult Submit(RaggedBatch batch) { return Submit(std::move(batch), nullptr); }
   // The checks Submit makes (ids, type ids, lengths, dimensions, and on CUDA the batch limits
   // the buffers were sized for), for callers that want to refuse a piece of a batch before
   // packing it with others.
@@ -163,10 +138,11 @@ class Engine {
   }
   // The width of an embedding: the last Dense module's out_features, else pooled_size.
   int64_t output_size() const { return dense_.out_features(pooled_size()); }
-  int64_t max_input_tokens() const { return info().max_input_tokens; }
+  int64_t max_input_tokens() const override { return info().max_input_tokens; }
   double flops_per_token(int64_t seq_len) const { return model_->FlopsPerToken(seq_len); }
   const EngineOptions& options() const { return options_; }
-  EngineStats stats() const;
+  EngineStats stats() const override;
+  bool stats_change() const override { return options_.device.device != Device::kCpu; }
   // One line for the start-up log: the device, its memory taken, the graph settings.
   std::string DeviceSummary() const;
 

@@ -15,7 +15,7 @@ int64_t Micros(Clock::duration d) {
 
 }  // namespace
 
-Scheduler::Scheduler(engine::Engine* engine, SchedulerLimits limits, MetricsRegistry* metrics)
+Scheduler::Scheduler(engine::BatchRunner* engine, SchedulerLimits limits, MetricsRegistry* metrics)
     : engine_(engine), limits_(limits), max_input_tokens_(engine->max_input_tokens()) {
   queue_chunks_ = &metrics->GetGauge("quiver_scheduler_queue_chunks", "Chunks waiting for a batch");
   queue_tokens_ = &metrics->GetGauge("quiver_scheduler_admitted_tokens",
@@ -219,7 +219,7 @@ void Scheduler::OnBatchReady() {
     queue_tokens_->Set(static_cast<double>(admitted_tokens_));
   }
   // A CPU engine's figures never change after load (published once, at construction).
-  if (engine_->options().device.device != engine::Device::kCpu) PublishEngineStats();
+  if (engine_->stats_change()) PublishEngineStats();
   AnswerDropped(lock, SubmitBatches());
   // The last touch of this object by the engine's thread: Drain may return (and the scheduler
   // go) once this hook has released mu_.

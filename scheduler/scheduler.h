@@ -1,10 +1,11 @@
-// The FCFS token-budget scheduler around one Engine. Chunks (atomic ragged pieces of requests)
-// are admitted or refused at once. Batches are formed with FormBatch and two are kept in the
-// engine (batch N+1 packed and submitted while batch N computes): Enqueue submits at once when
-// the engine has room, and each completion delivers its batch and refills the engine. The
-// scheduler has no thread of its own: on an idle server a request goes from the caller's thread
-// to the engine's and back with no hop in between. Cancelled or expired chunks are dropped
-// before they reach the engine; each chunk gets its rows when its batch is ready.
+// The FCFS token-budget scheduler around one engine (an engine::BatchRunner: the Engine, or a
+// test's fake). Chunks (atomic ragged pieces of requests) are admitted or refused at once.
+// Batches are formed with FormBatch and two are kept in the engine (batch N+1 packed and
+// submitted while batch N computes): Enqueue submits at once when the engine has room, and each
+// completion delivers its batch and refills the engine. The scheduler has no thread of its own:
+// on an idle server a request goes from the caller's thread to the engine's and back with no hop
+// in between. Cancelled or expired chunks are dropped before they reach the engine; each chunk
+// gets its rows when its batch is ready.
 //
 // Thread-safe: Enqueue from any thread. `done` callbacks run on the engine's compute thread when
 // the batch completes (a chunk found cancelled or expired is answered on the thread that was
@@ -21,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/metrics.h"
-#include "engine/engine.h"
+#include "engine/batch_runner.h"
 #include "scheduler/batcher.h"
 #include "scheduler/limits.h"
 
@@ -56,7 +57,7 @@ using ChunkDone = std::function<void(absl::StatusOr<ChunkResult>)>;
 
 class Scheduler {
  public:
-  Scheduler(engine::Engine* engine, SchedulerLimits limits, MetricsRegistry* metrics);
+  Scheduler(engine::BatchRunner* engine, SchedulerLimits limits, MetricsRegistry* metrics);
   ~Scheduler();  // drains
 
   // OK: admitted, and `done` will be called exactly once. Otherwise refused now (`done` is not
@@ -100,7 +101,7 @@ class Scheduler {
   void Deliver(InFlight& batch);
   bool Drained() const { return queue_.empty() && in_flight_.empty() && hooks_pending_ == 0; }
 
-  engine::Engine* engine_;
+  engine::BatchRunner* engine_;
   SchedulerLimits limits_;
   int64_t max_input_tokens_;
 
