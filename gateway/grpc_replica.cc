@@ -6,6 +6,7 @@
 #include "common/host_lookup.h"
 #include "common/strings.h"
 #include "common/thread_name.h"
+#include "proto/grpc_limits.h"
 #include "proto/grpc_status.h"
 #include "spdlog/spdlog.h"
 
@@ -15,9 +16,9 @@ GrpcReplica::GrpcReplica(std::string address, std::chrono::milliseconds health_i
                          MetricsRegistry* metrics)
     : address_(std::move(address)), health_interval_(health_interval) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectInitialBackoffMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectMaxBackoffMs);
   channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
   stub_ = quiver::v1::Inference::NewStub(channel_);
   health_ = grpc::health::v1::Health::NewStub(channel_);

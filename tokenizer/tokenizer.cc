@@ -179,9 +179,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
   }
   QUIVER_ASSIGN_OR_RETURN(std::vector<AddedToken> added, ParseAddedTokens(root));
   t->added_ = std::make_unique<AddedVocabulary>(std::move(added), t->normalizer_.get());
+  // The truncation tokenizer.json asks for is checked, as Hugging Face's loader does, and then
+  // not applied: transformers' fast tokenizers (and so sentence-transformers) turn it off and
+  // truncate at the model's own limit when asked to, as quiver's callers do (EncodeOptions).
   absl::StatusOr<std::optional<Truncation>> truncation = ParseTruncation(root);
   if (!truncation.ok()) return WithContext(truncation.status(), "truncation");
-  t->default_truncation_ = *truncation;
   return t;
 }
 

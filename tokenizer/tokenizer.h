@@ -93,8 +93,6 @@ class Tokenizer {
   size_t vocab_size() const;
   // Special tokens the post-processor adds for one text (pair = false) or two.
   size_t NumAddedTokens(bool pair) const;
-  // The truncation tokenizer.json itself asks for, if any (callers decide whether to apply it).
-  const std::optional<Truncation>& default_truncation() const { return default_truncation_; }
 
  private:
   Tokenizer();
@@ -112,7 +110,6 @@ class Tokenizer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<PostProcessor> post_processor_;  // may be null
   std::unique_ptr<Decoder> decoder_;               // may be null
-  std::optional<Truncation> default_truncation_;
 };
 
 }  // namespace quiver::tokenizer

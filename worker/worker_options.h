@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "engine/engine.h"
 #include "engine/models/model.h"
+#include "proto/grpc_limits.h"
 #include "scheduler/limits.h"
 
 namespace quiver::worker {
@@ -18,7 +19,7 @@ struct WorkerOptions {
   std::string metrics_host = "0.0.0.0";
   int metrics_port = 9090;  // Prometheus /metrics; -1 disables
   int threads = 0;          // compute threads; 0 = all cores
-  int max_message_bytes = 64 << 20;
+  int max_message_bytes = kMaxGrpcMessageBytes;
   int drain_grace_ms = 500;  // after draining, refuse with UNAVAILABLE this long
   scheduler::SchedulerLimits limits;
   engine::ModelOptions model;     // reranker token ids
