@@ -197,23 +197,8 @@ void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {
 
 namespace {
 
-int Main(int argc, char** argv) {
-  CLI::App app{"quiver: a server for text-embedding and reranking models"};
-  app.require_subcommand(1);
-  std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
-      ->envname("QUIVER_LOG_LEVEL")
-      ->capture_default_str();
-  std::string log_format = "text";
-  app.add_option("--log-format", log_format,
-                 "Log lines on stderr as 'text' or as 'json' (one object per line: timestamp in "
-                 "UTC, level, logger, thread, message and the record's own fields), for log "
-                 "collectors")
-      ->envname("QUIVER_LOG_FORMAT")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-
-  quiver::app::ServeOptions serve;
+// quiver serve: the gateway and an in-process engine.
+CLI::App* AddServeCommand(CLI::App& app, quiver::app::ServeOptions& serve) {
   CLI::App* serve_cmd =
       app.add_subcommand("serve", "Gateway and an in-process engine in one process");
   serve_cmd
@@ -239,8 +224,11 @@ int Main(int argc, char** argv) {
   AddPromptFlags(*serve_cmd, serve.default_prompt_name, serve.default_prompt);
   AddTracingFlags(*serve_cmd, serve.otlp_endpoint, serve.otlp_service_name);
   AddDeviceFlags(*serve_cmd, serve.device);
+  return serve_cmd;
+}
 
-  quiver::app::GatewayOptions gw;
+// quiver gateway: HTTP in front of workers.
+CLI::App* AddGatewayCommand(CLI::App& app, quiver::app::GatewayOptions& gw) {
   CLI::App* gateway_cmd = app.add_subcommand("gateway", "HTTP gateway in front of workers");
   gateway_cmd
       ->add_option("--workers", gw.workers,
@@ -271,7 +259,11 @@ int Main(int argc, char** argv) {
   AddCorsFlag(*gateway_cmd, gw.cors_allow_origins);
   AddPromptFlags(*gateway_cmd, gw.default_prompt_name, gw.default_prompt);
   AddTracingFlags(*gateway_cmd, gw.otlp_endpoint, gw.otlp_service_name);
-  quiver::worker::WorkerOptions worker;
+  return gateway_cmd;
+}
+
+// quiver worker: the gRPC worker.
+CLI::App* AddWorkerCommand(CLI::App& app, quiver::worker::WorkerOptions& worker) {
   CLI::App* worker_cmd = app.add_subcommand("worker", "gRPC inference worker");
   worker_cmd->add_option("--model,--model-id", worker.model_dir, "Hugging Face model folder")
       ->required();
@@ -299,7 +291,11 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   AddLimitFlags(*worker_cmd, worker.limits);
   AddDeviceFlags(*worker_cmd, worker.device);
-  quiver::app::EmbedOptions embed;
+  return worker_cmd;
+}
+
+// quiver embed: the batch job.
+CLI::App* AddEmbedCommand(CLI::App& app, quiver::app::EmbedOptions& embed) {
   CLI::App* embed_cmd = app.add_subcommand("embed", "Embed texts offline");
   embed_cmd->add_option("--model", embed.model_dir, "Hugging Face model folder")
       ->capture_default_str();
@@ -382,7 +378,11 @@ int Main(int argc, char** argv) {
       "--attention-backend", embed.attention_backend,
       quiver::StrCat("Force an attention backend (", AttentionBackendList(),
                      "); default: the per-model table, by family and sequence length"));
-  quiver::app::TokenizeOptions tokenize;
+  return embed_cmd;
+}
+
+// quiver tokenize.
+CLI::App* AddTokenizeCommand(CLI::App& app, quiver::app::TokenizeOptions& tokenize) {
   CLI::App* tokenize_cmd = app.add_subcommand(
       "tokenize", "Tokenize JSON lines {\"text\": ...} from stdin into {\"ids\", \"type_ids\"}");
   tokenize_cmd->add_option("--tokenizer", tokenize.tokenizer_path, "Path to tokenizer.json")
@@ -396,6 +396,58 @@ int Main(int argc, char** argv) {
   tokenize_cmd->add_option("--truncation-side", tokenize.truncation_side, "right or left")
       ->check(CLI::IsMember({"right", "left"}))
       ->capture_default_str();
+  return tokenize_cmd;
+}
+
+// Runs quiver worker: the yes/no ids and the fidelity gate's reference composed around it.
+int RunWorkerCommand(quiver::worker::WorkerOptions& worker) {
+  absl::StatusOr<quiver::engine::ModelOptions> model =
+      quiver::app::ResolveModelOptions(worker.model_dir);
+  if (!model.ok()) {
+    spdlog::error("quiver worker: {}", model.status().message());
+    return 1;
+  }
+  worker.model = *model;
+  // The gate's reference before the engine loads (app/fidelity_gate.h).
+  absl::StatusOr<quiver::app::FidelityReference> reference =
+      absl::UnavailableError("no fidelity gate");
+  worker.before_load = [&worker, &reference](const quiver::engine::EngineOptions& options) {
+    if (quiver::app::NeedsFidelityGate(options)) {
+      reference = quiver::app::FidelityReference::Compute(worker.model_dir, options);
+    }
+  };
+  worker.readiness_gate = [&worker, &reference](quiver::engine::Engine& engine) {
+    return quiver::app::CheckFidelity(engine, reference, worker.device.min_int8_cosine);
+  };
+  return quiver::worker::RunWorker(worker);
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"quiver: a server for text-embedding and reranking models"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->envname("QUIVER_LOG_LEVEL")
+      ->capture_default_str();
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format,
+                 "Log lines on stderr as 'text' or as 'json' (one object per line: timestamp in "
+                 "UTC, level, logger, thread, message and the record's own fields), for log "
+                 "collectors")
+      ->envname("QUIVER_LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
+  quiver::app::ServeOptions serve;
+  CLI::App* serve_cmd = AddServeCommand(app, serve);
+  quiver::app::GatewayOptions gw;
+  CLI::App* gateway_cmd = AddGatewayCommand(app, gw);
+  quiver::worker::WorkerOptions worker;
+  CLI::App* worker_cmd = AddWorkerCommand(app, worker);
+  quiver::app::EmbedOptions embed;
+  CLI::App* embed_cmd = AddEmbedCommand(app, embed);
+  quiver::app::TokenizeOptions tokenize;
+  CLI::App* tokenize_cmd = AddTokenizeCommand(app, tokenize);
   CLI::App* version_cmd = app.add_subcommand("version", "Version, build and devices");
 
   CLI11_PARSE(app, argc, argv);
@@ -423,27 +475,7 @@ int Main(int argc, char** argv) {
   if (*version_cmd) return quiver::app::RunVersion();
   if (*tokenize_cmd) return quiver::app::RunTokenize(tokenize);
   if (*embed_cmd) return quiver::app::RunEmbed(embed);
-  if (*worker_cmd) {
-    absl::StatusOr<quiver::engine::ModelOptions> model =
-        quiver::app::ResolveModelOptions(worker.model_dir);
-    if (!model.ok()) {
-      spdlog::error("quiver worker: {}", model.status().message());
-      return 1;
-    }
-    worker.model = *model;
-    // The gate's reference before the engine loads (app/fidelity_gate.h).
-    absl::StatusOr<quiver::app::FidelityReference> reference =
-        absl::UnavailableError("no fidelity gate");
-    worker.before_load = [&worker, &reference](const quiver::engine::EngineOptions& options) {
-      if (quiver::app::NeedsFidelityGate(options)) {
-        reference = quiver::app::FidelityReference::Compute(worker.model_dir, options);
-      }
-    };
-    worker.readiness_gate = [&worker, &reference](quiver::engine::Engine& engine) {
-      return quiver::app::CheckFidelity(engine, reference, worker.device.min_int8_cosine);
-    };
-    return quiver::worker::RunWorker(worker);
-  }
+  if (*worker_cmd) return RunWorkerCommand(worker);
   if (*gateway_cmd) return quiver::app::RunGateway(gw);
   return 2;
 }
