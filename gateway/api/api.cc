@@ -187,6 +187,7 @@ Api::Api(ModelDescription model, std::unique_ptr<tokenizer::Tokenizer> tokenizer
       metrics_(metrics),
       access_log_(access_log) {
   AddRoutes();
+  MakeRouteMetrics();
 }
 
 void Api::AddJson(std::string path, Dialect dialect,
@@ -283,12 +284,48 @@ HttpResponse Api::Unauthorized(Dialect dialect) const {
   return response;
 }
 
-void Api::CountRequest(const std::string& endpoint, int status) {
-  metrics_
-      ->GetCounter(
-          "quiver_http_requests_total", "HTTP requests by route and status",
-          StrCat(MetricLabel("endpoint", endpoint), ",", MetricLabel("status", StrCat(status))))
-      .Inc();
+namespace {
+
+Histogram& RequestSeconds(MetricsRegistry& metrics, const std::string& endpoint) {
+  return metrics.GetHistogram("quiver_http_request_seconds", "Request latency by route",
+                              MetricsRegistry::ExponentialBuckets(0.0001, 2, 18),
+                              MetricLabel("endpoint", endpoint));
+}
+
+Counter& RequestCount(MetricsRegistry& metrics, const std::string& endpoint, int status) {
+  return metrics.GetCounter(
+      "quiver_http_requests_total", "HTTP requests by route and status",
+      StrCat(MetricLabel("endpoint", endpoint), ",", MetricLabel("status", StrCat(status))));
+}
+
+}  // namespace
+
+void Api::MakeRouteMetrics() {
+  std::vector<std::string> endpoints = {std::string(kUnmatchedRoute)};
+  for (const Route& route : router_.routes()) endpoints.push_back(route.path);
+  for (const std::string& endpoint : endpoints) {
+    auto& metrics = route_metrics_[endpoint];
+    if (metrics != nullptr) continue;  // a path with several methods
+    metrics = std::make_unique<RouteMetrics>();
+    metrics->seconds = &RequestSeconds(*metrics_, endpoint);
+  }
+}
+
+void Api::CountRequest(const std::string& endpoint, int status, std::optional<double> seconds) {
+  const auto it = route_metrics_.find(endpoint);
+  RouteMetrics* route = it == route_metrics_.end() ? nullptr : it->second.get();
+  if (seconds) (route ? *route->seconds : RequestSeconds(*metrics_, endpoint)).Observe(*seconds);
+  if (route == nullptr || status < 0 || status >= static_cast<int>(route->by_status.size())) {
+    RequestCount(*metrics_, endpoint, status).Inc();  // not expected: every label is a route's
+    return;
+  }
+  std::atomic<Counter*>& slot = route->by_status[static_cast<size_t>(status)];
+  Counter* counter = slot.load(std::memory_order_acquire);
+  if (counter == nullptr) {  // the registry gives every thread the same counter
+    counter = &RequestCount(*metrics_, endpoint, status);
+    slot.store(counter, std::memory_order_release);
+  }
+  counter->Inc();
 }
 
 std::optional<HttpResponse> Api::CheckHeaders(const HttpRequest& request) {
@@ -437,12 +474,7 @@ HttpResponse Api::Handle(const HttpRequest& request) {
                                : preflight ? PathPattern(request.target)
                                            : std::string(kUnmatchedRoute);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  CountRequest(endpoint, response.status);
-  metrics_
-      ->GetHistogram("quiver_http_request_seconds", "Request latency by route",
-                     MetricsRegistry::ExponentialBuckets(0.0001, 2, 18),
-                     MetricLabel("endpoint", endpoint))
-      .Observe(seconds);
+  CountRequest(endpoint, response.status, seconds);
   if (trace.record) Trace(request, response, endpoint, request_id, trace, wall_start);
   if (access_log_) {
     LogInfoWithFields("access", {{"method", std::string_view(request.method)},

@@ -10,8 +10,11 @@
 // its dialect's answer; errors go through the dialect's error map (errors.h).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -105,13 +108,24 @@ class Api {
              std::chrono::system_clock::time_point start) const;
   // The pattern of the first route whose path matches `path` (any method), for metric labels.
   std::string PathPattern(std::string_view path) const;
-  // quiver_http_requests_total{endpoint (the route's pattern, never the raw path), status}.
-  void CountRequest(const std::string& endpoint, int status);
+  // One request's metrics: quiver_http_requests_total{endpoint (the route's pattern, never the
+  // raw path), status} and, where `seconds` is set, quiver_http_request_seconds{endpoint}.
+  void CountRequest(const std::string& endpoint, int status,
+                    std::optional<double> seconds = std::nullopt);
+  // Each endpoint label's metrics, made once when the routes are (MakeRouteMetrics) and read
+  // without the registry's lock by every request: its latency histogram and its counters by
+  // status, each counter made on its status's first use.
+  struct RouteMetrics {
+    Histogram* seconds = nullptr;
+    std::array<std::atomic<Counter*>, 600> by_status{};
+  };
+  void MakeRouteMetrics();
   HttpResponse Models(const std::string& id) const;
 
   Service service_;
   Router router_;
   MetricsRegistry* metrics_;
+  std::map<std::string, std::unique_ptr<RouteMetrics>, std::less<>> route_metrics_;
   bool access_log_;
   CorsPolicy cors_;
   std::shared_ptr<telemetry::SpanExporter> tracer_;

@@ -333,6 +333,21 @@ def main():
         check(s == 200, "Cohere's default truncate END cuts it")
 
         # Routing: 405 with Allow; unknown paths share one metrics label, values escaped.
+        def metric(text, line_start):
+            found = [l for l in text.splitlines() if l.startswith(line_start + " ")]
+            return float(found[0].split()[-1]) if found else 0.0
+        count_400 = 'quiver_http_requests_total{endpoint="/embed",status="400"}'
+        count_200 = 'quiver_http_requests_total{endpoint="/embed",status="200"}'
+        seconds_count = 'quiver_http_request_seconds_count{endpoint="/embed"}'
+        before = call(port, "GET", "/metrics")[1]
+        for _ in range(3):
+            call(port, "POST", "/embed", None, raw=b"{not json")
+        call(port, "POST", "/embed", {"inputs": "counted"})
+        after = call(port, "GET", "/metrics")[1]
+        check(metric(after, count_400) - metric(before, count_400) == 3
+              and metric(after, count_200) - metric(before, count_200) == 1
+              and metric(after, seconds_count) - metric(before, seconds_count) == 4,
+              "each request counted once by route and status, and timed once by route")
         s, b, h = call(port, "GET", "/embed")
         check(s == 405 and h.get("Allow") == "POST", f"GET /embed: 405 Allow: POST ({s} {h.get('Allow')})")
         for i in range(5):
