@@ -142,13 +142,6 @@ struct Answers {
   }
 };
 
-// Declared after the scheduler, so destroyed before it: answers whatever a failed test left in
-// the engine, where the scheduler's destructor (which drains) would otherwise wait for ever.
-struct CompleteOnExit {
-  FakeRunner& runner;
-  ~CompleteOnExit() { runner.CompleteAll(); }
-};
-
 SchedulerLimits Limits(int64_t batch_tokens, int64_t queued_tokens = 1000) {
   SchedulerLimits limits;
   limits.max_batch_tokens = batch_tokens;
@@ -157,171 +150,160 @@ SchedulerLimits Limits(int64_t batch_tokens, int64_t queued_tokens = 1000) {
   return limits;
 }
 
-TEST(SchedulerPipelineTest, TwoBatchesInTheEngineAndTheNextSubmittedWhenOneCompletes) {
+// A scheduler over a fake engine, as every test sets one up. The last member is destroyed first:
+// it answers whatever a failed test left in the engine, where the scheduler's destructor (which
+// drains) would otherwise wait for ever.
+struct Pipeline {
+  explicit Pipeline(const SchedulerLimits& limits) : scheduler(&runner, limits, &metrics) {}
+  ~Pipeline() { runner.CompleteAll(); }
+
   FakeRunner runner;
   MetricsRegistry metrics;
   Answers answers;
-  Scheduler scheduler(&runner, Limits(/*batch_tokens=*/4), &metrics);
-  CompleteOnExit complete_on_exit{runner};
+  Scheduler scheduler;
+};
+
+TEST(SchedulerPipelineTest, TwoBatchesInTheEngineAndTheNextSubmittedWhenOneCompletes) {
+  Pipeline p(Limits(/*batch_tokens=*/4));
   for (int c = 0; c < 3; ++c) {
-    ASSERT_TRUE(scheduler.Enqueue(MakeChunk(100 + c, 3), answers.For(c)).ok());
+    ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(100 + c, 3), p.answers.For(c)).ok());
   }
   // 3 + 3 tokens pass the budget of 4: one chunk per batch, two in the engine, one queued.
-  EXPECT_EQ(runner.pending(), 2u);
-  EXPECT_EQ(scheduler.queued_tokens(), 9);
-  runner.CompleteNext();
-  EXPECT_EQ(answers.Rows(0).value(), std::vector<float>{100});
-  EXPECT_FALSE(answers.Has(1));
+  EXPECT_EQ(p.runner.pending(), 2u);
+  EXPECT_EQ(p.scheduler.queued_tokens(), 9);
+  p.runner.CompleteNext();
+  EXPECT_EQ(p.answers.Rows(0).value(), std::vector<float>{100});
+  EXPECT_FALSE(p.answers.Has(1));
   // The completion refilled the engine with the queued chunk.
-  EXPECT_EQ(runner.pending(), 2u);
-  EXPECT_EQ(scheduler.queued_tokens(), 6);
-  runner.CompleteAll();
-  EXPECT_EQ(answers.Rows(1).value(), std::vector<float>{101});
-  EXPECT_EQ(answers.Rows(2).value(), std::vector<float>{102});
-  EXPECT_EQ(answers.order, (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(scheduler.queued_tokens(), 0);
+  EXPECT_EQ(p.runner.pending(), 2u);
+  EXPECT_EQ(p.scheduler.queued_tokens(), 6);
+  p.runner.CompleteAll();
+  EXPECT_EQ(p.answers.Rows(1).value(), std::vector<float>{101});
+  EXPECT_EQ(p.answers.Rows(2).value(), std::vector<float>{102});
+  EXPECT_EQ(p.answers.order, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(p.scheduler.queued_tokens(), 0);
 }
 
 TEST(SchedulerPipelineTest, QueuedChunksArePackedInArrivalOrderUpToTheBudget) {
-  FakeRunner runner;
-  MetricsRegistry metrics;
-  Answers answers;
-  Scheduler scheduler(&runner, Limits(/*batch_tokens=*/10), &metrics);
-  CompleteOnExit complete_on_exit{runner};
+  Pipeline p(Limits(/*batch_tokens=*/10));
   // Two chunks of 8 fill the engine; then 3, 3 (two sequences), 8, 3 and 3 wait.
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(100, 8), answers.For(0)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(200, 8), answers.For(1)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(300, 3), answers.For(2)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(400, 3, /*seqs=*/2), answers.For(3)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(500, 8), answers.For(4)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(600, 3), answers.For(5)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(700, 3), answers.For(6)).ok());
-  EXPECT_EQ(runner.submitted_tokens(), (std::vector<int64_t>{8, 8}));
-  runner.CompleteAll();
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(100, 8), p.answers.For(0)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(200, 8), p.answers.For(1)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(300, 3), p.answers.For(2)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(400, 3, /*seqs=*/2), p.answers.For(3)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(500, 8), p.answers.For(4)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(600, 3), p.answers.For(5)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(700, 3), p.answers.For(6)).ok());
+  EXPECT_EQ(p.runner.submitted_tokens(), (std::vector<int64_t>{8, 8}));
+  p.runner.CompleteAll();
   // 3 + 6 = 9 fit in 10 and the 8 after them does not: it starts the next batch, and the chunks
   // of 3 behind it are not moved ahead of it (first come, first served), though one would fit.
-  EXPECT_EQ(runner.submitted_tokens(), (std::vector<int64_t>{8, 8, 9, 8, 6}));
-  EXPECT_EQ(runner.first_ids_seen(),
+  EXPECT_EQ(p.runner.submitted_tokens(), (std::vector<int64_t>{8, 8, 9, 8, 6}));
+  EXPECT_EQ(p.runner.first_ids_seen(),
             (std::vector<int32_t>{100, 200, 300, 400, 401, 500, 600, 700}));
   // Each chunk got its own rows out of the packed batch.
-  EXPECT_EQ(answers.Rows(2).value(), std::vector<float>{300});
-  EXPECT_EQ(answers.Rows(3).value(), (std::vector<float>{400, 401}));
-  EXPECT_EQ(answers.Rows(4).value(), std::vector<float>{500});
-  EXPECT_EQ(answers.Rows(5).value(), std::vector<float>{600});
-  EXPECT_EQ(answers.Rows(6).value(), std::vector<float>{700});
-  EXPECT_EQ(answers.order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(p.answers.Rows(2).value(), std::vector<float>{300});
+  EXPECT_EQ(p.answers.Rows(3).value(), (std::vector<float>{400, 401}));
+  EXPECT_EQ(p.answers.Rows(4).value(), std::vector<float>{500});
+  EXPECT_EQ(p.answers.Rows(5).value(), std::vector<float>{600});
+  EXPECT_EQ(p.answers.Rows(6).value(), std::vector<float>{700});
+  EXPECT_EQ(p.answers.order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
 }
 
 TEST(SchedulerPipelineTest, ChunksCancelledOrExpiredWhileQueuedNeverReachTheEngine) {
-  FakeRunner runner;
-  MetricsRegistry metrics;
-  Answers answers;
-  Scheduler scheduler(&runner, Limits(/*batch_tokens=*/4), &metrics);
-  CompleteOnExit complete_on_exit{runner};
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(100, 3), answers.For(0)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(200, 3), answers.For(1)).ok());
+  Pipeline p(Limits(/*batch_tokens=*/4));
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(100, 3), p.answers.For(0)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(200, 3), p.answers.For(1)).ok());
   std::atomic<bool> client_left{false};
   Chunk cancelled = MakeChunk(300, 3);
   cancelled.is_cancelled = [&] { return client_left.load(); };
-  ASSERT_TRUE(scheduler.Enqueue(std::move(cancelled), answers.For(2)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(std::move(cancelled), p.answers.For(2)).ok());
   Chunk expires = MakeChunk(400, 3);
   expires.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
-  ASSERT_TRUE(scheduler.Enqueue(std::move(expires), answers.For(3)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(500, 3), answers.For(4)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(std::move(expires), p.answers.For(3)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(500, 3), p.answers.For(4)).ok());
   client_left = true;
   std::this_thread::sleep_for(std::chrono::milliseconds(40));  // past chunk 3's deadline
-  EXPECT_EQ(scheduler.queued_tokens(), 15);
-  runner.CompleteNext();
+  EXPECT_EQ(p.scheduler.queued_tokens(), 15);
+  p.runner.CompleteNext();
   // The completion dropped both before packing the next batch.
-  EXPECT_EQ(answers.Rows(2).status().code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(answers.Rows(3).status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(scheduler.queued_tokens(), 6);
-  runner.CompleteAll();
-  EXPECT_EQ(runner.first_ids_seen(), (std::vector<int32_t>{100, 200, 500}));
-  EXPECT_EQ(answers.Rows(4).value(), std::vector<float>{500});
+  EXPECT_EQ(p.answers.Rows(2).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(p.answers.Rows(3).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(p.scheduler.queued_tokens(), 6);
+  p.runner.CompleteAll();
+  EXPECT_EQ(p.runner.first_ids_seen(), (std::vector<int32_t>{100, 200, 500}));
+  EXPECT_EQ(p.answers.Rows(4).value(), std::vector<float>{500});
   // A chunk already past its deadline when it comes, with room in the engine, is answered at
   // once on the enqueuing thread.
   Chunk late = MakeChunk(600, 3);
   late.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
-  ASSERT_TRUE(scheduler.Enqueue(std::move(late), answers.For(5)).ok());
-  EXPECT_EQ(answers.Rows(5).status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(runner.pending(), 0u);
-  EXPECT_EQ(scheduler.queued_tokens(), 0);
+  ASSERT_TRUE(p.scheduler.Enqueue(std::move(late), p.answers.For(5)).ok());
+  EXPECT_EQ(p.answers.Rows(5).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(p.runner.pending(), 0u);
+  EXPECT_EQ(p.scheduler.queued_tokens(), 0);
 }
 
 TEST(SchedulerPipelineTest, AnEngineErrorAnswersEveryChunkOfItsBatchAndTheNextBatchRuns) {
-  FakeRunner runner;
-  MetricsRegistry metrics;
-  Answers answers;
-  Scheduler scheduler(&runner, Limits(/*batch_tokens=*/10), &metrics);
-  CompleteOnExit complete_on_exit{runner};
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(100, 8), answers.For(0)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(200, 8), answers.For(1)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(300, 4), answers.For(2)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(400, 4), answers.For(3)).ok());
-  runner.CompleteNext();
-  runner.CompleteNext(absl::InternalError("the device fell over"));
-  EXPECT_EQ(answers.Rows(1).status().code(), absl::StatusCode::kInternal);
-  runner.CompleteNext(absl::ResourceExhaustedError("out of device memory"));
+  Pipeline p(Limits(/*batch_tokens=*/10));
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(100, 8), p.answers.For(0)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(200, 8), p.answers.For(1)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(300, 4), p.answers.For(2)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(400, 4), p.answers.For(3)).ok());
+  p.runner.CompleteNext();
+  p.runner.CompleteNext(absl::InternalError("the device fell over"));
+  EXPECT_EQ(p.answers.Rows(1).status().code(), absl::StatusCode::kInternal);
+  p.runner.CompleteNext(absl::ResourceExhaustedError("out of device memory"));
   // Chunks 2 and 3 shared a batch: both get its error.
-  EXPECT_EQ(answers.Rows(2).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(answers.Rows(3).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(scheduler.queued_tokens(), 0);
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(500, 4), answers.For(4)).ok());
-  runner.CompleteAll();
-  EXPECT_EQ(answers.Rows(4).value(), std::vector<float>{500});
+  EXPECT_EQ(p.answers.Rows(2).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(p.answers.Rows(3).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(p.scheduler.queued_tokens(), 0);
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(500, 4), p.answers.For(4)).ok());
+  p.runner.CompleteAll();
+  EXPECT_EQ(p.answers.Rows(4).value(), std::vector<float>{500});
 }
 
 TEST(SchedulerPipelineTest, OverloadIsRefusedAtOnceAndRoomComesBackWithEachAnswer) {
-  FakeRunner runner;
-  MetricsRegistry metrics;
-  Answers answers;
-  Scheduler scheduler(&runner, Limits(/*batch_tokens=*/10, /*queued_tokens=*/20), &metrics);
-  CompleteOnExit complete_on_exit{runner};
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(100, 8), answers.For(0)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(200, 8), answers.For(1)).ok());
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(300, 3), answers.For(2)).ok());
-  const absl::Status refused = scheduler.Enqueue(MakeChunk(400, 3), answers.For(3));
+  Pipeline p(Limits(/*batch_tokens=*/10, /*queued_tokens=*/20));
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(100, 8), p.answers.For(0)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(200, 8), p.answers.For(1)).ok());
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(300, 3), p.answers.For(2)).ok());
+  const absl::Status refused = p.scheduler.Enqueue(MakeChunk(400, 3), p.answers.For(3));
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
   EXPECT_NE(refused.message().find("max_queued_tokens is 20"), std::string::npos) << refused;
-  const absl::Status too_long = scheduler.Enqueue(MakeChunk(500, 65), answers.For(4));
+  const absl::Status too_long = p.scheduler.Enqueue(MakeChunk(500, 65), p.answers.For(4));
   EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument) << too_long;
-  runner.CompleteNext();
-  ASSERT_TRUE(scheduler.Enqueue(MakeChunk(400, 3), answers.For(3)).ok());
-  runner.CompleteAll();
-  EXPECT_EQ(answers.Rows(3).value(), std::vector<float>{400});
+  p.runner.CompleteNext();
+  ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(400, 3), p.answers.For(3)).ok());
+  p.runner.CompleteAll();
+  EXPECT_EQ(p.answers.Rows(3).value(), std::vector<float>{400});
   // Refused chunks are never answered through `done`.
-  EXPECT_FALSE(answers.Has(4));
-  EXPECT_EQ(answers.order, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_FALSE(p.answers.Has(4));
+  EXPECT_EQ(p.answers.order, (std::vector<int>{0, 1, 2, 3}));
 }
 
 TEST(SchedulerPipelineTest, DrainRefusesNewChunksAndReturnsOnlyWhenTheEngineIsEmpty) {
-  FakeRunner runner;
-  MetricsRegistry metrics;
-  Answers answers;
-  Scheduler scheduler(&runner, Limits(/*batch_tokens=*/4), &metrics);
-  CompleteOnExit complete_on_exit{runner};
+  Pipeline p(Limits(/*batch_tokens=*/4));
   for (int c = 0; c < 3; ++c) {
-    ASSERT_TRUE(scheduler.Enqueue(MakeChunk(100 + c, 3), answers.For(c)).ok());
+    ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(100 + c, 3), p.answers.For(c)).ok());
   }
   std::atomic<bool> drained{false};
   std::thread drainer([&] {
-    scheduler.Drain();
+    p.scheduler.Drain();
     drained = true;
   });
   // Once draining, new chunks are refused (an empty chunk tells when without being admitted:
   // INVALID_ARGUMENT before, UNAVAILABLE after); what was admitted still runs.
-  while (scheduler.Enqueue(Chunk{}, answers.For(9)).code() != absl::StatusCode::kUnavailable) {
+  while (p.scheduler.Enqueue(Chunk{}, p.answers.For(9)).code() != absl::StatusCode::kUnavailable) {
     std::this_thread::yield();
   }
-  EXPECT_EQ(scheduler.Enqueue(MakeChunk(900, 3), answers.For(9)).code(),
+  EXPECT_EQ(p.scheduler.Enqueue(MakeChunk(900, 3), p.answers.For(9)).code(),
             absl::StatusCode::kUnavailable);
-  runner.CompleteNext();
+  p.runner.CompleteNext();
   EXPECT_FALSE(drained.load());  // two chunks still admitted
-  runner.CompleteAll();
+  p.runner.CompleteAll();
   drainer.join();
   EXPECT_TRUE(drained.load());
-  EXPECT_EQ(answers.order, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(p.answers.order, (std::vector<int>{0, 1, 2}));
 }
 
 }  // namespace
