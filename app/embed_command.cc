@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "app/commands.h"
@@ -248,286 +250,350 @@ std::string FormatRow(const std::string& id, int64_t index, const uint8_t* row,
   return line;
 }
 
-}  // namespace
+// One run of `quiver embed`, in the order it goes: Plan (what to read, which slice of it, where
+// to write), Connect (the engine or the worker pool, and the rows it answers), Open (resume from
+// a checkpoint or start the outputs), Run (read and tokenize units, send them, commit the oldest
+// in order). Each step returns 0 or the exit status, having said why.
+class EmbedJob {
+ public:
+  explicit EmbedJob(const EmbedOptions& options) : options_(options) {}
 
-int RunEmbed(const EmbedOptions& options) {
-  // --- what to read, which slice of it, where to write ---------------------------------------
-  Shard shard;
-  if (!options.shard.empty()) {
-    absl::StatusOr<Shard> s = ParseShard(options.shard);
-    if (!s.ok()) return Fail(2, s.status().message());
-    shard = *s;
-  } else if (options.shards > 0) {
-    absl::StatusOr<Shard> s =
-        ShardFromJobIndex(options.shards, std::getenv("JOB_COMPLETION_INDEX"));
-    if (!s.ok()) return Fail(2, s.status().message());
-    shard = *s;
-  }
-  absl::StatusOr<Progress::Mode> progress_mode = Progress::ParseMode(options.progress);
-  if (!progress_mode.ok()) return Fail(2, progress_mode.status().message());
-  InputFormat format = InputFormat::kText;
-  InputScan scan;
-  if (!options.input_path.empty()) {
-    absl::StatusOr<InputFormat> f = ParseInputFormat(options.input_format, options.input_path);
-    if (!f.ok()) return Fail(2, f.status().message());
-    format = *f;
-    absl::StatusOr<InputScan> s = ScanInput(options.input_path);
-    if (!s.ok()) return Fail(2, s.status().message());
-    scan = *s;
-  } else {
-    scan = ScanTexts(options.texts);
-  }
-  if (scan.records == 0) return Fail(2, "no texts (give --text or a non-empty --input)");
-  // Plain names, not a structured binding: lambdas below capture them.
-  const std::pair<int64_t, int64_t> range = ShardRange(scan.records, shard);
-  const int64_t first = range.first, end = range.second;
-  const std::string output_path = ExpandShard(options.output_path, shard);
-  const bool to_file = !output_path.empty();
-  const bool npy = output_path.ends_with(".npy");
-  const std::string ids_path =
-      npy ? output_path.substr(0, output_path.size() - 4) + ".ids.jsonl" : std::string();
-  const std::string checkpoint_path = to_file ? output_path + ".checkpoint" : std::string();
+  int Plan();
+  int Connect();
+  int Open();
+  int Run();
 
-  // --- the engine or the worker pool ----------------------------------------------------------
-  absl::StatusOr<Backend> backend =
-      options.workers.empty() ? LocalBackend(options) : WorkerBackend(options);
-  if (!backend.ok()) {
-    return Fail(absl::IsInvalidArgument(backend.status()) ? 2 : 1, backend.status().message());
-  }
-  if (options.dimensions > backend->width) {
-    return Fail(2, StrCat("--dimensions ", options.dimensions, " is more than the model's ",
-                          backend->width));
-  }
-  auto tok = tokenizer::Tokenizer::FromFile(backend->tokenizer_path);
-  if (!tok.ok()) return Fail(1, tok.status().message());
-  tokenizer::EncodeOptions encode;
-  encode.truncation = tokenizer::Truncation{static_cast<size_t>(backend->max_tokens)};
-
-  quiver::v1::OutputOptions output;
-  if (options.normalize) output.set_normalize(true);
-  output.set_dimensions(static_cast<uint32_t>(options.dimensions));
-  output.set_output_type(options.dtype == "int8"     ? quiver::v1::OUTPUT_INT8
-                         : options.dtype == "binary" ? quiver::v1::OUTPUT_BINARY
-                                                     : quiver::v1::OUTPUT_F32);
-  const int64_t dims = options.dimensions > 0 ? options.dimensions : backend->width;
-  const int64_t cols = options.dtype == "binary" ? (dims + 7) / 8 : dims;
-  const int64_t row_bytes = options.dtype == "f32" ? 4 * cols : cols;
-  const char* descr = options.dtype == "f32" ? "<f4" : options.dtype == "int8" ? "|i1" : "|u1";
-
-  // --- resume from a checkpoint, or start the outputs -----------------------------------------
-  const std::string fingerprint =
-      StrCat("input=", scan.bytes, ":", scan.hash, ";format=", static_cast<int>(format),
-             ";shard=", shard.index, "/", shard.count, ";model=", backend->model_identity,
-             ";max_tokens=", backend->max_tokens, ";dims=", dims, ";dtype=", options.dtype,
-             ";normalize=", options.normalize, ";npy=", npy);
-  Checkpoint checkpoint;
-  checkpoint.fingerprint = fingerprint;
-  bool resume = false;
-  if (to_file && options.restart) {
-    // Gone before anything is written: a --restart run killed early must not resume the old job.
-    std::error_code ec;
-    std::filesystem::remove(checkpoint_path, ec);
-    if (ec) return Fail(1, StrCat(checkpoint_path, ": cannot remove: ", ec.message()));
-  } else if (to_file) {
-    absl::StatusOr<std::optional<Checkpoint>> found = ReadCheckpoint(checkpoint_path);
-    if (!found.ok()) {
-      return Fail(absl::IsUnavailable(found.status()) ? 1 : 2,
-                  StrCat(found.status().message(), " (--restart removes it and starts over)"));
-    }
-    if (found->has_value()) {
-      if ((*found)->fingerprint != fingerprint) {
-        return Fail(2, StrCat(checkpoint_path,
-                              " is from a job with another input, shard, model "
-                              "or output options; run the same command to resume it, or add "
-                              "--restart to start over"));
-      }
-      checkpoint = **found;
-      resume = true;
-    }
-  }
-  absl::StatusOr<OutputFile> out =
-      to_file ? OutputFile::Open(output_path, resume ? checkpoint.output_bytes : -1)
-              : OutputFile::Stdout();
-  // A checkpoint the file does not match is the user's to sort out (2); an I/O error may pass (1).
-  if (!out.ok()) return Fail(absl::IsDataLoss(out.status()) ? 2 : 1, out.status().message());
-  std::optional<OutputFile> ids_out;
-  if (npy) {
-    absl::StatusOr<OutputFile> f = OutputFile::Open(ids_path, resume ? checkpoint.ids_bytes : -1);
-    if (!f.ok()) return Fail(absl::IsDataLoss(f.status()) ? 2 : 1, f.status().message());
-    ids_out = *std::move(f);
-  }
-  if (!resume && npy) {
-    if (absl::Status s = out->Append(NpyHeader(descr, end - first, cols)); !s.ok()) {
-      return Fail(1, s.message());
-    }
-  }
-  absl::StatusOr<RecordReader> reader = options.input_path.empty()
-                                            ? RecordReader::FromTexts(options.texts)
-                                            : RecordReader::OpenFile(options.input_path, format);
-  if (!reader.ok()) return Fail(2, reader.status().message());
-  if (absl::Status s = reader->Skip(first + checkpoint.records_done); !s.ok()) {
-    return Fail(2, s.message());
-  }
-  if (resume) {
-    spdlog::info("quiver embed: resuming {} at record {} of {} (from {})", output_path,
-                 checkpoint.records_done, end - first, checkpoint_path);
-  }
-  spdlog::info("quiver embed: {} records [{}, {}) of {} (shard {}/{}) -> {} ({} x {} {})",
-               end - first, first, end, scan.records, shard.index, shard.count,
-               to_file ? output_path : "stdout", end - first, cols, options.dtype);
-
-  // --- the loop: read and tokenize a unit, send it, commit the oldest in order ----------------
-  Progress progress(*progress_mode, end - first, checkpoint.records_done,
-                    std::chrono::seconds(options.progress_interval_s));
-  int64_t next = first + checkpoint.records_done;  // the next record to read
-  int64_t committed = 0, tokens_done = 0;          // this run's
-  auto last_checkpoint = std::chrono::steady_clock::now();
-  std::deque<Unit> in_flight;
-  tokenizer::Encoding enc;
-  Record record;
-
-  bool consistent = true;                           // false while a commit is half written
-  int64_t saved_records = checkpoint.records_done;  // what the checkpoint on disk says
-  auto save = [&]() -> absl::Status {
-    if (!to_file) return absl::OkStatus();
-    if (absl::Status s = out->Sync(); !s.ok()) return s;
-    if (ids_out) {
-      if (absl::Status s = ids_out->Sync(); !s.ok()) return s;
-    }
-    checkpoint.output_bytes = out->bytes();
-    checkpoint.ids_bytes = ids_out ? ids_out->bytes() : 0;
-    last_checkpoint = std::chrono::steady_clock::now();
-    absl::Status written = WriteCheckpoint(checkpoint_path, checkpoint);
-    if (written.ok()) saved_records = checkpoint.records_done;
-    return written;
-  };
-  auto commit = [&](Unit& unit) -> absl::Status {
-    absl::StatusOr<gateway::ReplicaResult> r = unit.result.get();
-    if (!r.ok()) return r.status();
-    const int64_t n = static_cast<int64_t>(unit.ids.size());
-    if (r->num_seqs != n || static_cast<int64_t>(r->data.size()) != n * row_bytes) {
-      return absl::InternalError(StrCat("a batch of ", n, " texts came back with ", r->num_seqs,
-                                        " rows of ", r->data.size(), " bytes"));
-    }
-    consistent = false;
-    if (npy) {
-      if (absl::Status s = out->Append(r->data); !s.ok()) return s;
-      std::string ids;
-      for (const std::string& id : unit.ids) ids += id + "\n";
-      if (absl::Status s = ids_out->Append(ids); !s.ok()) return s;
-    } else {
-      std::string lines;
-      for (int64_t i = 0; i < n; ++i) {
-        lines += FormatRow(unit.ids[i], unit.indices[i],
-                           reinterpret_cast<const uint8_t*>(r->data.data()) + i * row_bytes,
-                           r->output_type, cols);
-      }
-      if (absl::Status s = out->Append(lines); !s.ok()) return s;
-    }
-    consistent = true;
-    committed += n;
-    tokens_done += unit.tokens;
-    checkpoint.records_done += n;
-    if (std::chrono::steady_clock::now() - last_checkpoint >=
-        std::chrono::duration<double>(options.checkpoint_interval_s)) {
-      return save();
-    }
-    return absl::OkStatus();
-  };
-  auto abort = std::make_shared<std::atomic<bool>>(false);
-  auto fail_and_keep = [&](const absl::Status& s) {
-    // Units still in flight are cancelled, not waited for to their deadlines.
-    abort->store(true);
-    for (Unit& u : in_flight) u.result.wait();
-    in_flight.clear();
-    // What was committed stays committed: the next run resumes there.
-    if (consistent && committed > 0) (void)save();
-    if (*progress_mode == Progress::Mode::kBar) std::fprintf(stderr, "\n");
-    const bool bad_input = absl::IsInvalidArgument(s) || absl::IsDataLoss(s);
-    if (to_file) {
-      return Fail(
-          bad_input ? 2 : 1,
-          StrCat(s.message(), "; ", saved_records, " of ", end - first, " records are written",
-                 bad_input ? " (a changed input starts over: run with --restart)"
-                           : ", and the same command resumes from there"));
-    }
-    return Fail(bad_input ? 2 : 1, s.message());
-  };
-
+ private:
   // A record read and tokenized that did not fit in the unit before.
   struct Pending {
     std::string id_json;
     int64_t index = 0;
     gateway::Sequence seq;
   };
-  std::optional<Pending> carry;
-  while (next < end || carry || !in_flight.empty()) {
-    // Fill the window: units of consecutive records up to --max-batch-tokens (a record that
-    // would pass it starts the next unit; a longer one is a unit of its own).
-    while ((next < end || carry) && static_cast<int>(in_flight.size()) < backend->window) {
-      Unit unit;
-      std::vector<gateway::Sequence> seqs;
-      while (next < end || carry) {
-        if (!carry) {
-          absl::StatusOr<bool> got = reader->Next(&record);
-          if (!got.ok()) return fail_and_keep(got.status());
-          if (!*got) {
-            return fail_and_keep(
-                absl::DataLossError(StrCat(options.input_path, " ended before record ", next,
-                                           " (did it change while the job ran?)")));
-          }
-          if (absl::Status s = (*tok)->Encode(record.text, encode, &enc); !s.ok()) {
-            return fail_and_keep(absl::InvalidArgumentError(
-                StrCat(reader->where(), " (record ", record.index, "): ", s.message())));
-          }
-          ++next;
-          Pending p{record.id_json, record.index, {}};
-          p.seq.ids = enc.ids;
-          if (std::any_of(enc.type_ids.begin(), enc.type_ids.end(),
-                          [](uint32_t t) { return t != 0; })) {
-            p.seq.type_ids = enc.type_ids;
-          }
-          carry = std::move(p);
-        }
-        const int64_t len = static_cast<int64_t>(carry->seq.ids.size());
-        if (!seqs.empty() && (unit.tokens + len > options.max_batch_tokens || seqs.size() >= 512)) {
-          break;
-        }
-        unit.tokens += len;
-        seqs.push_back(std::move(carry->seq));
-        unit.ids.push_back(std::move(carry->id_json));
-        unit.indices.push_back(carry->index);
-        carry.reset();
-      }
-      unit.result = std::async(std::launch::async, RunUnit, backend->dispatcher, std::move(seqs),
-                               output, options.request_timeout_s, options.retries, abort);
-      in_flight.push_back(std::move(unit));
-    }
-    // Commit the oldest when it is done; redraw the progress while waiting.
-    Unit& oldest = in_flight.front();
-    while (oldest.result.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
-      progress.Update(committed, tokens_done);
-    }
-    if (absl::Status s = commit(oldest); !s.ok()) {
-      in_flight.pop_front();
-      return fail_and_keep(s);
-    }
-    in_flight.pop_front();
-    progress.Update(committed, tokens_done);
+
+  // Syncs the outputs and writes the checkpoint (to a file only).
+  absl::Status Save();
+  // Writes the oldest unit's rows once its answer is in; a checkpoint at most every
+  // --checkpoint-interval.
+  absl::Status Commit(Unit& unit);
+  // Stops on `s`: the units in flight cancelled, what was committed kept for a resume.
+  int FailAndKeep(const absl::Status& s);
+  // Starts units of consecutive records up to --max-batch-tokens until the window is full or the
+  // records are all sent (a record that would pass it starts the next unit; a longer one is a
+  // unit of its own).
+  absl::Status FillWindow();
+
+  const EmbedOptions& options_;
+  // Plan.
+  Shard shard_;
+  Progress::Mode progress_mode_ = Progress::Mode::kOff;
+  InputFormat format_ = InputFormat::kText;
+  InputScan scan_;
+  int64_t first_ = 0, end_ = 0;  // the records of this shard
+  std::string output_path_, ids_path_, checkpoint_path_;
+  bool to_file_ = false, npy_ = false;
+  // Connect.
+  std::optional<Backend> backend_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  tokenizer::EncodeOptions encode_;
+  quiver::v1::OutputOptions output_;
+  int64_t dims_ = 0, cols_ = 0, row_bytes_ = 0;
+  const char* descr_ = "<f4";  // the .npy dtype
+  // Open.
+  Checkpoint checkpoint_;
+  bool resume_ = false;
+  std::optional<OutputFile> out_, ids_out_;
+  std::optional<RecordReader> reader_;
+  // Run.
+  int64_t next_ = 0;                         // the next record to read
+  int64_t committed_ = 0, tokens_done_ = 0;  // this run's
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
+  std::deque<Unit> in_flight_;
+  std::optional<Pending> carry_;
+  bool consistent_ = true;     // false while a commit is half written
+  int64_t saved_records_ = 0;  // what the checkpoint on disk says
+  std::shared_ptr<std::atomic<bool>> abort_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+int EmbedJob::Plan() {
+  if (!options_.shard.empty()) {
+    absl::StatusOr<Shard> s = ParseShard(options_.shard);
+    if (!s.ok()) return Fail(2, s.status().message());
+    shard_ = *s;
+  } else if (options_.shards > 0) {
+    absl::StatusOr<Shard> s =
+        ShardFromJobIndex(options_.shards, std::getenv("JOB_COMPLETION_INDEX"));
+    if (!s.ok()) return Fail(2, s.status().message());
+    shard_ = *s;
   }
-  if (absl::Status s = to_file ? out->Sync() : absl::OkStatus(); !s.ok()) {
+  absl::StatusOr<Progress::Mode> progress_mode = Progress::ParseMode(options_.progress);
+  if (!progress_mode.ok()) return Fail(2, progress_mode.status().message());
+  progress_mode_ = *progress_mode;
+  if (!options_.input_path.empty()) {
+    absl::StatusOr<InputFormat> f = ParseInputFormat(options_.input_format, options_.input_path);
+    if (!f.ok()) return Fail(2, f.status().message());
+    format_ = *f;
+    absl::StatusOr<InputScan> s = ScanInput(options_.input_path);
+    if (!s.ok()) return Fail(2, s.status().message());
+    scan_ = *s;
+  } else {
+    scan_ = ScanTexts(options_.texts);
+  }
+  if (scan_.records == 0) return Fail(2, "no texts (give --text or a non-empty --input)");
+  std::tie(first_, end_) = ShardRange(scan_.records, shard_);
+  output_path_ = ExpandShard(options_.output_path, shard_);
+  to_file_ = !output_path_.empty();
+  npy_ = output_path_.ends_with(".npy");
+  if (npy_) ids_path_ = output_path_.substr(0, output_path_.size() - 4) + ".ids.jsonl";
+  if (to_file_) checkpoint_path_ = output_path_ + ".checkpoint";
+  return 0;
+}
+
+int EmbedJob::Connect() {
+  absl::StatusOr<Backend> backend =
+      options_.workers.empty() ? LocalBackend(options_) : WorkerBackend(options_);
+  if (!backend.ok()) {
+    return Fail(absl::IsInvalidArgument(backend.status()) ? 2 : 1, backend.status().message());
+  }
+  backend_ = *std::move(backend);
+  if (options_.dimensions > backend_->width) {
+    return Fail(2, StrCat("--dimensions ", options_.dimensions, " is more than the model's ",
+                          backend_->width));
+  }
+  auto tok = tokenizer::Tokenizer::FromFile(backend_->tokenizer_path);
+  if (!tok.ok()) return Fail(1, tok.status().message());
+  tokenizer_ = *std::move(tok);
+  encode_.truncation = tokenizer::Truncation{static_cast<size_t>(backend_->max_tokens)};
+
+  if (options_.normalize) output_.set_normalize(true);
+  output_.set_dimensions(static_cast<uint32_t>(options_.dimensions));
+  output_.set_output_type(options_.dtype == "int8"     ? quiver::v1::OUTPUT_INT8
+                          : options_.dtype == "binary" ? quiver::v1::OUTPUT_BINARY
+                                                       : quiver::v1::OUTPUT_F32);
+  dims_ = options_.dimensions > 0 ? options_.dimensions : backend_->width;
+  cols_ = options_.dtype == "binary" ? (dims_ + 7) / 8 : dims_;
+  row_bytes_ = options_.dtype == "f32" ? 4 * cols_ : cols_;
+  descr_ = options_.dtype == "f32" ? "<f4" : options_.dtype == "int8" ? "|i1" : "|u1";
+  return 0;
+}
+
+int EmbedJob::Open() {
+  checkpoint_.fingerprint =
+      StrCat("input=", scan_.bytes, ":", scan_.hash, ";format=", static_cast<int>(format_),
+             ";shard=", shard_.index, "/", shard_.count, ";model=", backend_->model_identity,
+             ";max_tokens=", backend_->max_tokens, ";dims=", dims_, ";dtype=", options_.dtype,
+             ";normalize=", options_.normalize, ";npy=", npy_);
+  if (to_file_ && options_.restart) {
+    // Gone before anything is written: a --restart run killed early must not resume the old job.
+    std::error_code ec;
+    std::filesystem::remove(checkpoint_path_, ec);
+    if (ec) return Fail(1, StrCat(checkpoint_path_, ": cannot remove: ", ec.message()));
+  } else if (to_file_) {
+    absl::StatusOr<std::optional<Checkpoint>> found = ReadCheckpoint(checkpoint_path_);
+    if (!found.ok()) {
+      return Fail(absl::IsUnavailable(found.status()) ? 1 : 2,
+                  StrCat(found.status().message(), " (--restart removes it and starts over)"));
+    }
+    if (found->has_value()) {
+      if ((*found)->fingerprint != checkpoint_.fingerprint) {
+        return Fail(2, StrCat(checkpoint_path_,
+                              " is from a job with another input, shard, model "
+                              "or output options; run the same command to resume it, or add "
+                              "--restart to start over"));
+      }
+      checkpoint_ = **found;
+      resume_ = true;
+    }
+  }
+  absl::StatusOr<OutputFile> out =
+      to_file_ ? OutputFile::Open(output_path_, resume_ ? checkpoint_.output_bytes : -1)
+               : OutputFile::Stdout();
+  // A checkpoint the file does not match is the user's to sort out (2); an I/O error may pass (1).
+  if (!out.ok()) return Fail(absl::IsDataLoss(out.status()) ? 2 : 1, out.status().message());
+  out_ = *std::move(out);
+  if (npy_) {
+    absl::StatusOr<OutputFile> f =
+        OutputFile::Open(ids_path_, resume_ ? checkpoint_.ids_bytes : -1);
+    if (!f.ok()) return Fail(absl::IsDataLoss(f.status()) ? 2 : 1, f.status().message());
+    ids_out_ = *std::move(f);
+  }
+  if (!resume_ && npy_) {
+    if (absl::Status s = out_->Append(NpyHeader(descr_, end_ - first_, cols_)); !s.ok()) {
+      return Fail(1, s.message());
+    }
+  }
+  absl::StatusOr<RecordReader> reader = options_.input_path.empty()
+                                            ? RecordReader::FromTexts(options_.texts)
+                                            : RecordReader::OpenFile(options_.input_path, format_);
+  if (!reader.ok()) return Fail(2, reader.status().message());
+  reader_ = *std::move(reader);
+  if (absl::Status s = reader_->Skip(first_ + checkpoint_.records_done); !s.ok()) {
+    return Fail(2, s.message());
+  }
+  if (resume_) {
+    spdlog::info("quiver embed: resuming {} at record {} of {} (from {})", output_path_,
+                 checkpoint_.records_done, end_ - first_, checkpoint_path_);
+  }
+  spdlog::info("quiver embed: {} records [{}, {}) of {} (shard {}/{}) -> {} ({} x {} {})",
+               end_ - first_, first_, end_, scan_.records, shard_.index, shard_.count,
+               to_file_ ? output_path_ : "stdout", end_ - first_, cols_, options_.dtype);
+  return 0;
+}
+
+absl::Status EmbedJob::Save() {
+  if (!to_file_) return absl::OkStatus();
+  if (absl::Status s = out_->Sync(); !s.ok()) return s;
+  if (ids_out_) {
+    if (absl::Status s = ids_out_->Sync(); !s.ok()) return s;
+  }
+  checkpoint_.output_bytes = out_->bytes();
+  checkpoint_.ids_bytes = ids_out_ ? ids_out_->bytes() : 0;
+  last_checkpoint_ = std::chrono::steady_clock::now();
+  absl::Status written = WriteCheckpoint(checkpoint_path_, checkpoint_);
+  if (written.ok()) saved_records_ = checkpoint_.records_done;
+  return written;
+}
+
+absl::Status EmbedJob::Commit(Unit& unit) {
+  absl::StatusOr<gateway::ReplicaResult> r = unit.result.get();
+  if (!r.ok()) return r.status();
+  const int64_t n = static_cast<int64_t>(unit.ids.size());
+  if (r->num_seqs != n || static_cast<int64_t>(r->data.size()) != n * row_bytes_) {
+    return absl::InternalError(StrCat("a batch of ", n, " texts came back with ", r->num_seqs,
+                                      " rows of ", r->data.size(), " bytes"));
+  }
+  consistent_ = false;
+  if (npy_) {
+    if (absl::Status s = out_->Append(r->data); !s.ok()) return s;
+    std::string ids;
+    for (const std::string& id : unit.ids) ids += id + "\n";
+    if (absl::Status s = ids_out_->Append(ids); !s.ok()) return s;
+  } else {
+    std::string lines;
+    for (int64_t i = 0; i < n; ++i) {
+      lines += FormatRow(unit.ids[i], unit.indices[i],
+                         reinterpret_cast<const uint8_t*>(r->data.data()) + i * row_bytes_,
+                         r->output_type, cols_);
+    }
+    if (absl::Status s = out_->Append(lines); !s.ok()) return s;
+  }
+  consistent_ = true;
+  committed_ += n;
+  tokens_done_ += unit.tokens;
+  checkpoint_.records_done += n;
+  if (std::chrono::steady_clock::now() - last_checkpoint_ >=
+      std::chrono::duration<double>(options_.checkpoint_interval_s)) {
+    return Save();
+  }
+  return absl::OkStatus();
+}
+
+int EmbedJob::FailAndKeep(const absl::Status& s) {
+  // Units still in flight are cancelled, not waited for to their deadlines.
+  abort_->store(true);
+  for (Unit& u : in_flight_) u.result.wait();
+  in_flight_.clear();
+  // What was committed stays committed: the next run resumes there.
+  if (consistent_ && committed_ > 0) (void)Save();
+  if (progress_mode_ == Progress::Mode::kBar) std::fprintf(stderr, "\n");
+  const bool bad_input = absl::IsInvalidArgument(s) || absl::IsDataLoss(s);
+  if (to_file_) {
+    return Fail(
+        bad_input ? 2 : 1,
+        StrCat(s.message(), "; ", saved_records_, " of ", end_ - first_, " records are written",
+               bad_input ? " (a changed input starts over: run with --restart)"
+                         : ", and the same command resumes from there"));
+  }
+  return Fail(bad_input ? 2 : 1, s.message());
+}
+
+absl::Status EmbedJob::FillWindow() {
+  tokenizer::Encoding enc;
+  Record record;
+  while ((next_ < end_ || carry_) && static_cast<int>(in_flight_.size()) < backend_->window) {
+    Unit unit;
+    std::vector<gateway::Sequence> seqs;
+    while (next_ < end_ || carry_) {
+      if (!carry_) {
+        absl::StatusOr<bool> got = reader_->Next(&record);
+        if (!got.ok()) return got.status();
+        if (!*got) {
+          return absl::DataLossError(StrCat(options_.input_path, " ended before record ", next_,
+                                            " (did it change while the job ran?)"));
+        }
+        if (absl::Status s = tokenizer_->Encode(record.text, encode_, &enc); !s.ok()) {
+          return absl::InvalidArgumentError(
+              StrCat(reader_->where(), " (record ", record.index, "): ", s.message()));
+        }
+        ++next_;
+        Pending p{record.id_json, record.index, {}};
+        p.seq.ids = enc.ids;
+        if (std::any_of(enc.type_ids.begin(), enc.type_ids.end(),
+                        [](uint32_t t) { return t != 0; })) {
+          p.seq.type_ids = enc.type_ids;
+        }
+        carry_ = std::move(p);
+      }
+      const int64_t len = static_cast<int64_t>(carry_->seq.ids.size());
+      if (!seqs.empty() && (unit.tokens + len > options_.max_batch_tokens || seqs.size() >= 512)) {
+        break;
+      }
+      unit.tokens += len;
+      seqs.push_back(std::move(carry_->seq));
+      unit.ids.push_back(std::move(carry_->id_json));
+      unit.indices.push_back(carry_->index);
+      carry_.reset();
+    }
+    unit.result = std::async(std::launch::async, RunUnit, backend_->dispatcher, std::move(seqs),
+                             output_, options_.request_timeout_s, options_.retries, abort_);
+    in_flight_.push_back(std::move(unit));
+  }
+  return absl::OkStatus();
+}
+
+int EmbedJob::Run() {
+  Progress progress(progress_mode_, end_ - first_, checkpoint_.records_done,
+                    std::chrono::seconds(options_.progress_interval_s));
+  next_ = first_ + checkpoint_.records_done;
+  saved_records_ = checkpoint_.records_done;
+  last_checkpoint_ = std::chrono::steady_clock::now();
+  while (next_ < end_ || carry_ || !in_flight_.empty()) {
+    if (absl::Status s = FillWindow(); !s.ok()) return FailAndKeep(s);
+    // Commit the oldest when it is done; redraw the progress while waiting.
+    Unit& oldest = in_flight_.front();
+    while (oldest.result.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+      progress.Update(committed_, tokens_done_);
+    }
+    if (absl::Status s = Commit(oldest); !s.ok()) {
+      in_flight_.pop_front();
+      return FailAndKeep(s);
+    }
+    in_flight_.pop_front();
+    progress.Update(committed_, tokens_done_);
+  }
+  if (absl::Status s = to_file_ ? out_->Sync() : absl::OkStatus(); !s.ok()) {
     return Fail(1, s.message());
   }
-  if (ids_out) {
-    if (absl::Status s = ids_out->Sync(); !s.ok()) return Fail(1, s.message());
+  if (ids_out_) {
+    if (absl::Status s = ids_out_->Sync(); !s.ok()) return Fail(1, s.message());
   }
-  progress.Finish(committed, tokens_done);
-  if (to_file) {
+  progress.Finish(committed_, tokens_done_);
+  if (to_file_) {
     std::error_code ec;
-    std::filesystem::remove(checkpoint_path, ec);
-    if (ec) spdlog::warn("quiver embed: done, but {} stays: {}", checkpoint_path, ec.message());
+    std::filesystem::remove(checkpoint_path_, ec);
+    if (ec) spdlog::warn("quiver embed: done, but {} stays: {}", checkpoint_path_, ec.message());
   }
   return 0;
+}
+
+}  // namespace
+
+int RunEmbed(const EmbedOptions& options) {
+  EmbedJob job(options);
+  if (int status = job.Plan(); status != 0) return status;
+  if (int status = job.Connect(); status != 0) return status;
+  if (int status = job.Open(); status != 0) return status;
+  return job.Run();
 }
 
 }  // namespace quiver::app
