@@ -5,9 +5,9 @@
 namespace quiver {
 
 // The largest gRPC message either side sends or accepts. The largest answer a worker gives is
-// /embed_all's: at most 8 Mi f32 values a request (gateway/api/service.h,
+// /embed_all's: at most 8 Mi f32 values a request whatever the model (gateway/api/service.h,
 // kMaxTokenEmbeddingValues), 32 MiB; a chunk's token ids are far smaller. Twice that leaves room
-// for the framing and a larger model's rows.
+// for the framing.
 constexpr int kMaxGrpcMessageBytes = 64 << 20;
 
 // How soon the gateway dials a worker it lost again: first after 200 ms, then backing off to at
