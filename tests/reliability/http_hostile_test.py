@@ -19,6 +19,19 @@ KEY = "secret-key"
 BODY = b'{"inputs":"hello world"}'
 
 
+def ResponseComplete(out):
+    """True once `out` holds a whole response: its head and, where it declares one, its body.
+
+    The body may come in several segments (the metrics page does); stopping at the head alone
+    would cut it at a segment boundary.
+    """
+    head, sep, body = out.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    length = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head)
+    return length is None or len(body) >= int(length.group(1))
+
+
 def exchange(port, data, wait=2.0, until_close=True, then=None):
     """Sends `data`, reads until the server closes (or `wait` passes); returns (bytes, closed)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=wait)
@@ -35,7 +48,7 @@ def exchange(port, data, wait=2.0, until_close=True, then=None):
             if then is not None and b"100 Continue" in out:
                 s.sendall(then)
                 then = None
-            if not until_close and b"\r\n\r\n" in out:
+            if not until_close and ResponseComplete(out):
                 break
     except socket.timeout:
         pass
