@@ -58,6 +58,7 @@ gateway::api::ModelDescription DescribeModel(const quiver::v1::ModelInfoResponse
   }
   if (model.sparse_width > 0) model.pooling = "splade";  // TEI's /info for a SPLADE model
   model.max_batch_tokens = info.max_batch_tokens();
+  if (!info.dtype().empty()) model.dtype = info.dtype();
   return model;
 }
 

@@ -8,6 +8,18 @@
 
 namespace quiver::worker {
 
+std::string_view EngineDtype(const engine::Engine& engine) {
+  if (engine.options().device.device != engine::Device::kCpu) return "bfloat16";
+  switch (engine.options().quantize) {
+    case engine::ops::WeightPrecision::kInt8:
+      return "int8";
+    case engine::ops::WeightPrecision::kBf16:
+      return "bfloat16";
+    default:
+      return "float32";
+  }
+}
+
 quiver::v1::ModelInfoResponse DescribeEngine(const engine::Engine& engine,
                                              const std::string& model_name,
                                              int64_t max_batch_tokens, int64_t max_queued_tokens) {
@@ -25,6 +37,7 @@ quiver::v1::ModelInfoResponse DescribeEngine(const engine::Engine& engine,
     }
   }
   info.set_normalize(folder.pooling.normalize);
+  info.set_dtype(std::string(EngineDtype(engine)));
   info.set_exclude_prompt(!folder.pooling.include_prompt);
   const bool sparse = engine.info().sparse;
   info.set_can_embed(!engine.is_scorer());

@@ -5,11 +5,15 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "engine/engine.h"
 #include "quiver/v1/inference.pb.h"
 
 namespace quiver::worker {
+
+// What `engine` computes in, as TEI's /info names it: "float32", "bfloat16" or "int8".
+std::string_view EngineDtype(const engine::Engine& engine);
 
 quiver::v1::ModelInfoResponse DescribeEngine(const engine::Engine& engine,
                                              const std::string& model_name,

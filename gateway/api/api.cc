@@ -495,7 +495,7 @@ HttpResponse Api::Info() const {
   w.BeginObject();
   w.Key("model_id").String(m.name);
   w.Key("model_sha").Null();
-  w.Key("model_dtype").String("float32");
+  w.Key("model_dtype").String(m.dtype);
   w.Key("model_type").BeginObject();
   if (m.can_score) {
     // TEI: a sequence classifier with one label is a reranker, with more a classifier.

@@ -36,6 +36,7 @@ struct ModelDescription {
   int64_t token_hidden_size = 0;   // a token's hidden state (/embed_all); 0: hidden_size
   bool normalize = false;          // the model's own default
   std::string pooling;             // "cls", "mean", "last_token" (TEI's /info)
+  std::string dtype = "float32";   // what the encoder computes in (TEI's /info model_dtype)
   bool can_embed = true;
   bool can_score = false;
   int64_t num_labels = 0;  // scoring models: logits per input

@@ -104,6 +104,7 @@ def vllm_extensions(port, texts, out, fixtures):
     # vLLM's /tokenize (prompt) and /detokenize beside TEI's.
     ids = fixtures[0]["ids"]
     info = json.loads(call(port, "GET", "/info")[1])
+    check(info["model_dtype"] == "float32", f"/info: model_dtype float32 for f32 weights ({info['model_dtype']})")
     tok = json.loads(call(port, "POST", "/tokenize", {"prompt": fixtures[0]["text"], "model": "all-MiniLM-L6-v2"})[1])
     check(tok == {"count": len(ids), "max_model_len": info["max_input_length"], "tokens": ids, "token_strs": None},
           f"vLLM's /tokenize: the reference ids, their count, the model's limit ({str(tok)[:200]})")

@@ -5,7 +5,7 @@ f32 embeddings. Asked for a bound int8 cannot reach (--min-int8-cosine 0.999999)
 unready (/ready 503) and logs the numbers. --quantize on a GPU device is refused at start-up.
 A model folder's quiver.json sets both (the flags win over it); a bad one is refused naming the
 key. --quantize bf16: ready through the same gate (bound 0.999) where the CPU has AVX512_BF16,
-refused naming it elsewhere.
+refused naming it elsewhere. TEI's /info names the dtype served (int8, bfloat16).
 
     quantize_test.py QUIVER SOURCE_DIR
 """
@@ -57,6 +57,9 @@ def main():
             worst = min([worst] + [cosine(o, r["embedding"]) for o, r in zip(out, rows[i:i + 20])])
         check(f"80 texts within the gate of sentence-transformers f32 (worst cosine {worst:.5f})",
               worst >= 0.99)
+        status, info = serving.get_json(port, "/info")
+        check("TEI's /info says model_dtype int8", status == 200
+              and info.get("model_dtype") == "int8", str(info)[:300])
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -91,6 +94,9 @@ def main():
                 if status == 200 else -1.0
             check(f"bf16: 40 texts within 0.999 of sentence-transformers f32 (worst {worst:.6f})",
                   worst >= 0.999)
+            status, info = serving.get_json(port, "/info")
+            check("TEI's /info says model_dtype bfloat16", status == 200
+                  and info.get("model_dtype") == "bfloat16", str(info)[:300])
         finally:
             proc.terminate()
             proc.wait(timeout=30)
