@@ -470,9 +470,10 @@ HttpResponse Api::Handle(const HttpRequest& request) {
   const std::string request_id = RequestId(request);
   response.headers["X-Request-Id"] = request_id;
   if (!preflight) cors_.Decorate(request, response);
-  const std::string endpoint = route       ? route->path
-                               : preflight ? PathPattern(request.target)
-                                           : std::string(kUnmatchedRoute);
+  // A preflight or a method the path does not take (405) is counted under the path's route.
+  const std::string endpoint = route                     ? route->path
+                               : preflight || path_known ? PathPattern(request.target)
+                                                         : std::string(kUnmatchedRoute);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   CountRequest(endpoint, response.status, seconds);
   if (trace.record) Trace(request, response, endpoint, request_id, trace, wall_start);

@@ -349,8 +349,11 @@ def main():
               and metric(after, count_200) - metric(before, count_200) == 1
               and metric(after, seconds_count) - metric(before, seconds_count) == 4,
               "each request counted once by route and status, and timed once by route")
+        count_405 = 'quiver_http_requests_total{endpoint="/embed",status="405"}'
         s, b, h = call(port, "GET", "/embed")
         check(s == 405 and h.get("Allow") == "POST", f"GET /embed: 405 Allow: POST ({s} {h.get('Allow')})")
+        check(metric(call(port, "GET", "/metrics")[1], count_405) - metric(after, count_405) == 1,
+              "a 405 is counted under its path's route")
         for i in range(5):
             call(port, "GET", f'/a"b{i}')
         metrics = call(port, "GET", "/metrics")[1]
