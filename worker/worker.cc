@@ -21,6 +21,50 @@
 #include "worker/metrics_http.h"
 
 namespace quiver::worker {
+namespace {
+
+// The gRPC server on options.listen with the inference and health services; null when it cannot
+// listen. `bound_port` is the port it got (for a listen address with port 0).
+std::unique_ptr<grpc::Server> StartGrpcServer(const WorkerOptions& options,
+                                              InferenceService& service, int& bound_port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (bound_port == 0) return nullptr;
+  return server;
+}
+
+// Health NOT_SERVING, every admitted chunk finished (new ones refused with UNAVAILABLE), a grace
+// period of clean refusals, then the server shut down.
+void Drain(const WorkerOptions& options, grpc::Server& server, scheduler::Scheduler& scheduler) {
+  server.GetHealthCheckService()->SetServingStatus(false);
+  scheduler.Drain();
+  // Keep answering UNAVAILABLE for a moment, so that clients and balancers that have not yet seen
+  // NOT_SERVING get a clean refusal to retry elsewhere rather than a cut connection.
+  std::this_thread::sleep_for(std::chrono::milliseconds(options.drain_grace_ms));
+  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server.Wait();
+}
+
+}  // namespace
+
+void WarmUp(engine::Engine& engine, std::string_view who) {
+  engine::RaggedBatch warm;
+  const std::vector<int32_t> ids(8, 0);
+  warm.Add(ids);
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::StatusOr<engine::EngineOutput> out = engine.Run(std::move(warm)); !out.ok()) {
+    spdlog::warn("{}: warm-up batch failed: {}", who, out.status().message());
+    return;
+  }
+  spdlog::info(
+      "{}: warm-up batch in {:.1f} ms", who,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+}
 
 int RunWorker(const WorkerOptions& options) {
   CatchStopSignals("quiver worker");
@@ -59,15 +103,9 @@ int RunWorker(const WorkerOptions& options) {
                            &metrics);
   service.set_tracer(*tracer);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &bound_port);
-  builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
+  std::unique_ptr<grpc::Server> server = StartGrpcServer(options, service, bound_port);
+  if (server == nullptr) {
     spdlog::error("quiver worker: cannot listen on {}", options.listen);
     return 1;
   }
@@ -90,23 +128,7 @@ int RunWorker(const WorkerOptions& options) {
       options.listen, bound_port, metrics_http.port(), options.limits.max_batch_tokens,
       options.limits.max_batch_seqs, options.limits.max_queued_tokens, options.threads);
   spdlog::info("quiver worker: {}", (*engine)->DeviceSummary());
-  // Warm-up before readiness: one short sequence through the engine, so that the first real
-  // chunk does not pay for first-touch allocations and the threads' start (a GPU's gate below
-  // runs its own batches too).
-  {
-    engine::RaggedBatch warm;
-    const std::vector<int32_t> ids(8, 0);
-    warm.Add(ids);
-    const auto start = std::chrono::steady_clock::now();
-    if (absl::StatusOr<engine::EngineOutput> out = (*engine)->Run(std::move(warm)); !out.ok()) {
-      spdlog::warn("quiver worker: warm-up batch failed: {}", out.status().message());
-    } else {
-      spdlog::info(
-          "quiver worker: warm-up batch in {:.1f} ms",
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count());
-    }
-  }
+  WarmUp(**engine, "quiver worker");
   absl::Status gate = options.readiness_gate ? options.readiness_gate(**engine) : absl::OkStatus();
   if (gate.ok()) {
     server->GetHealthCheckService()->SetServingStatus(true);
@@ -118,14 +140,8 @@ int RunWorker(const WorkerOptions& options) {
   const char* signal_name = WaitForStopSignal();
   spdlog::info("quiver worker: {} received; draining ({} tokens admitted)", signal_name,
                scheduler.queued_tokens());
-  server->GetHealthCheckService()->SetServingStatus(false);
   ready = false;
-  scheduler.Drain();  // refuses new chunks (UNAVAILABLE), finishes every admitted one
-  // Keep answering UNAVAILABLE for a moment, so that clients and balancers that have not yet seen
-  // NOT_SERVING get a clean refusal to retry elsewhere rather than a cut connection.
-  std::this_thread::sleep_for(std::chrono::milliseconds(options.drain_grace_ms));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  server->Wait();
+  Drain(options, *server, scheduler);
   metrics_http.Stop();
   spdlog::info("quiver worker: stopped");
   return 0;
