@@ -308,10 +308,9 @@ struct Options {
   int ceiling_rounds = 3;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
+// The command line into `o`; false (the reason printed) for a flag it does not know or one
+// without its value.
+bool ParseOptions(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "--stdin") {
@@ -320,7 +319,7 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "%s needs a value\n", f.c_str());
-      return 2;
+      return false;
     }
     const std::string v = argv[++i];
     if (f == "--model") {
@@ -343,19 +342,260 @@ int main(int argc, char** argv) {
       for (std::string item; std::getline(list, item, ',');) o.lengths.push_back(std::stoll(item));
     } else {
       std::fprintf(stderr, "unknown flag %s\n", f.c_str());
-      return 2;
+      return false;
     }
   }
-  auto want = [&](const char* suite) { return o.suites.find(suite) != std::string::npos; };
+  return true;
+}
 
-  std::ifstream in(o.inputs);
+using Ids = std::vector<std::vector<int32_t>>;
+
+// bench/make_inputs.py's texts as token ids: per length, each text checked against it; and the
+// short queries.
+struct Inputs {
+  std::vector<std::pair<int64_t, Ids>> sets;
+  Ids queries;
+
+  const Ids* set_of(int64_t tokens) const {
+    for (const auto& [len, ids] : sets) {
+      if (len == tokens) return &ids;
+    }
+    return nullptr;
+  }
+};
+
+// The inputs' file, parsed; false (the reason printed) when it cannot be read.
+bool ReadInputs(const std::string& path, quiver::JsonValue& out) {
+  std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   absl::StatusOr<quiver::JsonValue> inputs = quiver::JsonValue::Parse(text.str());
   if (!in || !inputs.ok()) {
-    std::fprintf(stderr, "cannot read %s (make it with bench/make_inputs.py)\n", o.inputs.c_str());
-    return 1;
+    std::fprintf(stderr, "cannot read %s (make it with bench/make_inputs.py)\n", path.c_str());
+    return false;
   }
+  out = *std::move(inputs);
+  return true;
+}
+
+// The inputs tokenized with the engine's tokenizer; false (the reason printed) when a text's
+// length is not its set's.
+bool TokenizeInputs(const quiver::JsonValue& inputs, const Engine& engine, Inputs& out) {
+  auto tok = quiver::tokenizer::Tokenizer::FromFile(engine.folder().tokenizer_path);
+  if (!tok.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(tok.status().message()).c_str());
+    return false;
+  }
+  auto encode = [&](const std::string& s) {
+    quiver::tokenizer::Encoding enc;
+    if (!(*tok)->Encode(s, {}, &enc).ok()) std::abort();
+    return std::vector<int32_t>(enc.ids.begin(), enc.ids.end());
+  };
+  for (const auto& [key, texts] : inputs.Find("sets")->members()) {
+    Ids ids;
+    for (const quiver::JsonValue& t : texts.items()) {
+      ids.push_back(encode(t.as_string()));
+      if (static_cast<int64_t>(ids.back().size()) != std::stoll(key)) {
+        std::fprintf(stderr, "an input for %s tokens has %zu\n", key.c_str(), ids.back().size());
+        return false;
+      }
+    }
+    out.sets.emplace_back(std::stoll(key), std::move(ids));
+  }
+  for (const quiver::JsonValue& q : inputs.Find("queries")->items()) {
+    out.queries.push_back(encode(q.as_string()));
+  }
+  return true;
+}
+
+quiver::engine::EngineOutput Run(Engine& engine, const RaggedBatch& batch) {
+  absl::StatusOr<quiver::engine::EngineOutput> out = engine.Run(batch);
+  if (!out.ok()) std::abort();
+  return *std::move(out);
+}
+
+// --stdin: the commands of the header comment, one JSON line each, until the input ends.
+void ServeStdin(Engine& engine, const Inputs& inputs) {
+  std::map<int64_t, size_t> next;  // per length (-1: the queries), the next text to use
+  RaggedBatch throughput_batch;
+  if (const Ids* texts = inputs.set_of(128)) {
+    for (const auto& ids : *texts) throughput_batch.Add(ids);
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  for (std::string line; std::getline(std::cin, line);) {
+    std::istringstream words(line);
+    std::string command;
+    int64_t a = 0, b = 0;
+    words >> command >> a >> b;
+    std::vector<double> ms;
+    // latency <tokens> <count> or queries <count>: that many batch-1 calls, the set's texts in
+    // turn (each set's position kept from one command to the next).
+    const Ids* texts = nullptr;
+    int64_t count = 0, key = 0;
+    if (command == "latency") {
+      texts = inputs.set_of(a);
+      count = b;
+      key = a;
+    } else if (command == "queries" && !inputs.queries.empty()) {
+      texts = &inputs.queries;
+      count = a;
+      key = -1;
+    }
+    if (texts != nullptr && count > 0) {
+      size_t& n = next[key];
+      for (int64_t i = 0; i < count; ++i) {
+        RaggedBatch one;
+        one.Add((*texts)[n++ % texts->size()]);
+        const Clock::time_point t = Clock::now();
+        Run(engine, one);
+        ms.push_back(Seconds(t) * 1e3);
+      }
+      std::printf("{\"ms\": %s}\n", MsList(ms).c_str());
+    } else if (command == "throughput" && throughput_batch.num_seqs() > 0 && a > 0) {
+      const double tokens_per_s = Throughput(engine, throughput_batch, a, 0, &ms);
+      std::printf("{\"tokens_per_s\": %.1f, \"ms\": %s}\n", tokens_per_s, MsList(ms).c_str());
+    } else {
+      std::printf("{\"error\": \"cannot run '%s'\"}\n", line.c_str());
+    }
+    std::fflush(stdout);
+  }
+}
+
+// The latency suite: batch-1 calls per length, one text of that length each.
+std::string LatencySuite(Engine& engine, const Inputs& inputs, const Options& o) {
+  std::string json = ", \"latency\": [";
+  bool first = true;
+  for (int64_t tokens : o.lengths) {
+    json += first ? "" : ", ";
+    first = false;
+    const Ids* ids = inputs.set_of(tokens);
+    if (tokens > engine.max_input_tokens() || ids == nullptr) {
+      json += "{\"tokens\": " + std::to_string(tokens) +
+              ", \"not_applicable\": \"longer than the model's " +
+              std::to_string(engine.max_input_tokens()) + " positions\"}";
+      continue;
+    }
+    size_t next = 0;
+    const std::vector<double> ms = Repeat(
+        [&] {
+          RaggedBatch b;
+          b.Add((*ids)[next++ % ids->size()]);
+          Run(engine, b);
+        },
+        o.seconds, 20);
+    json += "{\"tokens\": " + std::to_string(tokens) + ", " + LatencyJson(ms) + "}";
+  }
+  return json + "]";
+}
+
+// The scoring suite: one query against N documents of 512 tokens, all N + 1 embedded in one
+// batch, the cosine of each document with the query (bi-encoder scoring; what /rerank does for
+// an embedding model).
+std::string ScoringSuite(Engine& engine, const Inputs& inputs, const Options& o) {
+  std::string json = ", \"scoring\": [";
+  const Ids& docs = *inputs.set_of(512);
+  const Ids& queries = inputs.queries;
+  bool first = true;
+  for (int n : {5, 25, 50}) {
+    json += first ? "" : ", ";
+    first = false;
+    size_t next = 0;
+    const std::vector<double> ms = Repeat(
+        [&] {
+          RaggedBatch b;
+          b.Add(queries[next % queries.size()]);
+          for (int d = 0; d < n; ++d) b.Add(docs[(next + d) % docs.size()]);
+          ++next;
+          quiver::engine::EngineOutput out = Run(engine, b);
+          const int64_t h = out.dimensions;
+          const float* e = reinterpret_cast<const float*>(out.data.data());
+          volatile float sink = 0;
+          for (int d = 1; d <= n; ++d) {
+            float dot = 0, qq = 0, dd = 0;
+            for (int64_t j = 0; j < h; ++j) {
+              dot += e[j] * e[d * h + j];
+              qq += e[j] * e[j];
+              dd += e[d * h + j] * e[d * h + j];
+            }
+            sink = sink + dot / std::sqrt(qq * dd);
+          }
+        },
+        o.seconds, 5);
+    json += "{\"documents\": " + std::to_string(n) + ", \"document_tokens\": 512, " +
+            LatencyJson(ms) + "}";
+  }
+  return json + "]";
+}
+
+// The throughput suite: 100 x 128-token batches, four in flight, and the model FLOPs' fraction
+// of the large-GEMM rate (`ceiling`, measured at start-up, or again before each of
+// o.ceiling_rounds rounds).
+std::string ThroughputSuite(Engine& engine, const Inputs& inputs, const Options& o,
+                            double ceiling) {
+  const Ids& texts = *inputs.set_of(128);
+  RaggedBatch batch;
+  for (const auto& ids : texts) batch.Add(ids);
+  Run(engine, batch);
+  const double flops_per_token = engine.flops_per_token(128);
+  std::vector<double> ms;
+  double tokens_per_s = 0, fraction = 0;
+  std::string rounds_json;
+  if (o.ceiling_rounds <= 0) {
+    tokens_per_s = Throughput(engine, batch, 8, 2 * o.seconds, &ms);
+    fraction = tokens_per_s * flops_per_token / 1e9 / ceiling;
+  } else {
+    // On a shared host the clock and the neighbours move by 10-25% within a minute (the FMA
+    // peak of one start-up read 260 GFLOP/s on a Xeon that gave 309-337 minutes before and
+    // after): the engine's share of the large-GEMM rate is a ratio of two figures taken
+    // seconds apart, round by round, and the median of those is reported.
+    std::vector<double> fractions;
+    int64_t tokens = 0;
+    double seconds = 0;
+    rounds_json = ", \"rounds\": [";
+    for (int r = 0; r < o.ceiling_rounds; ++r) {
+      const double round_ceiling = MeasureGemmRates(o.threads, 3).best();
+      // OpenBLAS's threads spin for a while after a call before they sleep: not into the
+      // engine's time.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      const size_t before = ms.size();
+      const double rate = Throughput(engine, batch, std::max(2, 8 / o.ceiling_rounds),
+                                     2 * o.seconds / o.ceiling_rounds, &ms);
+      const int64_t round_tokens = static_cast<int64_t>(ms.size() - before) * batch.num_tokens();
+      tokens += round_tokens;
+      seconds += static_cast<double>(round_tokens) / rate;  // the round's timed part
+      const double f = rate * flops_per_token / 1e9 / round_ceiling;
+      fractions.push_back(f);
+      char round[192];
+      std::snprintf(round, sizeof(round),
+                    "%s{\"tokens_per_s\": %.1f, \"gemm_ceiling_gflops\": %.1f, "
+                    "\"fraction_of_ceiling\": %.4f}",
+                    r == 0 ? "" : ", ", rate, round_ceiling, f);
+      rounds_json += round;
+    }
+    rounds_json += "]";
+    tokens_per_s = static_cast<double>(tokens) / seconds;
+    fraction = Percentile(fractions, 50);  // the nearest-rank median, as the latencies
+  }
+  const double batches_per_s = tokens_per_s / static_cast<double>(batch.num_tokens());
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                ", \"throughput\": {\"batch\": %zu, \"tokens\": 128, \"clients\": 4, "
+                "\"requests_per_s\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_token\": %.0f, "
+                "\"gflops\": %.1f, \"fraction_of_ceiling\": %.4f, %s",
+                texts.size(), batches_per_s, tokens_per_s, flops_per_token,
+                tokens_per_s * flops_per_token / 1e9, fraction, LatencyJson(ms).c_str());
+  return buf + rounds_json + "}";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!ParseOptions(argc, argv, o)) return 2;
+  auto want = [&](const char* suite) { return o.suites.find(suite) != std::string::npos; };
+  quiver::JsonValue input_file;
+  if (!ReadInputs(o.inputs, input_file)) return 1;
 
   const std::string blas_core = openblas_get_corename();
   const std::string blas_fix = OpenBlasCoreFix(blas_core);
@@ -386,90 +626,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   Engine& engine = **loaded;
-  auto tok = quiver::tokenizer::Tokenizer::FromFile(engine.folder().tokenizer_path);
-  if (!tok.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(tok.status().message()).c_str());
-    return 1;
-  }
-  auto encode = [&](const std::string& s) {
-    quiver::tokenizer::Encoding enc;
-    if (!(*tok)->Encode(s, {}, &enc).ok()) std::abort();
-    return std::vector<int32_t>(enc.ids.begin(), enc.ids.end());
-  };
-  // Token ids per length, each checked against its length.
-  std::vector<std::pair<int64_t, std::vector<std::vector<int32_t>>>> sets;
-  for (const auto& [key, texts] : inputs->Find("sets")->members()) {
-    std::vector<std::vector<int32_t>> ids;
-    for (const quiver::JsonValue& t : texts.items()) {
-      ids.push_back(encode(t.as_string()));
-      if (static_cast<int64_t>(ids.back().size()) != std::stoll(key)) {
-        std::fprintf(stderr, "an input for %s tokens has %zu\n", key.c_str(), ids.back().size());
-        return 1;
-      }
-    }
-    sets.emplace_back(std::stoll(key), std::move(ids));
-  }
-  std::vector<std::vector<int32_t>> queries;
-  for (const quiver::JsonValue& q : inputs->Find("queries")->items()) {
-    queries.push_back(encode(q.as_string()));
-  }
-  auto set_of = [&](int64_t tokens) -> const std::vector<std::vector<int32_t>>* {
-    for (const auto& [len, ids] : sets) {
-      if (len == tokens) return &ids;
-    }
-    return nullptr;
-  };
-  auto run = [&](const RaggedBatch& batch) {
-    absl::StatusOr<quiver::engine::EngineOutput> out = engine.Run(batch);
-    if (!out.ok()) std::abort();
-    return *std::move(out);
-  };
-
+  Inputs inputs;
+  if (!TokenizeInputs(input_file, engine, inputs)) return 1;
   if (o.stdin_mode) {
-    std::map<int64_t, size_t> next;  // per length (-1: the queries), the next text to use
-    RaggedBatch throughput_batch;
-    if (const auto* texts = set_of(128)) {
-      for (const auto& ids : *texts) throughput_batch.Add(ids);
-    }
-    std::printf("ready\n");
-    std::fflush(stdout);
-    for (std::string line; std::getline(std::cin, line);) {
-      std::istringstream words(line);
-      std::string command;
-      int64_t a = 0, b = 0;
-      words >> command >> a >> b;
-      std::vector<double> ms;
-      // latency <tokens> <count> or queries <count>: that many batch-1 calls, the set's texts in
-      // turn (each set's position kept from one command to the next).
-      const std::vector<std::vector<int32_t>>* texts = nullptr;
-      int64_t count = 0, key = 0;
-      if (command == "latency") {
-        texts = set_of(a);
-        count = b;
-        key = a;
-      } else if (command == "queries" && !queries.empty()) {
-        texts = &queries;
-        count = a;
-        key = -1;
-      }
-      if (texts != nullptr && count > 0) {
-        size_t& n = next[key];
-        for (int64_t i = 0; i < count; ++i) {
-          RaggedBatch one;
-          one.Add((*texts)[n++ % texts->size()]);
-          const Clock::time_point t = Clock::now();
-          run(one);
-          ms.push_back(Seconds(t) * 1e3);
-        }
-        std::printf("{\"ms\": %s}\n", MsList(ms).c_str());
-      } else if (command == "throughput" && throughput_batch.num_seqs() > 0 && a > 0) {
-        const double tokens_per_s = Throughput(engine, throughput_batch, a, 0, &ms);
-        std::printf("{\"tokens_per_s\": %.1f, \"ms\": %s}\n", tokens_per_s, MsList(ms).c_str());
-      } else {
-        std::printf("{\"error\": \"cannot run '%s'\"}\n", line.c_str());
-      }
-      std::fflush(stdout);
-    }
+    ServeStdin(engine, inputs);
     return 0;
   }
 
@@ -483,125 +643,11 @@ int main(int argc, char** argv) {
                      ", \"openblas_core\": \"" + blas_core +
                      "\", \"openblas_core_fits_host\": " + (blas_fix.empty() ? "true" : "false") +
                      ", \"cpu\": \"" + quiver::engine::cpu::CpuSummary() + "\"";
-
-  if (want("latency")) {
-    json += ", \"latency\": [";
-    bool first = true;
-    for (int64_t tokens : o.lengths) {
-      json += first ? "" : ", ";
-      first = false;
-      const auto* ids = set_of(tokens);
-      if (tokens > engine.max_input_tokens() || ids == nullptr) {
-        json += "{\"tokens\": " + std::to_string(tokens) +
-                ", \"not_applicable\": \"longer than the model's " +
-                std::to_string(engine.max_input_tokens()) + " positions\"}";
-        continue;
-      }
-      size_t next = 0;
-      const std::vector<double> ms = Repeat(
-          [&] {
-            RaggedBatch b;
-            b.Add((*ids)[next++ % ids->size()]);
-            run(b);
-          },
-          o.seconds, 20);
-      json += "{\"tokens\": " + std::to_string(tokens) + ", " + LatencyJson(ms) + "}";
-    }
-    json += "]";
+  if (want("latency")) json += LatencySuite(engine, inputs, o);
+  if (want("scoring") && inputs.set_of(512) != nullptr && engine.max_input_tokens() >= 512) {
+    json += ScoringSuite(engine, inputs, o);
   }
-
-  if (want("scoring") && set_of(512) != nullptr && engine.max_input_tokens() >= 512) {
-    // One query against N documents: embed all N + 1 in one batch, cosine of each document with
-    // the query (bi-encoder scoring; what /rerank does for an embedding model).
-    json += ", \"scoring\": [";
-    const auto& docs = *set_of(512);
-    bool first = true;
-    for (int n : {5, 25, 50}) {
-      json += first ? "" : ", ";
-      first = false;
-      size_t next = 0;
-      const std::vector<double> ms = Repeat(
-          [&] {
-            RaggedBatch b;
-            b.Add(queries[next % queries.size()]);
-            for (int d = 0; d < n; ++d) b.Add(docs[(next + d) % docs.size()]);
-            ++next;
-            quiver::engine::EngineOutput out = run(b);
-            const int64_t h = out.dimensions;
-            const float* e = reinterpret_cast<const float*>(out.data.data());
-            volatile float sink = 0;
-            for (int d = 1; d <= n; ++d) {
-              float dot = 0, qq = 0, dd = 0;
-              for (int64_t j = 0; j < h; ++j) {
-                dot += e[j] * e[d * h + j];
-                qq += e[j] * e[j];
-                dd += e[d * h + j] * e[d * h + j];
-              }
-              sink = sink + dot / std::sqrt(qq * dd);
-            }
-          },
-          o.seconds, 5);
-      json += "{\"documents\": " + std::to_string(n) + ", \"document_tokens\": 512, " +
-              LatencyJson(ms) + "}";
-    }
-    json += "]";
-  }
-
-  if (want("throughput")) {
-    const auto& texts = *set_of(128);
-    RaggedBatch batch;
-    for (const auto& ids : texts) batch.Add(ids);
-    run(batch);
-    const double flops_per_token = engine.flops_per_token(128);
-    std::vector<double> ms;
-    double tokens_per_s = 0, fraction = 0;
-    std::string rounds_json;
-    if (o.ceiling_rounds <= 0) {
-      tokens_per_s = Throughput(engine, batch, 8, 2 * o.seconds, &ms);
-      fraction = tokens_per_s * flops_per_token / 1e9 / ceiling;
-    } else {
-      // On a shared host the clock and the neighbours move by 10-25% within a minute (the FMA
-      // peak of one start-up read 260 GFLOP/s on a Xeon that gave 309-337 minutes before and
-      // after): the engine's share of the large-GEMM rate is a ratio of two figures taken
-      // seconds apart, round by round, and the median of those is reported.
-      std::vector<double> fractions;
-      int64_t tokens = 0;
-      double seconds = 0;
-      rounds_json = ", \"rounds\": [";
-      for (int r = 0; r < o.ceiling_rounds; ++r) {
-        const double round_ceiling = MeasureGemmRates(o.threads, 3).best();
-        // OpenBLAS's threads spin for a while after a call before they sleep: not into the
-        // engine's time.
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        const size_t before = ms.size();
-        const double rate = Throughput(engine, batch, std::max(2, 8 / o.ceiling_rounds),
-                                       2 * o.seconds / o.ceiling_rounds, &ms);
-        const int64_t round_tokens = static_cast<int64_t>(ms.size() - before) * batch.num_tokens();
-        tokens += round_tokens;
-        seconds += static_cast<double>(round_tokens) / rate;  // the round's timed part
-        const double f = rate * flops_per_token / 1e9 / round_ceiling;
-        fractions.push_back(f);
-        char round[192];
-        std::snprintf(round, sizeof(round),
-                      "%s{\"tokens_per_s\": %.1f, \"gemm_ceiling_gflops\": %.1f, "
-                      "\"fraction_of_ceiling\": %.4f}",
-                      r == 0 ? "" : ", ", rate, round_ceiling, f);
-        rounds_json += round;
-      }
-      rounds_json += "]";
-      tokens_per_s = static_cast<double>(tokens) / seconds;
-      fraction = Percentile(fractions, 50);  // the nearest-rank median, as the latencies
-    }
-    const double batches_per_s = tokens_per_s / static_cast<double>(batch.num_tokens());
-    char buf[512];
-    std::snprintf(buf, sizeof(buf),
-                  ", \"throughput\": {\"batch\": %zu, \"tokens\": 128, \"clients\": 4, "
-                  "\"requests_per_s\": %.3f, \"tokens_per_s\": %.1f, \"flops_per_token\": %.0f, "
-                  "\"gflops\": %.1f, \"fraction_of_ceiling\": %.4f, %s",
-                  texts.size(), batches_per_s, tokens_per_s, flops_per_token,
-                  tokens_per_s * flops_per_token / 1e9, fraction, LatencyJson(ms).c_str());
-    json += buf + rounds_json + "}";
-  }
+  if (want("throughput")) json += ThroughputSuite(engine, inputs, o, ceiling);
   json += "}";
   std::printf("%s\n", json.c_str());
   return 0;
