@@ -833,6 +833,75 @@ HttpResponse Api::Score(const JsonView& body, Call& call) {
 
 // ---- Cohere embed ------------------------------------------------------------------------------
 
+namespace {
+
+// The prompt Cohere's input_type asks for, where the model has one of that purpose: "query" for
+// search_query, "document" or else "passage" for search_document; "" otherwise.
+std::string CoherePromptName(const std::string& input_type,
+                             const std::map<std::string, std::string>& prompts) {
+  if (input_type == "search_query" && prompts.contains("query")) return "query";
+  if (input_type == "search_document") {
+    for (const char* name : {"document", "passage"}) {
+      if (prompts.contains(name)) return name;
+    }
+  }
+  return "";
+}
+
+// e's rows as arrays of integers: each byte (signed or not) plus `offset`.
+void WriteByteRows(JsonWriter& w, const Embeddings& e, int offset, bool is_signed) {
+  w.BeginArray();
+  for (int64_t i = 0; i < e.result.num_seqs; ++i) {
+    w.BeginArray();
+    for (char c : Row(e.result, i)) {
+      const int v = is_signed ? static_cast<int>(static_cast<int8_t>(c))
+                              : static_cast<int>(static_cast<uint8_t>(c));
+      w.Int(v + offset);
+    }
+    w.EndArray();
+  }
+  w.EndArray();
+}
+
+// Cohere's embeddings_by_type object: one key per type asked for, from the engine's encoding
+// that carries it (floats; int8 for int8 and uint8; bits for binary and ubinary).
+void WriteCohereEmbeddingsByType(JsonWriter& w, const std::vector<CohereEmbeddingType>& types,
+                                 const std::optional<Embeddings>& f32,
+                                 const std::optional<Embeddings>& int8,
+                                 const std::optional<Embeddings>& bits) {
+  w.BeginObject();
+  for (CohereEmbeddingType t : types) {
+    switch (t) {
+      case CohereEmbeddingType::kFloat:
+        w.Key("float").BeginArray();
+        for (int64_t i = 0; i < f32->result.num_seqs; ++i) {
+          w.FloatArray(Floats(Row(f32->result, i)));
+        }
+        w.EndArray();
+        break;
+      case CohereEmbeddingType::kInt8:
+        w.Key("int8");
+        WriteByteRows(w, *int8, 0, true);
+        break;
+      case CohereEmbeddingType::kUint8:
+        w.Key("uint8");
+        WriteByteRows(w, *int8, 128, true);
+        break;
+      case CohereEmbeddingType::kBinary:
+        w.Key("binary");
+        WriteByteRows(w, *bits, -128, false);
+        break;
+      case CohereEmbeddingType::kUbinary:
+        w.Key("ubinary");
+        WriteByteRows(w, *bits, 0, false);
+        break;
+    }
+  }
+  w.EndObject();
+}
+
+}  // namespace
+
 HttpResponse Api::CohereEmbedV1(const JsonView& body, Call& call) {
   return CohereEmbed(body, call, 1);
 }
@@ -846,16 +915,9 @@ HttpResponse Api::CohereEmbed(const JsonView& body, Call& call, int version) {
   request->truncation.max_tokens =
       std::min(request->truncation.max_tokens, service_.model().max_input_tokens);
   // input_type picks the model's own prompt of that purpose where it has one.
-  const std::map<std::string, std::string>& prompts = service_.model().prompts;
-  if (request->input_type == "search_query" && prompts.contains("query")) {
-    request->prompt_name = "query";
-  } else if (request->input_type == "search_document") {
-    for (const char* name : {"document", "passage"}) {
-      if (prompts.contains(name)) {
-        request->prompt_name = name;
-        break;
-      }
-    }
+  if (std::string name = CoherePromptName(request->input_type, service_.model().prompts);
+      !name.empty()) {
+    request->prompt_name = std::move(name);
   }
   // One pass per engine encoding the types need: floats, int8 (int8 and uint8), bits (binary and
   // ubinary).
@@ -881,19 +943,6 @@ HttpResponse Api::CohereEmbed(const JsonView& body, Call& call, int version) {
     if (!s.ok()) return ErrorResponse(call.dialect, s);
   }
   const Embeddings& any = f32 ? *f32 : int8 ? *int8 : *bits;
-  const auto write_bytes = [](JsonWriter& w, const Embeddings& e, int offset, bool is_signed) {
-    w.BeginArray();
-    for (int64_t i = 0; i < e.result.num_seqs; ++i) {
-      w.BeginArray();
-      for (char c : Row(e.result, i)) {
-        const int v = is_signed ? static_cast<int>(static_cast<int8_t>(c))
-                                : static_cast<int>(static_cast<uint8_t>(c));
-        w.Int(v + offset);
-      }
-      w.EndArray();
-    }
-    w.EndArray();
-  };
   JsonWriter w;
   w.BeginObject().Key("id").String(StrCat("embed-", next_id_++));
   const bool by_type = version >= 2 || !request->embedding_types.empty();
@@ -904,35 +953,7 @@ HttpResponse Api::CohereEmbed(const JsonView& body, Call& call, int version) {
     for (int64_t i = 0; i < f32->result.num_seqs; ++i) w.FloatArray(Floats(Row(f32->result, i)));
     w.EndArray();
   } else {
-    w.BeginObject();
-    for (CohereEmbeddingType t : types) {
-      switch (t) {
-        case CohereEmbeddingType::kFloat:
-          w.Key("float").BeginArray();
-          for (int64_t i = 0; i < f32->result.num_seqs; ++i) {
-            w.FloatArray(Floats(Row(f32->result, i)));
-          }
-          w.EndArray();
-          break;
-        case CohereEmbeddingType::kInt8:
-          w.Key("int8");
-          write_bytes(w, *int8, 0, true);
-          break;
-        case CohereEmbeddingType::kUint8:
-          w.Key("uint8");
-          write_bytes(w, *int8, 128, true);
-          break;
-        case CohereEmbeddingType::kBinary:
-          w.Key("binary");
-          write_bytes(w, *bits, -128, false);
-          break;
-        case CohereEmbeddingType::kUbinary:
-          w.Key("ubinary");
-          write_bytes(w, *bits, 0, false);
-          break;
-      }
-    }
-    w.EndObject();
+    WriteCohereEmbeddingsByType(w, types, f32, int8, bits);
   }
   w.Key("texts").BeginArray();
   for (const Input& input : request->inputs) w.String(input.text);

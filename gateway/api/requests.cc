@@ -335,6 +335,59 @@ absl::Status NoEmptyText(const std::vector<std::string>& texts, std::string_view
   return absl::OkStatus();
 }
 
+// Jina's embedding_type: float or base64 (its binary forms are this server's base64_binary),
+// over `format` from encoding_format, which must then agree.
+absl::Status JinaEmbeddingType(const JsonView& body, EmbeddingFormat& format) {
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> type, OptString(body, "embedding_type"));
+  if (type) {
+    const std::optional<EmbeddingFormat> as = *type == "float" ? EmbeddingFormat::kFloatList
+                                              : *type == "base64"
+                                                  ? EmbeddingFormat::kBase64F32
+                                                  : std::optional<EmbeddingFormat>();
+    if (!as) {
+      return FieldError(absl::StatusCode::kFailedPrecondition, "embedding_type",
+                        StrCat("'embedding_type' must be float or base64, got '", *type,
+                               "' (bits: 'encoding_format': 'base64_binary')"));
+    }
+    if (Field(body, "encoding_format") && *as != format) {
+      return FieldError(absl::StatusCode::kFailedPrecondition, "embedding_type",
+                        "'embedding_type' and 'encoding_format' ask for different forms");
+    }
+    format = *as;
+  }
+  return absl::OkStatus();
+}
+
+// vLLM's embed_dtype (float32, float16, bfloat16) and endianness (native, little, big): the
+// bytes "base64" carries per value.
+absl::Status VllmBase64Layout(const JsonView& body, Base64Layout& layout) {
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> dtype, OptString(body, "embed_dtype"));
+  if (dtype) {
+    if (*dtype == "float32") {
+      layout.values = Base64Values::kF32;
+    } else if (*dtype == "float16") {
+      layout.values = Base64Values::kF16;
+    } else if (*dtype == "bfloat16") {
+      layout.values = Base64Values::kBf16;
+    } else {
+      return FieldError(
+          absl::StatusCode::kFailedPrecondition, "embed_dtype",
+          StrCat("'embed_dtype' must be float32, float16 or bfloat16, got '", *dtype, "'"));
+    }
+  }
+  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> endianness, OptString(body, "endianness"));
+  if (endianness) {
+    if (*endianness != "native" && *endianness != "little" && *endianness != "big") {
+      return FieldError(
+          absl::StatusCode::kFailedPrecondition, "endianness",
+          StrCat("'endianness' must be native, little or big, got '", *endianness, "'"));
+    }
+    // native: this server's, little-endian on every host it builds for.
+    layout.big_endian = *endianness == "big";
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLimits& limits) {
@@ -370,25 +423,8 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLim
   if (const std::optional<JsonView> user = Field(body, "user"); user && !user->is_string()) {
     return WrongType("user", "a string", *user);
   }
-  // Jina's embedding_type (float or base64; its binary forms are this server's base64_binary),
-  // and late_chunking.
-  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> type, OptString(body, "embedding_type"));
-  if (type) {
-    const std::optional<EmbeddingFormat> as = *type == "float" ? EmbeddingFormat::kFloatList
-                                              : *type == "base64"
-                                                  ? EmbeddingFormat::kBase64F32
-                                                  : std::optional<EmbeddingFormat>();
-    if (!as) {
-      return FieldError(absl::StatusCode::kFailedPrecondition, "embedding_type",
-                        StrCat("'embedding_type' must be float or base64, got '", *type,
-                               "' (bits: 'encoding_format': 'base64_binary')"));
-    }
-    if (Field(body, "encoding_format") && *as != r.format) {
-      return FieldError(absl::StatusCode::kFailedPrecondition, "embedding_type",
-                        "'embedding_type' and 'encoding_format' ask for different forms");
-    }
-    r.format = *as;
-  }
+  // Jina's embedding_type and late_chunking.
+  QUIVER_RETURN_IF_ERROR(JinaEmbeddingType(body, r.format));
   QUIVER_ASSIGN_OR_RETURN(r.late_chunking, Bool(body, "late_chunking", false));
   if (r.late_chunking) {
     for (size_t i = 0; i < r.inputs.size(); ++i) {
@@ -407,35 +443,12 @@ absl::StatusOr<EmbedRequest> ParseOpenAiEmbed(const JsonView& body, const ApiLim
         StrCat("'modality' '", *modality, "' is not served: this server embeds text"));
   }
   // vLLM's extensions: use_activation (for an embedding model, whether to normalize; its earlier
-  // name normalize, also TEI's), add_special_tokens, embed_dtype and endianness.
+  // name normalize, also TEI's), add_special_tokens, and the bytes of "base64".
   QUIVER_ASSIGN_OR_RETURN(std::optional<bool> normalize,
                           AgreeingBool(body, {"use_activation", "normalize", "normalized"}));
   if (normalize) r.normalize = normalize;
   QUIVER_ASSIGN_OR_RETURN(r.add_special_tokens, Bool(body, "add_special_tokens", true));
-  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> dtype, OptString(body, "embed_dtype"));
-  if (dtype) {
-    if (*dtype == "float32") {
-      r.base64.values = Base64Values::kF32;
-    } else if (*dtype == "float16") {
-      r.base64.values = Base64Values::kF16;
-    } else if (*dtype == "bfloat16") {
-      r.base64.values = Base64Values::kBf16;
-    } else {
-      return FieldError(
-          absl::StatusCode::kFailedPrecondition, "embed_dtype",
-          StrCat("'embed_dtype' must be float32, float16 or bfloat16, got '", *dtype, "'"));
-    }
-  }
-  QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> endianness, OptString(body, "endianness"));
-  if (endianness) {
-    if (*endianness != "native" && *endianness != "little" && *endianness != "big") {
-      return FieldError(
-          absl::StatusCode::kFailedPrecondition, "endianness",
-          StrCat("'endianness' must be native, little or big, got '", *endianness, "'"));
-    }
-    // native: this server's, little-endian on every host it builds for.
-    r.base64.big_endian = *endianness == "big";
-  }
+  QUIVER_RETURN_IF_ERROR(VllmBase64Layout(body, r.base64));
   if (r.late_chunking && (!r.prompt_name.empty() || normalize || !r.add_special_tokens)) {
     return FieldError(absl::StatusCode::kFailedPrecondition, "late_chunking",
                       "late_chunking embeds the chunks as /v1/contextualizedembeddings does: "
