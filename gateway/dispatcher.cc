@@ -292,6 +292,119 @@ void CancelAll(Dispatcher::Shared& shared, std::vector<std::shared_ptr<CancelSig
   signals.clear();
 }
 
+// Chunks whose first attempt is overdue get a second one elsewhere, each paid from the hedge
+// budget; their first replica is marked silent, so that new chunks avoid it for a while
+// (silent_for, or until it answers one). Called and returns with run->mu held through `lock`,
+// which it releases while it starts the attempts.
+void Hedge(const std::shared_ptr<Dispatcher::Shared>& shared, const std::shared_ptr<RunState>& run,
+           const std::vector<size_t>& due, SteadyClock::time_point now,
+           std::unique_lock<std::mutex>& lock) {
+  {
+    std::lock_guard<std::mutex> shared_lock(shared->mu);
+    for (size_t c : due) {
+      const Attempt& first = run->chunks[c].attempts.front();
+      shared->replicas[run->replicas[first.replica]->name()].silent_until =
+          now + shared->options.silent_for;
+    }
+  }
+  lock.unlock();
+  for (size_t c : due) {
+    bool allowed;
+    {
+      std::lock_guard<std::mutex> shared_lock(shared->mu);
+      allowed = shared->hedge_tokens >= 1;
+      if (allowed) shared->hedge_tokens -= 1;
+    }
+    if (allowed && !StartAttempt(shared, run, c, /*hedge=*/true)) {
+      std::lock_guard<std::mutex> shared_lock(shared->mu);
+      shared->hedge_tokens += 1;  // no other replica: nothing was spent
+    }
+  }
+  lock.lock();
+}
+
+// The chunk of sequences [begin, end): their ids with cu_seqlens, span bounds, token type ids
+// where any of them has some, prompt lengths where any has a prompt; the output options and the
+// trace context.
+quiver::v1::Chunk BuildChunk(const std::vector<Sequence>& sequences, size_t begin, size_t end,
+                             const quiver::v1::OutputOptions& output,
+                             const std::string& traceparent) {
+  quiver::v1::Chunk ch;
+  *ch.mutable_output() = output;
+  if (!traceparent.empty()) ch.set_traceparent(traceparent);
+  ch.add_cu_seqlens(0);
+  bool types = false, prompts = false;
+  for (size_t i = begin; i < end; ++i) {
+    types |= !sequences[i].type_ids.empty();
+    prompts |= sequences[i].prompt_tokens > 0;
+  }
+  for (size_t i = begin; i < end; ++i) {
+    const uint32_t base = static_cast<uint32_t>(ch.token_ids_size());
+    for (const auto& [b, e] : sequences[i].spans) {
+      ch.add_span_bounds(base + b);
+      ch.add_span_bounds(base + e);
+    }
+    for (uint32_t id : sequences[i].ids) ch.add_token_ids(id);
+    if (types) {
+      for (size_t k = 0; k < sequences[i].ids.size(); ++k) {
+        ch.add_token_type_ids(sequences[i].type_ids.empty() ? 0 : sequences[i].type_ids[k]);
+      }
+    }
+    ch.add_cu_seqlens(static_cast<uint32_t>(ch.token_ids_size()));
+    if (prompts) ch.add_prompt_lengths(sequences[i].prompt_tokens);
+  }
+  return ch;
+}
+
+// OUT_OF_RANGE when the chunks hold more tokens than the healthy replicas' queues admit
+// together (where every one of them says its limit).
+absl::Status CheckCapacity(const std::vector<std::shared_ptr<Replica>>& replicas,
+                           const std::vector<ChunkState>& chunks) {
+  int64_t capacity = 0, tokens = 0;
+  bool known = true;
+  for (const auto& r : replicas) {
+    if (!r->healthy()) continue;
+    const int64_t q = r->max_queued_tokens();
+    known = known && q > 0;
+    capacity += q;
+  }
+  for (const ChunkState& c : chunks) tokens += c.chunk.token_ids_size();
+  if (known && capacity > 0 && tokens > capacity) {
+    return absl::OutOfRangeError(
+        StrCat("the request has ", tokens, " tokens; the replicas admit at most ", capacity,
+               " at once (--max-queued-tokens", replicas.size() > 1 ? ", summed" : "",
+               "): send it in smaller requests"));
+  }
+  return absl::OkStatus();
+}
+
+// The chunks' results joined in order, or the first failure; then every attempt still out goes
+// to `to_cancel` (the request fails as a whole: the other chunks are not worth computing).
+absl::StatusOr<ReplicaResult> Gather(std::vector<ChunkState>& chunks,
+                                     std::vector<std::shared_ptr<CancelSignal>>& to_cancel) {
+  ReplicaResult out;
+  absl::Status failed;
+  for (ChunkState& c : chunks) {
+    if (!c.result.ok()) {
+      if (failed.ok()) failed = c.result.status();
+      continue;
+    }
+    out.num_seqs += c.result->num_seqs;
+    out.dimensions = c.result->dimensions;
+    out.output_type = c.result->output_type;
+    out.data += c.result->data;
+    out.queue_wait_us = std::max(out.queue_wait_us, c.result->queue_wait_us);
+    out.compute_us = std::max(out.compute_us, c.result->compute_us);
+  }
+  if (failed.ok()) return out;
+  for (ChunkState& c : chunks) {
+    for (Attempt& a : c.attempts) {
+      if (!a.answered) to_cancel.push_back(a.cancel);
+    }
+  }
+  return failed;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(std::vector<std::shared_ptr<Replica>> replicas, int64_t max_chunk_tokens,
@@ -347,50 +460,14 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
 
   run->chunks.resize(bounds.size());
   for (size_t c = 0; c < bounds.size(); ++c) {
-    quiver::v1::Chunk& ch = run->chunks[c].chunk;
-    *ch.mutable_output() = output;
-    if (!call.traceparent.empty()) ch.set_traceparent(call.traceparent);
-    ch.add_cu_seqlens(0);
-    bool types = false, prompts = false;
-    for (size_t i = bounds[c].first; i < bounds[c].second; ++i) {
-      types |= !sequences[i].type_ids.empty();
-      prompts |= sequences[i].prompt_tokens > 0;
-    }
-    for (size_t i = bounds[c].first; i < bounds[c].second; ++i) {
-      const uint32_t base = static_cast<uint32_t>(ch.token_ids_size());
-      for (const auto& [b, e] : sequences[i].spans) {
-        ch.add_span_bounds(base + b);
-        ch.add_span_bounds(base + e);
-      }
-      for (uint32_t id : sequences[i].ids) ch.add_token_ids(id);
-      if (types) {
-        for (size_t k = 0; k < sequences[i].ids.size(); ++k) {
-          ch.add_token_type_ids(sequences[i].type_ids.empty() ? 0 : sequences[i].type_ids[k]);
-        }
-      }
-      ch.add_cu_seqlens(static_cast<uint32_t>(ch.token_ids_size()));
-      if (prompts) ch.add_prompt_lengths(sequences[i].prompt_tokens);
-    }
+    run->chunks[c].chunk =
+        BuildChunk(sequences, bounds[c].first, bounds[c].second, output, call.traceparent);
   }
   run->remaining = run->chunks.size();
 
   // A request no queue could ever admit is refused now (413), not partly computed and then
   // answered 429 on every retry.
-  int64_t capacity = 0, tokens = 0;
-  bool known = true;
-  for (const auto& r : run->replicas) {
-    if (!r->healthy()) continue;
-    const int64_t q = r->max_queued_tokens();
-    known = known && q > 0;
-    capacity += q;
-  }
-  for (const ChunkState& c : run->chunks) tokens += c.chunk.token_ids_size();
-  if (known && capacity > 0 && tokens > capacity) {
-    return absl::OutOfRangeError(
-        StrCat("the request has ", tokens, " tokens; the replicas admit at most ", capacity,
-               " at once (--max-queued-tokens", run->replicas.size() > 1 ? ", summed" : "",
-               "): send it in smaller requests"));
-  }
+  if (absl::Status s = CheckCapacity(run->replicas, run->chunks); !s.ok()) return s;
 
   std::vector<std::shared_ptr<CancelSignal>> to_cancel;
   for (size_t c = 0; c < run->chunks.size(); ++c) {
@@ -429,30 +506,7 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
       }
     }
     if (!due.empty()) {
-      // The first attempt's replica is silent: new chunks avoid it for a while (kSilentFor, or
-      // until it answers one).
-      {
-        std::lock_guard<std::mutex> shared_lock(shared_->mu);
-        for (size_t c : due) {
-          const Attempt& first = run->chunks[c].attempts.front();
-          shared_->replicas[run->replicas[first.replica]->name()].silent_until =
-              now + shared_->options.silent_for;
-        }
-      }
-      lock.unlock();
-      for (size_t c : due) {
-        bool allowed;
-        {
-          std::lock_guard<std::mutex> shared_lock(shared_->mu);
-          allowed = shared_->hedge_tokens >= 1;
-          if (allowed) shared_->hedge_tokens -= 1;
-        }
-        if (allowed && !StartAttempt(shared_, run, c, /*hedge=*/true)) {
-          std::lock_guard<std::mutex> shared_lock(shared_->mu);
-          shared_->hedge_tokens += 1;  // no other replica: nothing was spent
-        }
-      }
-      lock.lock();
+      Hedge(shared_, run, due, now, lock);
       continue;
     }
     const auto wall_deadline = call.deadline;
@@ -462,31 +516,9 @@ absl::StatusOr<ReplicaResult> Dispatcher::Run(CallKind kind, const std::vector<S
     }
     run->cv.wait_until(lock, next);
   }
-  ReplicaResult out;
-  absl::Status failed;
-  for (ChunkState& c : run->chunks) {
-    if (!c.result.ok()) {
-      if (failed.ok()) failed = c.result.status();
-      continue;
-    }
-    out.num_seqs += c.result->num_seqs;
-    out.dimensions = c.result->dimensions;
-    out.output_type = c.result->output_type;
-    out.data += c.result->data;
-    out.queue_wait_us = std::max(out.queue_wait_us, c.result->queue_wait_us);
-    out.compute_us = std::max(out.compute_us, c.result->compute_us);
-  }
-  if (!failed.ok()) {
-    // The request fails as a whole: the other chunks still out are not worth computing.
-    for (ChunkState& c : run->chunks) {
-      for (Attempt& a : c.attempts) {
-        if (!a.answered) to_cancel.push_back(a.cancel);
-      }
-    }
-  }
+  absl::StatusOr<ReplicaResult> out = Gather(run->chunks, to_cancel);
   lock.unlock();
   CancelAll(*shared_, to_cancel);
-  if (!failed.ok()) return failed;
   return out;
 }
 
