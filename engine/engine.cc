@@ -191,10 +191,20 @@ absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_bat
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
-                                                     const EngineOptions& options) {
-  std::unique_ptr<Engine> e(new Engine());
-  e->options_ = options;
+namespace {
+
+// The CPU threads an engine computes with: num_threads, else the machine's cores.
+int ComputeThreads(const EngineOptions& options) {
+  const int threads = options.num_threads > 0
+                          ? options.num_threads
+                          : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, threads);
+}
+
+// What Load refuses before it reads the folder: a bad QUIVER_CPU_ISA or prefetch setting,
+// reduced-precision weights off the CPU or on a CPU without their instructions, and, on CUDA,
+// a device that cannot be used or batch limits that are not positive.
+absl::Status CheckLoadOptions(const std::string& model_dir, const EngineOptions& options) {
   const Device device = options.device.device;
   if (absl::StatusOr<cpu::CpuPath> path = cpu::ChosenCpuPath(); !path.ok()) return path.status();
   if (absl::StatusOr<int64_t> rows = cpu::ChosenPrefetchMinRows(); !rows.ok()) return rows.status();
@@ -217,6 +227,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
                                                " must be positive"));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
+                                                     const EngineOptions& options) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = options;
+  const Device device = options.device.device;
+  QUIVER_RETURN_IF_ERROR(CheckLoadOptions(model_dir, options));
   absl::StatusOr<ModelFolder> folder = LoadModelFolder(model_dir);
   if (!folder.ok()) return folder.status();
   e->folder_ = std::make_unique<ModelFolder>(*std::move(folder));
@@ -255,28 +276,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   if (device == Device::kCuda) {
     QUIVER_RETURN_IF_ERROR(e->LoadCuda(model_dir));
   } else {
-    e->weights_ = std::make_unique<WeightLoader>(f.weights, f.architecture,
-                                                 std::string(f.entry->module_prefix),
-                                                 WeightLoader::Mode::kPrepare, device);
-    e->weights_->set_precision(options.quantize);
-    absl::StatusOr<std::unique_ptr<Model>> model =
-        f.entry->factory({f.architecture, f.config, *e->weights_, options.model});
-    if (!model.ok()) return WithContext(model.status(), model_dir);
-    e->model_ = *std::move(model);
-    int threads = options.num_threads > 0 ? options.num_threads
-                                          : static_cast<int>(std::thread::hardware_concurrency());
-    e->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
-    const ExecContext exec{Device::kCpu, e->pool_.get()};
-    e->runtime_ = options.make_runtime
-                      ? options.make_runtime(*e->model_, exec, *e->model_ws_, *e->engine_ws_)
-                      : std::make_unique<CpuRuntime>(*e->model_, exec, *e->model_ws_,
-                                                     *e->engine_ws_, options.skip_unread_rows);
+    QUIVER_RETURN_IF_ERROR(e->LoadCpu(model_dir));
   }
   if (e->pool_ == nullptr && !f.pooling.dense.empty()) {  // CUDA: the host's Dense GEMMs
-    const int threads = options.num_threads > 0
-                            ? options.num_threads
-                            : static_cast<int>(std::thread::hardware_concurrency());
-    e->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
+    e->pool_ = std::make_unique<ThreadPool>(ComputeThreads(options));
   }
   {
     absl::StatusOr<DenseModules> dense =
@@ -294,6 +297,25 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
     engine->ComputeLoop();
   });
   return e;
+}
+
+absl::Status Engine::LoadCpu(const std::string& model_dir) {
+  const ModelFolder& f = *folder_;
+  weights_ =
+      std::make_unique<WeightLoader>(f.weights, f.architecture, std::string(f.entry->module_prefix),
+                                     WeightLoader::Mode::kPrepare, Device::kCpu);
+  weights_->set_precision(options_.quantize);
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      f.entry->factory({f.architecture, f.config, *weights_, options_.model});
+  if (!model.ok()) return WithContext(model.status(), model_dir);
+  model_ = *std::move(model);
+  pool_ = std::make_unique<ThreadPool>(ComputeThreads(options_));
+  const ExecContext exec{Device::kCpu, pool_.get()};
+  runtime_ = options_.make_runtime
+                 ? options_.make_runtime(*model_, exec, *model_ws_, *engine_ws_)
+                 : std::make_unique<CpuRuntime>(*model_, exec, *model_ws_, *engine_ws_,
+                                                options_.skip_unread_rows);
+  return absl::OkStatus();
 }
 
 absl::Status Engine::LoadCuda(const std::string& model_dir) {

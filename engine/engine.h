@@ -148,6 +148,7 @@ class Engine final : public BatchRunner {
 
  private:
   Engine() = default;
+  absl::Status LoadCpu(const std::string& model_dir);  // the model, its pool and runtime
   absl::Status LoadCuda(const std::string& model_dir);
   absl::Status WarmUp();
   void ComputeLoop();
