@@ -9,8 +9,8 @@
 // QuantizedWeights::quad_panel): four tile products per four tile loads. A tile reads 16 rows at
 // a time, so rows up to the next multiple of 16 past m must be readable (their sums are never
 // stored). The engine's int8 layers run this (QuantizedGemmU8) where the self-check at first use
-// agrees with vpdpbusd (AmxBytesAgree; it has not run on an AMX host yet: the session that wrote
-// it had none). It replaced tiles over int16 activations split exactly into a signed high and an
+// agrees with vpdpbusd (AmxBytesAgree; it does on the Xeon hosts of docs/benchmarks.md). It
+// replaced tiles over int16 activations split exactly into a signed high and an
 // unsigned low byte (tdpbssd + tdpbusd, two tile products per step), from before the
 // activations became bytes; QuantizedGemm's int16 rows now take vpdpwssd on this path.
 #include <algorithm>
@@ -58,15 +58,17 @@ QUIVER_TARGET_AMX void RunBytes(const uint8_t* u, const int32_t* zero, const flo
   const int64_t depth = w.quad_depth(), steps = depth / kTileDepth;
   const int64_t panel_bytes = depth * kPanel;  // bytes of one B panel
   alignas(64) int32_t sums[kTileRows * kPanel];
-  for (int64_t r = 0; r < m; r += 2 * kTileRows) {
-    const bool pair = m - r > kTileRows;  // a second block of 16 rows
-    const uint8_t* a0 = u + r * depth;
-    const uint8_t* a1 = a0 + kTileRows * depth;
-    for (int64_t col = c0; col < c1; col += 2 * kPanel) {
-      const int64_t cols = std::min(2 * kPanel, c1 - col);
-      const bool two = cols > kPanel;
-      const int8_t* b0 = w.quad_panel(col / kPanel);
-      const int8_t* b1 = two ? b0 + panel_bytes : nullptr;
+  // Column pairs outside, blocks of rows inside: a pair's two panels (24 KB at k = 384) stay in
+  // L1 over every block of rows, where rows outside read all of W again for each block.
+  for (int64_t col = c0; col < c1; col += 2 * kPanel) {
+    const int64_t cols = std::min(2 * kPanel, c1 - col);
+    const bool two = cols > kPanel;
+    const int8_t* b0 = w.quad_panel(col / kPanel);
+    const int8_t* b1 = two ? b0 + panel_bytes : nullptr;
+    for (int64_t r = 0; r < m; r += 2 * kTileRows) {
+      const bool pair = m - r > kTileRows;  // a second block of 16 rows
+      const uint8_t* a0 = u + r * depth;
+      const uint8_t* a1 = a0 + kTileRows * depth;
       _tile_zero(0);
       _tile_zero(1);
       _tile_zero(2);
