@@ -296,6 +296,142 @@ bool UnmapBytes(std::string_view piece, std::string& bytes, std::vector<uint32_t
 
 }  // namespace
 
+namespace {
+
+using Span = std::pair<uint32_t, uint32_t>;
+
+// A normalized section's byte range [b, e) back to the text's bytes: the section starts at `base`
+// in the text, and align_begin / align_end give each normalized byte's first and last original
+// byte (Normalizer::ApplyAligned).
+struct SectionAlignment {
+  uint32_t base;
+  const std::vector<uint32_t>& begin;
+  const std::vector<uint32_t>& end;
+  Span operator()(size_t b, size_t e) const { return {base + begin[b], base + end[e - 1]}; }
+};
+
+// The ids of one text and, per id, the bytes of the text it stands for (EncodeWithOffsets), piece
+// by piece. `traced` turns false at the first piece whose bytes cannot be found, and every span
+// from there on is (0, 0): offsets are never guessed.
+class OffsetTrace {
+ public:
+  OffsetTrace(const PreTokenizer& pre_tokenizer, const Model& model, bool traced)
+      : pre_(pre_tokenizer), model_(model), form_(pre_tokenizer.piece_form()), traced_(traced) {}
+
+  bool traced() const { return traced_; }
+  void Untrace() { traced_ = false; }
+  const std::vector<uint32_t>& ids() const { return ids_; }
+  const std::vector<Span>& spans() const { return spans_; }
+
+  // An added token, or a piece of text that maps to one id as a whole.
+  void AddToken(uint32_t id, Span span) {
+    ids_.push_back(id);
+    spans_.push_back(traced_ ? span : Span(0, 0));
+  }
+
+  // `part`, bytes [part_begin, part_begin + size) of a normalized section with no added token in
+  // it: pre-tokenized, each piece tokenized, and each id's bytes traced back through `original`.
+  void Part(std::string_view part, size_t part_begin, bool at_start,
+            const SectionAlignment& original) {
+    pieces_.clear();
+    pre_.Split(part, at_start, pieces_);
+    const bool rewritten = form_ == PreTokenizer::PieceForm::kRewritten;
+    if (traced_ && rewritten) pre_.AlignPieces(part, at_start, piece_begin_, piece_end_);
+    size_t cursor = 0;
+    for (size_t p = 0; p < pieces_.size(); ++p) {
+      const std::string_view piece = pieces_[p];
+      const size_t first = ids_.size();
+      model_.Tokenize(piece, ids_);
+      if (rewritten) {
+        RewrittenPiece(piece, first, part_begin, cursor, original);
+      } else {
+        FoundPiece(piece, first, part, part_begin, cursor, original);
+      }
+    }
+  }
+
+ private:
+  // The ids [first, end) of `piece` traced no further: (0, 0) for them and every later one.
+  void Lost() {
+    traced_ = false;
+    spans_.resize(ids_.size(), {0, 0});
+  }
+
+  // The model's spans of the piece's ids [first, end), in the piece's bytes; false if it has none.
+  bool PieceSpans(std::string_view piece, size_t first) {
+    word_spans_.clear();
+    return model_.Spans(piece, ids_.data() + first, ids_.size() - first, word_spans_) &&
+           word_spans_.size() == ids_.size() - first;
+  }
+
+  void Push(size_t nb, size_t ne, const SectionAlignment& original) {
+    spans_.push_back(ne > nb ? original(nb, ne) : Span(0, 0));
+  }
+
+  // A piece of a rewritten text (Metaspace): the pieces cut it in order, so this one is piece
+  // bytes [cursor, cursor + size), which AlignPieces traced to the part's bytes.
+  void RewrittenPiece(std::string_view piece, size_t first, size_t part_begin, size_t& cursor,
+                      const SectionAlignment& original) {
+    if (!traced_ || cursor + piece.size() > piece_begin_.size() || !PieceSpans(piece, first)) {
+      Lost();
+      return;
+    }
+    for (const auto& [b, e] : word_spans_) {
+      if (e <= b) {
+        spans_.emplace_back(0, 0);
+        continue;
+      }
+      Push(part_begin + piece_begin_[cursor + b], part_begin + piece_end_[cursor + e - 1],
+           original);
+    }
+    cursor += piece.size();
+  }
+
+  // A piece that is the part's own text (or, byte-level, stands for it): found at its next
+  // occurrence from `cursor`, with only whitespace skipped.
+  void FoundPiece(std::string_view piece, size_t first, std::string_view part, size_t part_begin,
+                  size_t& cursor, const SectionAlignment& original) {
+    const bool byte_level = form_ == PreTokenizer::PieceForm::kByteLevel;
+    std::string_view source = piece;
+    if (traced_ && byte_level) {
+      traced_ = UnmapBytes(piece, unmapped_, char_at_);
+      source = unmapped_;
+    }
+    const size_t at = traced_ ? part.find(source, cursor) : std::string_view::npos;
+    if (!traced_ || at == std::string_view::npos ||
+        !IsAsciiOrUnicodeSpace(part.substr(cursor, at - cursor)) || !PieceSpans(piece, first)) {
+      Lost();
+      return;
+    }
+    cursor = at + source.size();
+    for (auto [b, e] : word_spans_) {
+      if (byte_level) {
+        // Piece bytes to the bytes they stand for, widened to whole code points of the text: a
+        // token holding part of a character covers all of it, as in Hugging Face.
+        b = char_at_[b];
+        e = e == piece.size() ? static_cast<uint32_t>(source.size()) : char_at_[e];
+        while (b > 0 && (static_cast<uint8_t>(part[at + b]) & 0xC0) == 0x80) --b;
+        while (at + e < part.size() && (static_cast<uint8_t>(part[at + e]) & 0xC0) == 0x80) ++e;
+      }
+      Push(part_begin + at + b, part_begin + at + e, original);
+    }
+  }
+
+  const PreTokenizer& pre_;
+  const Model& model_;
+  const PreTokenizer::PieceForm form_;
+  bool traced_;
+  std::vector<uint32_t> ids_;
+  std::vector<Span> spans_;  // per id, in the text
+  Pieces pieces_;
+  std::vector<uint32_t> piece_begin_, piece_end_;  // a rewritten part's piece bytes, in the part
+  std::vector<Span> word_spans_;
+  std::string unmapped_;
+  std::vector<uint32_t> char_at_;
+};
+
+}  // namespace
+
 absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOptions& options,
                                           Encoding* out, std::vector<Offset>* offsets) const {
   if (options.truncation) {
@@ -303,23 +439,16 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
   }
   QUIVER_RETURN_IF_ERROR(ValidateUtf8(text));
   text = CutChars(text, options.max_input_chars);
-  std::vector<uint32_t> ids;
-  std::vector<std::pair<uint32_t, uint32_t>> spans;  // per id, in `text`
-  const PreTokenizer::PieceForm form = pre_tokenizer_->piece_form();
-  bool traced = form != PreTokenizer::PieceForm::kUntraced && !post_processor_->trims_offsets;
-  std::string unmapped;
-  std::vector<uint32_t> char_at;
+  OffsetTrace trace(*pre_tokenizer_, *model_,
+                    pre_tokenizer_->piece_form() != PreTokenizer::PieceForm::kUntraced &&
+                        !post_processor_->trims_offsets);
   std::vector<AddedVocabulary::Match> raw_sections, normalized_sections;
   std::string normalized;
   std::vector<uint32_t> align_begin, align_end;
-  std::vector<uint32_t> piece_begin, piece_end;  // kRewritten pieces' bytes, in `part`
-  std::vector<std::pair<uint32_t, uint32_t>> word_spans;
-  Pieces pieces;
   added_->Split(text, /*normalized=*/false, raw_sections);
   for (const AddedVocabulary::Match& raw : raw_sections) {
     if (raw.id >= 0) {
-      ids.push_back(static_cast<uint32_t>(raw.id));
-      spans.emplace_back(raw.begin, raw.end);
+      trace.AddToken(static_cast<uint32_t>(raw.id), {raw.begin, raw.end});
       continue;
     }
     const std::string_view section = text.substr(raw.begin, raw.end - raw.begin);
@@ -327,93 +456,27 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
       normalized.assign(section);
       IdentityAlignment(section, align_begin, align_end);
     } else if (!normalizer_->ApplyAligned(section, normalized, align_begin, align_end)) {
-      traced = false;
+      trace.Untrace();
       normalizer_->Apply(section, normalized);
     }
-    // A normalized range [b, e) back to `text`.
-    const auto original = [&](size_t b, size_t e) {
-      return std::pair<uint32_t, uint32_t>(raw.begin + align_begin[b],
-                                           raw.begin + align_end[e - 1]);
-    };
+    const SectionAlignment original{static_cast<uint32_t>(raw.begin), align_begin, align_end};
     added_->Split(normalized, /*normalized=*/true, normalized_sections);
     for (const AddedVocabulary::Match& sub : normalized_sections) {
       if (sub.id >= 0) {
-        ids.push_back(static_cast<uint32_t>(sub.id));
-        spans.push_back(traced && sub.end > sub.begin ? original(sub.begin, sub.end)
-                                                      : std::pair<uint32_t, uint32_t>(0, 0));
+        // (The alignment is read only while traced: an untraced normalizer leaves it unset.)
+        trace.AddToken(static_cast<uint32_t>(sub.id), trace.traced() && sub.end > sub.begin
+                                                          ? original(sub.begin, sub.end)
+                                                          : Span(0, 0));
         continue;
       }
-      const std::string_view part =
-          std::string_view(normalized).substr(sub.begin, sub.end - sub.begin);
-      pieces.clear();
-      const bool at_start = raw.begin == 0 && sub.begin == 0;
-      pre_tokenizer_->Split(part, at_start, pieces);
-      const bool rewritten = form == PreTokenizer::PieceForm::kRewritten;
-      if (traced && rewritten) pre_tokenizer_->AlignPieces(part, at_start, piece_begin, piece_end);
-      size_t cursor = 0;
-      for (size_t p = 0; p < pieces.size(); ++p) {
-        const std::string_view piece = pieces[p];
-        const size_t first = ids.size();
-        model_->Tokenize(piece, ids);
-        if (rewritten) {
-          // The pieces cut the rewritten text in order: piece bytes [cursor, cursor + size).
-          word_spans.clear();
-          if (!traced || cursor + piece.size() > piece_begin.size() ||
-              !model_->Spans(piece, ids.data() + first, ids.size() - first, word_spans) ||
-              word_spans.size() != ids.size() - first) {
-            traced = false;
-            spans.resize(ids.size(), {0, 0});
-            continue;
-          }
-          for (const auto& [b, e] : word_spans) {
-            if (e <= b) {
-              spans.emplace_back(0, 0);
-              continue;
-            }
-            const size_t nb = sub.begin + piece_begin[cursor + b];
-            const size_t ne = sub.begin + piece_end[cursor + e - 1];
-            spans.push_back(ne > nb ? original(nb, ne) : std::pair<uint32_t, uint32_t>(0, 0));
-          }
-          cursor += piece.size();
-          continue;
-        }
-        // The text the piece stands for, and where it sits in `part`: the next occurrence, with
-        // only whitespace skipped.
-        const bool byte_level = form == PreTokenizer::PieceForm::kByteLevel;
-        std::string_view source = piece;
-        if (traced && byte_level) {
-          traced = UnmapBytes(piece, unmapped, char_at);
-          source = unmapped;
-        }
-        const size_t at = traced ? part.find(source, cursor) : std::string_view::npos;
-        word_spans.clear();
-        if (!traced || at == std::string_view::npos ||
-            !IsAsciiOrUnicodeSpace(part.substr(cursor, at - cursor)) ||
-            !model_->Spans(piece, ids.data() + first, ids.size() - first, word_spans) ||
-            word_spans.size() != ids.size() - first) {
-          traced = false;
-          spans.resize(ids.size(), {0, 0});
-          continue;
-        }
-        cursor = at + source.size();
-        for (auto [b, e] : word_spans) {
-          if (byte_level) {
-            // Piece bytes to the bytes they stand for, widened to whole code points of the
-            // text: a token holding part of a character covers all of it, as in Hugging Face.
-            b = char_at[b];
-            e = e == piece.size() ? static_cast<uint32_t>(source.size()) : char_at[e];
-            while (b > 0 && (static_cast<uint8_t>(part[at + b]) & 0xC0) == 0x80) --b;
-            while (at + e < part.size() && (static_cast<uint8_t>(part[at + e]) & 0xC0) == 0x80) ++e;
-          }
-          const size_t nb = sub.begin + at + b, ne = sub.begin + at + e;
-          spans.push_back(ne > nb ? original(nb, ne) : std::pair<uint32_t, uint32_t>(0, 0));
-        }
-      }
+      trace.Part(std::string_view(normalized).substr(sub.begin, sub.end - sub.begin), sub.begin,
+                 raw.begin == 0 && sub.begin == 0, original);
     }
   }
+  const std::vector<uint32_t>& ids = trace.ids();
   post_processor_->Process(ids, nullptr, options.add_special_tokens, out->ids, out->type_ids);
   offsets->assign(out->ids.size(), std::nullopt);
-  if (!traced) return absl::OkStatus();
+  if (!trace.traced()) return absl::OkStatus();
   // Where the text's ids sit among the post-processor's: find them after its prefix.
   Encoding probe;
   post_processor_->Process({UINT32_MAX}, nullptr, options.add_special_tokens, probe.ids,
@@ -424,7 +487,7 @@ absl::Status Tokenizer::EncodeWithOffsets(std::string_view text, const EncodeOpt
       !std::equal(ids.begin(), ids.end(), out->ids.begin() + static_cast<std::ptrdiff_t>(prefix))) {
     return absl::OkStatus();
   }
-  for (size_t i = 0; i < ids.size(); ++i) (*offsets)[prefix + i] = spans[i];
+  for (size_t i = 0; i < ids.size(); ++i) (*offsets)[prefix + i] = trace.spans()[i];
   return absl::OkStatus();
 }
 
