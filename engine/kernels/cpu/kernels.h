@@ -64,8 +64,10 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const Bf16Weights& w, 
 // LinearAddLayerNorm(attended, o): the whole post-LN layer after attention, per block of rows.
 // f32 weights: one block per thread up to kF32FeedForwardRows rows, else blocks of about
 // kF32FeedForwardStepRows; the intermediate kFeedForwardSlice columns at a time (kernels.cc,
-// FeedForwardBlockRows and FeedForwardRows).
+// FeedForwardBlockRows and FeedForwardRows). bf16 weights on AMX tiles: blocks of
+// kBf16FeedForwardRows from four of them per thread.
 constexpr int64_t kFeedForwardRows = 64;
+constexpr int64_t kBf16FeedForwardRows = 96;
 constexpr int64_t kF32FeedForwardRows = 256;
 constexpr int64_t kF32FeedForwardStepRows = 128;
 constexpr int64_t kFeedForwardSlice = 256;
