@@ -94,10 +94,9 @@ TEST(Bf16GemmTest, MatchesItsDefinition) {
   }
 }
 
-// At a depth of whole tile steps (k = 512: 16 pairs a step, nothing left for vdpbf16ps) the amx
-// path stores whole 16 x 16 tiles straight to y and the rest through a buffer; at k = 531 every
-// tile ends with vdpbf16ps. Either way no bit depends on the rows or columns of the call, from
-// the bias or (accumulate) from y.
+// At a depth of whole tile steps (k = 512: 16 pairs a step, nothing left for vdpbf16ps) and at
+// one that ends with vdpbf16ps (k = 531), over whole and partial blocks of rows and columns: no
+// bit depends on the rows or columns of the call, from the bias or (accumulate) from y.
 TEST(Bf16GemmTest, RowsAndColumnRangesDoNotChangeAnyBit) {
   QUIVER_REQUIRE_BF16();
   for (const int64_t k : {531, 512}) {

@@ -13,11 +13,13 @@
 // (measured on a Sapphire Rapids host: about 40% of sums equal, the rest one or a few ulp off), so
 // the amx path's bf16 differs from the avx512 paths' by rounding; it is the same for any batch,
 // rows or column range (an element's sums depend only on its row, its column and the steps), and
-// within 1e-5 of the pairs' magnitude of vdpbf16ps (AmxBf16Agree, gemm_bf16_test). Each C tile
-// starts from its columns' bias (or from y, or zeros) and adds the tile steps; depths that are not
-// a multiple of 32 end with vdpbf16ps on the remaining pairs; the last block's rows, where a tile
-// of it has fewer than 16, are copied into a thread buffer first, so that no tile reads past the
-// caller's rows.
+// within 1e-5 of the pairs' magnitude of vdpbf16ps (AmxBf16Agree, gemm_bf16_test). Depths that are
+// not a multiple of 32 end with vdpbf16ps on the remaining pairs; the last block's rows, where a
+// tile of it has fewer than 16, are copied into a thread buffer first, so that no tile reads past
+// the caller's rows. The C tiles start from zeros (_tile_zero) and go through `sums` to y:
+// starting them from the bias or from y by a tile load, and storing whole ones straight to y,
+// took up to 1.12x the time (docs/benchmarks.md): a tile load of memory just written by vector
+// stores waits for those stores.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -40,25 +42,18 @@ constexpr int64_t kPanel = Bf16Weights::kPanel;
 constexpr int64_t kTileRows = 16;
 constexpr int64_t kStepPairs = 16;  // pairs of k per tile product: 64 bytes of a row
 
-// A C tile's start for rows < `rows` of `block` (16 x 16, row stride kPanel): y's own values
-// (accumulate) or the columns' bias `init` (zeros without one); rows past `rows` are left as they
-// are (their sums are never stored).
-QUIVER_TARGET_AMX_BF16 void StartBlock(float* block, int64_t rows, const float* init,
-                                       bool accumulate, const float* y, int64_t ldy,
-                                       __mmask16 mask) {
-  for (int64_t i = 0; i < rows; ++i) {
-    _mm512_store_ps(block + i * kPanel,
-                    accumulate ? _mm512_maskz_loadu_ps(mask, y + i * ldy) : _mm512_load_ps(init));
-  }
-}
-
-// A block's tile sums finished for `rows` rows: plus the pairs [p0, pairs) by vdpbf16ps, stored
-// to the columns `mask` selects.
-QUIVER_TARGET_AMX_BF16 void Finish(const float* block, const uint16_t* a, int64_t lda,
+// One panel's 16 x 16 tile sums for `rows` rows, finished: plus the start (init [16], or y's
+// own values with accumulate), plus the pairs [p0, pairs) by vdpbf16ps, stored to the columns
+// `mask` selects.
+QUIVER_TARGET_AMX_BF16 void Finish(const float* sums, const uint16_t* a, int64_t lda,
                                    const uint16_t* panel, int64_t p0, int64_t pairs, int64_t rows,
-                                   float* y, int64_t ldy, __mmask16 mask) {
+                                   const float* init, bool accumulate, float* y, int64_t ldy,
+                                   __mmask16 mask) {
   for (int64_t i = 0; i < rows; ++i) {
-    __m512 acc = _mm512_load_ps(block + i * kPanel);
+    float* out = y + i * ldy;
+    __m512 acc =
+        _mm512_add_ps(_mm512_load_ps(sums + i * kPanel),
+                      accumulate ? _mm512_maskz_loadu_ps(mask, out) : _mm512_load_ps(init));
     const uint16_t* row = a + i * lda;
     for (int64_t p = p0; p < pairs; ++p) {
       int32_t pair;
@@ -68,105 +63,9 @@ QUIVER_TARGET_AMX_BF16 void Finish(const float* block, const uint16_t* a, int64_
       acc = _mm512_dpbf16_ps(acc, reinterpret_cast<const __m512bh&>(x),
                              reinterpret_cast<const __m512bh&>(w));
     }
-    _mm512_mask_storeu_ps(y + i * ldy, mask, acc);
+    _mm512_mask_storeu_ps(out, mask, acc);
   }
 }
-
-// C tile `tile` (0-3) zeroed, or loaded from or stored to 16 rows `stride` bytes apart: the tile
-// number is part of the instruction, so one case per tile.
-QUIVER_TARGET_AMX_BF16 void ZeroC(int tile) {
-  switch (tile) {
-    case 0:
-      _tile_zero(0);
-      break;
-    case 1:
-      _tile_zero(1);
-      break;
-    case 2:
-      _tile_zero(2);
-      break;
-    default:
-      _tile_zero(3);
-      break;
-  }
-}
-
-QUIVER_TARGET_AMX_BF16 void LoadC(int tile, const float* from, int64_t stride) {
-  switch (tile) {
-    case 0:
-      _tile_loadd(0, from, stride);
-      break;
-    case 1:
-      _tile_loadd(1, from, stride);
-      break;
-    case 2:
-      _tile_loadd(2, from, stride);
-      break;
-    default:
-      _tile_loadd(3, from, stride);
-      break;
-  }
-}
-
-QUIVER_TARGET_AMX_BF16 void StoreC(int tile, float* to, int64_t stride) {
-  switch (tile) {
-    case 0:
-      _tile_stored(0, to, stride);
-      break;
-    case 1:
-      _tile_stored(1, to, stride);
-      break;
-    case 2:
-      _tile_stored(2, to, stride);
-      break;
-    default:
-      _tile_stored(3, to, stride);
-      break;
-  }
-}
-
-constexpr int64_t kRowBytes = kPanel * static_cast<int64_t>(sizeof(float));
-
-// One of the four C tiles of a block of 32 rows x 32 columns (tile: rows 16 · (tile / 2) on,
-// panel tile % 2). A whole tile (16 rows, 16 columns, no pairs past the tile steps) starts from
-// zeros, from y (accumulate) or from its columns' bias repeated over 16 rows (`bias_rows`,
-// written before the first block) and is stored straight to y; any other starts from its buffer
-// (StartBlock) and is finished from it (Finish). Either way its sums start from the same values
-// and add the same tile steps, then the same remaining pairs: where a tile lies in y changes no
-// bit. (A tile loaded from memory just written stalls until the stores retire: so the bias rows
-// are written once per call, not per block, and zeros are _tile_zero.)
-struct CTile {
-  int tile;
-  bool present, whole;
-  float* out;  // y at the tile's first row and column
-  float* block;
-
-  QUIVER_TARGET_AMX_BF16 void Start(const float* init, const float* bias_rows, bool accumulate,
-                                    int64_t ldy, int64_t rows, __mmask16 mask) const {
-    if (!present) return;
-    if (whole) {
-      if (accumulate) {
-        LoadC(tile, out, ldy * static_cast<int64_t>(sizeof(float)));
-      } else if (bias_rows != nullptr) {
-        LoadC(tile, bias_rows, kRowBytes);
-      } else {
-        ZeroC(tile);
-      }
-      return;
-    }
-    StartBlock(block, rows, init, accumulate, out, ldy, mask);
-    LoadC(tile, block, kRowBytes);
-  }
-
-  QUIVER_TARGET_AMX_BF16 void Store(int64_t ldy) const {
-    if (!present) return;
-    if (whole) {
-      StoreC(tile, out, ldy * static_cast<int64_t>(sizeof(float)));
-    } else {
-      StoreC(tile, block, kRowBytes);
-    }
-  }
-};
 
 QUIVER_TARGET_AMX_BF16 void Run(const uint16_t* a, const Bf16Weights& w, const float* bias,
                                 float* y, int64_t ldy, int64_t m, int64_t c0, int64_t c1,
@@ -174,31 +73,12 @@ QUIVER_TARGET_AMX_BF16 void Run(const uint16_t* a, const Bf16Weights& w, const f
   const int64_t pairs = w.k_pairs(), lda = 2 * pairs, steps = pairs / kStepPairs;
   const int64_t tail = steps * kStepPairs;  // the first pair vdpbf16ps finishes
   const int64_t a_stride = lda * static_cast<int64_t>(sizeof(uint16_t));
-  // Whole tiles need whole tile steps over every pair (and 16 rows and 16 columns).
-  const bool tiles_only = steps > 0 && tail == pairs;
-  alignas(64) float blocks[4][kTileRows * kPanel];
+  alignas(64) float sums[kTileRows * kPanel];
+  if (steps == 0) std::fill(std::begin(sums), std::end(sums), 0.0f);  // no tile to store
   alignas(64) float init[2 * kPanel];
   thread_local std::vector<uint16_t> padded;  // a partial block's rows, 16 per tile
-  // Per panel of [c0, c1), its bias over 16 rows (zeros past c1): whole tiles start from it.
-  thread_local std::vector<float> bias_rows;
-  const int64_t panels = (c1 - c0 + kPanel - 1) / kPanel;
-  if (tiles_only && bias != nullptr && !accumulate) {
-    bias_rows.resize(static_cast<size_t>(panels * kTileRows * kPanel));
-    for (int64_t p = 0; p < panels; ++p) {
-      const __m512 b =
-          _mm512_maskz_loadu_ps(PanelColumnMask(c1 - c0 - p * kPanel), bias + c0 + p * kPanel);
-      for (int64_t i = 0; i < kTileRows; ++i) {
-        _mm512_storeu_ps(bias_rows.data() + (p * kTileRows + i) * kPanel, b);
-      }
-    }
-  }
-  const auto panel_bias = [&](int64_t col) -> const float* {
-    return tiles_only && bias != nullptr && !accumulate
-               ? bias_rows.data() + (col - c0) / kPanel * kTileRows * kPanel
-               : nullptr;
-  };
   if (steps > 0) ConfigureTilesAmx();
-  // The last block's rows, where it has fewer than 16 in a tile, copied once into `padded` so
+  // The last block's rows, where a tile of it has fewer than 16, copied once into `padded` so
   // that no tile reads past the caller's rows.
   const int64_t last = (m - 1) / (2 * kTileRows) * (2 * kTileRows);
   const uint16_t* last_a0 = a + last * lda;
@@ -234,21 +114,11 @@ QUIVER_TARGET_AMX_BF16 void Run(const uint16_t* a, const Bf16Weights& w, const f
       const int64_t rows1 = std::clamp<int64_t>(m - r - kTileRows, 0, kTileRows);
       const uint16_t* a0 = r == last ? last_a0 : a + r * lda;
       const uint16_t* a1 = r == last ? last_a1 : a0 + kTileRows * lda;
-      const bool whole0 = tiles_only && rows0 == kTileRows;
-      const bool whole1 = tiles_only && rows1 == kTileRows;
-      float* const y0 = y + r * ldy + col;
-      float* const y1 = y0 + kTileRows * ldy;
-      const CTile t0{0, true, whole0 && cols >= kPanel, y0, blocks[0]};
-      const CTile t1{1, two, whole0 && cols == 2 * kPanel, y0 + kPanel, blocks[1]};
-      const CTile t2{2, rows1 > 0, whole1 && cols >= kPanel, y1, blocks[2]};
-      const CTile t3{3, rows1 > 0 && two, whole1 && cols == 2 * kPanel, y1 + kPanel, blocks[3]};
-      const float* const bias0 = panel_bias(col);
-      const float* const bias1 = bias0 == nullptr ? nullptr : bias0 + kTileRows * kPanel;
       if (steps > 0) {
-        t0.Start(init, bias0, accumulate, ldy, rows0, mask0);
-        t1.Start(init + kPanel, bias1, accumulate, ldy, rows0, mask1);
-        t2.Start(init, bias0, accumulate, ldy, rows1, mask0);
-        t3.Start(init + kPanel, bias1, accumulate, ldy, rows1, mask1);
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
         for (int64_t s = 0; s < steps; ++s) {
           _tile_loadd(4, a0 + s * 2 * kStepPairs, a_stride);
           _tile_loadd(6, b0 + s * kStepPairs * 2 * kPanel, 64);
@@ -263,30 +133,35 @@ QUIVER_TARGET_AMX_BF16 void Run(const uint16_t* a, const Bf16Weights& w, const f
             if (two) _tile_dpbf16ps(3, 5, 7);
           }
         }
-        t0.Store(ldy);
-        t1.Store(ldy);
-        t2.Store(ldy);
-        t3.Store(ldy);
-      } else {  // no tile steps: every pair by vdpbf16ps from the block's start
-        StartBlock(blocks[0], rows0, init, accumulate, y0, ldy, mask0);
-        if (two) StartBlock(blocks[1], rows0, init + kPanel, accumulate, y0 + kPanel, ldy, mask1);
-        if (rows1 > 0) {
-          StartBlock(blocks[2], rows1, init, accumulate, y1, ldy, mask0);
-          if (two) {
-            StartBlock(blocks[3], rows1, init + kPanel, accumulate, y1 + kPanel, ldy, mask1);
+      }
+      // Each C tile through `sums` (zeros where there were no whole steps).
+      const auto finish = [&](int tile, const uint16_t* rows_a, int64_t rows, int64_t row0,
+                              int panel) {
+        if (steps > 0) {
+          switch (tile) {  // the tile number must be a constant
+            case 0:
+              _tile_stored(0, sums, 64);
+              break;
+            case 1:
+              _tile_stored(1, sums, 64);
+              break;
+            case 2:
+              _tile_stored(2, sums, 64);
+              break;
+            default:
+              _tile_stored(3, sums, 64);
+              break;
           }
         }
-      }
-      const auto finish = [&](const CTile& tile, const uint16_t* rows_a, int64_t rows,
-                              const uint16_t* panel, __mmask16 mask) {
-        if (tile.present && !tile.whole) {
-          Finish(tile.block, rows_a, lda, panel, tail, pairs, rows, tile.out, ldy, mask);
-        }
+        Finish(sums, rows_a, lda, panel == 0 ? b0 : b1, tail, pairs, rows, init + panel * kPanel,
+               accumulate, y + row0 * ldy + col + panel * kPanel, ldy, panel == 0 ? mask0 : mask1);
       };
-      finish(t0, a0, rows0, b0, mask0);
-      finish(t1, a0, rows0, b1, mask1);
-      finish(t2, a1, rows1, b0, mask0);
-      finish(t3, a1, rows1, b1, mask1);
+      finish(0, a0, rows0, r, 0);
+      if (two) finish(1, a0, rows0, r, 1);
+      if (rows1 > 0) {
+        finish(2, a1, rows1, r + kTileRows, 0);
+        if (two) finish(3, a1, rows1, r + kTileRows, 1);
+      }
     }
   }
 }
