@@ -7,7 +7,7 @@ exactly L tokens, plus short queries for the scoring suite. A document is cut at
 merges differently) is skipped, so every text is checked, not assumed.
 
     python bench/make_inputs.py --tokenizer models/all-MiniLM-L6-v2/tokenizer.json \
-        --corpus corpus --out .cache/bench/inputs.json
+        --corpus corpus --out .cache/bench/inputs.json [--lengths 16:100,100:100,200:50]
 """
 
 import argparse
@@ -24,7 +24,12 @@ def main():
     parser.add_argument("--tokenizer", required=True)
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--lengths", help="LENGTH:COUNT,... instead of the suites' sets, e.g. "
+                        "16:100,100:100,128:100,200:50 (lengths that are not whole tile steps)")
     args = parser.parse_args()
+    lengths = LENGTHS
+    if args.lengths:
+        lengths = {int(l): int(c) for l, c in (item.split(":") for item in args.lengths.split(","))}
 
     tokenizer = Tokenizer.from_file(args.tokenizer)
     tokenizer.no_truncation()
@@ -38,7 +43,7 @@ def main():
         queries = [json.loads(line)["text"] for line in f][:64]
 
     sets = {}
-    for length, count in LENGTHS.items():
+    for length, count in lengths.items():
         texts = []
         for doc in docs:
             encoding = tokenizer.encode(doc, add_special_tokens=False)
