@@ -29,7 +29,10 @@ def main():
     args = parser.parse_args()
     lengths = LENGTHS
     if args.lengths:
-        lengths = {int(l): int(c) for l, c in (item.split(":") for item in args.lengths.split(","))}
+        lengths = {}
+        for item in args.lengths.split(","):
+            length, count = item.split(":")
+            lengths[int(length)] = int(count)
 
     tokenizer = Tokenizer.from_file(args.tokenizer)
     tokenizer.no_truncation()
