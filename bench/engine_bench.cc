@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/fma_loops.h"
 #include "bench/stdin_protocol.h"
 #include "common/json.h"
 #include "engine/engine.h"
@@ -106,39 +107,6 @@ struct Ceiling {
   double best() const { return std::max(openblas_gflops, packed_gflops); }
 };
 
-// Chains of independent fused multiply-adds on every thread (more accumulators than the FMA
-// units' latency times their count), 512 bits wide on a path that has them, else 256.
-constexpr int kChains512 = 24;
-__attribute__((target("avx512f"))) float FmaLoop512(int64_t iterations) {
-  __m512 acc[kChains512];
-  for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-4f);
-  for (int64_t it = 0; it < iterations; ++it) {
-#pragma GCC unroll 24
-    for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-  }
-  for (int i = 1; i < kChains512; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
-  return _mm512_reduce_add_ps(acc[0]);
-}
-
-// 256 bits: 12 accumulators, as AVX2 has 16 registers (with 24, GCC 12 kept 10 of them on the
-// stack, a load and a store around each of their FMAs: 181-219 GFLOP/s at 2 threads on Zen 5,
-// where the engine's f32 products reached 238 with avx2 forced).
-constexpr int kChains256 = 12;
-float FmaLoop256(int64_t iterations) {
-  __m256 acc[kChains256];
-  for (int i = 0; i < kChains256; ++i) acc[i] = _mm256_set1_ps(0.001f * static_cast<float>(i));
-  const __m256 a = _mm256_set1_ps(0.9999f), b = _mm256_set1_ps(1e-4f);
-  for (int64_t it = 0; it < iterations; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kChains256; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-  }
-  for (int i = 1; i < kChains256; ++i) acc[0] = _mm256_add_ps(acc[0], acc[i]);  // every chain live
-  alignas(32) float out[8];
-  _mm256_store_ps(out, acc[0]);
-  return out[0];
-}
-
 // The same for vpdpbusd: 64 byte products summed into 16 int32 lanes per instruction (128
 // int8 operations), the int8 path's ceiling on a host with AVX-512 VNNI. Twelve named
 // accumulators: with an array of them GCC 12 stored every one to the stack in each iteration.
@@ -191,9 +159,11 @@ double MeasureVnniPeak(int threads) {
 double MeasureFmaPeak(int threads) {
   const bool wide = quiver::engine::cpu::ActiveCpuPath() >= quiver::engine::cpu::CpuPath::kAvx512;
   constexpr int64_t kIterations = 20'000'000;
-  const double seconds = SecondsOnEveryThread(
-      threads, [wide] { return wide ? FmaLoop512(kIterations) : FmaLoop256(kIterations); });
-  const double flops = 2.0 * (wide ? 24 * 16 : 12 * 8) * static_cast<double>(kIterations) * threads;
+  const double seconds = SecondsOnEveryThread(threads, [wide] {
+    return wide ? quiver::bench::FmaLoop512(kIterations) : quiver::bench::FmaLoop256(kIterations);
+  });
+  const double flops = (wide ? quiver::bench::kFmaLoop512Flops : quiver::bench::kFmaLoop256Flops) *
+                       static_cast<double>(kIterations) * threads;
   return flops / seconds / 1e9;
 }
 

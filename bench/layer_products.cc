@@ -10,7 +10,10 @@
 //
 // Shapes per rows r: "qkv", the query, key and value columns of 6 of the 12 heads (what
 // QkvAttentionByHeads gives one thread at batch 1), and "ffn", the output projection and the
-// feed-forward in 256-column slices of the intermediate (FeedForwardRows), over r rows.
+// feed-forward in 256-column slices of the intermediate (FeedForwardRows), over r rows; for scale,
+// "resident", one 384 x 384 layer's product over r rows again and again (its weights stay in the
+// core's cache: the micro-kernels alone), and "fma_peak", independent FMAs on the thread (no
+// memory; bench/fma_loops.h), each timed in the same rounds.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fma_loops.h"
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/cpu/gemm.h"
 
@@ -117,6 +121,8 @@ int main(int argc, char** argv) {
   std::vector<float> x = Random(512 * kHidden, rng), attended = Random(512 * kHidden, rng);
   std::vector<float> heads(512 * 3 * kHeadDim), inter(512 * kSlice), out(512 * kHidden);
   const char* path = quiver::engine::cpu::CpuPathName(quiver::engine::cpu::ActiveCpuPath());
+  const bool wide = quiver::engine::cpu::ActiveCpuPath() >= quiver::engine::cpu::CpuPath::kAvx512;
+  const double fma_flops = wide ? quiver::bench::kFmaLoop512Flops : quiver::bench::kFmaLoop256Flops;
   for (const int rows : row_counts) {
     auto qkv = [&](const std::vector<Layer>& w) {
       for (const Layer& layer : w) {
@@ -141,9 +147,18 @@ int main(int argc, char** argv) {
         }
       }
     };
+    auto resident = [&] {
+      for (int i = 0; i < kLayers; ++i) {
+        PackedGemm(attended.data(), kHidden, layers[0][0].o, bias.data(), x.data(), kHidden, rows,
+                   0, kHidden);
+      }
+    };
     const double qkv_flops = 2.0 * rows * kHidden * 3 * kHeadDim * kHeads * kLayers;
     const double ffn_flops = 2.0 * rows * kHidden * (kHidden + 2 * kInter) * kLayers;
+    const double resident_flops = 2.0 * rows * kHidden * kHidden * kLayers;
+    constexpr int64_t kFmaIterations = 2'000'000;
     std::vector<double> rate[2][2];  // [streamed][qkv, ffn]
+    std::vector<double> resident_rate, fma_rate;
     for (int round = 0; round <= rounds; ++round) {
       for (int s = 0; s < 2; ++s) {
         auto t = std::chrono::steady_clock::now();
@@ -156,6 +171,18 @@ int main(int argc, char** argv) {
         rate[s][0].push_back(qkv_flops / q / 1e9);
         rate[s][1].push_back(ffn_flops / f / 1e9);
       }
+      resident();
+      auto t = std::chrono::steady_clock::now();
+      for (int i = 0; i < 8; ++i) resident();
+      const double r = Seconds(t) / 8;
+      t = std::chrono::steady_clock::now();
+      const float sink = wide ? quiver::bench::FmaLoop512(kFmaIterations)
+                              : quiver::bench::FmaLoop256(kFmaIterations);
+      const double p = Seconds(t);
+      if (sink == 0.5f) std::fprintf(stderr, " ");  // keeps the loop
+      if (round == 0) continue;
+      resident_rate.push_back(resident_flops / r / 1e9);
+      fma_rate.push_back(fma_flops * kFmaIterations / p / 1e9);
     }
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
@@ -163,9 +190,10 @@ int main(int argc, char** argv) {
     };
     std::printf(
         "{\"path\": \"%s\", \"rows\": %d, \"rounds\": %d, \"qkv_gflops\": {\"repacked\": %.1f, "
-        "\"streamed\": %.1f}, \"ffn_gflops\": {\"repacked\": %.1f, \"streamed\": %.1f}}\n",
+        "\"streamed\": %.1f}, \"ffn_gflops\": {\"repacked\": %.1f, \"streamed\": %.1f}, "
+        "\"resident_gflops\": %.1f, \"fma_peak_gflops\": %.1f}\n",
         path, rows, rounds, median(rate[0][0]), median(rate[1][0]), median(rate[0][1]),
-        median(rate[1][1]));
+        median(rate[1][1]), median(resident_rate), median(fma_rate));
     std::fflush(stdout);
   }
 }
