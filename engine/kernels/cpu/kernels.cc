@@ -417,10 +417,10 @@ void FeedForwardRows(const float* x, const PackedWeights& up, const float* up_bi
 // - int8: 64 (it steps 64 rows at a time; blocks of 96 and 128 ran 3% slower at 100 x 128 tokens
 //   on the Xeon of docs/benchmarks.md).
 // - bf16 on AMX tiles: kBf16FeedForwardRows from four such blocks per thread (the tiles run their
-//   column pairs outside the blocks of 32 rows: three of those per pass over the weights ran 3-5%
-//   faster than two there at 100 x 128 tokens), else 64 (at 512 tokens, 3 blocks of 86 rows per
-//   thread, their last tile partial, took 1.025x the time of 4 blocks of 64: no gain within this
-//   host's noise). bf16 by vdpbf16ps: 64 (not measured).
+//   column pairs outside the blocks of 32 rows: three of those per pass over the weights took
+//   0.949x-0.974x the time of two there at 100 x 128 tokens), else 64 (at 512 tokens, 3 blocks of
+//   86 rows per thread, their last tile partial, took 1.025x the time of 4 blocks of 64: no gain
+//   within this host's noise). bf16 by vdpbf16ps: 64 (not measured).
 // - f32: one block per thread while that is at most kF32FeedForwardRows rows (each thread then
 //   reads each weight once: 512 tokens at batch 1 on 2 threads, 256 rows each, with the slices 6%
 //   faster than blocks of 64 on the Xeon of docs/benchmarks.md), else blocks of about
