@@ -37,6 +37,9 @@ using quiver::engine::cpu::PackedWeights;
 constexpr int kLayers = 6, kHidden = 384, kInter = 1536, kHeadDim = 32, kHeads = 6;
 constexpr int kSlice = 256;
 
+// What the FMA loop returns, stored so that the loop runs.
+volatile float fma_sink;
+
 struct Layer {
   PackedWeights qkv, o, up, down;
 };
@@ -120,7 +123,6 @@ int main(int argc, char** argv) {
   const auto bias = Random(kInter, rng);
   std::vector<float> x = Random(512 * kHidden, rng), attended = Random(512 * kHidden, rng);
   std::vector<float> heads(512 * 3 * kHeadDim), inter(512 * kSlice), out(512 * kHidden);
-  static volatile float fma_sink;  // what the FMA loop returns, kept so that it runs
   const char* path = quiver::engine::cpu::CpuPathName(quiver::engine::cpu::ActiveCpuPath());
   const bool wide = quiver::engine::cpu::ActiveCpuPath() >= quiver::engine::cpu::CpuPath::kAvx512;
   const double fma_flops = wide ? quiver::bench::kFmaLoop512Flops : quiver::bench::kFmaLoop256Flops;
