@@ -463,9 +463,9 @@ TEST_P(FusedFeedForwardTest, EqualsItsTwoLayersOnEveryPath) {
   const PackedWeights up32(wu.data(), width, n), down32(wd.data(), n, width),
       o32(wo.data(), n, attended_width);
   // 128 and 150 rows: one or two blocks per thread (the last one short), fused since 235551d;
-  // f32 (FeedForwardBlockRows): 64 and 75 rows, 512 one block of 256 per thread, 777 eight
-  // blocks of 98 (the last one short).
-  for (int64_t m : {int64_t{128}, int64_t{150}, int64_t{512}, int64_t{777}}) {
+  // f32 (FeedForwardPlanOf): 64 and 75 rows, 300 two blocks of 112 then two of 38, 512 two of
+  // 192 then two of 64, 777 eight blocks of 98 (the last one short).
+  for (int64_t m : {int64_t{128}, int64_t{150}, int64_t{300}, int64_t{512}, int64_t{777}}) {
     ASSERT_TRUE(FeedForwardIsFused(pool, m));
     const std::vector<float> x = Random(m * n, 57, 2.0f);
     const std::vector<float> attended = Random(m * attended_width, 62, 1.5f);

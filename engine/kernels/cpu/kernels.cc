@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "engine/base/half.h"
@@ -413,34 +414,71 @@ void FeedForwardRows(const float* x, const PackedWeights& up, const float* up_bi
   }
 }
 
-// Rows per block of FeedForwardBlocks.
-// - int8: 64 (it steps 64 rows at a time; blocks of 96 and 128 ran 3% slower at 100 x 128 tokens
-//   on the Xeon of docs/benchmarks.md).
-// - bf16 on AMX tiles: kBf16FeedForwardRows from four such blocks per thread (the tiles run their
-//   column pairs outside the blocks of 32 rows: three of those per pass over the weights took
-//   0.949x-0.974x the time of two there at 100 x 128 tokens), else 64 (at 512 tokens, 3 blocks of
-//   86 rows per thread, their last tile partial, took 1.025x the time of 4 blocks of 64: no gain
-//   within this host's noise). bf16 by vdpbf16ps: 64 (not measured).
-// - f32: one block per thread while that is at most kF32FeedForwardRows rows (each thread then
-//   reads each weight once: 512 tokens at batch 1 on 2 threads, 256 rows each, with the slices 6%
-//   faster than blocks of 64 on the Xeon of docs/benchmarks.md), else blocks of about
-//   kF32FeedForwardStepRows, as many on every thread (100 x 128 tokens: 1-2% faster than blocks
-//   of 64 and 2-4% faster than 256 there).
-int64_t FeedForwardBlockRows(const ThreadPool&, int64_t, const QuantizedWeights&) {
-  return kFeedForwardRows;
+// How FeedForwardBlocks cuts m rows: `head_blocks` blocks of head_rows, then the rest in blocks
+// of tail_rows (the last one short). The threads take blocks in order as they finish the last.
+struct FeedForwardPlan {
+  int64_t m, head_blocks, head_rows, tail_rows;
+  static FeedForwardPlan Even(int64_t m, int64_t rows) { return {m, 0, 0, rows}; }
+  int64_t count() const {
+    const int64_t rest = m - head_blocks * head_rows;
+    return head_blocks + (rest + tail_rows - 1) / tail_rows;
+  }
+  int64_t max_rows() const { return std::max(head_rows, tail_rows); }
+  // The first row of block i and its row count.
+  std::pair<int64_t, int64_t> Block(int64_t i) const {
+    if (i < head_blocks) return {i * head_rows, head_rows};
+    const int64_t r0 = head_blocks * head_rows + (i - head_blocks) * tail_rows;
+    return {r0, std::min(tail_rows, m - r0)};
+  }
+};
+
+// - int8: blocks of 64 (it steps 64 rows at a time; blocks of 96 and 128 ran 3% slower at
+//   100 x 128 tokens on the Xeon of docs/benchmarks.md).
+// - bf16 on AMX tiles: blocks of kBf16FeedForwardRows from four such blocks per thread (the tiles
+//   run their column pairs outside the blocks of 32 rows: three of those per pass over the
+//   weights took 0.949x-0.974x the time of two there at 100 x 128 tokens), else 64 (at 512
+//   tokens, 3 blocks of 86 rows per thread, their last tile partial, took 1.025x the time of 4
+//   blocks of 64: no gain within this host's noise). bf16 by vdpbf16ps: 64 (not measured).
+// - f32: see FeedForwardPlanOf(PackedWeights).
+FeedForwardPlan FeedForwardPlanOf(const ThreadPool&, int64_t m, const QuantizedWeights&) {
+  return FeedForwardPlan::Even(m, kFeedForwardRows);
 }
-int64_t FeedForwardBlockRows(const ThreadPool& pool, int64_t m, const Bf16Weights&) {
-  return Bf16InTiles() && m >= 4 * kBf16FeedForwardRows * pool.num_threads() ? kBf16FeedForwardRows
-                                                                             : kFeedForwardRows;
+FeedForwardPlan FeedForwardPlanOf(const ThreadPool& pool, int64_t m, const Bf16Weights&) {
+  return FeedForwardPlan::Even(
+      m, Bf16InTiles() && m >= 4 * kBf16FeedForwardRows * pool.num_threads() ? kBf16FeedForwardRows
+                                                                             : kFeedForwardRows);
 }
-int64_t FeedForwardBlockRows(const ThreadPool& pool, int64_t m, const PackedWeights&) {
+// f32 weights are read once per block, so the blocks are large: at most kF32FeedForwardRows rows
+// per thread (512 tokens at batch 1 on 2 threads), a thread's rows in one block read each weight
+// once (with the slices, 6% faster than blocks of 64 on the Xeon of docs/benchmarks.md); but
+// one block per thread leaves the others waiting on a thread whose core is slowed by a
+// neighbour, as on a shared host's vCPUs (run 40 there: often one at 90-105 GFLOP/s beside one
+// at 150). So from kF32FeedForwardTailRows x 2 rows per thread, each thread first takes a block
+// of three quarters of its share and the last quarter goes in blocks of kF32FeedForwardTailRows,
+// to whichever thread is free: here a thread up to 1.67x slower than the other costs nothing,
+// and one 2.2x slower costs 0.75x the time it did (512 tokens: 2 x 192 rows, then 2 x 64).
+// Measured on the Xeon at batch 1, 512 tokens, the whole model against one block per thread:
+// 0.8% slower to 5.4% faster on the vCPUs as they were, 3.5-5.8% faster with a busy loop
+// sharing one of them (docs/benchmarks.md, "Xeon (2026-12-06, an eighth session)").
+// Fewer rows: one block per thread (128 tokens: 64 rows each). More: blocks of about
+// kF32FeedForwardStepRows, as many on every thread (100 x 128 tokens: 1-2% faster than blocks
+// of 64 and 2-4% faster than 256 there).
+FeedForwardPlan FeedForwardPlanOf(const ThreadPool& pool, int64_t m, const PackedWeights&) {
   const int64_t threads = pool.num_threads();
   const int64_t per_thread = (m + threads - 1) / threads;
-  if (per_thread <= kF32FeedForwardRows) return std::max<int64_t>(1, per_thread);
-  const int64_t blocks =
-      ((m + kF32FeedForwardStepRows - 1) / kF32FeedForwardStepRows + threads - 1) / threads *
-      threads;
-  return (m + blocks - 1) / blocks;
+  if (per_thread > kF32FeedForwardRows) {
+    const int64_t blocks =
+        ((m + kF32FeedForwardStepRows - 1) / kF32FeedForwardStepRows + threads - 1) / threads *
+        threads;
+    return FeedForwardPlan::Even(m, (m + blocks - 1) / blocks);
+  }
+  if (threads == 1 || per_thread < 2 * kF32FeedForwardTailRows) {
+    return FeedForwardPlan::Even(m, std::max<int64_t>(1, per_thread));
+  }
+  const int64_t head_rows = m * 3 / 4 / threads;
+  const int64_t rest = m - head_rows * threads;
+  const int64_t tails = (rest + kF32FeedForwardTailRows - 1) / kF32FeedForwardTailRows;
+  return {m, threads, head_rows, (rest + tails - 1) / tails};
 }
 
 template <typename Weights>
@@ -449,9 +487,10 @@ void FeedForwardBlocks(ThreadPool& pool, float* io, const Weights& up, const flo
                        const float* gamma, const float* beta, int64_t m, float eps,
                        const AttentionOutputOf<Weights>* first) {
   const int64_t n = down.n(), width = up.n();
-  const int64_t block_rows = FeedForwardBlockRows(pool, m, up);
-  pool.ParallelFor((m + block_rows - 1) / block_rows, [&](int64_t block) {
-    const int64_t r0 = block * block_rows, rows = std::min(block_rows, m - r0);
+  const FeedForwardPlan plan = FeedForwardPlanOf(pool, m, up);
+  const int64_t block_rows = plan.max_rows();
+  pool.ParallelFor(plan.count(), [&](int64_t block) {
+    const auto [r0, rows] = plan.Block(block);
     // The block's intermediate and products in buffers of the thread that runs it (each
     // ParallelFor task's own thread_local), reused block after block: they stay in its cache and
     // are never written back to memory, where slices of inter and scratch would be (a fresh

@@ -62,14 +62,16 @@ void LinearAddLayerNorm(ThreadPool& pool, const float* x, const Bf16Weights& w, 
 // With `first` set, each block first runs the attention's output projection and its residual +
 // LayerNorm on its rows (io = LayerNorm(io + attended · Oᵀ + o_bias)), the same bits as
 // LinearAddLayerNorm(attended, o): the whole post-LN layer after attention, per block of rows.
-// f32 weights: one block per thread up to kF32FeedForwardRows rows, else blocks of about
-// kF32FeedForwardStepRows; the intermediate kFeedForwardSlice columns at a time (kernels.cc,
-// FeedForwardBlockRows and FeedForwardRows). bf16 weights on AMX tiles: blocks of
-// kBf16FeedForwardRows from four of them per thread.
+// f32 weights: up to kF32FeedForwardRows rows per thread, a block of three quarters of its share
+// per thread and the rest in blocks of kF32FeedForwardTailRows (one block per thread below twice
+// that), else blocks of about kF32FeedForwardStepRows; the intermediate kFeedForwardSlice columns
+// at a time (kernels.cc, FeedForwardPlanOf and FeedForwardRows). bf16 weights on AMX tiles: blocks
+// of kBf16FeedForwardRows from four of them per thread.
 constexpr int64_t kFeedForwardRows = 64;
 constexpr int64_t kBf16FeedForwardRows = 96;
 constexpr int64_t kF32FeedForwardRows = 256;
 constexpr int64_t kF32FeedForwardStepRows = 128;
+constexpr int64_t kF32FeedForwardTailRows = 64;
 constexpr int64_t kFeedForwardSlice = 256;
 template <typename Weights>
 struct AttentionOutputOf {
