@@ -458,8 +458,9 @@ FeedForwardPlan FeedForwardPlanOf(const ThreadPool& pool, int64_t m, const Bf16W
 // to whichever thread is free: here a thread up to 1.67x slower than the other costs nothing,
 // and one 2.2x slower costs 0.75x the time it did (512 tokens: 2 x 192 rows, then 2 x 64).
 // Measured on the Xeon at batch 1, 512 tokens, the whole model against one block per thread:
-// 0.8% slower to 5.4% faster on the vCPUs as they were, 3.5-5.8% faster with a busy loop
-// sharing one of them (docs/benchmarks.md, "Xeon (2026-12-06, an eighth session)").
+// 0.987x the time over 30 rounds on the vCPUs as they were (0.996x in the rounds where both
+// were quiet, 0.930x in the others), 0.942x-0.965x with a busy loop sharing one of them
+// (docs/benchmarks.md, "Xeon (2026-12-06, an eighth session)").
 // Fewer rows: one block per thread (128 tokens: 64 rows each). More: blocks of about
 // kF32FeedForwardStepRows, as many on every thread (100 x 128 tokens: 1-2% faster than blocks
 // of 64 and 2-4% faster than 256 there).
