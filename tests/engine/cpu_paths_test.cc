@@ -510,6 +510,31 @@ TEST_P(FusedFeedForwardTest, EqualsItsTwoLayersOnEveryPath) {
   }
 }
 
+// The f32 feed-forward's blocks (FeedForwardPlanOf: one per thread, three quarters of a share
+// then 64-row blocks, or blocks of about 128 rows) cover every row once whatever the thread
+// count: the same bits as the two layers, on the active path.
+TEST(FusedFeedForwardPlanTest, F32BlocksCoverEveryRowForAnyThreadCount) {
+  const int64_t n = 64, width = 2 * kFeedForwardSlice + 40;
+  const std::vector<float> wu = Random(width * n, 71, 0.2f), bu = Random(width, 72, 0.5f),
+                           wd = Random(n * width, 73, 0.1f), bd = Random(n, 74, 0.5f),
+                           gamma = Random(n, 75, 1.0f), beta = Random(n, 76, 0.5f);
+  const PackedWeights up(wu.data(), width, n), down(wd.data(), n, width);
+  for (int threads : {1, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t m : {int64_t{200}, int64_t{385}, int64_t{512}, int64_t{1029}, int64_t{2100}}) {
+      if (!FeedForwardIsFused(pool, m)) continue;
+      const std::vector<float> x = Random(m * n, 77, 2.0f);
+      std::vector<float> fused = x, layers = x, inter(m * width), scratch(m * n);
+      FeedForwardAddLayerNorm(pool, fused.data(), up, bu.data(), Epilogue::kGeluErf, down,
+                              bd.data(), gamma.data(), beta.data(), m, 1e-12f);
+      Linear(pool, layers.data(), up, bu.data(), inter.data(), m, Epilogue::kGeluErf);
+      LinearAddLayerNorm(pool, inter.data(), down, bd.data(), layers.data(), gamma.data(),
+                         beta.data(), scratch.data(), m, 1e-12f);
+      EXPECT_TRUE(SameBits(fused, layers)) << threads << " threads, m=" << m;
+    }
+  }
+}
+
 // A plan over the sequences of `cu` (their cumulative lengths).
 AttentionPlan PlanOver(const std::vector<int32_t>& cu, int64_t heads, int64_t kv_heads, int64_t d,
                        float scale) {
