@@ -86,6 +86,7 @@ def analyze(result):
             "ratio": result["throughput_tokens_per_s"][quiver]
             / result["throughput_tokens_per_s"][best],
             "round_ratios": round_ratios,
+            "median_round_ratio": statistics.median(round_ratios) if round_ratios else None,
             "by_host_state": split_by_state(round_ratios, rate_probes.get(quiver, []),
                                             rate_probes.get(best, []))}
     result["throughput_against_best_peer"] = against_rate
@@ -100,8 +101,10 @@ def report(result):
     against_rate = result.get("throughput_against_best_peer", {})
     against_best = result.get("f32_latency_against_best_peer", {})
     for precision, r in against_rate.items():
+        median = r.get("median_round_ratio")
         print(f"throughput {precision}: quiver / {r['best_peer']} {r['ratio']:.3f} (rounds "
-              + ", ".join(f"{x:.3f}" for x in r["round_ratios"]) + ")")
+              + ", ".join(f"{x:.3f}" for x in r["round_ratios"]) + ")"
+              + ("" if median is None else f", median of round ratios {median:.3f}"))
     for key, r in against_best.items():
         print(f"batch-1 at {key} tokens: quiver f32 / {r['best_peer']} p50 {r['p50_ratio']:.3f}, "
               f"median of round ratios {r['median_round_ratio']:.3f}")

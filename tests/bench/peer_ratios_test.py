@@ -77,6 +77,7 @@ def main():
     assert f32["best_peer"] == OV_F32_HINT, f32  # the best f32 peer, never quiver itself
     assert close(f32["ratio"], 13000.0 / 12000.0), f32
     assert all(close(a, b) for a, b in zip(f32["round_ratios"], [1.1, 12800.0 / 11000.0])), f32
+    assert close(f32["median_round_ratio"], (1.1 + 12800.0 / 11000.0) / 2), f32
     # Round 0: quiver's turn (probes 0, 1) and the peer's (10, 11) quiet. Round 1: quiver's turn
     # runs from probe 2 to the busy probe 3.
     assert f32["by_host_state"]["quiet"] == {"rounds": 1, "median_ratio": 1.1}, f32
