@@ -1,8 +1,10 @@
 // `quiver embed`: a corpus in, its embeddings out, as a batch job (building or re-indexing a
 // vector store). Input: JSON lines {"id": ..., "text": ...} or plain text lines (or --text).
 // Output: a .npy matrix with the ids beside it (NAME.ids.jsonl, one JSON id per line), or JSON
-// lines {"id", "index", "embedding"} (a file or stdout). Texts are tokenized with the model's
-// tokenizer.json and cut at its max_seq_length, as sentence-transformers does.
+// lines {"id", "index", "embedding"} (a file or stdout). A SPLADE model's term weights are
+// sparse: JSON lines only, each "embedding" its nonzero terms as {"index", "value"} in index
+// order (TEI's /embed_sparse, which `quiver serve` answers for such a model). Texts are tokenized
+// with the model's tokenizer.json and cut at its max_seq_length, as sentence-transformers does.
 //
 // The work goes through the gateway's Dispatcher, to the in-process engine (a LocalReplica, as
 // in `quiver serve`) or to a pool of `quiver worker`s (--workers, balanced and retried as the
@@ -58,6 +60,7 @@ struct Backend {
   std::string tokenizer_path;
   std::string model_identity;  // part of the checkpoint's fingerprint
   int64_t width = 0;           // the embedding's full width
+  int64_t sparse_width = 0;    // SPLADE: the vocabulary's terms in each answer row; 0: dense
   int64_t max_tokens = 0;      // inputs are cut here
   int window = 2;              // units in flight
 };
@@ -120,7 +123,9 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
       engine::Engine::Load(options.model_dir, engine_options);
   if (!eng.ok()) return eng.status();
   b.engine = *std::move(eng);
-  if (b.engine->is_scorer()) {
+  if (b.engine->info().sparse) {
+    b.sparse_width = b.engine->info().num_labels;
+  } else if (b.engine->is_scorer()) {
     return absl::InvalidArgumentError(
         StrCat(options.model_dir, " is a scoring model, not an embedding model"));
   }
@@ -173,10 +178,11 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
                                          "' answered ModelInfo within ", options.startup_timeout_s,
                                          " s: ", info.status().message()));
   }
-  if (!info->can_embed()) {
+  if (!info->can_embed() && info->sparse_width() == 0) {
     return absl::InvalidArgumentError(
         StrCat("the workers serve ", info->name(), ", which does not embed"));
   }
+  b.sparse_width = info->sparse_width();
   b.tokenizer_path = (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
   b.width = info->hidden_size();
   b.max_tokens = info->max_seq_length() > 0 ? info->max_seq_length() : info->max_input_tokens();
@@ -212,14 +218,14 @@ bool Retriable(const absl::Status& s) {
 // a gateway's are when the client leaves, and no retry follows.
 // std::async keeps its own copies of the arguments while this runs.
 absl::StatusOr<gateway::ReplicaResult> RunUnit(
-    const std::shared_ptr<gateway::Dispatcher>& dispatcher,
+    const std::shared_ptr<gateway::Dispatcher>& dispatcher, gateway::CallKind kind,
     const std::vector<gateway::Sequence>& seqs, const quiver::v1::OutputOptions& output,
     int timeout_s, int retries, const std::shared_ptr<const std::atomic<bool>>& abort) {
   absl::StatusOr<gateway::ReplicaResult> r = absl::UnknownError("not run");
   for (int attempt = 0;; ++attempt) {
     gateway::CallContext call(std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
     call.client_gone = [abort] { return abort->load(std::memory_order_relaxed); };
-    r = dispatcher->Run(gateway::CallKind::kEmbed, seqs, output, call);
+    r = dispatcher->Run(kind, seqs, output, call);
     if (r.ok() || !Retriable(r.status()) || attempt >= retries || abort->load()) return r;
     spdlog::warn("quiver embed: a batch failed ({}); trying again ({} of {})", r.status().message(),
                  attempt + 1, retries);
@@ -245,6 +251,22 @@ std::string FormatRow(const std::string& id, int64_t index, const uint8_t* row,
     } else {
       line += std::to_string(row[j]);
     }
+  }
+  line += "]}\n";
+  return line;
+}
+
+// A SPLADE row (`width` f32 term weights) as its positive terms, as /embed_sparse writes them.
+std::string FormatSparseRow(const std::string& id, int64_t index, const uint8_t* row,
+                            int64_t width) {
+  std::string line = StrCat("{\"id\":", id, ",\"index\":", index, ",\"embedding\":[");
+  bool first = true;
+  for (int64_t j = 0; j < width; ++j) {
+    float v;
+    std::memcpy(&v, row + 4 * j, 4);
+    if (!(v > 0.0f)) continue;
+    line += fmt::format("{}{{\"index\":{},\"value\":{}}}", first ? "" : ",", j, v);
+    first = false;
   }
   line += "]}\n";
   return line;
@@ -282,6 +304,8 @@ class EmbedJob {
   // records are all sent (a record that would pass it starts the next unit; a longer one is a
   // unit of its own).
   absl::Status FillWindow();
+  // Connect's part for a SPLADE model: JSON lines of its terms, the dense options refused.
+  int ConnectSparse();
 
   const EmbedOptions& options_;
   // Plan.
@@ -297,6 +321,7 @@ class EmbedJob {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   tokenizer::EncodeOptions encode_;
   quiver::v1::OutputOptions output_;
+  gateway::CallKind kind_ = gateway::CallKind::kEmbed;  // kScore for a SPLADE model's terms
   int64_t dims_ = 0, cols_ = 0, row_bytes_ = 0;
   const char* descr_ = "<f4";  // the .npy dtype
   // Open.
@@ -356,7 +381,9 @@ int EmbedJob::Connect() {
     return Fail(absl::IsInvalidArgument(backend.status()) ? 2 : 1, backend.status().message());
   }
   backend_ = *std::move(backend);
-  if (options_.dimensions > backend_->width) {
+  if (backend_->sparse_width > 0) {
+    if (int status = ConnectSparse(); status != 0) return status;
+  } else if (options_.dimensions > backend_->width) {
     return Fail(2, StrCat("--dimensions ", options_.dimensions, " is more than the model's ",
                           backend_->width));
   }
@@ -365,6 +392,7 @@ int EmbedJob::Connect() {
   tokenizer_ = *std::move(tok);
   encode_.truncation = tokenizer::Truncation{static_cast<size_t>(backend_->max_tokens)};
 
+  if (backend_->sparse_width > 0) return 0;
   if (options_.normalize) output_.set_normalize(true);
   output_.set_dimensions(static_cast<uint32_t>(options_.dimensions));
   output_.set_output_type(options_.dtype == "int8"     ? quiver::v1::OUTPUT_INT8
@@ -377,12 +405,35 @@ int EmbedJob::Connect() {
   return 0;
 }
 
+int EmbedJob::ConnectSparse() {
+  const std::string model =
+      StrCat(options_.workers.empty() ? options_.model_dir : "the workers' model",
+             " is a SPLADE model, whose term weights are sparse");
+  if (npy_) {
+    return Fail(2, StrCat(model,
+                          ": they are written as JSON lines ({\"id\", \"index\", "
+                          "\"embedding\": [{\"index\", \"value\"}, ...]}), not .npy; give "
+                          "--output NAME.jsonl, or none for stdout"));
+  }
+  if (options_.dimensions > 0) return Fail(2, StrCat(model, ": --dimensions does not apply"));
+  if (options_.normalize) return Fail(2, StrCat(model, ": --normalize does not apply"));
+  if (options_.dtype != "f32") {
+    return Fail(2, StrCat(model, ": --dtype ", options_.dtype, " does not apply (f32 only)"));
+  }
+  kind_ = gateway::CallKind::kScore;
+  dims_ = cols_ = backend_->sparse_width;
+  row_bytes_ = 4 * cols_;
+  return 0;
+}
+
 int EmbedJob::Open() {
   checkpoint_.fingerprint =
       StrCat("input=", scan_.bytes, ":", scan_.hash, ";format=", static_cast<int>(format_),
              ";shard=", shard_.index, "/", shard_.count, ";model=", backend_->model_identity,
              ";max_tokens=", backend_->max_tokens, ";dims=", dims_, ";dtype=", options_.dtype,
-             ";normalize=", options_.normalize, ";npy=", npy_);
+             ";normalize=", options_.normalize, ";npy=", npy_,
+             // only for SPLADE: checkpoints of earlier dense jobs still match
+             kind_ == gateway::CallKind::kScore ? ";sparse" : "");
   if (to_file_ && options_.restart) {
     // Gone before anything is written: a --restart run killed early must not resume the old job.
     std::error_code ec;
@@ -434,9 +485,10 @@ int EmbedJob::Open() {
     spdlog::info("quiver embed: resuming {} at record {} of {} (from {})", output_path_,
                  checkpoint_.records_done, end_ - first_, checkpoint_path_);
   }
-  spdlog::info("quiver embed: {} records [{}, {}) of {} (shard {}/{}) -> {} ({} x {} {})",
+  spdlog::info("quiver embed: {} records [{}, {}) of {} (shard {}/{}) -> {} ({} x {} {}{})",
                end_ - first_, first_, end_, scan_.records, shard_.index, shard_.count,
-               to_file_ ? output_path_ : "stdout", end_ - first_, cols_, options_.dtype);
+               to_file_ ? output_path_ : "stdout", end_ - first_, cols_, options_.dtype,
+               kind_ == gateway::CallKind::kScore ? ", sparse: the positive terms" : "");
   return 0;
 }
 
@@ -471,9 +523,10 @@ absl::Status EmbedJob::Commit(Unit& unit) {
   } else {
     std::string lines;
     for (int64_t i = 0; i < n; ++i) {
-      lines += FormatRow(unit.ids[i], unit.indices[i],
-                         reinterpret_cast<const uint8_t*>(r->data.data()) + i * row_bytes_,
-                         r->output_type, cols_);
+      const auto* row = reinterpret_cast<const uint8_t*>(r->data.data()) + i * row_bytes_;
+      lines += kind_ == gateway::CallKind::kScore
+                   ? FormatSparseRow(unit.ids[i], unit.indices[i], row, cols_)
+                   : FormatRow(unit.ids[i], unit.indices[i], row, r->output_type, cols_);
     }
     if (absl::Status s = out_->Append(lines); !s.ok()) return s;
   }
@@ -544,8 +597,9 @@ absl::Status EmbedJob::FillWindow() {
       unit.indices.push_back(carry_->index);
       carry_.reset();
     }
-    unit.result = std::async(std::launch::async, RunUnit, backend_->dispatcher, std::move(seqs),
-                             output_, options_.request_timeout_s, options_.retries, abort_);
+    unit.result =
+        std::async(std::launch::async, RunUnit, backend_->dispatcher, kind_, std::move(seqs),
+                   output_, options_.request_timeout_s, options_.retries, abort_);
     in_flight_.push_back(std::move(unit));
   }
   return absl::OkStatus();

@@ -312,7 +312,9 @@ CLI::App* AddEmbedCommand(CLI::App& app, quiver::app::EmbedOptions& embed) {
       ->capture_default_str();
   embed_cmd->add_option("--output", embed.output_path,
                         "Output file: *.npy for a NumPy matrix with the ids in NAME.ids.jsonl, "
-                        "else JSON lines {\"id\", \"index\", \"embedding\"} (default stdout). "
+                        "else JSON lines {\"id\", \"index\", \"embedding\"} (default stdout; a "
+                        "SPLADE model: JSON lines only, its positive terms as [{\"index\", "
+                        "\"value\"}, ...]). "
                         "'{shard}' in it becomes the shard's index. A file output is resumable: "
                         "a killed job run again goes on from OUTPUT.checkpoint");
   auto* shard_opt = embed_cmd->add_option(
