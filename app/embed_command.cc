@@ -2,7 +2,7 @@
 // vector store). Input: JSON lines {"id": ..., "text": ...} or plain text lines (or --text).
 // Output: a .npy matrix with the ids beside it (NAME.ids.jsonl, one JSON id per line), or JSON
 // lines {"id", "index", "embedding"} (a file or stdout). A SPLADE model's term weights are
-// sparse: JSON lines only, each "embedding" its nonzero terms as {"index", "value"} in index
+// sparse: JSON lines only, each "embedding" its positive terms as {"index", "value"} in index
 // order (TEI's /embed_sparse, which `quiver serve` answers for such a model). Texts are tokenized
 // with the model's tokenizer.json and cut at its max_seq_length, as sentence-transformers does.
 //
