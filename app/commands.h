@@ -69,6 +69,9 @@ struct EmbedOptions {
   int retries = 5;              // a batch the pool could not answer is tried again this often
   double checkpoint_interval_s = 1.0;  // the least time between two checkpoints (0: every batch)
   int startup_timeout_s = 60;          // --workers: how long to wait for one to answer
+  // The prompt before every text: one of the folder's sentence-transformers prompts by name, or
+  // a text; neither: the folder's default_prompt_name's, as sentence-transformers' encode.
+  std::string prompt_name, prompt;
   int64_t dimensions = 0;
   bool normalize = false;  // force L2 normalization (default: what the model's modules say)
   std::string dtype = "f32";

@@ -1,10 +1,13 @@
 // `quiver embed`: a corpus in, its embeddings out, as a batch job (building or re-indexing a
 // vector store). Input: JSON lines {"id": ..., "text": ...} or plain text lines (or --text).
 // Output: a .npy matrix with the ids beside it (NAME.ids.jsonl, one JSON id per line), or JSON
-// lines {"id", "index", "embedding"} (a file or stdout). A SPLADE model's term weights are
-// sparse: JSON lines only, each "embedding" its positive terms as {"index", "value"} in index
-// order (TEI's /embed_sparse, which `quiver serve` answers for such a model). Texts are tokenized
-// with the model's tokenizer.json and cut at its max_seq_length, as sentence-transformers does.
+// lines {"id", "index", "embedding"} (a file or stdout). Each text follows the prompt asked for
+// (--prompt-name, --prompt) or the folder's default one, and a Pooling module with include_prompt
+// false pools without the prompt's tokens, as sentence-transformers' encode. A SPLADE model's term
+// weights are sparse: JSON lines only, each "embedding" its positive terms as {"index", "value"} in
+// index order (TEI's /embed_sparse, which `quiver serve` answers for such a model). Texts are
+// tokenized with the model's tokenizer.json and cut at its max_seq_length, as sentence-transformers
+// does.
 //
 // The work goes through the gateway's Dispatcher, to the in-process engine (a LocalReplica, as
 // in `quiver serve`) or to a pool of `quiver worker`s (--workers, balanced and retried as the
@@ -41,6 +44,7 @@
 #include "common/metrics.h"
 #include "common/strings.h"
 #include "engine/engine.h"
+#include "gateway/api/service.h"
 #include "gateway/dispatcher.h"
 #include "gateway/grpc_replica.h"
 #include "scheduler/scheduler.h"
@@ -58,11 +62,12 @@ struct Backend {
   std::unique_ptr<gateway::GrpcReplicaSet> workers;
   std::shared_ptr<gateway::Dispatcher> dispatcher;
   std::string tokenizer_path;
-  std::string model_identity;  // part of the checkpoint's fingerprint
-  int64_t width = 0;           // the embedding's full width
-  int64_t sparse_width = 0;    // SPLADE: the vocabulary's terms in each answer row; 0: dense
-  int64_t max_tokens = 0;      // inputs are cut here
-  int window = 2;              // units in flight
+  std::string model_identity;   // part of the checkpoint's fingerprint
+  int64_t width = 0;            // the embedding's full width
+  int64_t sparse_width = 0;     // SPLADE: the vocabulary's terms in each answer row; 0: dense
+  bool exclude_prompt = false;  // the Pooling module's include_prompt is false
+  int64_t max_tokens = 0;       // inputs are cut here
+  int window = 2;               // units in flight
 };
 
 int Fail(int code, absl::string_view message) {
@@ -136,6 +141,7 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
     }
   }
   b.tokenizer_path = b.engine->folder().tokenizer_path;
+  b.exclude_prompt = !b.engine->folder().pooling.include_prompt;
   b.width = b.engine->output_size();
   b.max_tokens = std::min<int64_t>(
       b.engine->folder().pooling.max_seq_length.value_or(b.engine->max_input_tokens()),
@@ -183,6 +189,7 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
         StrCat("the workers serve ", info->name(), ", which does not embed"));
   }
   b.sparse_width = info->sparse_width();
+  b.exclude_prompt = info->exclude_prompt();
   b.tokenizer_path = (std::filesystem::path(options.model_dir) / "tokenizer.json").string();
   b.width = info->hidden_size();
   b.max_tokens = info->max_seq_length() > 0 ? info->max_seq_length() : info->max_input_tokens();
@@ -306,6 +313,9 @@ class EmbedJob {
   absl::Status FillWindow();
   // Connect's part for a SPLADE model: JSON lines of its terms, the dense options refused.
   int ConnectSparse();
+  // The prompt before each text (Connect's part): the one asked for or the folder's default, and
+  // its tokens where the pooling leaves them out.
+  int ChoosePrompt();
 
   const EmbedOptions& options_;
   // Plan.
@@ -320,6 +330,8 @@ class EmbedJob {
   std::optional<Backend> backend_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   tokenizer::EncodeOptions encode_;
+  std::string prompt_;
+  size_t prompt_tokens_ = 0;  // left out of the pooling (include_prompt false), else 0
   quiver::v1::OutputOptions output_;
   gateway::CallKind kind_ = gateway::CallKind::kEmbed;  // kScore for a SPLADE model's terms
   int64_t dims_ = 0, cols_ = 0, row_bytes_ = 0;
@@ -391,6 +403,7 @@ int EmbedJob::Connect() {
   if (!tok.ok()) return Fail(1, tok.status().message());
   tokenizer_ = *std::move(tok);
   encode_.truncation = tokenizer::Truncation{static_cast<size_t>(backend_->max_tokens)};
+  if (int status = ChoosePrompt(); status != 0) return status;
 
   if (backend_->sparse_width > 0) return 0;
   if (options_.normalize) output_.set_normalize(true);
@@ -402,6 +415,33 @@ int EmbedJob::Connect() {
   cols_ = options_.dtype == "binary" ? (dims_ + 7) / 8 : dims_;
   row_bytes_ = options_.dtype == "f32" ? 4 * cols_ : cols_;
   descr_ = options_.dtype == "f32" ? "<f4" : options_.dtype == "int8" ? "|i1" : "|u1";
+  return 0;
+}
+
+int EmbedJob::ChoosePrompt() {
+  // The folder's prompts: with --workers, --model's copy of the folder (the tokenizer's).
+  gateway::api::ModelDescription prompts;
+  absl::Status s = gateway::api::ReadPrompts(options_.model_dir, prompts);
+  if (s.ok()) {
+    s = gateway::api::ApplyDefaultPrompt(options_.prompt_name, options_.prompt, prompts,
+                                         "--prompt-name", "--prompt");
+  }
+  if (!s.ok()) return Fail(2, s.message());
+  prompt_ = gateway::api::DefaultPromptText(prompts);
+  if (prompt_.empty()) return 0;
+  if (backend_->exclude_prompt) {
+    absl::StatusOr<std::vector<uint32_t>> ids =
+        gateway::api::PromptIds(*tokenizer_, prompt_, encode_);
+    if (!ids.ok()) return Fail(2, StrCat("the prompt: ", ids.status().message()));
+    prompt_tokens_ = ids->size();
+  }
+  spdlog::info("quiver embed: every text after the prompt {}{}{}",
+               prompts.default_prompt_name.empty() ? std::string()
+                                                   : StrCat("'", prompts.default_prompt_name, "' "),
+               StrCat("\"", prompt_, "\""),
+               prompt_tokens_ > 0
+                   ? StrCat(", whose ", prompt_tokens_, " tokens the pooling leaves out")
+                   : std::string());
   return 0;
 }
 
@@ -432,8 +472,9 @@ int EmbedJob::Open() {
              ";shard=", shard_.index, "/", shard_.count, ";model=", backend_->model_identity,
              ";max_tokens=", backend_->max_tokens, ";dims=", dims_, ";dtype=", options_.dtype,
              ";normalize=", options_.normalize, ";npy=", npy_,
-             // only for SPLADE: checkpoints of earlier dense jobs still match
-             kind_ == gateway::CallKind::kScore ? ";sparse" : "");
+             // only for SPLADE or a prompt: checkpoints of earlier jobs still match
+             kind_ == gateway::CallKind::kScore ? ";sparse" : "",
+             prompt_.empty() ? std::string() : StrCat(";prompt=", ScanTexts({prompt_}).hash));
   if (to_file_ && options_.restart) {
     // Gone before anything is written: a --restart run killed early must not resume the old job.
     std::error_code ec;
@@ -574,13 +615,24 @@ absl::Status EmbedJob::FillWindow() {
           return absl::DataLossError(StrCat(options_.input_path, " ended before record ", next_,
                                             " (did it change while the job ran?)"));
         }
-        if (absl::Status s = tokenizer_->Encode(record.text, encode_, &enc); !s.ok()) {
+        if (absl::Status s = prompt_.empty()
+                                 ? tokenizer_->Encode(record.text, encode_, &enc)
+                                 : tokenizer_->Encode(prompt_ + record.text, encode_, &enc);
+            !s.ok()) {
           return absl::InvalidArgumentError(
               StrCat(reader_->where(), " (record ", record.index, "): ", s.message()));
+        }
+        if (prompt_tokens_ > 0 && prompt_tokens_ >= enc.ids.size()) {
+          return absl::InvalidArgumentError(StrCat(
+              reader_->where(), " (record ", record.index, "): the prompt takes ", prompt_tokens_,
+              " of its ", enc.ids.size(),
+              " tokens, and the model pools without the prompt's tokens (include_prompt false): "
+              "nothing is left to pool"));
         }
         ++next_;
         Pending p{record.id_json, record.index, {}};
         p.seq.ids = enc.ids;
+        p.seq.prompt_tokens = static_cast<uint32_t>(prompt_tokens_);
         if (std::any_of(enc.type_ids.begin(), enc.type_ids.end(),
                         [](uint32_t t) { return t != 0; })) {
           p.seq.type_ids = enc.type_ids;

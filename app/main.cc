@@ -360,6 +360,15 @@ CLI::App* AddEmbedCommand(CLI::App& app, quiver::app::EmbedOptions& embed) {
                    "4, ... s) before the job stops, resumable")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
+  auto* prompt_name_opt = embed_cmd->add_option(
+      "--prompt-name", embed.prompt_name,
+      "The prompt before every text, by its name in the folder's config_sentence_transformers.json "
+      "(e.g. document or passage when indexing a corpus); default: the folder's "
+      "default_prompt_name, as sentence-transformers' encode");
+  embed_cmd
+      ->add_option("--prompt", embed.prompt,
+                   "The prompt's text itself, e.g. 'passage: ' (instead of the folder's prompts)")
+      ->excludes(prompt_name_opt);
   embed_cmd
       ->add_option("--dimensions", embed.dimensions,
                    "Matryoshka truncation to this many dimensions (0: the model's width)")

@@ -73,17 +73,18 @@ absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model) 
 }
 
 absl::Status ApplyDefaultPrompt(const std::string& name, const std::string& text,
-                                ModelDescription& model) {
+                                ModelDescription& model, std::string_view name_flag,
+                                std::string_view text_flag) {
   if (!name.empty() && !text.empty()) {
     return absl::InvalidArgumentError(
-        "--default-prompt-name and --default-prompt exclude each other: give one");
+        StrCat(name_flag, " and ", text_flag, " exclude each other: give one"));
   }
   if (!name.empty()) {
     if (!model.prompts.contains(name)) {
       std::string known;
       for (const auto& [n, _] : model.prompts) known += StrCat(known.empty() ? "" : ", ", n);
       return absl::InvalidArgumentError(
-          StrCat("--default-prompt-name '", name, "' is not one of the model's prompts (",
+          StrCat(name_flag, " '", name, "' is not one of the model's prompts (",
                  known.empty() ? "it has none in config_sentence_transformers.json" : known, ")"));
     }
     model.default_prompt_name = name;
@@ -93,6 +94,22 @@ absl::Status ApplyDefaultPrompt(const std::string& name, const std::string& text
     model.default_prompt_name.clear();
   }
   return absl::OkStatus();
+}
+
+std::string DefaultPromptText(const ModelDescription& model) {
+  if (!model.default_prompt.empty()) return model.default_prompt;
+  auto it = model.prompts.find(model.default_prompt_name);
+  return it != model.prompts.end() ? it->second : std::string();
+}
+
+absl::StatusOr<std::vector<uint32_t>> PromptIds(const tokenizer::Tokenizer& tokenizer,
+                                                const std::string& prompt,
+                                                tokenizer::EncodeOptions options) {
+  options.truncation.reset();
+  tokenizer::Encoding enc;
+  QUIVER_RETURN_IF_ERROR(tokenizer.Encode(prompt, options, &enc));
+  if (!enc.ids.empty() && tokenizer.IsSpecial(enc.ids.back())) enc.ids.pop_back();
+  return std::move(enc.ids);
 }
 
 absl::Status ReadLabels(const std::string& model_dir, ModelDescription& model) {
@@ -195,9 +212,8 @@ absl::Status Service::CheckModel(const std::string& requested) const {
 }
 
 absl::StatusOr<std::string> Service::Prompt(const std::string& prompt_name) const {
-  if (prompt_name.empty() && !model_.default_prompt.empty()) return model_.default_prompt;
-  const std::string& name = prompt_name.empty() ? model_.default_prompt_name : prompt_name;
-  if (name.empty()) return std::string();
+  if (prompt_name.empty()) return DefaultPromptText(model_);  // its name checked at start-up
+  const std::string& name = prompt_name;
   auto it = model_.prompts.find(name);
   if (it == model_.prompts.end()) {
     // TEI's wording for the list, which clients parse (tei-client's prompt_names).
@@ -254,18 +270,17 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
   std::string text;
   // Where the model pools without its prompt: the prompt's length as sentence-transformers
   // measures it (the prompt tokenized alone, with special tokens, less a trailing special one).
-  size_t prompt_tokens = 0;
   std::vector<uint32_t> prompt_ids;
   if (model_.exclude_prompt && !prompt.empty()) {
-    const tokenizer::EncodeOptions alone = EncodeOptionsFor(kNoTruncation, 0, add_special_tokens);
-    if (absl::Status s = tokenizer_->Encode(prompt, alone, &enc); !s.ok()) {
+    absl::StatusOr<std::vector<uint32_t>> ids =
+        PromptIds(*tokenizer_, prompt, EncodeOptionsFor(kNoTruncation, 0, add_special_tokens));
+    if (!ids.ok()) {
       return FieldError(absl::StatusCode::kInvalidArgument, "prompt_name",
-                        StrCat("the prompt: ", s.message()), Reason::kTokenizer);
+                        StrCat("the prompt: ", ids.status().message()), Reason::kTokenizer);
     }
-    prompt_tokens = enc.ids.size();
-    if (prompt_tokens > 0 && tokenizer_->IsSpecial(enc.ids.back())) --prompt_tokens;
-    prompt_ids.assign(enc.ids.begin(), enc.ids.begin() + static_cast<ptrdiff_t>(prompt_tokens));
+    prompt_ids = *std::move(ids);
   }
+  const size_t prompt_tokens = prompt_ids.size();
   for (size_t i = 0; i < inputs.size(); ++i) {
     QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));  // each input's cost is bounded
     const Input& input = inputs[i];

@@ -71,9 +71,22 @@ absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model);
 // The server's choice of the prompt a request without prompt_name gets, over the folder's
 // default_prompt_name: `name` one of the model's prompts (--default-prompt-name), or `text` itself
 // (--default-prompt); at most one of them. INVALID_ARGUMENT naming the flag otherwise (an unknown
-// name lists the model's prompts).
+// name lists the model's prompts); `quiver embed` names its own flags (--prompt-name, --prompt).
 absl::Status ApplyDefaultPrompt(const std::string& name, const std::string& text,
-                                ModelDescription& model);
+                                ModelDescription& model,
+                                std::string_view name_flag = "--default-prompt-name",
+                                std::string_view text_flag = "--default-prompt");
+
+// The text of the prompt a request without prompt_name gets ("" for none).
+std::string DefaultPromptText(const ModelDescription& model);
+
+// The leading tokens of a prompted input that a Pooling module with include_prompt false leaves
+// out: the prompt tokenized alone (special tokens as `options` say, no truncation), less a
+// trailing special token (sentence-transformers' prompt_length). `options` carries the caller's
+// character limit.
+absl::StatusOr<std::vector<uint32_t>> PromptIds(const tokenizer::Tokenizer& tokenizer,
+                                                const std::string& prompt,
+                                                tokenizer::EncodeOptions options);
 
 // `model.labels` from config.json's id2label (LABEL_i for ids it does not name), for
 // model.num_labels labels, and `model.problem_type`.
