@@ -213,8 +213,7 @@ absl::Status Service::CheckModel(const std::string& requested) const {
 
 absl::StatusOr<std::string> Service::Prompt(const std::string& prompt_name) const {
   if (prompt_name.empty()) return DefaultPromptText(model_);  // its name checked at start-up
-  const std::string& name = prompt_name;
-  auto it = model_.prompts.find(name);
+  auto it = model_.prompts.find(prompt_name);
   if (it == model_.prompts.end()) {
     // TEI's wording for the list, which clients parse (tei-client's prompt_names).
     std::string known;
@@ -222,7 +221,7 @@ absl::StatusOr<std::string> Service::Prompt(const std::string& prompt_name) cons
       known += StrCat(known.empty() ? "" : ", ", "\"", n, "\"");
     }
     return FieldError(absl::StatusCode::kInvalidArgument, "prompt_name",
-                      StrCat("prompt_name '", name,
+                      StrCat("prompt_name '", prompt_name,
                              "' is not one of the model's sentence-transformers prompts. "
                              "Available prompts: [",
                              known, "]"));
