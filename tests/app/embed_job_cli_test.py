@@ -30,15 +30,7 @@ import time
 QUIVER, MODEL, CORPUS = sys.argv[1:4]
 RECORDS = int(sys.argv[4]) if len(sys.argv) > 4 else 3200
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
-from serving import free_port, wait_for  # noqa: E402
-
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
+from serving import check, failures, start_worker  # noqa: E402
 
 
 def embed(*args, env=None, timeout=900):
@@ -186,17 +178,13 @@ def main():
           parts == read(ref_jl))
 
     # Through 3 workers.
-    ports = [free_port() for _ in range(3)]
+    ports = []
     workers = []
     try:
-        for p in ports:
-            log = os.path.join(work, f"worker-{p}.log")
-            proc = subprocess.Popen([QUIVER, "worker", "--model", MODEL, "--listen",
-                                     f"127.0.0.1:{p}", "--metrics-port", "-1", "--threads", "1",
-                                     "--max-batch-tokens", "2048"],
-                                    stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+        for _ in range(3):
+            proc, port = start_worker(QUIVER, MODEL, work, ["--max-batch-tokens", "2048"])
             workers.append(proc)
-            wait_for(r"port=\d+", log, proc)
+            ports.append(port)
         via = os.path.join(work, "workers.npy")
         r = embed("--input", src, "--output", via, "--workers",
                   ",".join(f"127.0.0.1:{p}" for p in ports))

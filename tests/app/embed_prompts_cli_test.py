@@ -26,15 +26,7 @@ TINY = os.path.join(SOURCE, "tests", "fixtures", "tiny")
 FIXTURES = ("bert_prompt_cls", "bert_prompt_mean", "bert_prompt_weightedmean")
 PASSAGE = "Represent the document: "  # the fixtures' "passage" prompt (tools/golden)
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
-from serving import free_port, wait_for  # noqa: E402
-
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
+from serving import check, failures, start_worker  # noqa: E402
 
 
 def embed(model, *args):
@@ -88,13 +80,8 @@ def main():
     model = os.path.join(TINY, "bert_prompt_mean")
     src = os.path.join(work, "bert_prompt_mean-passage.jsonl")
     local = embed(model, "--input", src, "--prompt-name", "passage")
-    port = free_port()
-    log = os.path.join(work, "worker.log")
-    worker = subprocess.Popen([QUIVER, "worker", "--model", model, "--listen",
-                               f"127.0.0.1:{port}", "--metrics-port", "-1", "--threads", "1"],
-                              stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    worker, port = start_worker(QUIVER, model, work)
     try:
-        wait_for(r"port=\d+", log, worker)
         via = embed(model, "--input", src, "--prompt-name", "passage", "--workers",
                     f"127.0.0.1:{port}")
         check("--workers with a prompt the pooling leaves out: byte-identical to the local engine",

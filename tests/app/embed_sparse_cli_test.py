@@ -23,15 +23,7 @@ QUIVER, SOURCE = sys.argv[1:3]
 TINY = os.path.join(SOURCE, "tests", "fixtures", "tiny")
 SPLADE = os.path.join(TINY, "splade")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
-from serving import free_port, wait_for  # noqa: E402
-
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
+from serving import check, failures, start_worker  # noqa: E402
 
 
 def embed(*args, model=SPLADE):
@@ -88,13 +80,8 @@ def main():
     check("--shard I/2 outputs concatenated are the whole output, byte for byte",
           b"".join(shards) == read(out))
 
-    port = free_port()
-    log = os.path.join(work, "worker.log")
-    worker = subprocess.Popen([QUIVER, "worker", "--model", SPLADE, "--listen",
-                               f"127.0.0.1:{port}", "--metrics-port", "-1", "--threads", "1"],
-                              stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    worker, port = start_worker(QUIVER, SPLADE, work)
     try:
-        wait_for(r"port=\d+", log, worker)
         via = os.path.join(work, "via_worker.jsonl")
         r = embed("--input", src, "--output", via, "--workers", f"127.0.0.1:{port}")
         check("--workers with a SPLADE worker succeeds", r.returncode == 0, r.stderr[-500:])

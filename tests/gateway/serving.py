@@ -2,6 +2,7 @@
 returned once /ready answers 200.
 
     proc, port, log_path = start(QUIVER, model_dir, ["--api-key", "k"])
+    worker, port = start_worker(QUIVER, model_dir, log_dir)
 
 and check(name, ok, detail) for each case, the failed ones' names in `failures`.
 """
@@ -59,6 +60,18 @@ def start(quiver, model_dir, extra=(), prefix="quiver-serve-", env=None, model_f
         time.sleep(0.1)
     proc.kill()
     sys.exit("quiver serve did not become ready in 60 s: " + open(log.name).read())
+
+
+def start_worker(quiver, model_dir, log_dir, extra=()):
+    """`quiver worker` on a free loopback port, one thread, no metrics port; (proc, port) once it
+    listens, its log in log_dir."""
+    port = free_port()
+    log = os.path.join(log_dir, f"worker-{port}.log")
+    proc = subprocess.Popen([quiver, "worker", "--model", model_dir, "--listen",
+                             f"127.0.0.1:{port}", "--metrics-port", "-1", "--threads", "1",
+                             *extra], stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    wait_for(r"port=\d+", log, proc)
+    return proc, port
 
 
 def post_json(port, path, body, timeout=60):
