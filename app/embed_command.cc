@@ -393,9 +393,7 @@ int EmbedJob::Connect() {
     return Fail(absl::IsInvalidArgument(backend.status()) ? 2 : 1, backend.status().message());
   }
   backend_ = *std::move(backend);
-  if (backend_->sparse_width > 0) {
-    if (int status = ConnectSparse(); status != 0) return status;
-  } else if (options_.dimensions > backend_->width) {
+  if (backend_->sparse_width == 0 && options_.dimensions > backend_->width) {
     return Fail(2, StrCat("--dimensions ", options_.dimensions, " is more than the model's ",
                           backend_->width));
   }
@@ -405,7 +403,7 @@ int EmbedJob::Connect() {
   encode_.truncation = tokenizer::Truncation{static_cast<size_t>(backend_->max_tokens)};
   if (int status = ChoosePrompt(); status != 0) return status;
 
-  if (backend_->sparse_width > 0) return 0;
+  if (backend_->sparse_width > 0) return ConnectSparse();
   if (options_.normalize) output_.set_normalize(true);
   output_.set_dimensions(static_cast<uint32_t>(options_.dimensions));
   output_.set_output_type(options_.dtype == "int8"     ? quiver::v1::OUTPUT_INT8
@@ -435,10 +433,10 @@ int EmbedJob::ChoosePrompt() {
     if (!ids.ok()) return Fail(2, StrCat("the prompt: ", ids.status().message()));
     prompt_tokens_ = ids->size();
   }
-  spdlog::info("quiver embed: every text after the prompt {}{}{}",
+  spdlog::info("quiver embed: every text after the prompt {}\"{}\"{}",
                prompts.default_prompt_name.empty() ? std::string()
                                                    : StrCat("'", prompts.default_prompt_name, "' "),
-               StrCat("\"", prompt_, "\""),
+               prompt_,
                prompt_tokens_ > 0
                    ? StrCat(", whose ", prompt_tokens_, " tokens the pooling leaves out")
                    : std::string());

@@ -30,7 +30,7 @@ import time
 QUIVER, MODEL, CORPUS = sys.argv[1:4]
 RECORDS = int(sys.argv[4]) if len(sys.argv) > 4 else 3200
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
-from serving import check, failures, start_worker  # noqa: E402
+from serving import check, finish, start_worker  # noqa: E402
 
 
 def embed(*args, env=None, timeout=900):
@@ -264,11 +264,7 @@ def main():
           r.stderr[-300:])
     os.remove(huge)
 
-    if failures:
-        print(f"{len(failures)} FAILED; files in {work}")
-        sys.exit(1)
-    subprocess.run(["rm", "-rf", work])
-    print("embed job: OK")
+    finish("embed job", work)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ TINY = os.path.join(SOURCE, "tests", "fixtures", "tiny")
 FIXTURES = ("bert_prompt_cls", "bert_prompt_mean", "bert_prompt_weightedmean")
 PASSAGE = "Represent the document: "  # the fixtures' "passage" prompt (tools/golden)
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
-from serving import check, failures, start_worker  # noqa: E402
+from serving import check, finish, start_worker  # noqa: E402
 
 
 def embed(model, *args):
@@ -99,11 +99,7 @@ def main():
     check("--prompt with --prompt-name is refused", r.returncode != 0 and "--prompt" in r.stderr,
           f"{r.returncode} {r.stderr[-300:]}")
 
-    if failures:
-        print(f"{len(failures)} FAILED; files in {work}")
-        sys.exit(1)
-    subprocess.run(["rm", "-rf", work])
-    print("embed prompts: OK")
+    finish("embed prompts", work)
 
 
 if __name__ == "__main__":

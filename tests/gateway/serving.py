@@ -103,3 +103,14 @@ def check(name, ok, detail=""):
     print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
     if not ok:
         failures.append(name)
+
+
+def finish(label, work=None):
+    """Exits 1 naming how many checks failed (keeping `work`, a scratch folder, to look at), or
+    removes `work` and prints "LABEL: OK"."""
+    if failures:
+        print(f"{len(failures)} FAILED" + (f"; files in {work}" if work else ""))
+        sys.exit(1)
+    if work:
+        subprocess.run(["rm", "-rf", work])
+    print(f"{label}: OK")
