@@ -28,7 +28,8 @@ def free_port():
 
 def wait_for(pattern, log_path, proc, seconds=60):
     """The first match of `pattern` in the log file, waiting up to `seconds`; exits the test if
-    the process dies or the time passes."""
+    the process dies or the time passes (killing it first: a process left running would outlive
+    the test, holding its port and a core)."""
     end = time.time() + seconds
     while time.time() < end:
         m = re.search(pattern, open(log_path).read())
@@ -37,6 +38,8 @@ def wait_for(pattern, log_path, proc, seconds=60):
         if proc.poll() is not None:
             sys.exit(f"process exited: {open(log_path).read()}")
         time.sleep(0.1)
+    proc.kill()
+    proc.wait()
     sys.exit(f"timed out waiting for {pattern} in {log_path}")
 
 
