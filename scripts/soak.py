@@ -7,6 +7,7 @@ Reports errors, RSS growth after the first 5 minutes (RSS at the end against RSS
 the p50 / p99 latency of the first and the last 5 minutes, as JSON and Markdown under --out.
 
     scripts/soak.py --quiver build/quiver --model models/all-MiniLM-L6-v2 [--minutes 30]
+        [--serve-arg=--quantize --serve-arg=int8]
 
 Standard library only. Not part of `make test` (it takes half an hour); docs/reliability.md has
 the last run.
@@ -59,13 +60,17 @@ def main():
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--out", default="out/soak")
     ap.add_argument("--seed", type=int, default=17)
+    ap.add_argument("--serve-arg", action="append", default=[],
+                    help="one more argument for quiver serve (repeatable), e.g. "
+                         "--serve-arg=--quantize --serve-arg=int8")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     texts = []
     for name in ("docs_multi.jsonl", "queries.jsonl"):
         with open(os.path.join(args.corpus, name), encoding="utf-8") as f:
             texts += [json.loads(l)["text"] for l in f]
-    proc, port, log = serving.start(args.quiver, args.model, ["--max-inputs", "256"],
+    proc, port, log = serving.start(args.quiver, args.model,
+                                    ["--max-inputs", "256", *args.serve_arg],
                                     prefix="quiver-soak-")
     start = time.time()
     end = start + args.minutes * 60
@@ -147,6 +152,7 @@ def main():
         "cpu": cpu_model(),
         "minutes": args.minutes,
         "clients": args.clients,
+        "serve_args": args.serve_arg,
         "requests": len(records),
         "errors": len(errors),
         "first_errors": errors[:10],
