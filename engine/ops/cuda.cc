@@ -24,4 +24,26 @@ void CheckStatus(std::string_view op, const absl::Status& status) {
   if (!status.ok()) Fail(op, std::string(status.message()));
 }
 
+cuda::AddNormArgs AddNormOver(float* residual, const void* add, cuda::NormKind norm,
+                              const float* gamma, const float* beta, float eps, int64_t rows,
+                              int64_t n, DType act) {
+  cuda::AddNormArgs a;
+  a.residual = residual;
+  a.add = add;
+  a.add_stride = n;
+  a.norm = norm;
+  a.gamma = gamma;
+  a.beta = beta;
+  a.eps = eps;
+  a.normed_stride = n;
+  a.num_tokens = rows;
+  a.hidden = n;
+  a.act = act;
+  return a;
+}
+
+void LaunchAddNorm(std::string_view op, const ExecContext& ctx, const cuda::AddNormArgs& args) {
+  CheckLaunch(op, cuda::AddNorm(args, StreamOf(op, ctx)));
+}
+
 }  // namespace quiver::engine::ops::internal

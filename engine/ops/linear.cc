@@ -303,22 +303,12 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
     case Device::kCuda: {
 #ifdef QUIVER_WITH_CUDA
       CudaLinearRun("LinearAddLayerNorm", ctx, x, w, scratch, Epilogue::kNone, nullptr);
-      cuda::AddNormArgs a;
-      a.residual = io.f32();
-      a.add = scratch.data<void>();
-      a.add_stride = n;
-      a.norm = cuda::NormKind::kLayerNorm;
-      a.gamma = gamma.f32();
-      a.beta = beta.f32();
-      a.eps = eps;
+      cuda::AddNormArgs a =
+          internal::AddNormOver(io.f32(), scratch.data<void>(), cuda::NormKind::kLayerNorm,
+                                gamma.f32(), beta.f32(), eps, num_tokens, n, scratch_dtype);
       a.store_normed_in_residual = true;
       a.normed = normed.empty() ? nullptr : normed.data<void>();
-      a.normed_stride = n;
-      a.num_tokens = num_tokens;
-      a.hidden = n;
-      a.act = scratch_dtype;
-      internal::CheckLaunch("LinearAddLayerNorm",
-                            cuda::AddNorm(a, internal::StreamOf("LinearAddLayerNorm", ctx)));
+      internal::LaunchAddNorm("LinearAddLayerNorm", ctx, a);
       return;
 #endif
       internal::NoKernel("LinearAddLayerNorm", ctx);

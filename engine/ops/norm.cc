@@ -21,20 +21,11 @@ namespace {
 // the add-and-norm kernel, for AddRmsNorm and for RmsNorm from an f32 residual into bf16.
 void CudaResidualRmsNorm(std::string_view op, const ExecContext& ctx, const Tensor& residual,
                          const Tensor* add, const Tensor& gamma, float eps, const Tensor& normed) {
-  const int64_t n = residual.dim(1);
-  cuda::AddNormArgs a;
-  a.residual = residual.f32();
-  a.add = add != nullptr ? add->data<void>() : nullptr;
-  a.add_stride = n;
-  a.norm = cuda::NormKind::kRmsNorm;
-  a.gamma = gamma.f32();
-  a.eps = eps;
+  cuda::AddNormArgs a = internal::AddNormOver(
+      residual.f32(), add != nullptr ? add->data<void>() : nullptr, cuda::NormKind::kRmsNorm,
+      gamma.f32(), nullptr, eps, residual.dim(0), residual.dim(1), normed.dtype());
   a.normed = normed.data<void>();
-  a.normed_stride = n;
-  a.num_tokens = residual.dim(0);
-  a.hidden = n;
-  a.act = normed.dtype();
-  internal::CheckLaunch(op, cuda::AddNorm(a, internal::StreamOf(op, ctx)));
+  internal::LaunchAddNorm(op, ctx, a);
 }
 
 }  // namespace
@@ -81,20 +72,11 @@ void AddLayerNorm(const ExecContext& ctx, const Tensor& io, const Tensor& add, c
       return;
     case Device::kCuda: {
 #ifdef QUIVER_WITH_CUDA
-      cuda::AddNormArgs a;
-      a.residual = io.f32();
-      a.add = add.data<void>();
-      a.add_stride = n;
-      a.norm = cuda::NormKind::kLayerNorm;
-      a.gamma = gamma.f32();
-      a.beta = beta.f32();
-      a.eps = eps;
+      cuda::AddNormArgs a =
+          internal::AddNormOver(io.f32(), add.data<void>(), cuda::NormKind::kLayerNorm, gamma.f32(),
+                                beta.f32(), eps, rows, n, act);
       a.store_normed_in_residual = true;
-      a.num_tokens = rows;
-      a.hidden = n;
-      a.act = act;
-      internal::CheckLaunch("AddLayerNorm",
-                            cuda::AddNorm(a, internal::StreamOf("AddLayerNorm", ctx)));
+      internal::LaunchAddNorm("AddLayerNorm", ctx, a);
       return;
 #endif
       internal::NoKernel("AddLayerNorm", ctx);
@@ -117,21 +99,11 @@ void AddPreLayerNorm(const ExecContext& ctx, const Tensor& residual, const Tenso
       return;
     case Device::kCuda: {
 #ifdef QUIVER_WITH_CUDA
-      cuda::AddNormArgs a;
-      a.residual = residual.f32();
-      a.add = y.data<void>();
-      a.add_stride = n;
-      a.norm = cuda::NormKind::kLayerNorm;
-      a.gamma = gamma.f32();
-      a.beta = beta.f32();
-      a.eps = eps;
+      cuda::AddNormArgs a =
+          internal::AddNormOver(residual.f32(), y.data<void>(), cuda::NormKind::kLayerNorm,
+                                gamma.f32(), beta.f32(), eps, rows, n, act);
       a.normed = y.data<void>();
-      a.normed_stride = n;
-      a.num_tokens = rows;
-      a.hidden = n;
-      a.act = act;
-      internal::CheckLaunch("AddPreLayerNorm",
-                            cuda::AddNorm(a, internal::StreamOf("AddPreLayerNorm", ctx)));
+      internal::LaunchAddNorm("AddPreLayerNorm", ctx, a);
       return;
 #endif
       internal::NoKernel("AddPreLayerNorm", ctx);
