@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "engine/kernels/cpu/cpu_features.h"
@@ -152,6 +153,55 @@ TEST(SoftmaxExpTest, RowMaximumAtEveryLengthAndPlace) {
     if (avx512) {
       std::vector<float> low(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
       EXPECT_EQ(MaxAvx512(low.data(), n), -std::numeric_limits<float>::infinity());
+    }
+  }
+}
+
+// A block's rows at once (vec::SoftmaxExp2Rows and its 16-lane form, the f32 flash attention's
+// unmasked rows): each row's running maximum, values and sum the same bits as row by row
+// (vec::Max, then vec::SoftmaxExp2Sum from max(running maximum, scale x its maximum)), for odd
+// and even numbers of rows, at every length around the vector widths and up to past 128, a
+// running maximum that is -infinity (a first block) or finite, below the row's or above it; the
+// values between rows left alone.
+TEST(SoftmaxExpTest, RowsAtOnceGiveEachRowsBits) {
+  const auto& paths = SupportedCpuPaths();
+  const bool avx512 = std::find(paths.begin(), paths.end(), CpuPath::kAvx512) != paths.end();
+  const float scale = 0.25f * 1.44269504f;
+  for (int64_t rows : {int64_t{1}, int64_t{4}, int64_t{7}}) {
+    for (int64_t n = 1; n <= 140; n += (n < 40 ? 1 : 11)) {
+      const int64_t ld = n + 5;
+      std::vector<float> x(static_cast<size_t>(rows * ld), 99.0f);  // 99: the gaps, untouched
+      std::vector<float> start(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < n; ++i) {
+          x[r * ld + i] = 0.37f * static_cast<float>((i * 7 + r * 3) % 23) - 3.0f + 0.1f * r;
+        }
+        start[r] = r % 3 == 0   ? -std::numeric_limits<float>::infinity()
+                   : r % 3 == 1 ? -9.0f  // below every row's scaled maximum
+                                : 4.0f;  // above it
+      }
+      std::vector<float> want = x, want_shift = start;
+      std::vector<float> want_sum(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = want.data() + r * ld;
+        want_shift[r] = std::max(want_shift[r], scale * vec::Max(row, n));
+        want_sum[r] = vec::SoftmaxExp2Sum(row, n, scale, want_shift[r]);
+      }
+      for (const bool wide : {false, true}) {
+        if (wide && !avx512) continue;
+        std::vector<float> got = x, got_shift = start, got_sum(static_cast<size_t>(rows));
+        if (wide) {
+          SoftmaxExp2RowsAvx512(got.data(), ld, rows, n, scale, got_shift.data(), got_sum.data());
+        } else {
+          vec::SoftmaxExp2Rows(got.data(), ld, rows, n, scale, got_shift.data(), got_sum.data());
+        }
+        const std::string where = "rows " + std::to_string(rows) + " n " + std::to_string(n) +
+                                  (wide ? " (16 lanes)" : " (8 lanes)");
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << where;
+        EXPECT_EQ(std::memcmp(want_shift.data(), got_shift.data(), rows * sizeof(float)), 0)
+            << where;
+        EXPECT_EQ(std::memcmp(want_sum.data(), got_sum.data(), rows * sizeof(float)), 0) << where;
+      }
     }
   }
 }

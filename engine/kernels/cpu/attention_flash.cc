@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "engine/kernels/cpu/attention.h"
@@ -34,6 +35,16 @@ float SoftmaxExp2SumRow(float* x, int64_t n, float scale, float shift) {
 // log2(e): the softmax works in powers of two, e^(s · scale - m) = 2^(s · scale log2(e) - m
 // log2(e)), which spares its 2^x the split of ln2 (vec::SoftmaxExp2).
 constexpr float kLog2e = 1.44269504088896341f;
+
+// vec::SoftmaxExp2Rows over a block of rows of n values (its row stride), on 16 lanes where the
+// path has them (the same bits).
+void SoftmaxExp2Rows(float* x, int64_t rows, int64_t n, float scale, float* shift, float* sum) {
+  if (ActiveCpuPath() >= CpuPath::kAvx512) {
+    SoftmaxExp2RowsAvx512(x, n, rows, n, scale, shift, sum);
+  } else {
+    vec::SoftmaxExp2Rows(x, n, rows, n, scale, shift, sum);
+  }
+}
 
 // vec::Max, on 16 lanes where the path has them (a maximum is exact: the same value).
 float RowMax(const float* x, int64_t n) {
@@ -216,7 +227,7 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
                  int64_t run_begin, int64_t run_end, int64_t h, Products& products) {
   const int64_t d = plan.head_dim;
   const int64_t out_stride = OutStride(plan);
-  thread_local std::vector<float> scores, running_max, running_sum;
+  thread_local std::vector<float> scores, running_max, running_sum, previous_max, block_sum;
   scores.resize(static_cast<size_t>(kQueryBlock * kKeyBlock));
   running_max.assign(static_cast<size_t>(run_end - run_begin),
                      -std::numeric_limits<float>::infinity());
@@ -234,6 +245,26 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
       float* ob = out + (begin + q0) * out_stride + h * d;
       float* sc = scores.data();
       products.Scores(qb, q_stride, rows, sc);
+      if (std::is_same_v<Products, F32Products> && !plan.causal) {
+        // Every row sees every key of the block: the rows' maxima and 2^x at once, the same
+        // bits as the loop below (vec::SoftmaxExp2Rows), then each row's running values.
+        float* const row_max = running_max.data() + (q0 - run_begin);
+        previous_max.assign(row_max, row_max + rows);
+        block_sum.resize(static_cast<size_t>(rows));
+        SoftmaxExp2Rows(sc, rows, keys, scale2, row_max, block_sum.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t state = static_cast<size_t>(q0 - run_begin + r);
+          const float correction =
+              k0 > 0 ? std::exp2(previous_max[static_cast<size_t>(r)] - row_max[r]) : 0.0f;
+          running_sum[state] = running_sum[state] * correction + block_sum[static_cast<size_t>(r)];
+          if (k0 > 0 && correction != 1.0f) {
+            float* o = ob + r * out_stride;
+            for (int64_t c = 0; c < d; ++c) o[c] *= correction;
+          }
+        }
+        products.Accumulate(sc, rows, ob, out_stride, /*accumulate=*/k0 > 0);
+        continue;
+      }
       for (int64_t r = 0; r < rows; ++r) {
         float* row = sc + r * keys;
         const size_t state = static_cast<size_t>(q0 - run_begin + r);

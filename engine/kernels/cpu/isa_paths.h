@@ -166,6 +166,9 @@ float MaxAvx512(const float* x, int64_t n);
 // vec::SoftmaxExp2Sum on 16 lanes (AVX-512 F): the same bits, the sum too (for x[i] · scale -
 // shift up to 127; a softmax's are at most one rounding above 0).
 float SoftmaxExp2SumAvx512(float* x, int64_t n, float scale, float shift);
+// vec::SoftmaxExp2Rows on 16 lanes (AVX-512 F): the same bits.
+void SoftmaxExp2RowsAvx512(float* x, int64_t ld, int64_t rows, int64_t n, float scale, float* shift,
+                           float* sum);
 // For attention's bf16 products (AVX512_BF16): 2^(x[i] · scale - shift) rounded to bf16 (nearest
 // even) into out[0, n), and the sum of the f32 values (x is left as it was). 2^x by a degree-4
 // polynomial, within 3e-6 of it (relative): a thousandth of the bf16 rounding that follows

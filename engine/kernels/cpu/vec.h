@@ -166,6 +166,49 @@ inline float SoftmaxExp2Sum(float* x, int64_t n, float scale, float shift) {
   return SoftmaxExp2SumTail(x, i, n, acc0, acc1, scale, shift);
 }
 
+// A softmax block's rows at once: for each of `rows` rows of n values (ld apart), shift[r] =
+// max(shift[r], scale · the row's largest value), then SoftmaxExp2Sum(row, n, scale, shift[r])
+// into sum[r], the same bits as row by row; two rows' steps interleaved, since one row of a
+// short sequence's block (128 keys: 16 vectors here) cannot hide its 2^x's chain of dependent
+// operations. SoftmaxExp2RowsAvx512 (isa_paths.h) is its 16-lane form.
+inline void SoftmaxExp2Rows(float* x, int64_t ld, int64_t rows, int64_t n, float scale,
+                            float* shift, float* sum) {
+  const __m256 vs = _mm256_set1_ps(scale);
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    float* const a = x + r * ld;
+    float* const b = a + ld;
+    const float ma = std::max(shift[r], scale * Max(a, n));
+    const float mb = std::max(shift[r + 1], scale * Max(b, n));
+    const __m256 vma = _mm256_set1_ps(ma), vmb = _mm256_set1_ps(mb);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256 ea0 = SoftmaxExp2(_mm256_fmsub_ps(_mm256_loadu_ps(a + i), vs, vma));
+      const __m256 eb0 = SoftmaxExp2(_mm256_fmsub_ps(_mm256_loadu_ps(b + i), vs, vmb));
+      const __m256 ea1 = SoftmaxExp2(_mm256_fmsub_ps(_mm256_loadu_ps(a + i + 8), vs, vma));
+      const __m256 eb1 = SoftmaxExp2(_mm256_fmsub_ps(_mm256_loadu_ps(b + i + 8), vs, vmb));
+      _mm256_storeu_ps(a + i, ea0);
+      _mm256_storeu_ps(a + i + 8, ea1);
+      _mm256_storeu_ps(b + i, eb0);
+      _mm256_storeu_ps(b + i + 8, eb1);
+      a0 = _mm256_add_ps(a0, ea0);
+      a1 = _mm256_add_ps(a1, ea1);
+      b0 = _mm256_add_ps(b0, eb0);
+      b1 = _mm256_add_ps(b1, eb1);
+    }
+    sum[r] = SoftmaxExp2SumTail(a, i, n, a0, a1, scale, ma);
+    sum[r + 1] = SoftmaxExp2SumTail(b, i, n, b0, b1, scale, mb);
+    shift[r] = ma;
+    shift[r + 1] = mb;
+  }
+  if (r < rows) {
+    float* const a = x + r * ld;
+    shift[r] = std::max(shift[r], scale * Max(a, n));
+    sum[r] = SoftmaxExp2Sum(a, n, scale, shift[r]);
+  }
+}
+
 // Sum of (x[i] - mean)^2, in Sum's order.
 inline float SumSquaredDiff(const float* x, float mean, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -281,6 +324,15 @@ inline float SoftmaxExp2Sum(float* x, int64_t n, float scale, float shift) {
     sum += x[i];
   }
   return sum;
+}
+
+inline void SoftmaxExp2Rows(float* x, int64_t ld, int64_t rows, int64_t n, float scale,
+                            float* shift, float* sum) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* const row = x + r * ld;
+    shift[r] = std::max(shift[r], scale * Max(row, n));
+    sum[r] = SoftmaxExp2Sum(row, n, scale, shift[r]);
+  }
 }
 
 inline float SumSquaredDiff(const float* x, float mean, int64_t n) {

@@ -50,18 +50,8 @@ QUIVER_TARGET_AVX512 inline __m512 GeluErf(__m512 x) {
   return _mm512_mul_ps(x, p);
 }
 
-}  // namespace
-
-QUIVER_TARGET_AVX512 void GeluErfAvx512(float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, GeluErf(_mm512_loadu_ps(x + i)));
-  if (i < n) {  // the tail through the same code, the lanes past n zero (vec::Map's way)
-    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(x + i, mask, GeluErf(_mm512_maskz_loadu_ps(mask, x + i)));
-  }
-}
-
-QUIVER_TARGET_AVX512 float MaxAvx512(const float* x, int64_t n) {
+// vec::Max on 16 lanes (MaxAvx512), inlined where rows are taken several at a time.
+QUIVER_TARGET_AVX512 inline float RowMax(const float* x, int64_t n) {
   // Four independent chains: one chain waits a maximum's latency per vector.
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 m0 = lowest, m1 = lowest, m2 = lowest, m3 = lowest;
@@ -79,6 +69,19 @@ QUIVER_TARGET_AVX512 float MaxAvx512(const float* x, int64_t n) {
   return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
 }
 
+}  // namespace
+
+QUIVER_TARGET_AVX512 void GeluErfAvx512(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, GeluErf(_mm512_loadu_ps(x + i)));
+  if (i < n) {  // the tail through the same code, the lanes past n zero (vec::Map's way)
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, mask, GeluErf(_mm512_maskz_loadu_ps(mask, x + i)));
+  }
+}
+
+QUIVER_TARGET_AVX512 float MaxAvx512(const float* x, int64_t n) { return RowMax(x, n); }
+
 QUIVER_TARGET_AVX512 float SoftmaxExp2SumAvx512(float* x, int64_t n, float scale, float shift) {
   const __m512 vs = _mm512_set1_ps(scale), vm = _mm512_set1_ps(shift);
   __m512 acc = _mm512_setzero_ps();
@@ -90,6 +93,40 @@ QUIVER_TARGET_AVX512 float SoftmaxExp2SumAvx512(float* x, int64_t n, float scale
   }
   return vec::SoftmaxExp2SumTail(x, i, n, _mm512_castps512_ps256(acc),
                                  _mm512_extractf32x8_ps(acc, 1), scale, shift);
+}
+
+QUIVER_TARGET_AVX512 void SoftmaxExp2RowsAvx512(float* x, int64_t ld, int64_t rows, int64_t n,
+                                                float scale, float* shift, float* sum) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    float* const a = x + r * ld;
+    float* const b = a + ld;
+    const float ma = std::max(shift[r], scale * RowMax(a, n));
+    const float mb = std::max(shift[r + 1], scale * RowMax(b, n));
+    const __m512 vma = _mm512_set1_ps(ma), vmb = _mm512_set1_ps(mb);
+    __m512 acc_a = _mm512_setzero_ps(), acc_b = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m512 ea = SoftmaxExp2(_mm512_fmsub_ps(_mm512_loadu_ps(a + i), vs, vma));
+      const __m512 eb = SoftmaxExp2(_mm512_fmsub_ps(_mm512_loadu_ps(b + i), vs, vmb));
+      _mm512_storeu_ps(a + i, ea);
+      _mm512_storeu_ps(b + i, eb);
+      acc_a = _mm512_add_ps(acc_a, ea);
+      acc_b = _mm512_add_ps(acc_b, eb);
+    }
+    sum[r] = vec::SoftmaxExp2SumTail(a, i, n, _mm512_castps512_ps256(acc_a),
+                                     _mm512_extractf32x8_ps(acc_a, 1), scale, ma);
+    sum[r + 1] = vec::SoftmaxExp2SumTail(b, i, n, _mm512_castps512_ps256(acc_b),
+                                         _mm512_extractf32x8_ps(acc_b, 1), scale, mb);
+    shift[r] = ma;
+    shift[r + 1] = mb;
+  }
+  if (r < rows) {
+    float* const a = x + r * ld;
+    shift[r] = std::max(shift[r], scale * RowMax(a, n));
+    sum[r] = SoftmaxExp2SumAvx512(a, n, scale, shift[r]);
+  }
 }
 
 namespace {
@@ -184,6 +221,9 @@ namespace quiver::engine::cpu {
 void GeluErfAvx512(float*, int64_t) { std::abort(); }
 float MaxAvx512(const float*, int64_t) { std::abort(); }
 float SoftmaxExp2SumAvx512(float*, int64_t, float, float) { std::abort(); }
+void SoftmaxExp2RowsAvx512(float*, int64_t, int64_t, int64_t, float, float*, float*) {
+  std::abort();
+}
 float SoftmaxExp2SumBf16Avx512(float*, int64_t, float, float, uint16_t*) { std::abort(); }
 float SoftmaxExp2SumInt16Avx512(const float*, int64_t, float, float, int32_t, int16_t*) {
   std::abort();
