@@ -206,6 +206,49 @@ TEST(SoftmaxExpTest, RowsAtOnceGiveEachRowsBits) {
   }
 }
 
+// The int16 products' rows at once (SoftmaxExp2RowsInt16Avx512): each row's running maximum,
+// int16 values (their padding past n untouched) and sum the same bits as row by row (MaxAvx512,
+// then SoftmaxExp2SumInt16Avx512), for odd and even numbers of rows at lengths around both of its
+// steps (16 and 32 values) and past 128, from -infinity and finite running maxima.
+TEST(SoftmaxExpTest, Int16RowsAtOnceGiveEachRowsBits) {
+  const auto& paths = SupportedCpuPaths();
+  if (std::find(paths.begin(), paths.end(), CpuPath::kAvx512) == paths.end()) {
+    GTEST_SKIP() << "no avx512 path on this host";
+  }
+  const float scale = 0.25f * 1.44269504f;
+  const int32_t limit = 16383;
+  for (int64_t rows : {int64_t{1}, int64_t{4}, int64_t{7}}) {
+    for (int64_t n = 1; n <= 140; n += (n < 40 ? 1 : 11)) {
+      const int64_t width = n + 6;
+      std::vector<float> x(static_cast<size_t>(rows * n));
+      std::vector<float> start(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < n; ++i) {
+          x[r * n + i] = 0.37f * static_cast<float>((i * 7 + r * 3) % 23) - 3.0f + 0.1f * r;
+        }
+        start[r] = r % 3 == 0   ? -std::numeric_limits<float>::infinity()
+                   : r % 3 == 1 ? -9.0f  // below every row's scaled maximum
+                                : 4.0f;  // above it
+      }
+      std::vector<int16_t> want(static_cast<size_t>(rows * width), int16_t{-7}), got = want;
+      std::vector<float> want_shift = start, got_shift = start;
+      std::vector<float> want_sum(static_cast<size_t>(rows)), got_sum(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * n;
+        want_shift[r] = std::max(want_shift[r], scale * MaxAvx512(row, n));
+        want_sum[r] =
+            SoftmaxExp2SumInt16Avx512(row, n, scale, want_shift[r], limit, want.data() + r * width);
+      }
+      SoftmaxExp2RowsInt16Avx512(x.data(), rows, n, scale, got_shift.data(), limit, got.data(),
+                                 width, got_sum.data());
+      const std::string where = "rows " + std::to_string(rows) + " n " + std::to_string(n);
+      EXPECT_EQ(want, got) << where;
+      EXPECT_EQ(std::memcmp(want_shift.data(), got_shift.data(), rows * sizeof(float)), 0) << where;
+      EXPECT_EQ(std::memcmp(want_sum.data(), got_sum.data(), rows * sizeof(float)), 0) << where;
+    }
+  }
+}
+
 // The bf16 products' form (attention with AVX512_BF16): each stored value the bf16 rounding of
 // 2^(x scale - shift) within 3e-6 (relative) before it, so within 2^-8 + 3e-6 of it; the sum of
 // the unrounded values within 3e-6 of the exact sum; every length around the vector widths;

@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "engine/kernels/cpu/attention.h"
@@ -73,11 +72,28 @@ struct F32Products {
     std::fill(row + visible, row + k.n(), 0.0f);
     return sum;
   }
+  // Rows [0, rows) of P from the scores when each sees all k.n() keys: shift[r] = max(shift[r],
+  // scale · the row's largest score), then the row's 2^(x · scale - shift[r]) and their sum
+  // into sum[r]. The same bits as RowMax and Exp row by row (vec::SoftmaxExp2Rows).
+  void ExpRows(float* s, int64_t rows, float scale, float* shift, float* sum) {
+    SoftmaxExp2Rows(s, rows, k.n(), scale, shift, sum);
+  }
   // o (row stride o_stride) = (accumulate ? o : 0) + P · V for P's first `rows` rows (s).
   void Accumulate(const float* s, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
     PackedGemm(s, v.k(), v, nullptr, o, o_stride, rows, 0, v.n(), accumulate);
   }
 };
+
+// ExpRows as RowMax and Exp row by row, for products whose Exp has no form for rows at once.
+template <typename Products>
+void ExpRowByRow(Products& products, float* s, int64_t rows, int64_t keys, float scale,
+                 float* shift, float* sum) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * keys;
+    shift[r] = std::max(shift[r], scale * RowMax(row, keys));
+    sum[r] = products.Exp(row, r, keys, scale, shift[r]);
+  }
+}
 
 // The same products in bf16 (AttentionPlan::bf16_products): Q, K, P and V rounded to bf16
 // (nearest even) and multiplied by vdpbf16ps with f32 sums, twice the f32 FMA's rate; the
@@ -102,6 +118,9 @@ struct Bf16Products {
     const float sum = visible > 0 ? SoftmaxExp2SumBf16Avx512(row, visible, scale, shift, p) : 0.0f;
     std::fill(p + visible, p + width, uint16_t{0});
     return sum;
+  }
+  void ExpRows(float* s, int64_t rows, float scale, float* shift, float* sum) {
+    ExpRowByRow(*this, s, rows, k.n(), scale, shift, sum);
   }
   void Accumulate(const float* /*s*/, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
     Bf16Gemm(p_bf16.data(), v, nullptr, o, o_stride, rows, 0, v.n(), accumulate);
@@ -140,6 +159,13 @@ struct Int16Products {
         visible > 0 ? SoftmaxExp2SumInt16Avx512(row, visible, scale, shift, p_limit, p) : 0.0f;
     std::fill(p + visible, p + width, int16_t{0});
     return sum;
+  }
+  void ExpRows(float* s, int64_t rows, float scale, float* shift, float* sum) {
+    const int64_t keys = k.n(), width = 2 * v.k_pairs();
+    SoftmaxExp2RowsInt16Avx512(s, rows, keys, scale, shift, p_limit, p16.data(), width, sum);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::fill(p16.data() + r * width + keys, p16.data() + (r + 1) * width, int16_t{0});
+    }
   }
   void Accumulate(const float* /*s*/, int64_t rows, float* o, int64_t o_stride, bool accumulate) {
     Int16Gemm(p16.data(), p_scale.data(), v, o, o_stride, rows, accumulate);
@@ -245,13 +271,13 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
       float* ob = out + (begin + q0) * out_stride + h * d;
       float* sc = scores.data();
       products.Scores(qb, q_stride, rows, sc);
-      if (std::is_same_v<Products, F32Products> && !plan.causal) {
-        // Every row sees every key of the block: the rows' maxima and 2^x at once, the same
-        // bits as the loop below (vec::SoftmaxExp2Rows), then each row's running values.
+      if (!plan.causal) {
+        // Every row sees every key of the block: the rows' maxima and 2^x at once (the same bits
+        // as the loop below), then each row's running values.
         float* const row_max = running_max.data() + (q0 - run_begin);
-        previous_max.assign(row_max, row_max + rows);
+        if (k0 > 0) previous_max.assign(row_max, row_max + rows);
         block_sum.resize(static_cast<size_t>(rows));
-        SoftmaxExp2Rows(sc, rows, keys, scale2, row_max, block_sum.data());
+        products.ExpRows(sc, rows, scale2, row_max, block_sum.data());
         for (int64_t r = 0; r < rows; ++r) {
           const size_t state = static_cast<size_t>(q0 - run_begin + r);
           const float correction =

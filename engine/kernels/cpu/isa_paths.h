@@ -180,5 +180,11 @@ float SoftmaxExp2SumBf16Avx512(float* x, int64_t n, float scale, float shift, ui
 // round(2^x · limit) clamped to [0, limit] into out[0, n), and the sum of the f32 values.
 float SoftmaxExp2SumInt16Avx512(const float* x, int64_t n, float scale, float shift, int32_t limit,
                                 int16_t* out);
+// The same for a block's `rows` rows of n values at once (x's rows n apart, out's out_ld): for
+// each row r, shift[r] = max(shift[r], scale · the row's largest value), then
+// SoftmaxExp2SumInt16Avx512 of the row from it into out's row r and sum[r]: the same bits as row by
+// row, two rows' steps interleaved (vec::SoftmaxExp2Rows says why).
+void SoftmaxExp2RowsInt16Avx512(const float* x, int64_t rows, int64_t n, float scale, float* shift,
+                                int32_t limit, int16_t* out, int64_t out_ld, float* sum);
 
 }  // namespace quiver::engine::cpu

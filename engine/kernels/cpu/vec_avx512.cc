@@ -211,6 +211,46 @@ QUIVER_TARGET_AVX512 float SoftmaxExp2SumInt16Avx512(const float* x, int64_t n, 
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+QUIVER_TARGET_AVX512 void SoftmaxExp2RowsInt16Avx512(const float* x, int64_t rows, int64_t n,
+                                                     float scale, float* shift, int32_t limit,
+                                                     int16_t* out, int64_t out_ld, float* sum) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  const __m512 vl = _mm512_set1_ps(static_cast<float>(limit));
+  const __m512i top = _mm512_set1_epi32(limit);
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    const float* const a = x + r * n;
+    const float* const b = a + n;
+    int16_t* const oa = out + r * out_ld;
+    int16_t* const ob = oa + out_ld;
+    const float ma = std::max(shift[r], scale * RowMax(a, n));
+    const float mb = std::max(shift[r + 1], scale * RowMax(b, n));
+    const __m512 vma = _mm512_set1_ps(ma), vmb = _mm512_set1_ps(mb);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      a0 = ExpInt16Step(a + i, 0xffff, vs, vma, vl, top, oa + i, a0);
+      b0 = ExpInt16Step(b + i, 0xffff, vs, vmb, vl, top, ob + i, b0);
+      a1 = ExpInt16Step(a + i + 16, 0xffff, vs, vma, vl, top, oa + i + 16, a1);
+      b1 = ExpInt16Step(b + i + 16, 0xffff, vs, vmb, vl, top, ob + i + 16, b1);
+    }
+    for (; i < n; i += 16) {
+      const auto mask = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+      a0 = ExpInt16Step(a + i, mask, vs, vma, vl, top, oa + i, a0);
+      b0 = ExpInt16Step(b + i, mask, vs, vmb, vl, top, ob + i, b0);
+    }
+    sum[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    sum[r + 1] = _mm512_reduce_add_ps(_mm512_add_ps(b0, b1));
+    shift[r] = ma;
+    shift[r + 1] = mb;
+  }
+  if (r < rows) {
+    const float* const a = x + r * n;
+    shift[r] = std::max(shift[r], scale * RowMax(a, n));
+    sum[r] = SoftmaxExp2SumInt16Avx512(a, n, scale, shift[r], limit, out + r * out_ld);
+  }
+}
+
 }  // namespace quiver::engine::cpu
 
 #else  // not x86-64: never called (cpu_features.h offers no avx512 path)
@@ -225,6 +265,10 @@ void SoftmaxExp2RowsAvx512(float*, int64_t, int64_t, int64_t, float, float*, flo
   std::abort();
 }
 float SoftmaxExp2SumBf16Avx512(float*, int64_t, float, float, uint16_t*) { std::abort(); }
+void SoftmaxExp2RowsInt16Avx512(const float*, int64_t, int64_t, float, float*, int32_t, int16_t*,
+                                int64_t, float*) {
+  std::abort();
+}
 float SoftmaxExp2SumInt16Avx512(const float*, int64_t, float, float, int32_t, int16_t*) {
   std::abort();
 }
