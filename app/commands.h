@@ -103,8 +103,10 @@ struct GatewayOptions {
 
 int RunServe(const ServeOptions& options);
 int RunGateway(const GatewayOptions& options);
-// The engine's model options that come from elsewhere in the folder (reranker token ids).
-absl::StatusOr<engine::ModelOptions> ResolveModelOptions(const std::string& model_dir);
+// The engine's model options that come from elsewhere in the folder (a yes/no reranker's token
+// ids, from its tokenizer), for the folder as loaded (the engine then loads from it, reading it
+// once).
+absl::StatusOr<engine::ModelOptions> ResolveModelOptions(const engine::ModelFolder& folder);
 int RunEmbed(const EmbedOptions& options);
 int RunTokenize(const TokenizeOptions& options);
 int RunVersion();

@@ -103,7 +103,9 @@ std::string FolderFingerprint(const std::string& dir) {
 
 absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
   Backend b;
-  absl::StatusOr<engine::ModelOptions> model = ResolveModelOptions(options.model_dir);
+  absl::StatusOr<engine::ModelFolder> folder = engine::LoadModelFolder(options.model_dir);
+  if (!folder.ok()) return folder.status();
+  absl::StatusOr<engine::ModelOptions> model = ResolveModelOptions(*folder);
   if (!model.ok()) return model.status();
   engine::EngineOptions engine_options;
   engine_options.num_threads = options.threads;
@@ -125,7 +127,7 @@ absl::StatusOr<Backend> LocalBackend(const EmbedOptions& options) {
   absl::StatusOr<FidelityReference> reference = absl::UnavailableError("no fidelity gate");
   if (gate) reference = FidelityReference::Compute(options.model_dir, engine_options);
   absl::StatusOr<std::unique_ptr<engine::Engine>> eng =
-      engine::Engine::Load(options.model_dir, engine_options);
+      engine::Engine::Load(*std::move(folder), engine_options);
   if (!eng.ok()) return eng.status();
   b.engine = *std::move(eng);
   if (b.engine->info().sparse) {

@@ -412,13 +412,7 @@ CLI::App* AddTokenizeCommand(CLI::App& app, quiver::app::TokenizeOptions& tokeni
 
 // Runs quiver worker: the yes/no ids and the fidelity gate's reference composed around it.
 int RunWorkerCommand(quiver::worker::WorkerOptions& worker) {
-  absl::StatusOr<quiver::engine::ModelOptions> model =
-      quiver::app::ResolveModelOptions(worker.model_dir);
-  if (!model.ok()) {
-    spdlog::error("quiver worker: {}", model.status().message());
-    return 1;
-  }
-  worker.model = *model;
+  worker.resolve_model = quiver::app::ResolveModelOptions;
   // The gate's reference before the engine loads (app/fidelity_gate.h).
   absl::StatusOr<quiver::app::FidelityReference> reference =
       absl::UnavailableError("no fidelity gate");

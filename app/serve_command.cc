@@ -36,7 +36,12 @@ struct ServedModel {
 // Loads the engine and the tokenizer and describes the model (the folder's prompts and labels,
 // the flags over them). Logs and returns the exit code on failure: 2 for a flag, 1 for the model.
 int LoadServedModel(const ServeOptions& options, ServedModel& served) {
-  absl::StatusOr<engine::ModelOptions> model_options = ResolveModelOptions(options.model_dir);
+  absl::StatusOr<engine::ModelFolder> folder = engine::LoadModelFolder(options.model_dir);
+  if (!folder.ok()) {
+    spdlog::error("cannot load model: {}", folder.status().message());
+    return 1;
+  }
+  absl::StatusOr<engine::ModelOptions> model_options = ResolveModelOptions(*folder);
   if (!model_options.ok()) {
     spdlog::error("cannot load model: {}", model_options.status().message());
     return 1;
@@ -54,7 +59,7 @@ int LoadServedModel(const ServeOptions& options, ServedModel& served) {
     served.reference = FidelityReference::Compute(options.model_dir, engine_options);
   }
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
-      engine::Engine::Load(options.model_dir, engine_options);
+      engine::Engine::Load(*std::move(folder), engine_options);
   if (!engine.ok()) {
     spdlog::error("cannot load model: {}", engine.status().message());
     return 1;

@@ -234,13 +234,20 @@ absl::Status CheckLoadOptions(const std::string& model_dir, const EngineOptions&
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
                                                      const EngineOptions& options) {
+  QUIVER_RETURN_IF_ERROR(CheckLoadOptions(model_dir, options));
+  absl::StatusOr<ModelFolder> folder = LoadModelFolder(model_dir);
+  if (!folder.ok()) return folder.status();
+  return Load(*std::move(folder), options);
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(ModelFolder folder,
+                                                     const EngineOptions& options) {
+  const std::string model_dir = folder.dir;
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
   const Device device = options.device.device;
   QUIVER_RETURN_IF_ERROR(CheckLoadOptions(model_dir, options));
-  absl::StatusOr<ModelFolder> folder = LoadModelFolder(model_dir);
-  if (!folder.ok()) return folder.status();
-  e->folder_ = std::make_unique<ModelFolder>(*std::move(folder));
+  e->folder_ = std::make_unique<ModelFolder>(std::move(folder));
   const ModelFolder& f = *e->folder_;
   // The pooling is settled before any batch runs (a CUDA load warms up its graphs).
   if (options.pooling) {

@@ -113,7 +113,12 @@ absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_bat
 
 class Engine final : public BatchRunner {
  public:
+  // Loads the folder (LoadModelFolder) after the checks that need none of it.
   static absl::StatusOr<std::unique_ptr<Engine>> Load(const std::string& model_dir,
+                                                      const EngineOptions& options);
+  // From a folder already loaded, e.g. one its caller read for what the engine's options need
+  // from outside the engine (app/commands.h, ResolveModelOptions): it is not read again.
+  static absl::StatusOr<std::unique_ptr<Engine>> Load(ModelFolder folder,
                                                       const EngineOptions& options);
   ~Engine() override;  // finishes queued batches, then stops the compute thread
 

@@ -73,9 +73,21 @@ int RunWorker(const WorkerOptions& options) {
     spdlog::error("quiver worker: {}", s.message());
     return 2;
   }
+  absl::StatusOr<engine::ModelFolder> folder = engine::LoadModelFolder(options.model_dir);
+  if (!folder.ok()) {
+    spdlog::error("quiver worker: cannot load model: {}", folder.status().message());
+    return 1;
+  }
   engine::EngineOptions engine_options;
   engine_options.num_threads = options.threads;
-  engine_options.model = options.model;
+  if (options.resolve_model) {
+    absl::StatusOr<engine::ModelOptions> model = options.resolve_model(*folder);
+    if (!model.ok()) {
+      spdlog::error("quiver worker: {}", model.status().message());
+      return 1;
+    }
+    engine_options.model = *model;
+  }
   if (absl::Status s = engine::ApplyDeviceSettings(options.device, options.limits.max_batch_tokens,
                                                    options.limits.max_batch_seqs, engine_options);
       !s.ok()) {
@@ -91,7 +103,7 @@ int RunWorker(const WorkerOptions& options) {
     return 2;
   }
   if (options.before_load) options.before_load(engine_options);
-  auto engine = engine::Engine::Load(options.model_dir, engine_options);
+  auto engine = engine::Engine::Load(*std::move(folder), engine_options);
   if (!engine.ok()) {
     spdlog::error("quiver worker: cannot load model: {}", engine.status().message());
     return 1;

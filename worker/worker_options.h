@@ -22,7 +22,9 @@ struct WorkerOptions {
   int max_message_bytes = kMaxGrpcMessageBytes;
   int drain_grace_ms = 500;  // after draining, refuse with UNAVAILABLE this long
   scheduler::SchedulerLimits limits;
-  engine::ModelOptions model;     // reranker token ids
+  // The engine's model options from outside the engine (ResolveModelOptions: a yes/no
+  // reranker's token ids, from its tokenizer), for the folder as loaded; none: the defaults.
+  std::function<absl::StatusOr<engine::ModelOptions>(const engine::ModelFolder&)> resolve_model;
   engine::DeviceSettings device;  // --device, --cuda-graphs, ...
   // --otlp-endpoint: one span per chunk to this OpenTelemetry collector (telemetry/tracing.h),
   // in the trace the chunk's traceparent names. "" = none.
