@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/models/labels.h"
+#include "engine/models/output_rows.h"
 #include "engine/models/registry.h"
 #include "engine/models/relative_position.h"
 #include "engine/ops/activation.h"
@@ -445,21 +446,18 @@ class BertModel final : public Model {
     Tensor ln1_g, ln1_b, ln2_g, ln2_b;
   };
 
-  // The last layer after attention on ctx.output_rows only (f32): their rows of x and attended
-  // gathered, the output projection, LayerNorms and feed-forward on them, and scattered back
-  // into x. Each op computes a row from that row alone, so those rows get the same bits as over
-  // the whole batch; the other rows of x keep the layer before's values, which nothing reads.
+  // The last layer after attention on ctx.output_rows only (output_rows.h): the output
+  // projection, LayerNorms and feed-forward on their rows, scattered back into x.
   void OutputRowsAfterAttention(const ForwardContext& ctx, const Layer& l, const Tensor& x,
                                 const Tensor& attended, bool relu, ops::Epilogue up_epilogue,
                                 float eps) const {
     const ExecContext& exec = ctx.exec;
-    const int64_t n = ctx.output_rows.dim(0), h = c_.hidden;
-    const Tensor picked = ctx.ws.F32(kPicked, {n, h});
-    const Tensor picked_attended = ctx.ws.F32(kPickedAttended, {n, h});
-    const Tensor scratch = ctx.ws.F32(kPickedScratch, {n, h});
+    const OutputRows rows = GatherOutputRows(ctx, x, attended, kPicked, kPickedAttended);
+    const Tensor& picked = rows.x;
+    const Tensor& picked_attended = rows.attended;
+    const int64_t n = picked.dim(0);
+    const Tensor scratch = ctx.ws.F32(kPickedScratch, {n, c_.hidden});
     const Tensor inter = ctx.ws.F32(kPickedIntermediate, {n, c_.intermediate});
-    ops::GatherRows(exec, x, ctx.output_rows, picked);
-    ops::GatherRows(exec, attended, ctx.output_rows, picked_attended);
     if (relu) {
       ops::LinearAddLayerNorm(exec, picked_attended, l.o, picked, l.ln1_g, l.ln1_b, eps, scratch);
       ops::Linear(exec, picked, l.intermediate, inter);

@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "engine/models/labels.h"
 #include "engine/models/layer_types.h"
+#include "engine/models/output_rows.h"
 #include "engine/models/registry.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
@@ -291,20 +292,15 @@ class ModernBertModel final : public Model {
     ops::AddPreLayerNorm(exec, x, y, next.gamma, next.beta, eps);
   }
 
-  // The last layer after attention on ctx.output_rows only (the CPU, f32): their rows of x and
-  // attended gathered, AfterAttention on them, and the final normed rows scattered into y,
-  // Forward's output. Each op computes a row from that row alone, so those rows get the same
-  // bits as over the whole batch; y's other rows keep the last layer's normed input, which
-  // nothing reads.
+  // The last layer after attention on ctx.output_rows only (output_rows.h): AfterAttention on
+  // their rows, and the final normed rows scattered into y, Forward's output (its other rows
+  // keep the last layer's normed input).
   void OutputRowsAfterAttention(const ForwardContext& ctx, const Layer& l, const Tensor& x,
                                 const Tensor& attended, const Tensor& y) const {
-    const int64_t n = ctx.output_rows.dim(0), h = c_.hidden;
-    const Tensor picked = ctx.ws.F32(kPicked, {n, h});
-    const Tensor picked_attended = ctx.ws.F32(kPickedAttended, {n, h});
-    const Tensor out = ctx.ws.F32(kPickedOut, {n, h});
-    ops::GatherRows(ctx.exec, x, ctx.output_rows, picked);
-    ops::GatherRows(ctx.exec, attended, ctx.output_rows, picked_attended);
-    AfterAttention(ctx.exec, l, picked_attended, picked, out,
+    const OutputRows picked = GatherOutputRows(ctx, x, attended, kPicked, kPickedAttended);
+    const int64_t n = picked.x.dim(0);
+    const Tensor out = ctx.ws.F32(kPickedOut, {n, c_.hidden});
+    AfterAttention(ctx.exec, l, picked.attended, picked.x, out,
                    ctx.ws.F32(kPickedGateUp, {n, 2 * c_.intermediate}),
                    ctx.ws.F32(kPickedAct, {n, c_.intermediate}), final_norm_);
     ops::ScatterRows(ctx.exec, out, ctx.output_rows, y);

@@ -157,6 +157,22 @@ TEST(SoftmaxExpTest, RowMaximumAtEveryLengthAndPlace) {
   }
 }
 
+// A softmax block for the rows-at-once tests: `rows` rows of n scores, ld apart (the values
+// between rows 99, which nothing may touch), and each row's running maximum before the block:
+// -infinity (a first block), below every row's scaled maximum, or above it.
+struct ScoreRows {
+  std::vector<float> x, start;
+  ScoreRows(int64_t rows, int64_t n, int64_t ld)
+      : x(static_cast<size_t>(rows * ld), 99.0f), start(static_cast<size_t>(rows)) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < n; ++i) {
+        x[r * ld + i] = 0.37f * static_cast<float>((i * 7 + r * 3) % 23) - 3.0f + 0.1f * r;
+      }
+      start[r] = r % 3 == 0 ? -std::numeric_limits<float>::infinity() : (r % 3 == 1 ? -9.0f : 4.0f);
+    }
+  }
+};
+
 // A block's rows at once (vec::SoftmaxExp2Rows and its 16-lane form, the f32 flash attention's
 // unmasked rows): each row's running maximum, values and sum the same bits as row by row
 // (vec::Max, then vec::SoftmaxExp2Sum from max(running maximum, scale x its maximum)), for odd
@@ -170,16 +186,9 @@ TEST(SoftmaxExpTest, RowsAtOnceGiveEachRowsBits) {
   for (int64_t rows : {int64_t{1}, int64_t{4}, int64_t{7}}) {
     for (int64_t n = 1; n <= 140; n += (n < 40 ? 1 : 11)) {
       const int64_t ld = n + 5;
-      std::vector<float> x(static_cast<size_t>(rows * ld), 99.0f);  // 99: the gaps, untouched
-      std::vector<float> start(static_cast<size_t>(rows));
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t i = 0; i < n; ++i) {
-          x[r * ld + i] = 0.37f * static_cast<float>((i * 7 + r * 3) % 23) - 3.0f + 0.1f * r;
-        }
-        start[r] = r % 3 == 0   ? -std::numeric_limits<float>::infinity()
-                   : r % 3 == 1 ? -9.0f  // below every row's scaled maximum
-                                : 4.0f;  // above it
-      }
+      const ScoreRows block(rows, n, ld);
+      const std::vector<float>& x = block.x;
+      const std::vector<float>& start = block.start;
       std::vector<float> want = x, want_shift = start;
       std::vector<float> want_sum(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) {
@@ -220,16 +229,9 @@ TEST(SoftmaxExpTest, Int16RowsAtOnceGiveEachRowsBits) {
   for (int64_t rows : {int64_t{1}, int64_t{4}, int64_t{7}}) {
     for (int64_t n = 1; n <= 140; n += (n < 40 ? 1 : 11)) {
       const int64_t width = n + 6;
-      std::vector<float> x(static_cast<size_t>(rows * n));
-      std::vector<float> start(static_cast<size_t>(rows));
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t i = 0; i < n; ++i) {
-          x[r * n + i] = 0.37f * static_cast<float>((i * 7 + r * 3) % 23) - 3.0f + 0.1f * r;
-        }
-        start[r] = r % 3 == 0   ? -std::numeric_limits<float>::infinity()
-                   : r % 3 == 1 ? -9.0f  // below every row's scaled maximum
-                                : 4.0f;  // above it
-      }
+      const ScoreRows block(rows, n, n);
+      const std::vector<float>& x = block.x;
+      const std::vector<float>& start = block.start;
       std::vector<int16_t> want(static_cast<size_t>(rows * width), int16_t{-7}), got = want;
       std::vector<float> want_shift = start, got_shift = start;
       std::vector<float> want_sum(static_cast<size_t>(rows)), got_sum(static_cast<size_t>(rows));
