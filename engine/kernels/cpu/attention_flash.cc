@@ -271,43 +271,32 @@ void UnmaskedRun(const AttentionPlan& plan, const float* q, int64_t q_stride, co
       float* ob = out + (begin + q0) * out_stride + h * d;
       float* sc = scores.data();
       products.Scores(qb, q_stride, rows, sc);
-      if (!plan.causal) {
-        // Every row sees every key of the block: the rows' maxima and 2^x at once (the same bits
-        // as the loop below), then each row's running values.
-        float* const row_max = running_max.data() + (q0 - run_begin);
-        if (k0 > 0) previous_max.assign(row_max, row_max + rows);
-        block_sum.resize(static_cast<size_t>(rows));
+      // Each row's running maximum (in log2 units, as the exponents are) and its 2^x and their
+      // sum for this block, then its running sum and output rows corrected.
+      float* const row_max = running_max.data() + (q0 - run_begin);
+      if (k0 > 0) previous_max.assign(row_max, row_max + rows);
+      block_sum.resize(static_cast<size_t>(rows));
+      if (!plan.causal) {  // every row sees every key of the block: the rows at once
         products.ExpRows(sc, rows, scale2, row_max, block_sum.data());
+      } else {
         for (int64_t r = 0; r < rows; ++r) {
-          const size_t state = static_cast<size_t>(q0 - run_begin + r);
-          const float correction =
-              k0 > 0 ? std::exp2(previous_max[static_cast<size_t>(r)] - row_max[r]) : 0.0f;
-          running_sum[state] = running_sum[state] * correction + block_sum[static_cast<size_t>(r)];
-          if (k0 > 0 && correction != 1.0f) {
-            float* o = ob + r * out_stride;
-            for (int64_t c = 0; c < d; ++c) o[c] *= correction;
-          }
+          float* row = sc + r * keys;
+          // Query q0 + r sees keys up to itself; the rest of its row weighs nothing. None, for a
+          // block wholly after it (not reached with these sizes): its maximum stays.
+          const int64_t visible = std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys);
+          // The scale is positive, so the largest scaled score is the scaled largest score.
+          if (visible > 0) row_max[r] = std::max(row_max[r], scale2 * RowMax(row, visible));
+          block_sum[static_cast<size_t>(r)] = products.Exp(row, r, visible, scale2, row_max[r]);
         }
-        products.Accumulate(sc, rows, ob, out_stride, /*accumulate=*/k0 > 0);
-        continue;
       }
       for (int64_t r = 0; r < rows; ++r) {
-        float* row = sc + r * keys;
         const size_t state = static_cast<size_t>(q0 - run_begin + r);
-        // Causal: query q0 + r sees keys up to itself; the rest of its row weighs nothing.
-        const int64_t visible = plan.causal ? std::clamp<int64_t>(q0 + r + 1 - k0, 0, keys) : keys;
-        if (visible == 0) {  // a block wholly after this query (not reached with these sizes)
-          products.Exp(row, r, 0, plan.scale, 0.0f);
-          continue;
-        }
-        // The scale is positive, so the largest scaled score is the scaled largest score (the
-        // running maximum in log2 units, as the exponents are).
-        const float new_max = std::max(running_max[state], scale2 * RowMax(row, visible));
-        // The first block has no running values to correct: 2^-inf, 0, without the call.
-        const float correction = k0 > 0 ? std::exp2(running_max[state] - new_max) : 0.0f;
-        const float sum = products.Exp(row, r, visible, scale2, new_max);
-        running_sum[state] = running_sum[state] * correction + sum;
-        running_max[state] = new_max;
+        const float before = k0 > 0 ? previous_max[static_cast<size_t>(r)] : 0.0f;
+        // The first block has no running values to correct (2^-inf: 0, without the call); a row
+        // whose maximum stayed keeps them (2^0, also where it is still -inf).
+        const float correction =
+            k0 == 0 ? 0.0f : (before == row_max[r] ? 1.0f : std::exp2(before - row_max[r]));
+        running_sum[state] = running_sum[state] * correction + block_sum[static_cast<size_t>(r)];
         if (k0 > 0 && correction != 1.0f) {
           float* o = ob + r * out_stride;
           for (int64_t c = 0; c < d; ++c) o[c] *= correction;
