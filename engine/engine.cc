@@ -237,16 +237,21 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_di
   QUIVER_RETURN_IF_ERROR(CheckLoadOptions(model_dir, options));
   absl::StatusOr<ModelFolder> folder = LoadModelFolder(model_dir);
   if (!folder.ok()) return folder.status();
-  return Load(*std::move(folder), options);
+  return LoadChecked(*std::move(folder), options);
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Load(ModelFolder folder,
                                                      const EngineOptions& options) {
+  QUIVER_RETURN_IF_ERROR(CheckLoadOptions(folder.dir, options));
+  return LoadChecked(std::move(folder), options);
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::LoadChecked(ModelFolder folder,
+                                                            const EngineOptions& options) {
   const std::string model_dir = folder.dir;
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
   const Device device = options.device.device;
-  QUIVER_RETURN_IF_ERROR(CheckLoadOptions(model_dir, options));
   e->folder_ = std::make_unique<ModelFolder>(std::move(folder));
   const ModelFolder& f = *e->folder_;
   // The pooling is settled before any batch runs (a CUDA load warms up its graphs).

@@ -153,6 +153,9 @@ class Engine final : public BatchRunner {
 
  private:
   Engine() = default;
+  // Load after CheckLoadOptions (each public Load checks once).
+  static absl::StatusOr<std::unique_ptr<Engine>> LoadChecked(ModelFolder folder,
+                                                             const EngineOptions& options);
   absl::Status LoadCpu(const std::string& model_dir);  // the model, its pool and runtime
   absl::Status LoadCuda(const std::string& model_dir);
   absl::Status WarmUp();
