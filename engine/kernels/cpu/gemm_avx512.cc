@@ -62,7 +62,7 @@ QUIVER_TARGET_AVX512 void MicroKernel(const float* a, int64_t lda, const float* 
 #undef QUIVER_LOAD
     // Two k per iteration (the same order of operations): on the Xeon reporting CPUID model 167
     // the kernel alone, its data in L1 and L2, ran at 0.86 of the FMA units' rate, 0.91 with two
-    // and 0.85 with four; the whole model's f32 throughput 1.022x (docs/benchmarks.md).
+    // and 0.85 with four; the whole model's f32 throughput 1.016-1.022x (docs/benchmarks.md).
 #pragma GCC unroll 2
     for (int64_t k = 0; k < kc; ++k) {
       const __m512 w0 = _mm512_load_ps(b0 + k * kPanel);
