@@ -17,6 +17,11 @@
 
 namespace {
 
+constexpr const char* kThreadsHelp =
+    "Compute threads (0: the CPUs this process may use, i.e. its affinity mask capped by a cgroup "
+    "CPU quota; `quiver version` shows the count). More threads than those CPUs take turns on "
+    "them";
+
 // The attention backends this binary has, per device: "cpu: reference, ...; cuda: ...".
 std::string AttentionBackendList() {
   std::string list;
@@ -208,8 +213,7 @@ CLI::App* AddServeCommand(CLI::App& app, quiver::app::ServeOptions& serve) {
   serve_cmd->add_option("--model-name,--served-model-name", serve.model_name,
                         "Name clients use in 'model' (default: the folder's name; "
                         "--served-model-name: TEI's and vLLM's name)");
-  serve_cmd->add_option("--threads", serve.threads, "Compute threads (0: all cores)")
-      ->capture_default_str();
+  serve_cmd->add_option("--threads", serve.threads, kThreadsHelp)->capture_default_str();
   serve_cmd
       ->add_option("--max-input-tokens,--max-model-len", serve.max_input_tokens,
                    "Longest input in tokens, 413 beyond (0: the model's max_seq_length, "
@@ -280,7 +284,7 @@ CLI::App* AddWorkerCommand(CLI::App& app, quiver::worker::WorkerOptions& worker)
       ->capture_default_str();
   worker_cmd
       ->add_option("--threads", worker.threads,
-                   "Compute threads (0: all cores). One worker per machine or per GPU.")
+                   quiver::StrCat(kThreadsHelp, ". One worker per machine or per GPU."))
       ->capture_default_str();
   worker_cmd
       ->add_option("--drain-grace-ms", worker.drain_grace_ms,
@@ -383,7 +387,7 @@ CLI::App* AddEmbedCommand(CLI::App& app, quiver::app::EmbedOptions& embed) {
                    "Tokens per forward pass; larger batches raise throughput and memory")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  embed_cmd->add_option("--threads", embed.threads, "Compute threads (0: all cores)");
+  embed_cmd->add_option("--threads", embed.threads, kThreadsHelp);
   AddDeviceFlags(*embed_cmd, embed.device);
   embed_cmd->add_option(
       "--attention-backend", embed.attention_backend,

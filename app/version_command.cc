@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "common/cpu_budget.h"
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/kernels/device.h"
 
@@ -9,6 +10,7 @@ namespace quiver::app {
 int RunVersion() {
   std::printf("quiver %s (%s build)\n", QUIVER_VERSION, QUIVER_BUILD_TYPE);
   std::printf("cpu: %s\n", engine::cpu::CpuSummary().c_str());
+  std::printf("cpus usable: %s\n", ReadCpuBudget().ToString().c_str());
   engine::DeviceReport report = engine::QueryDevices();
   if (!report.cuda_compiled) {
     std::printf("cuda: not compiled in\n");

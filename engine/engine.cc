@@ -193,12 +193,24 @@ absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_bat
 
 namespace {
 
-// The CPU threads an engine computes with: num_threads, else the machine's cores.
-int ComputeThreads(const EngineOptions& options) {
-  const int threads = options.num_threads > 0
-                          ? options.num_threads
-                          : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, threads);
+// The CPU threads an engine computes with: num_threads, else the CPUs this process may use.
+int ComputeThreads(const EngineOptions& options, const CpuBudget& budget) {
+  return std::max(1, options.num_threads > 0 ? options.num_threads : budget.usable_cpus);
+}
+
+// For DeviceSummary: how many compute threads and why. The pool's threads spin between tasks,
+// so more of them than the CPUs the process may use take turns on those CPUs (and, under a
+// cgroup quota, spend it): said where a setting asks for that.
+std::string ThreadsSummary(int threads, const EngineOptions& options, const CpuBudget& budget) {
+  if (options.num_threads <= 0) {
+    return StrCat(" threads=", threads, " (the CPUs this process may use: ", budget.ToString(),
+                  ")");
+  }
+  if (threads > budget.usable_cpus) {
+    return StrCat(" threads=", threads, " (as set, over the ", budget.ToString(),
+                  " CPUs this process may use: the threads share them and wait on each other)");
+  }
+  return StrCat(" threads=", threads, " (as set)");
 }
 
 // What Load refuses before it reads the folder: a bad QUIVER_CPU_ISA or prefetch setting,
@@ -251,6 +263,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::LoadChecked(ModelFolder folder,
   const std::string model_dir = folder.dir;
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
+  e->cpu_budget_ = ReadCpuBudget();
   const Device device = options.device.device;
   e->folder_ = std::make_unique<ModelFolder>(std::move(folder));
   const ModelFolder& f = *e->folder_;
@@ -291,7 +304,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::LoadChecked(ModelFolder folder,
     QUIVER_RETURN_IF_ERROR(e->LoadCpu(model_dir));
   }
   if (e->pool_ == nullptr && !f.pooling.dense.empty()) {  // CUDA: the host's Dense GEMMs
-    e->pool_ = std::make_unique<ThreadPool>(ComputeThreads(options));
+    e->pool_ = std::make_unique<ThreadPool>(ComputeThreads(options, e->cpu_budget_));
   }
   {
     absl::StatusOr<DenseModules> dense =
@@ -321,7 +334,7 @@ absl::Status Engine::LoadCpu(const std::string& model_dir) {
       f.entry->factory({f.architecture, f.config, *weights_, options_.model});
   if (!model.ok()) return WithContext(model.status(), model_dir);
   model_ = *std::move(model);
-  pool_ = std::make_unique<ThreadPool>(ComputeThreads(options_));
+  pool_ = std::make_unique<ThreadPool>(ComputeThreads(options_, cpu_budget_));
   const ExecContext exec{Device::kCpu, pool_.get()};
   runtime_ = options_.make_runtime
                  ? options_.make_runtime(*model_, exec, *model_ws_, *engine_ws_)
@@ -512,19 +525,20 @@ std::string Engine::DeviceSummary() const {
           : std::string();
   if (options_.device.device == Device::kCpu) {
     const bool bf16_attention = ops::Bf16AttentionProducts(Device::kCpu, options_.quantize);
-    return StrCat("device=cpu (", cpu::CpuSummary(), ")",
-                  options_.quantize == ops::WeightPrecision::kF32
-                      ? ""
-                      : StrCat(" weights=", ops::WeightPrecisionName(options_.quantize)),
-                  bf16_attention ? " attention_products=bf16" : "",
-                  ops::Int16AttentionProducts(Device::kCpu, options_.quantize)
-                      ? " attention_products=int16"
-                      : "",
-                  options_.quantize == ops::WeightPrecision::kBf16 && !bf16_attention
-                      ? " (bf16 products by vdpbf16ps without AMX tiles: slower than f32 on "
-                        "Intel cores; bf16 weights halve the memory here, not the time)"
-                      : "",
-                  fallback);
+    return StrCat(
+        "device=cpu (", cpu::CpuSummary(), ")",
+        ThreadsSummary(pool_ == nullptr ? 0 : pool_->num_threads(), options_, cpu_budget_),
+        options_.quantize == ops::WeightPrecision::kF32
+            ? ""
+            : StrCat(" weights=", ops::WeightPrecisionName(options_.quantize)),
+        bf16_attention ? " attention_products=bf16" : "",
+        ops::Int16AttentionProducts(Device::kCpu, options_.quantize) ? " attention_products=int16"
+                                                                     : "",
+        options_.quantize == ops::WeightPrecision::kBf16 && !bf16_attention
+            ? " (bf16 products by vdpbf16ps without AMX tiles: slower than f32 on "
+              "Intel cores; bf16 weights halve the memory here, not the time)"
+            : "",
+        fallback);
   }
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "common/cpu_budget.h"
 #include "engine/attention/backend.h"
 #include "engine/base/exec_context.h"
 #include "engine/base/thread_pool.h"
@@ -54,7 +55,9 @@ absl::StatusOr<DeviceSpec> ParseDeviceSpec(std::string_view text);
 absl::StatusOr<GraphMode> ParseGraphMode(std::string_view text);
 
 struct EngineOptions {
-  int num_threads = 0;            // CPU compute threads; 0 = the machine's cores
+  // CPU compute threads; 0 = the CPUs this process may use (common/cpu_budget.h: its affinity
+  // mask capped by a cgroup CPU quota), not the machine's cores.
+  int num_threads = 0;
   std::string attention_backend;  // "" = the table (ChooseAttentionBackend), else forced
   bool pad_to_buckets = false;    // CPU: pad every batch to its graph bucket (what CUDA runs)
   // CPU: where the answer reads one token per sequence (CLS or last-token pooling, a classifier
@@ -205,6 +208,7 @@ class Engine final : public BatchRunner {
   std::unique_ptr<ModelFolder> folder_;
   std::unique_ptr<WeightLoader> weights_;  // owns the prepared weights the model reads
   std::unique_ptr<Model> model_;
+  CpuBudget cpu_budget_;              // read at load: what num_threads 0 means
   std::unique_ptr<ThreadPool> pool_;  // CPU only
   std::unique_ptr<AttentionBackend> forced_attention_;
   // The backends ChooseAttentionBackend's table names, by name.

@@ -12,7 +12,9 @@ agree with each other and with the binary:
   - the gpu overlay asks for nvidia.com/gpu and --device=cuda, the cpu overlay for neither;
   - the PodDisruptionBudgets and the HPA point at the Deployments, and the HPA's metric is one
     the worker exports;
-  - the embed Job is Indexed with completions equal to its --shards, writing per-shard outputs.
+  - the embed Job is Indexed with completions equal to its --shards, writing per-shard outputs;
+  - CPU workers and the Job whose threads are left at 0 have a CPU limit equal to their request
+    (the threads default to the limit).
 
 A client-side `kubectl apply --dry-run=client` needs an API server to map kinds, and there is
 none here, hence the offline schemas.
@@ -105,6 +107,15 @@ def check_container(where, c, pod, config):
     return args, env
 
 
+def check_cpu_threads(where, c, threads):
+    """A CPU worker's compute threads default (0) to the CPUs its container may use, i.e. its CPU
+    limit rounded up (common/cpu_budget.h): with a limit, that is its request, not the node."""
+    res = c.get("resources", {})
+    limit, request = res.get("limits", {}).get("cpu"), res.get("requests", {}).get("cpu")
+    check(f"{where}: threads {threads} follow a CPU limit equal to the request",
+          str(threads) != "0" or (limit is not None and limit == request), (threads, res))
+
+
 def check_service_tier(name, docs):
     config = find(docs, "ConfigMap", "quiver-limits")
     config = config["data"] if config else {}
@@ -164,6 +175,8 @@ def check_service_tier(name, docs):
                   (gpus, args))
         else:
             check(f"{where}: no GPU asked for", gpus is None and "--device=cuda" not in args)
+        if cmd == "worker" and not name.endswith("gpu"):
+            check_cpu_threads(where, c, config.get("WORKER_THREADS"))
     hpa = find(docs, "HorizontalPodAutoscaler", "quiver-worker")
     if hpa is not None:
         metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
@@ -191,6 +204,8 @@ def main():
     if job is not None:
         pod = job["spec"]["template"]["spec"]
         args, _ = check_container("embed-job", pod["containers"][0], pod, {})
+        threads = next((a.split("=")[1] for a in args if a.startswith("--threads=")), "0")
+        check_cpu_threads("embed-job", pod["containers"][0], threads)
         shards = next((int(a.split("=")[1]) for a in args if a.startswith("--shards=")), None)
         out = next((a for a in args if a.startswith("--output=")), "")
         check("embed-job: Indexed, completions = --shards, an output per shard",
