@@ -1,7 +1,8 @@
 // Invariances of the engine: a sequence gives the same output alone and inside ragged batches of
 // 1 to 64 mixed-length sequences; the CPU attention backends (packed, tiled, flash) agree with
 // the reference; bucket padding changes no real output; outputs in f16/int8/binary and with
-// Matryoshka dimensions follow from the f32 output by their definitions.
+// Matryoshka dimensions follow from the f32 output by their definitions; any compute thread count
+// gives the same bits.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -223,6 +224,64 @@ void ExpectSkippingUnreadRowsGivesTheSameBits(const std::string& dir, const char
 
 TEST_P(InvarianceTest, SkippingUnreadRowsGivesTheSameBits) {
   ExpectSkippingUnreadRowsGivesTheSameBits(TinyDir(GetParam()), GetParam());
+}
+
+// The bytes a batch gives under `options` on 1, 2, 3 and 5 compute threads (a host's core count
+// decides the default): every product, row pass and attention item is cut by the thread count
+// (row blocks, column shares, the feed-forward's plan), but each element's arithmetic never
+// depends on the cut, so the outputs are the same bytes.
+void ExpectEveryThreadCountGivesTheSameBits(const std::string& dir, EngineOptions options,
+                                            const std::vector<RaggedBatch>& batches,
+                                            const std::string& what) {
+  std::vector<std::vector<uint8_t>> first;
+  for (const int threads : {2, 1, 3, 5}) {
+    options.num_threads = threads;
+    auto engine = Engine::Load(dir, options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    for (size_t b = 0; b < batches.size(); ++b) {
+      auto out = (*engine)->Run(batches[b]);
+      ASSERT_TRUE(out.ok()) << out.status();
+      if (threads == 2) {
+        first.push_back(out->data);
+      } else {
+        EXPECT_EQ(out->data, first[b])
+            << what << " batch " << b << " on " << threads << " threads against 2";
+      }
+    }
+  }
+}
+
+TEST_P(InvarianceTest, EveryThreadCountGivesTheSameBits) {
+  std::vector<RaggedBatch> batches(2);
+  for (const auto& seq : RandomSequences(40, 1000, 70, 13)) batches[0].Add(seq);
+  batches[1].Add(RandomSequences(1, 1000, 70, 17)[0]);
+  for (const auto quantize : {ops::WeightPrecision::kF32, ops::WeightPrecision::kInt8}) {
+    EngineOptions options = Options(GetParam());
+    options.quantize = quantize;
+    ExpectEveryThreadCountGivesTheSameBits(
+        TinyDir(GetParam()), options, batches,
+        std::string(GetParam()) + " " + std::string(ops::WeightPrecisionName(quantize)));
+  }
+}
+
+// The same at all-MiniLM-L6-v2's sizes, where the plans differ most by thread count: a bulk batch
+// (3,000 or so rows: many feed-forward blocks) and one 512-token sequence (the batch-1 plans:
+// columns shared out, the feed-forward's last quarter in small blocks).
+TEST(ThreadCountTest, MiniLmGivesTheSameBitsOnAnyThreadCount) {
+  std::vector<RaggedBatch> batches(2);
+  for (const auto& seq : RandomSequences(24, 30000, 250, 19)) batches[0].Add(seq);
+  std::vector<int32_t> long_seq = RandomSequences(1, 30000, 1, 23)[0];
+  long_seq.resize(512);
+  std::mt19937 rng(29);
+  for (int32_t& id : long_seq) id = 1000 + static_cast<int32_t>(rng() % 29000);
+  batches[1].Add(long_seq);
+  for (const auto quantize : {ops::WeightPrecision::kF32, ops::WeightPrecision::kInt8}) {
+    EngineOptions options;
+    options.quantize = quantize;
+    ExpectEveryThreadCountGivesTheSameBits(
+        (kSource / "models" / "all-MiniLM-L6-v2").string(), options, batches,
+        "all-MiniLM-L6-v2 " + std::string(ops::WeightPrecisionName(quantize)));
+  }
 }
 
 // ModernBERT's classifier on the CLS token (classifier_pooling "cls"; the tiny cross-encoder
