@@ -357,8 +357,15 @@ class BertModel final : public Model {
                                       : c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf
                                                                 : ops::Epilogue::kGeluTanh;
     for (const Layer& l : layers_) {
+      const bool picks_rows = &l == &layers_.back() && !ctx.output_rows.empty() && !split;
+      if (!relu && !split && !picks_rows) {  // the whole layer, per sequence where it can
+        const ops::PostLnLayerArgs layer{&l.qkv,      &l.o,   l.ln1_g, l.ln1_b, &l.intermediate,
+                                         up_epilogue, &l.out, l.ln2_g, l.ln2_b};
+        ops::PostLnLayer(exec, x, layer, ctx.attention, plan, eps, qkv, attended, inter, scratch);
+        continue;
+      }
       ops::QkvAttention(exec, x_act, l.qkv, qkv, ctx.attention, plan, attended);
-      if (&l == &layers_.back() && !ctx.output_rows.empty() && !split) {
+      if (picks_rows) {
         OutputRowsAfterAttention(ctx, l, x, attended, relu, up_epilogue, eps);
       } else if (relu) {
         ops::LinearAddLayerNorm(exec, attended, l.o, x, l.ln1_g, l.ln1_b, eps, scratch, x_copy);

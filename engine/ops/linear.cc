@@ -316,33 +316,13 @@ void LinearAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWei
   }
 }
 
-void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWeights& up,
-                             Epilogue epilogue, const LinearWeights& down, const Tensor& io,
-                             const Tensor& gamma, const Tensor& beta, float eps,
-                             const Tensor& inter, const Tensor& scratch, const Tensor& normed,
-                             const AttentionOutputArgs* first) {
-  if (epilogue == Epilogue::kResidual) {
-    internal::Fail("FeedForwardAddLayerNorm", "the up projection's epilogue cannot be kResidual");
-  }
-  if (first != nullptr && first->o == nullptr) {
-    internal::Fail("FeedForwardAddLayerNorm", "first->o is null");
-  }
-  const WeightPrecision precision = up.precision;
-  const bool fused =
-      ctx.device == Device::kCpu && down.precision == precision && normed.empty() && up.ready() &&
-      down.ready() && x.data<void>() == io.data<void>() &&
-      (first == nullptr || (first->o->precision == precision && first->o->ready())) &&
-      cpu::FeedForwardIsFused(*ctx.pool, x.dim(0));
-  if (!fused) {
-    if (first != nullptr) {
-      LinearAddLayerNorm(ctx, first->attended, *first->o, io, first->gamma, first->beta, eps,
-                         scratch, normed);
-    }
-    Linear(ctx, x, up, inter, epilogue);
-    LinearAddLayerNorm(ctx, inter, down, io, gamma, beta, eps, scratch, normed);
-    return;
-  }
-  // The same checks as the two layers make, once.
+namespace {
+
+// The checks Linear and LinearAddLayerNorm make of FeedForwardAddLayerNorm's fused form, once.
+void CheckFeedForward(const ExecContext& ctx, const LinearWeights& up, const LinearWeights& down,
+                      const Tensor& io, const Tensor& gamma, const Tensor& beta,
+                      const Tensor& inter, const Tensor& scratch,
+                      const AttentionOutputArgs* first) {
   CheckWeights("FeedForwardAddLayerNorm", ctx, up);
   CheckWeights("FeedForwardAddLayerNorm", ctx, down);
   const int64_t num_tokens = io.dim(0), n = down.out_features;
@@ -379,6 +359,38 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
     internal::CheckDisjoint("FeedForwardAddLayerNorm", "first->attended", first->attended, "inter",
                             inter);
   }
+}
+
+}  // namespace
+
+void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const LinearWeights& up,
+                             Epilogue epilogue, const LinearWeights& down, const Tensor& io,
+                             const Tensor& gamma, const Tensor& beta, float eps,
+                             const Tensor& inter, const Tensor& scratch, const Tensor& normed,
+                             const AttentionOutputArgs* first) {
+  if (epilogue == Epilogue::kResidual) {
+    internal::Fail("FeedForwardAddLayerNorm", "the up projection's epilogue cannot be kResidual");
+  }
+  if (first != nullptr && first->o == nullptr) {
+    internal::Fail("FeedForwardAddLayerNorm", "first->o is null");
+  }
+  const WeightPrecision precision = up.precision;
+  const bool fused =
+      ctx.device == Device::kCpu && down.precision == precision && normed.empty() && up.ready() &&
+      down.ready() && x.data<void>() == io.data<void>() &&
+      (first == nullptr || (first->o->precision == precision && first->o->ready())) &&
+      cpu::FeedForwardIsFused(*ctx.pool, x.dim(0));
+  if (!fused) {
+    if (first != nullptr) {
+      LinearAddLayerNorm(ctx, first->attended, *first->o, io, first->gamma, first->beta, eps,
+                         scratch, normed);
+    }
+    Linear(ctx, x, up, inter, epilogue);
+    LinearAddLayerNorm(ctx, inter, down, io, gamma, beta, eps, scratch, normed);
+    return;
+  }
+  CheckFeedForward(ctx, up, down, io, gamma, beta, inter, scratch, first);
+  const int64_t num_tokens = io.dim(0);
   // The kernel for the weights' form, with the output projection's arguments in its terms.
   const auto run = [&](const auto& up_w, const auto& down_w, const auto* o_w) {
     using Weights = std::remove_cv_t<std::remove_reference_t<decltype(up_w)>>;
@@ -407,9 +419,10 @@ void FeedForwardAddLayerNorm(const ExecContext& ctx, const Tensor& x, const Line
   }
 }
 
-void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
-                  const Tensor& qkv, const AttentionBackend& backend, const AttentionPlan& plan,
-                  const Tensor& out) {
+namespace {
+
+// Whether w gives q, k and v columns for the plan (refused otherwise).
+void CheckQkvWidth(const LinearWeights& w, const AttentionPlan& plan) {
   const int64_t q_width = plan.num_heads * plan.head_dim;
   const int64_t kv_width = plan.num_kv_heads * plan.head_dim;
   if (w.out_features != q_width + 2 * kv_width) {
@@ -417,10 +430,40 @@ void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& 
                    StrCat("weights [", w.out_features, ", ", w.in_features, "] do not give q (",
                           q_width, ") and k, v (", kv_width, " each) columns"));
   }
-  const bool cpu_flash = ctx.device == Device::kCpu && w.ready() &&
-                         backend.device() == Device::kCpu && backend.name() == "flash" &&
-                         plan.num_seqs > 0 && plan.num_kv_heads > 0 &&
-                         plan.num_heads % plan.num_kv_heads == 0;
+}
+
+// Whether the flash backend on the CPU takes the plan with w's weights (QkvAttention's fused
+// forms).
+bool CpuFlash(const ExecContext& ctx, const LinearWeights& w, const AttentionBackend& backend,
+              const AttentionPlan& plan) {
+  return ctx.device == Device::kCpu && w.ready() && backend.device() == Device::kCpu &&
+         backend.name() == "flash" && plan.num_seqs > 0 && plan.num_kv_heads > 0 &&
+         plan.num_heads % plan.num_kv_heads == 0;
+}
+
+// The checks Linear and Attention make of QkvAttention's fused forms, once.
+void CheckQkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
+                       const Tensor& qkv, const AttentionPlan& plan, const Tensor& out) {
+  CheckWeights("QkvAttention", ctx, w);
+  const int64_t num_tokens = plan.cu_seqlens[plan.num_seqs];
+  CheckContiguous("QkvAttention", "x", ctx, x, DType::kF32, {num_tokens, w.in_features});
+  CheckContiguous("QkvAttention", "qkv", ctx, qkv, DType::kF32, {num_tokens, w.out_features});
+  CheckContiguous("QkvAttention", "out", ctx, out, DType::kF32,
+                  {num_tokens, plan.num_heads * plan.head_dim});
+  internal::CheckDisjoint("QkvAttention", "x", x, "qkv", qkv);
+  internal::CheckDisjoint("QkvAttention", "out", out, "qkv", qkv);
+  internal::CheckDisjoint("QkvAttention", "out", out, "x", x);
+}
+
+}  // namespace
+
+void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& w,
+                  const Tensor& qkv, const AttentionBackend& backend, const AttentionPlan& plan,
+                  const Tensor& out) {
+  CheckQkvWidth(w, plan);
+  const int64_t q_width = plan.num_heads * plan.head_dim;
+  const int64_t kv_width = plan.num_kv_heads * plan.head_dim;
+  const bool cpu_flash = CpuFlash(ctx, w, backend, plan);
   const bool fused = cpu_flash && cpu::QkvAttentionIsFused(*ctx.pool, plan);
   const bool by_heads = cpu_flash && !fused && w.precision == WeightPrecision::kF32 &&
                         cpu::QkvAttentionByHeadsFits(*ctx.pool, plan);
@@ -430,15 +473,7 @@ void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& 
               qkv.Columns(q_width + kv_width, q_width + 2 * kv_width), out);
     return;
   }
-  // The checks Linear and Attention make, once.
-  CheckWeights("QkvAttention", ctx, w);
-  const int64_t num_tokens = plan.cu_seqlens[plan.num_seqs];
-  CheckContiguous("QkvAttention", "x", ctx, x, DType::kF32, {num_tokens, w.in_features});
-  CheckContiguous("QkvAttention", "qkv", ctx, qkv, DType::kF32, {num_tokens, w.out_features});
-  CheckContiguous("QkvAttention", "out", ctx, out, DType::kF32, {num_tokens, q_width});
-  internal::CheckDisjoint("QkvAttention", "x", x, "qkv", qkv);
-  internal::CheckDisjoint("QkvAttention", "out", out, "qkv", qkv);
-  internal::CheckDisjoint("QkvAttention", "out", out, "x", x);
+  CheckQkvAttention(ctx, x, w, qkv, plan, out);
   const float* bias = w.bias.empty() ? nullptr : w.bias.f32();
   if (by_heads) {
     cpu::QkvAttentionByHeads(*ctx.pool, x.f32(), CpuPacked(w), bias, plan, out.f32());
@@ -455,6 +490,48 @@ void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& 
       cpu::QkvAttention(*ctx.pool, x.f32(), CpuPacked(w), bias, qkv.f32(), plan, out.f32());
       return;
   }
+}
+
+void PostLnLayer(const ExecContext& ctx, const Tensor& x, const PostLnLayerArgs& l,
+                 const AttentionBackend& backend, const AttentionPlan& plan, float eps,
+                 const Tensor& qkv, const Tensor& attended, const Tensor& inter,
+                 const Tensor& scratch) {
+  const AttentionOutputArgs first{attended, l.o, l.ln1_gamma, l.ln1_beta};
+  CheckQkvWidth(*l.qkv, plan);
+  const WeightPrecision precision = l.qkv->precision;
+  const auto same_form = [&](const LinearWeights* w) {
+    return w->precision == precision && w->ready();
+  };
+  // int8 only: f32 and bf16 ran slower so (kernels/cpu/kernels.h, PostLnLayerBySequence).
+  const bool fused = precision == WeightPrecision::kInt8 && CpuFlash(ctx, *l.qkv, backend, plan) &&
+                     same_form(l.o) && same_form(l.up) && same_form(l.down) &&
+                     l.epilogue != Epilogue::kResidual &&
+                     cpu::PostLnLayerBySequenceFits(*ctx.pool, plan, l.qkv->out_features);
+  if (!fused) {
+    QkvAttention(ctx, x, *l.qkv, qkv, backend, plan, attended);
+    FeedForwardAddLayerNorm(ctx, x, *l.up, l.epilogue, *l.down, x, l.ln2_gamma, l.ln2_beta, eps,
+                            inter, scratch, {}, &first);
+    return;
+  }
+  CheckQkvAttention(ctx, x, *l.qkv, qkv, plan, attended);
+  CheckFeedForward(ctx, *l.up, *l.down, x, l.ln2_gamma, l.ln2_beta, inter, scratch, &first);
+  const auto bias = [](const LinearWeights* w) {
+    return w->bias.empty() ? nullptr : w->bias.f32();
+  };
+  const cpu::PostLnLayer layer{&CpuQuantized(*l.qkv),
+                               bias(l.qkv),
+                               &CpuQuantized(*l.o),
+                               bias(l.o),
+                               l.ln1_gamma.f32(),
+                               l.ln1_beta.f32(),
+                               &CpuQuantized(*l.up),
+                               bias(l.up),
+                               l.epilogue,
+                               &CpuQuantized(*l.down),
+                               bias(l.down),
+                               l.ln2_gamma.f32(),
+                               l.ln2_beta.f32()};
+  cpu::PostLnLayerBySequence(*ctx.pool, x.f32(), layer, plan, eps);
 }
 
 }  // namespace quiver::engine::ops

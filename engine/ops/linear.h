@@ -113,4 +113,26 @@ void QkvAttention(const ExecContext& ctx, const Tensor& x, const LinearWeights& 
                   const Tensor& qkv, const AttentionBackend& backend, const AttentionPlan& plan,
                   const Tensor& out);
 
+// BERT's post-LN encoder layer after the embeddings, in place on x [num_tokens, hidden]:
+// QkvAttention(x, *qkv, qkv, backend, plan, attended), then FeedForwardAddLayerNorm(x, *up,
+// epilogue, *down, x, ln2, eps, inter, scratch, {}, &first) with first = {attended, o, ln1}; the
+// same arguments and the same results. On the CPU with the flash backend, the four layers'
+// weights in int8 and a batch of many short sequences (cpu::PostLnLayerBySequenceFits), the
+// whole layer per sequence on one thread (kernels/cpu/kernels.h, PostLnLayerBySequence: a
+// sequence's rows stay in its thread's cache across the layer; the same bits): qkv, attended,
+// inter and scratch are then not written.
+struct PostLnLayerArgs {
+  const LinearWeights* qkv = nullptr;
+  const LinearWeights* o = nullptr;
+  Tensor ln1_gamma, ln1_beta;  // f32 [hidden]
+  const LinearWeights* up = nullptr;
+  Epilogue epilogue = Epilogue::kNone;  // kNone, kGeluErf or kGeluTanh
+  const LinearWeights* down = nullptr;
+  Tensor ln2_gamma, ln2_beta;  // f32 [hidden]
+};
+void PostLnLayer(const ExecContext& ctx, const Tensor& x, const PostLnLayerArgs& layer,
+                 const AttentionBackend& backend, const AttentionPlan& plan, float eps,
+                 const Tensor& qkv, const Tensor& attended, const Tensor& inter,
+                 const Tensor& scratch);
+
 }  // namespace quiver::engine::ops

@@ -650,6 +650,70 @@ TEST_F(CpuPathsTest, FusedQkvAttentionEqualsItsTwoStepsOnEveryPath) {
 // causal, a sliding window, the bf16 products where the host has them, a sequence of no tokens
 // among a few. And where it applies: not where the per-sequence form does, at least four tasks
 // per thread, head_dim a multiple of 16, each head's rows within the thread buffer's bound.
+// The whole post-LN layer per sequence (int8 weights) against its two steps, QkvAttention and
+// then FeedForwardAddLayerNorm with the output projection first, on every path and over 1, 2
+// and 3 threads: the same bits, bidirectional and causal, with a sliding window, with the int16
+// and bf16 attention products where the host has them, and with each activation; a sequence of
+// no tokens among them. And where it applies: enough sequences for the threads.
+TEST_F(CpuPathsTest, PostLnLayerBySequenceEqualsItsTwoStepsOnEveryPath) {
+  PathGuard guard;
+  const int64_t heads = 4, d = 16, hidden = 64, inter = 160;
+  const int64_t n = 3 * heads * d;
+  // Enough sequences for 3 threads (QkvAttentionIsFused: 12, the longest within a sixth).
+  const std::vector<int32_t> lengths = {37, 128, 5, 64, 90, 0, 1, 77, 100, 3, 50, 60, 33, 20, 120};
+  std::vector<int32_t> cu = {0};
+  for (int32_t len : lengths) cu.push_back(cu.back() + len);
+  const int64_t m = cu.back();
+  const std::vector<float> wq = Random(n * hidden, 81, 0.3f), bq = Random(n, 82, 0.5f),
+                           wo = Random(hidden * heads * d, 83, 0.2f), bo = Random(hidden, 84, 0.5f),
+                           wu = Random(inter * hidden, 85, 0.2f), bu = Random(inter, 86, 0.5f),
+                           wd = Random(hidden * inter, 87, 0.2f), bd = Random(hidden, 88, 0.5f),
+                           g1 = Random(hidden, 89, 1.0f), b1 = Random(hidden, 90, 0.5f),
+                           g2 = Random(hidden, 91, 1.0f), b2 = Random(hidden, 92, 0.5f),
+                           x = Random(m * hidden, 93, 2.0f);
+  const QuantizedWeights qkv(wq.data(), n, hidden), o(wo.data(), hidden, heads * d),
+      up(wu.data(), inter, hidden), down(wd.data(), hidden, inter);
+  const AttentionPlan plan = PlanOver(cu, heads, heads, d, 0.25f);
+  constexpr float kEps = 1e-12f;
+  for (CpuPath path : SupportedCpuPaths()) {
+    ASSERT_TRUE(SetActiveCpuPath(path).ok());
+    for (const AttentionVariant& v : AttentionVariants()) {
+      if (v.bf16 && !Bf16Supported()) continue;
+      for (const bool int16 : {false, true}) {
+        if (int16 && (v.bf16 || !Int16ProductsSupported())) continue;
+        AttentionPlan p = v.Of(plan);
+        p.int16_products = int16;
+        for (Epilogue e : {Epilogue::kGeluErf, Epilogue::kNone, Epilogue::kGeluTanh}) {
+          const PostLnLayer layer{&qkv,      bq.data(), &o,    bo.data(), g1.data(), b1.data(), &up,
+                                  bu.data(), e,         &down, bd.data(), g2.data(), b2.data()};
+          std::vector<float> reference;
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            ASSERT_TRUE(PostLnLayerBySequenceFits(pool, p, n));
+            std::vector<float> steps = x, qkv_rows(m * n), attended(m * heads * d, -1.0f);
+            QkvAttention(pool, steps.data(), qkv, bq.data(), qkv_rows.data(), p, attended.data());
+            const AttentionOutput first{attended.data(), &o, bo.data(), g1.data(), b1.data()};
+            FeedForwardAddLayerNorm(pool, steps.data(), up, bu.data(), e, down, bd.data(),
+                                    g2.data(), b2.data(), m, kEps, &first);
+            std::vector<float> fused = x;
+            PostLnLayerBySequence(pool, fused.data(), layer, p, kEps);
+            EXPECT_TRUE(SameBits(fused, steps))
+                << CpuPathName(path) << " " << Describe(v) << " int16=" << int16
+                << " epilogue=" << static_cast<int>(e) << " threads=" << threads;
+            if (reference.empty()) reference = fused;
+            EXPECT_TRUE(SameBits(fused, reference)) << CpuPathName(path) << " threads=" << threads;
+          }
+        }
+      }
+    }
+  }
+  // Too few sequences for the threads: the two steps instead.
+  ThreadPool pool(2);
+  AttentionPlan few = plan;
+  few.num_seqs = 7;
+  EXPECT_FALSE(PostLnLayerBySequenceFits(pool, few, n));
+}
+
 TEST_F(CpuPathsTest, QkvAttentionByHeadsEqualsItsTwoStepsOnEveryPath) {
   PathGuard guard;
   ThreadPool pool(2);

@@ -482,36 +482,49 @@ FeedForwardPlan FeedForwardPlanOf(const ThreadPool& pool, int64_t m, const Packe
   return {m, threads, head_rows, (rest + tails - 1) / tails};
 }
 
+// One block of rows of the post-LN layer after attention on the calling thread: with `attended`
+// (the block's rows of the attention's output, first's o and norms), io's rows = LayerNorm(rows
+// + attended · Oᵀ + o_bias) first; then rows = LayerNorm(rows + FFN(rows)). The block's
+// intermediate and products in buffers of the calling thread (each ParallelFor task's own
+// thread_local), reused block after block: they stay in its cache and are never written back to
+// memory, where slices of inter and scratch would be (a fresh [64, inter] slice per block: 78 MB
+// per layer for 100 x 128 tokens of all-MiniLM-L6-v2). block_rows: the most rows a block of the
+// caller's has (the buffers' size, kept across its blocks).
+template <typename Weights>
+void FeedForwardBlock(float* x, int64_t rows, int64_t block_rows, const Weights& up,
+                      const float* up_bias, Epilogue epilogue, const Weights& down,
+                      const float* down_bias, const float* gamma, const float* beta, float eps,
+                      const AttentionOutputOf<Weights>* first, const float* attended) {
+  const int64_t n = down.n(), width = up.n();
+  thread_local std::vector<float> block_inter, block_out;
+  // f32 makes the intermediate one slice of columns at a time (FeedForwardRows).
+  const int64_t inter_width =
+      std::is_same_v<Weights, PackedWeights> ? std::min(width, kFeedForwardSlice) : width;
+  block_inter.resize(static_cast<size_t>(block_rows * inter_width));
+  block_out.resize(static_cast<size_t>(block_rows * n));
+  float* const in = block_inter.data();
+  float* const out = block_out.data();
+  if (first != nullptr) {
+    RowsProduct(attended, *first->o, first->bias, out, rows, Epilogue::kNone);
+    AddNormRows(x, out, first->gamma, first->beta, n, eps, 0, rows);
+  }
+  FeedForwardRows(x, up, up_bias, epilogue, down, down_bias, in, out, rows);
+  AddNormRows(x, out, gamma, beta, n, eps, 0, rows);
+}
+
 template <typename Weights>
 void FeedForwardBlocks(ThreadPool& pool, float* io, const Weights& up, const float* up_bias,
                        Epilogue epilogue, const Weights& down, const float* down_bias,
                        const float* gamma, const float* beta, int64_t m, float eps,
                        const AttentionOutputOf<Weights>* first) {
-  const int64_t n = down.n(), width = up.n();
+  const int64_t n = down.n();
   const FeedForwardPlan plan = FeedForwardPlanOf(pool, m, up);
   const int64_t block_rows = plan.max_rows();
   pool.ParallelFor(plan.count(), [&](int64_t block) {
     const auto [r0, rows] = plan.Block(block);
-    // The block's intermediate and products in buffers of the thread that runs it (each
-    // ParallelFor task's own thread_local), reused block after block: they stay in its cache and
-    // are never written back to memory, where slices of inter and scratch would be (a fresh
-    // [64, inter] slice per block: 78 MB per layer for 100 x 128 tokens of all-MiniLM-L6-v2).
-    thread_local std::vector<float> block_inter, block_out;
-    // f32 makes the intermediate one slice of columns at a time (FeedForwardRows).
-    const int64_t inter_width =
-        std::is_same_v<Weights, PackedWeights> ? std::min(width, kFeedForwardSlice) : width;
-    block_inter.resize(static_cast<size_t>(block_rows * inter_width));
-    block_out.resize(static_cast<size_t>(block_rows * n));
-    float* const in = block_inter.data();
-    float* const out = block_out.data();
-    float* const x = io + r0 * n;
-    if (first != nullptr) {
-      RowsProduct(first->attended + r0 * first->o->k(), *first->o, first->bias, out, rows,
-                  Epilogue::kNone);
-      AddNormRows(x, out, first->gamma, first->beta, n, eps, 0, rows);
-    }
-    FeedForwardRows(x, up, up_bias, epilogue, down, down_bias, in, out, rows);
-    AddNormRows(x, out, gamma, beta, n, eps, 0, rows);
+    FeedForwardBlock(io + r0 * n, rows, block_rows, up, up_bias, epilogue, down, down_bias, gamma,
+                     beta, eps, first,
+                     first != nullptr ? first->attended + r0 * first->o->k() : nullptr);
   });
 }
 
@@ -558,22 +571,46 @@ bool QkvAttentionIsFused(const ThreadPool& pool, const AttentionPlan& plan) {
 
 namespace {
 
-template <typename Weights>
-void RunQkvAttention(ThreadPool& pool, const float* x, const Weights& w, const float* bias,
-                     float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
-  const int64_t n = w.n(), k = w.k();
-  const int64_t q_width = plan.num_heads * plan.head_dim;
-  const int64_t kv_width = plan.num_kv_heads * plan.head_dim;
+// The plan's sequences, longest first (a long one started last would leave the other threads
+// waiting), in a buffer of the calling thread.
+const std::vector<int64_t>& LongestFirst(const AttentionPlan& plan) {
   thread_local std::vector<int64_t> order;
   order.resize(static_cast<size_t>(plan.num_seqs));
   for (int64_t s = 0; s < plan.num_seqs; ++s) order[static_cast<size_t>(s)] = s;
   const auto length = [&](int64_t s) { return plan.cu_seqlens[s + 1] - plan.cu_seqlens[s]; };
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return length(a) > length(b); });
-  const std::vector<int64_t>& seqs = order;  // this thread's, not each worker's own
+  return order;
+}
+
+// qkv_rows [len, w.n()] = the sequence's rows of x times Wᵀ + bias, then its attention into out
+// (row stride q_width), on the calling thread: the projections from its cache.
+template <typename Weights>
+void SequenceQkvAttention(const AttentionPlan& plan, int64_t len, const float* x, const Weights& w,
+                          const float* bias, float* qkv_rows, float* out) {
+  const int64_t n = w.n();
+  const int64_t q_width = plan.num_heads * plan.head_dim;
+  const int64_t kv_width = plan.num_kv_heads * plan.head_dim;
+  RowsProduct(x, w, bias, qkv_rows, len, Epilogue::kNone);
+  const int32_t bounds[2] = {0, static_cast<int32_t>(len)};
+  AttentionPlan one = plan;
+  one.cu_seqlens = bounds;
+  one.num_seqs = 1;
+  one.max_seqlen = len;
+  FlashAttentionSequence(one, 0, qkv_rows, n, qkv_rows + q_width, qkv_rows + q_width + kv_width, n,
+                         out);
+}
+
+template <typename Weights>
+void RunQkvAttention(ThreadPool& pool, const float* x, const Weights& w, const float* bias,
+                     float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
+  const int64_t n = w.n(), k = w.k();
+  const int64_t q_width = plan.num_heads * plan.head_dim;
+  const int64_t kv_width = plan.num_kv_heads * plan.head_dim;
+  const std::vector<int64_t>& seqs = LongestFirst(plan);  // this thread's, not each worker's own
   pool.ParallelFor(plan.num_seqs, [&](int64_t i) {
     const int64_t s = seqs[static_cast<size_t>(i)];
-    const int64_t begin = plan.cu_seqlens[s], len = length(s);
+    const int64_t begin = plan.cu_seqlens[s], len = plan.cu_seqlens[s + 1] - begin;
     if (len == 0) return;
     if (len * n * static_cast<int64_t>(sizeof(float)) > thread_row_bytes) {
       RowsProduct(x + begin * k, w, bias, qkv + begin * n, len, Epilogue::kNone);
@@ -583,18 +620,41 @@ void RunQkvAttention(ThreadPool& pool, const float* x, const Weights& w, const f
     // The rows in this thread's buffer, the attention over them as a batch of one sequence.
     thread_local std::vector<float> rows;
     rows.resize(static_cast<size_t>(len * n));
-    RowsProduct(x + begin * k, w, bias, rows.data(), len, Epilogue::kNone);
-    const int32_t bounds[2] = {0, static_cast<int32_t>(len)};
-    AttentionPlan one = plan;
-    one.cu_seqlens = bounds;
-    one.num_seqs = 1;
-    one.max_seqlen = len;
-    FlashAttentionSequence(one, 0, rows.data(), n, rows.data() + q_width,
-                           rows.data() + q_width + kv_width, n, out + begin * q_width);
+    SequenceQkvAttention(plan, len, x + begin * k, w, bias, rows.data(), out + begin * q_width);
   });
 }
 
 }  // namespace
+
+void PostLnLayerBySequence(ThreadPool& pool, float* io, const PostLnLayer& l,
+                           const AttentionPlan& plan, float eps) {
+  const int64_t n = l.qkv->n(), k = l.qkv->k();
+  const int64_t q_width = plan.num_heads * plan.head_dim;
+  const AttentionOutput first{nullptr, l.o, l.o_bias, l.ln1_gamma, l.ln1_beta};
+  const std::vector<int64_t>& seqs = LongestFirst(plan);
+  pool.ParallelFor(plan.num_seqs, [&](int64_t i) {
+    const int64_t s = seqs[static_cast<size_t>(i)];
+    const int64_t begin = plan.cu_seqlens[s], len = plan.cu_seqlens[s + 1] - begin;
+    if (len == 0) return;
+    thread_local std::vector<float> qkv_rows, attended;
+    qkv_rows.resize(static_cast<size_t>(len * n));
+    attended.resize(static_cast<size_t>(len * q_width));
+    float* const x = io + begin * k;
+    SequenceQkvAttention(plan, len, x, *l.qkv, l.qkv_bias, qkv_rows.data(), attended.data());
+    // The feed-forward's blocks of FeedForwardBlocks, kFeedForwardRows at most, as even as
+    // they come (100 rows: 50 + 50).
+    const int64_t count = (len + kFeedForwardRows - 1) / kFeedForwardRows;
+    const FeedForwardPlan blocks = FeedForwardPlan::Even(len, (len + count - 1) / count);
+    for (int64_t b = 0; b < blocks.count(); ++b) {
+      const auto [r0, rows] = blocks.Block(b);
+      FeedForwardBlock(x + r0 * k, rows, kFeedForwardRows, *l.up, l.up_bias, l.epilogue, *l.down,
+                       l.down_bias, l.ln2_gamma, l.ln2_beta, eps, &first,
+                       attended.data() + r0 * q_width);
+    }
+  });
+}
+
+namespace {}  // namespace
 
 void QkvAttention(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
                   float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
@@ -607,6 +667,14 @@ void QkvAttention(ThreadPool& pool, const float* x, const PackedWeights& w, cons
 void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
                   float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
   RunQkvAttention(pool, x, w, bias, qkv, plan, out, thread_row_bytes);
+}
+
+bool PostLnLayerBySequenceFits(const ThreadPool& pool, const AttentionPlan& plan,
+                               int64_t qkv_width) {
+  if (!QkvAttentionIsFused(pool, plan)) return false;
+  if (!FeedForwardIsFused(pool, plan.cu_seqlens[plan.num_seqs])) return false;
+  return LongestSequence(plan) * qkv_width * static_cast<int64_t>(sizeof(float)) <=
+         kQkvThreadRowBytes;
 }
 
 bool QkvAttentionByHeadsFits(const ThreadPool& pool, const AttentionPlan& plan) {

@@ -120,6 +120,40 @@ void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const 
                   float* qkv, const AttentionPlan& plan, float* out,
                   int64_t thread_row_bytes = kQkvThreadRowBytes);
 
+// BERT's whole post-LN encoder layer after the embeddings with int8 weights, io [m, n] =
+// LayerNorm2(h + FFN(h)) with h = LayerNorm1(io + Attention(io · QKVᵀ + qkv_bias) · Oᵀ +
+// o_bias), one sequence per task (longest first) on one thread from its projections to its last
+// LayerNorm: QkvAttention's rows and attention, then FeedForwardAddLayerNorm's blocks with
+// `first` over the sequence's rows, its attention's output in a buffer of the thread. A
+// sequence's rows then stay in the thread's cache across the layer instead of passing through
+// memory between the two (the attention's output, and io's rows read again from L3 by the output
+// projection's LayerNorm: perf put the int8 path's waits there). The same bits as QkvAttention
+// followed by FeedForwardAddLayerNorm with `first`. Where PostLnLayerBySequenceFits:
+// QkvAttentionIsFused, FeedForwardIsFused and the longest sequence's projections within
+// kQkvThreadRowBytes. Measured at 100 x 128 tokens on the Xeon of docs/benchmarks.md against the
+// two steps: int8 1.06x-1.08x on its amx path, 1.016x-1.02x on avx512_vnni; f32 0.99x and bf16
+// (AMX tiles) 0.96x, which keep the two steps (f32's and bf16's blocks differ from a sequence's).
+// epilogue: kNone, kGeluErf or kGeluTanh.
+struct PostLnLayer {
+  const QuantizedWeights* qkv;  // [q_width + 2 kv_width, n]
+  const float* qkv_bias;
+  const QuantizedWeights* o;  // [n, q_width]
+  const float* o_bias;
+  const float* ln1_gamma;
+  const float* ln1_beta;
+  const QuantizedWeights* up;
+  const float* up_bias;
+  Epilogue epilogue;
+  const QuantizedWeights* down;
+  const float* down_bias;
+  const float* ln2_gamma;
+  const float* ln2_beta;
+};
+bool PostLnLayerBySequenceFits(const ThreadPool& pool, const AttentionPlan& plan,
+                               int64_t qkv_width);
+void PostLnLayerBySequence(ThreadPool& pool, float* io, const PostLnLayer& l,
+                           const AttentionPlan& plan, float eps);
+
 // The same product and attention for a few sequences, f32 weights: one task per (sequence, head)
 // makes that head's q, k and v columns for the sequence (column ranges of the packed GEMM, the
 // same sums) in a buffer of its thread and runs the head's attention over them at once, so the
