@@ -626,6 +626,27 @@ void RunQkvAttention(ThreadPool& pool, const float* x, const Weights& w, const f
 
 }  // namespace
 
+void QkvAttention(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
+  RunQkvAttention(pool, x, w, bias, qkv, plan, out, thread_row_bytes);
+}
+void QkvAttention(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
+  RunQkvAttention(pool, x, w, bias, qkv, plan, out, thread_row_bytes);
+}
+void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
+                  float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
+  RunQkvAttention(pool, x, w, bias, qkv, plan, out, thread_row_bytes);
+}
+
+bool PostLnLayerBySequenceFits(const ThreadPool& pool, const AttentionPlan& plan,
+                               int64_t qkv_width) {
+  if (!QkvAttentionIsFused(pool, plan)) return false;
+  if (!FeedForwardIsFused(pool, plan.cu_seqlens[plan.num_seqs])) return false;
+  return LongestSequence(plan) * qkv_width * static_cast<int64_t>(sizeof(float)) <=
+         kQkvThreadRowBytes;
+}
+
 void PostLnLayerBySequence(ThreadPool& pool, float* io, const PostLnLayer& l,
                            const AttentionPlan& plan, float eps) {
   const int64_t n = l.qkv->n(), k = l.qkv->k();
@@ -652,29 +673,6 @@ void PostLnLayerBySequence(ThreadPool& pool, float* io, const PostLnLayer& l,
                        attended.data() + r0 * q_width);
     }
   });
-}
-
-namespace {}  // namespace
-
-void QkvAttention(ThreadPool& pool, const float* x, const QuantizedWeights& w, const float* bias,
-                  float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
-  RunQkvAttention(pool, x, w, bias, qkv, plan, out, thread_row_bytes);
-}
-void QkvAttention(ThreadPool& pool, const float* x, const PackedWeights& w, const float* bias,
-                  float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
-  RunQkvAttention(pool, x, w, bias, qkv, plan, out, thread_row_bytes);
-}
-void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const float* bias,
-                  float* qkv, const AttentionPlan& plan, float* out, int64_t thread_row_bytes) {
-  RunQkvAttention(pool, x, w, bias, qkv, plan, out, thread_row_bytes);
-}
-
-bool PostLnLayerBySequenceFits(const ThreadPool& pool, const AttentionPlan& plan,
-                               int64_t qkv_width) {
-  if (!QkvAttentionIsFused(pool, plan)) return false;
-  if (!FeedForwardIsFused(pool, plan.cu_seqlens[plan.num_seqs])) return false;
-  return LongestSequence(plan) * qkv_width * static_cast<int64_t>(sizeof(float)) <=
-         kQkvThreadRowBytes;
 }
 
 bool QkvAttentionByHeadsFits(const ThreadPool& pool, const AttentionPlan& plan) {
