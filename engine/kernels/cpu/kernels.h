@@ -131,8 +131,10 @@ void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const 
 // followed by FeedForwardAddLayerNorm with `first`. Where PostLnLayerBySequenceFits:
 // QkvAttentionIsFused, FeedForwardIsFused and the longest sequence's projections within
 // kQkvThreadRowBytes. Measured at 100 x 128 tokens on the Xeon of docs/benchmarks.md against the
-// two steps: int8 1.06x-1.08x on its amx path, 1.016x-1.02x on avx512_vnni; f32 0.99x and bf16
-// (AMX tiles) 0.96x, which keep the two steps (f32's and bf16's blocks differ from a sequence's).
+// two steps (bench/pair_builds.sh): int8 1.052x on its amx path (10 rounds), 1.016x-1.02x on
+// avx512_vnni; f32 0.99x and bf16 on AMX tiles 0.96x, which keep the two steps (f32 streams 4x
+// int8's weights through L2 beside the sequence's rows; bf16's blocks of 96 rows do not divide
+// a 128-token sequence).
 // epilogue: kNone, kGeluErf or kGeluTanh.
 struct PostLnLayer {
   const QuantizedWeights* qkv;  // [q_width + 2 kv_width, n]
