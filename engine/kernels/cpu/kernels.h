@@ -132,9 +132,9 @@ void QkvAttention(ThreadPool& pool, const float* x, const Bf16Weights& w, const 
 // QkvAttentionIsFused, FeedForwardIsFused and the longest sequence's projections within
 // kQkvThreadRowBytes. Measured at 100 x 128 tokens on the Xeon of docs/benchmarks.md against the
 // two steps (bench/pair_builds.sh): int8 1.052x on its amx path (10 rounds), 1.016x-1.02x on
-// avx512_vnni; f32 0.99x and bf16 on AMX tiles 0.96x, which keep the two steps (f32 streams 4x
-// int8's weights through L2 beside the sequence's rows; bf16's blocks of 96 rows do not divide
-// a 128-token sequence).
+// avx512_vnni; f32 0.99x and bf16 on AMX tiles 0.96x, which keep the two steps (f32 likely as
+// it streams 4x int8's weights through L2 beside the sequence's rows, not measured; bf16's blocks
+// of 96 rows do not divide a 128-token sequence).
 // epilogue: kNone, kGeluErf or kGeluTanh.
 struct PostLnLayer {
   const QuantizedWeights* qkv;  // [q_width + 2 kv_width, n]
