@@ -498,14 +498,12 @@ void PostLnLayer(const ExecContext& ctx, const Tensor& x, const PostLnLayerArgs&
                  const Tensor& scratch) {
   const AttentionOutputArgs first{attended, l.o, l.ln1_gamma, l.ln1_beta};
   CheckQkvWidth(*l.qkv, plan);
-  const WeightPrecision precision = l.qkv->precision;
-  const auto same_form = [&](const LinearWeights* w) {
-    return w->precision == precision && w->ready();
-  };
   // int8 only: f32 and bf16 ran slower so (kernels/cpu/kernels.h, PostLnLayerBySequence).
-  const bool fused = precision == WeightPrecision::kInt8 && CpuFlash(ctx, *l.qkv, backend, plan) &&
-                     same_form(l.o) && same_form(l.up) && same_form(l.down) &&
-                     l.epilogue != Epilogue::kResidual &&
+  const auto int8 = [](const LinearWeights* w) {
+    return w->precision == WeightPrecision::kInt8 && w->ready();
+  };
+  const bool fused = int8(l.qkv) && int8(l.o) && int8(l.up) && int8(l.down) &&
+                     CpuFlash(ctx, *l.qkv, backend, plan) && l.epilogue != Epilogue::kResidual &&
                      cpu::PostLnLayerBySequenceFits(*ctx.pool, plan, l.qkv->out_features);
   if (!fused) {
     QkvAttention(ctx, x, *l.qkv, qkv, backend, plan, attended);

@@ -23,6 +23,7 @@
 #include "engine/base/allocator.h"
 #include "engine/base/half.h"
 #include "engine/base/thread_pool.h"
+#include "engine/kernels/cpu/kernels.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/embedding.h"
@@ -287,6 +288,62 @@ TEST_P(OpTest, LinearWithEveryEpilogue) {
       }
     }
   }
+}
+
+// BERT's post-LN layer as one op against its two steps through the ops (QkvAttention, then
+// FeedForwardAddLayerNorm with the output projection first), bit for bit: with int8 weights and
+// many short sequences the op runs the layer per sequence (the kernel's own test compares those
+// bits on every path; this one the op's arguments: which bias, norm and workspace goes where),
+// with f32 weights it is the two steps. The CPU's: elsewhere the op is the two steps.
+TEST_P(OpTest, PostLnLayerIsItsTwoSteps) {
+  if (device_ != Device::kCpu) GTEST_SKIP() << "the per-sequence layer is the CPU's";
+  const int64_t heads = 4, d = 16, hidden = heads * d, inter = 160, width = 3 * hidden;
+  const std::vector<int32_t> lengths = {37, 128, 5, 64, 90, 0, 1, 77, 100, 3, 50, 60, 33, 20, 120};
+  std::vector<int32_t> cu = {0};
+  for (int32_t len : lengths) cu.push_back(cu.back() + len);
+  const int64_t tokens = cu.back();
+  AttentionPlan plan;
+  plan.cu_seqlens = cu.data();
+  plan.num_seqs = static_cast<int64_t>(lengths.size());
+  plan.max_seqlen = 128;
+  plan.num_heads = heads;
+  plan.num_kv_heads = heads;
+  plan.head_dim = d;
+  plan.scale = 0.25f;
+  const std::vector<float> wq = Random(width * hidden, 0.2f), wo = Random(hidden * hidden, 0.2f),
+                           wu = Random(inter * hidden, 0.2f), wd = Random(hidden * inter, 0.1f),
+                           x = Random(tokens * hidden);
+  const Tensor bq = F32(Random(width), {width}), bo = F32(Random(hidden), {hidden}),
+               bu = F32(Random(inter), {inter}), bd = F32(Random(hidden), {hidden}),
+               g1 = F32(Random(hidden), {hidden}), b1 = F32(Random(hidden), {hidden}),
+               g2 = F32(Random(hidden), {hidden}), b2 = F32(Random(hidden), {hidden});
+  auto backend = MakeAttentionBackend(device_, "flash");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  for (ops::WeightPrecision precision : {ops::WeightPrecision::kInt8, ops::WeightPrecision::kF32}) {
+    const auto prepare = [&](const std::vector<float>& w, int64_t n, int64_t k, const Tensor& b) {
+      return ops::PrepareLinear(device_, Tensor(w.data(), DType::kF32, Device::kCpu, {n, k}), b,
+                                precision);
+    };
+    const ops::LinearWeights qkv_w = prepare(wq, width, hidden, bq),
+                             o_w = prepare(wo, hidden, hidden, bo),
+                             up_w = prepare(wu, inter, hidden, bu),
+                             down_w = prepare(wd, hidden, inter, bd);
+    const Tensor qkv = Output({tokens, width}), attended = Output({tokens, hidden}),
+                 inter_t = Output({tokens, inter}), scratch = Output({tokens, hidden});
+    const Tensor steps = F32(x, {tokens, hidden}), layer = F32(x, {tokens, hidden});
+    ops::QkvAttention(ctx_, steps, qkv_w, qkv, **backend, plan, attended);
+    const ops::AttentionOutputArgs first{attended, &o_w, g1, b1};
+    ops::FeedForwardAddLayerNorm(ctx_, steps, up_w, ops::Epilogue::kGeluErf, down_w, steps, g2, b2,
+                                 1e-12f, inter_t, scratch, {}, &first);
+    const ops::PostLnLayerArgs args{&qkv_w,  &o_w, g1, b1, &up_w, ops::Epilogue::kGeluErf,
+                                    &down_w, g2,   b2};
+    ops::PostLnLayer(ctx_, layer, args, **backend, plan, 1e-12f, qkv, attended, inter_t, scratch);
+    const std::vector<float> want = Download(steps), got = Download(layer);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+        << "precision " << static_cast<int>(precision);
+  }
+  // The int8 case above ran per sequence: the plan is one the kernel takes on two threads.
+  EXPECT_TRUE(cpu::PostLnLayerBySequenceFits(*pool_, plan, width));
 }
 
 TEST_P(OpTest, LinearAddLayerNormFusesTheResidualAndNorm) {
