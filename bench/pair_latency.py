@@ -6,6 +6,7 @@ calls on every configuration in turn (the order rotated each round), the block's
 warm-up. Prints, per length, each configuration's median of block medians (ms) and the median of
 its round ratios to the first configuration. For one change on a shared, drifting host: builds
 before and after it, or one build under two settings (QUIVER_CPU_ISA, QUIVER_PREFETCH_MIN_ROWS).
+For differences of a few percent, use --fresh (a new process per configuration and round).
 
     python3 bench/pair_latency.py --threads 2 --rounds 10 --lengths q,16,32,128 \\
         before=/tmp/bench_before after=build/quiver_engine_bench \\
@@ -58,19 +59,38 @@ def main():
     p.add_argument("--block", type=int, default=40)
     p.add_argument("--lengths", default="q,16,32,128", help="token counts, q or tN, comma-separated")
     p.add_argument("--out", help="write every block median here (JSON)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start every configuration's process anew each round (see below)")
     args = p.parse_args()
 
-    procs = {}
+    # A process keeps what it drew at its start for its whole life (its memory's placement, the
+    # vCPUs its threads settle on): with one process per configuration, two processes of the same
+    # binary gave query ratios of 0.84 to 1.08 in runs of two rounds on the Xeon of
+    # docs/benchmarks.md. --fresh draws again each round, as bench/pair_builds.sh does; its ratio
+    # is then the median over rounds of independent draws.
+    configs = {}
     for spec in args.configs:
         name, sep, rest = spec.partition("=")
         if not sep or not rest:
             sys.exit(f"{spec}: expected NAME=BINARY[:VAR=VALUE,...]")
         binary, _, settings = rest.partition(":")
-        env = dict(kv.split("=", 1) for kv in settings.split(",") if kv)
-        procs[name] = start(binary, env, args)
+        configs[name] = (binary, dict(kv.split("=", 1) for kv in settings.split(",") if kv))
+
+    def start_all():
+        return {name: start(binary, env, args) for name, (binary, env) in configs.items()}
+
+    def stop_all(procs):
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait()
+
+    procs = start_all()
     lengths = [n for n in args.lengths.split(",") if n]
     medians = {name: {n: [] for n in lengths} for name in procs}
     for r in range(args.rounds):
+        if args.fresh and r > 0:
+            stop_all(procs)
+            procs = start_all()
         names = list(procs)
         names = names[r % len(names):] + names[:r % len(names)]
         for n in lengths:
@@ -89,10 +109,9 @@ def main():
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump({"threads": args.threads, "rounds": args.rounds, "block": args.block,
-                       "configs": args.configs, "block_medians_ms": medians}, f, indent=1)
-    for proc in procs.values():
-        proc.stdin.close()
-        proc.wait()
+                       "configs": args.configs, "fresh": args.fresh,
+                       "block_medians_ms": medians}, f, indent=1)
+    stop_all(procs)
 
 
 if __name__ == "__main__":
