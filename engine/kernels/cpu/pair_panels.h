@@ -41,9 +41,10 @@ class PairPanels {
   }
 
   // Packs [n, k] (after Reserve) from each column's values as a row: row(c, out) writes column
-  // c's 2 · k_pairs() values to out, the odd tail zero. Each panel's rows are then transposed
-  // into its words by a 16 x 16 register transpose of 32-bit words (PackRowsAvx512): no
-  // scattered 16-bit stores. AVX-512 only.
+  // c's 2 · k_pairs() values to out, the odd tail zero, called for c = 0, 1, ..., n - 1 in order
+  // on the calling thread (Int16Weights::Pack takes a panel's 16 scales at its first column).
+  // Each panel's rows are then transposed into its words by a 16 x 16 register transpose of
+  // 32-bit words (PackRowsAvx512): no scattered 16-bit stores. AVX-512 only.
   template <typename Row>
   void PackByColumns(const Row& row) {
     const int64_t width = 2 * k_pairs();
