@@ -190,6 +190,13 @@ void AddDeviceFlags(CLI::App& cmd, quiver::engine::DeviceSettings& device) {
                  "({\"quantize\": \"int8\"}); this flag wins")
       ->check(CLI::IsMember({"none", "int8", "bf16"}))
       ->capture_default_str();
+  cmd.add_option("--spin-wait-us", device.spin_wait_us,
+                 "after a batch with nothing queued, the compute thread polls this many "
+                 "microseconds for the next request before it sleeps (0: sleeps at once). A "
+                 "thread that sleeps lets its CPU idle, and the next request's forward pass ran "
+                 "slower (docs/engine.md); costs at most this much CPU per batch, and only when "
+                 "the queue runs empty. At most 1000000")
+      ->capture_default_str();
   cmd.add_option("--min-int8-cosine", device.min_int8_cosine,
                  "with --quantize int8: the smallest cosine to the f32 engine, on fixed corpus "
                  "texts, at which the server becomes ready (below it, /ready stays 503 and the "

@@ -11,6 +11,8 @@
 // Like quiver_engine_bench --stdin it prints "ready", then answers each line of standard input
 // with one JSON line, until the input ends:
 //   latency <tokens> <count>   count calls of one text of that length each -> {"ms": [...]}
+//   queries <count>            count calls of one of the inputs' short queries each (as
+//                              quiver_engine_bench's command of that name) -> {"ms": [...]}
 //
 // Each call is what a client does: one keep-alive connection with Nagle off; the request built
 // as JSON ({"model", "input": [text], "encoding_format": "float"}) and written by Beast; the
@@ -169,9 +171,13 @@ int main(int argc, char** argv) {
                  inputs_path.c_str());
     return 1;
   }
-  std::map<int64_t, std::vector<std::string>> texts;  // per token length
+  std::map<int64_t, std::vector<std::string>> texts;  // per token length; -1: the queries
   for (const auto& [key, list] : sets->members()) {
     for (const JsonValue& t : list.items()) texts[std::stoll(key)].push_back(t.as_string());
+  }
+  if (const JsonValue* queries = inputs->Find("queries");
+      queries != nullptr && queries->is_array()) {
+    for (const JsonValue& t : queries->items()) texts[-1].push_back(t.as_string());
   }
 
   Connection connection(hostport.substr(0, colon), hostport.substr(colon + 1));
@@ -182,8 +188,15 @@ int main(int argc, char** argv) {
     std::istringstream words(line);
     std::string command;
     int64_t tokens = 0, count = 0;
-    words >> command >> tokens >> count;
-    if (command != "latency" || texts.count(tokens) == 0 || count <= 0) {
+    words >> command;
+    if (command == "queries") {
+      tokens = -1;
+      words >> count;
+    } else {
+      words >> tokens >> count;
+    }
+    const bool known = (command == "latency" && tokens > 0) || command == "queries";
+    if (!known || texts.count(tokens) == 0 || count <= 0) {
       std::printf("{\"error\": \"cannot run '%s'\"}\n", quiver::JsonEscape(line).c_str());
       std::fflush(stdout);
       continue;

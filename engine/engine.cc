@@ -14,6 +14,7 @@
 #include "common/thread_name.h"
 #include "engine/attention/registry.h"
 #include "engine/attention/table.h"
+#include "engine/base/spin.h"
 #include "engine/graph_bucket.h"
 #include "engine/kernels/cpu/cpu_features.h"
 #include "engine/ops/output_format.h"
@@ -134,6 +135,10 @@ absl::Status ApplyModelSettings(const std::string& model_dir, DeviceSettings& se
   return absl::OkStatus();
 }
 
+// --spin-wait-us's bound: polling longer than a second between requests is a busy core, not a
+// wait.
+constexpr int64_t kMaxSpinWaitUs = 1000000;
+
 absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_batch_tokens,
                                  int64_t max_batch_seqs, EngineOptions& options) {
   absl::StatusOr<DeviceSpec> device = ParseDeviceSpec(settings.device);
@@ -182,6 +187,12 @@ absl::Status ApplyDeviceSettings(const DeviceSettings& settings, int64_t max_bat
           StrCat("--pooling '", settings.pooling, "' is not one of ", kPoolingNames));
     }
   }
+  if (settings.spin_wait_us < 0 || settings.spin_wait_us > kMaxSpinWaitUs) {
+    return absl::InvalidArgumentError(StrCat("--spin-wait-us ", settings.spin_wait_us,
+                                             " must be from 0 (sleep at once) to ", kMaxSpinWaitUs,
+                                             " (one second)"));
+  }
+  options.spin_wait = std::chrono::microseconds(settings.spin_wait_us);
   options.device = *device;
   options.cuda_graphs = *graphs;
   options.max_graphs = settings.max_graphs;
@@ -445,6 +456,7 @@ Engine::~Engine() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    arrivals_.fetch_add(1, std::memory_order_release);  // ends the compute thread's polling
   }
   cv_.notify_all();
   if (compute_thread_.joinable()) compute_thread_.join();
@@ -502,6 +514,7 @@ LazyResult Engine::Submit(RaggedBatch batch, std::function<void()> on_ready) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(batch), result, std::move(on_ready), std::move(valid)});
+    arrivals_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
   return result;
@@ -651,9 +664,18 @@ void Engine::ComputeLoop() {
   }
   const size_t depth = static_cast<size_t>(runtime_->slots());
   std::deque<Running> running;
+  uint64_t taken = 0;  // batches taken from the queue: arrivals_ beyond it are waiting
+  bool idle = false;   // the last batch finished with nothing queued or running
   while (true) {
     Pending next;
     bool start = false;
+    if (idle && options_.spin_wait.count() > 0) {
+      // Poll for the next request a while before sleeping (EngineOptions::spin_wait), once
+      // per idle spell; what follows finds it queued, or sleeps.
+      PollUntil(std::chrono::steady_clock::now() + options_.spin_wait,
+                [&] { return arrivals_.load(std::memory_order_acquire) != taken; });
+    }
+    idle = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       auto ready = [&] {
@@ -672,6 +694,7 @@ void Engine::ComputeLoop() {
       if (!queue_.empty() && running.size() < depth) {
         next = std::move(queue_.front());
         queue_.pop_front();
+        ++taken;
         start = true;
       } else if (running.empty()) {
         return;  // stopping and drained
@@ -685,7 +708,6 @@ void Engine::ComputeLoop() {
     Running finished = std::move(running.front());
     running.pop_front();
     absl::StatusOr<EngineOutput> out = Finish(finished);
-    bool idle;
     {
       std::lock_guard<std::mutex> lock(mu_);
       idle = queue_.empty() && running.empty();

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -80,6 +81,13 @@ struct EngineOptions {
   int64_t max_graphs = 1024;         // LRU cap on captured graphs
   int64_t graph_max_tokens = 16384;  // batches above run eagerly (and unpadded)
   int slots = 2;                     // batches in flight (2 or 3)
+  // After a batch with nothing queued behind it, the compute thread polls for the next one this
+  // long before it sleeps (0: it sleeps at once; the pool's workers sleep at once either way).
+  // A compute thread that sleeps between a client's requests lets its vCPU go idle, and the
+  // next forward pass ran slower: through `quiver serve` at one thread on a Xeon, batch-1 search
+  // queries took 1.87x the time and 128-token texts 1.11x (docs/engine.md, "The compute thread
+  // between requests"). Costs at most this much CPU per batch, only when the queue runs empty.
+  std::chrono::microseconds spin_wait{2000};
   // Tests only: the runtime a CPU engine runs its batches on, instead of CpuRuntime (a fake
   // asynchronous device, to exercise the pipeline without a GPU). Given the model, the CPU
   // execution context and the two workspaces.
@@ -98,6 +106,7 @@ struct DeviceSettings {
   std::string quantize = "none";  // --quantize: none, int8 or bf16
   double min_int8_cosine = 0.99;  // --min-int8-cosine: the int8 fidelity gate's bound
   std::string pooling;            // --pooling: "" keeps the folder's (PoolingModeFromName)
+  int64_t spin_wait_us = 2000;    // --spin-wait-us: EngineOptions::spin_wait
   // Whether the command line gave --quantize / --min-int8-cosine / --pooling: a model folder's
   // quiver.json (ApplyModelSettings) sets only what it did not.
   bool quantize_given = false, min_int8_cosine_given = false, pooling_given = false;
@@ -230,6 +239,9 @@ class Engine final : public BatchRunner {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Pending> queue_;
+  // Batches submitted since the start, plus one when stopping: the compute thread, polling
+  // after a batch (spin_wait), reads it without taking mu_.
+  std::atomic<uint64_t> arrivals_{0};
   bool stopping_ = false;
   std::thread compute_thread_;
 };

@@ -4,10 +4,7 @@
 
 #include "common/strings.h"
 #include "common/thread_name.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "engine/base/spin.h"
 
 namespace quiver::engine {
 namespace {
@@ -16,21 +13,10 @@ namespace {
 // forward pass, short enough that an idle server does not hold the cores.
 constexpr std::chrono::microseconds kSpin{200};
 
-inline void Relax() {
-#if defined(__x86_64__)
-  _mm_pause();
-#endif
-}
-
 // Polls done() until it holds or kSpin passed; true if it holds.
 template <typename Done>
-bool SpinUntil(Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
-  while (!done()) {
-    for (int i = 0; i < 64; ++i) Relax();
-    if (std::chrono::steady_clock::now() > deadline) return done();
-  }
-  return true;
+bool SpinBriefly(Done done) {
+  return SpinUntil(std::chrono::steady_clock::now() + kSpin, done);
 }
 
 }  // namespace
@@ -74,7 +60,7 @@ void ThreadPool::WorkerLoop() {
              generation_.load(std::memory_order_acquire) != seen;
     };
     auto stop_spinning = [&] { return has_work() || resting_.load(std::memory_order_relaxed); };
-    if (!SpinUntil(stop_spinning) || !has_work()) {
+    if (!SpinBriefly(stop_spinning) || !has_work()) {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, has_work);
     }
@@ -106,7 +92,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   work_cv_.notify_all();
   RunShare();
   auto all_done = [&] { return active_.load(std::memory_order_acquire) == 0; };
-  if (!SpinUntil(all_done)) {
+  if (!SpinBriefly(all_done)) {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, all_done);
   }

@@ -1,6 +1,6 @@
 """quiver_http_bench, the C++ client bench/paired.py times quiver serve with: against a running
-`quiver serve` it answers `latency <tokens> <count>` with one time per call, and it reports a
-failed call (an unknown model, a server that went away) as an error line instead of a latency.
+`quiver serve` it answers `latency <tokens> <count>` and `queries <count>` (the inputs' short
+queries) with one time per call, and it reports a failed call (an unknown model, a server that went away) as an error line instead of a latency.
 
     http_bench_test.py <quiver> <source dir> <quiver_http_bench>
 """
@@ -34,7 +34,7 @@ def ask(proc, line):
 def main():
     texts = {"3": ["alpha beta gamma", "one two three"], "1": ["word"]}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"sets": texts, "queries": []}, f)
+        json.dump({"sets": texts, "queries": ["find files", "print lines"]}, f)
     inputs = f.name
     proc, port, log = server.start()
     try:
@@ -47,6 +47,12 @@ def main():
         answer = ask(c, "latency 7 1")
         server.check("cannot run 'latency 7 1'" in answer.get("error", ""),
                      f"a length with no texts is an error: {answer}")
+        answer = ask(c, "queries 3")
+        server.check(len(answer.get("ms", [])) == 3 and all(ms > 0 for ms in answer["ms"]),
+                     f"three positive latencies for the queries: {answer}")
+        answer = ask(c, "latency -1 2")
+        server.check("cannot run" in answer.get("error", ""),
+                     f"the queries' key is not a length: {answer}")
         wrong = client(port, inputs, model="no-such-model")
         answer = ask(wrong, "latency 3 1")
         server.check("HTTP 404" in answer.get("error", ""), f"a 404 is an error line: {answer}")

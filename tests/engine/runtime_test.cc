@@ -333,6 +333,17 @@ TEST(DeviceSettingsTest, ParsesDevicesAndGraphModes) {
   s.device = "cpu";
   s.max_graphs = -1;
   EXPECT_NE(ApplyDeviceSettings(s, 4096, 64, o).message().find("--max-graphs"), std::string::npos);
+  s.max_graphs = 7;
+  EXPECT_EQ(o.spin_wait, std::chrono::microseconds(2000));  // the default
+  s.spin_wait_us = 0;
+  ASSERT_TRUE(ApplyDeviceSettings(s, 4096, 64, o).ok());
+  EXPECT_EQ(o.spin_wait.count(), 0);
+  for (const int64_t bad : {int64_t{-1}, int64_t{1000001}}) {
+    s.spin_wait_us = bad;
+    const absl::Status refused = ApplyDeviceSettings(s, 4096, 64, o);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.message().find("--spin-wait-us"), std::string::npos) << refused;
+  }
 }
 
 // Without a usable GPU (CI's machines), asking for CUDA fails at load naming why.
@@ -555,6 +566,42 @@ TEST(EnginePipelineTest, ADeviceFaultFailsItsBatchInsteadOfHangingIt) {
   EXPECT_NE(faulted.status().message().find("device fault"), std::string::npos) << faulted.status();
   EXPECT_TRUE(results[2].Wait().ok());
   EXPECT_TRUE(results[3].Wait().ok());
+}
+
+// The compute thread polls for the next batch after one that left the queue empty
+// (EngineOptions::spin_wait): a batch that arrives while it polls is taken at once, not after the
+// polling ends, and answered as an engine that sleeps at once answers it; an engine that is
+// destroyed while polling stops at once. The spell here is a minute, so a compute thread that
+// missed the arrival or the stop would hold these tests a minute; each bound below is a third of
+// it (liveness, not speed).
+TEST(EngineSpinTest, ABatchArrivingWhileThePollingRunsIsTakenAtOnceAndAnsweredTheSame) {
+  const std::string dir =
+      (std::filesystem::path(QUIVER_SOURCE_DIR) / "tests/fixtures/tiny/bert_mean").string();
+  EngineOptions spinning;
+  spinning.num_threads = 1;
+  spinning.spin_wait = std::chrono::seconds(60);
+  absl::StatusOr<std::unique_ptr<Engine>> polls = Engine::Load(dir, spinning);
+  ASSERT_TRUE(polls.ok()) << polls.status();
+  EngineOptions sleeping = spinning;
+  sleeping.spin_wait = std::chrono::microseconds(0);
+  absl::StatusOr<std::unique_ptr<Engine>> sleeps = Engine::Load(dir, sleeping);
+  ASSERT_TRUE(sleeps.ok()) << sleeps.status();
+  const auto start = std::chrono::steady_clock::now();
+  for (int b = 0; b < 6; ++b) {
+    RaggedBatch batch;
+    batch.Add({5, 6, 7 + b, 9});
+    if (b % 2 == 1) batch.Add({8, 3 + b});
+    // Each after the last was answered: the compute thread is polling when it arrives (after a
+    // pause on odd turns, at once on even ones).
+    if (b % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const absl::StatusOr<EngineOutput> got = (*polls)->Run(batch);
+    const absl::StatusOr<EngineOutput> want = (*sleeps)->Run(batch);
+    ASSERT_TRUE(got.ok() && want.ok()) << got.status() << " / " << want.status();
+    EXPECT_EQ(got->data, want->data) << "batch " << b;  // bit for bit
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  polls->reset();  // while its compute thread polls
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 }  // namespace
