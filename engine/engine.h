@@ -85,8 +85,9 @@ struct EngineOptions {
   // long before it sleeps (0: it sleeps at once; the pool's workers sleep at once either way).
   // A compute thread that sleeps between a client's requests lets its vCPU go idle, and the
   // next forward pass ran slower: through `quiver serve` at one thread on a Xeon, batch-1 search
-  // queries took 1.87x the time and 128-token texts 1.11x (docs/engine.md, "The compute thread
-  // between requests"). Costs at most this much CPU per batch, only when the queue runs empty.
+  // queries took 1.5x-1.9x the time and 128-token texts 1.11x-1.14x (docs/engine.md, "The
+  // compute thread between requests"). Costs at most this much CPU per batch, only when the
+  // queue runs empty.
   std::chrono::microseconds spin_wait{2000};
   // Tests only: the runtime a CPU engine runs its batches on, instead of CpuRuntime (a fake
   // asynchronous device, to exercise the pipeline without a GPU). Given the model, the CPU
