@@ -1,6 +1,7 @@
 """quiver_http_bench, the C++ client bench/paired.py times quiver serve with: against a running
 `quiver serve` it answers `latency <tokens> <count>` and `queries <count>` (the inputs' short
-queries) with one time per call, and it reports a failed call (an unknown model, a server that went away) as an error line instead of a latency.
+queries) with one time per call, and it reports a failed call (an unknown model, a server that
+went away) as an error line instead of a latency.
 
     http_bench_test.py <quiver> <source dir> <quiver_http_bench>
 """
