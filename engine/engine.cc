@@ -712,9 +712,10 @@ void Engine::ComputeLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       idle = queue_.empty() && running.empty();
     }
-    // Nothing queued behind this batch: the pool's workers sleep now, leaving the cores to the
-    // threads that deliver the result.
-    if (idle && pool_ != nullptr) pool_->Rest();
+    // Nothing queued behind this batch: the pool's workers stop spinning and poll politely for
+    // the next one as this thread will (they leave their CPUs to the threads that deliver the
+    // result whenever those run), then sleep.
+    if (idle && pool_ != nullptr) pool_->Rest(options_.spin_wait);
     Deliver(finished.item, std::move(out));
   }
 }

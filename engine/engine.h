@@ -82,12 +82,12 @@ struct EngineOptions {
   int64_t graph_max_tokens = 16384;  // batches above run eagerly (and unpadded)
   int slots = 2;                     // batches in flight (2 or 3)
   // After a batch with nothing queued behind it, the compute thread polls for the next one this
-  // long before it sleeps (0: it sleeps at once; the pool's workers sleep at once either way).
-  // A compute thread that sleeps between a client's requests lets its vCPU go idle, and the
-  // next forward pass ran slower: through `quiver serve` at one thread on a Xeon, batch-1 search
-  // queries took 1.5x-1.9x the time and 128-token texts 1.11x-1.14x (docs/engine.md, "The
-  // compute thread between requests"). Costs at most this much CPU per batch, only when the
-  // queue runs empty.
+  // long before it sleeps, and the pool's workers as long (ThreadPool::Rest; 0: all sleep at
+  // once). A thread that sleeps between a client's requests lets its vCPU go idle, and the next
+  // forward pass ran slower: through `quiver serve` on a Xeon, batch-1 search queries took
+  // 1.5x-1.9x the time at one thread and 1.31x at two, 128-token texts 1.11x-1.14x and 1.08x
+  // (docs/engine.md, "The compute thread between requests"). Costs at most this much CPU per
+  // batch and thread, only when the queue runs empty.
   std::chrono::microseconds spin_wait{2000};
   // Tests only: the runtime a CPU engine runs its batches on, instead of CpuRuntime (a fake
   // asynchronous device, to exercise the pipeline without a GPU). Given the model, the CPU

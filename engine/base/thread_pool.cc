@@ -59,8 +59,13 @@ void ThreadPool::WorkerLoop() {
       return stop_.load(std::memory_order_acquire) ||
              generation_.load(std::memory_order_acquire) != seen;
     };
-    auto stop_spinning = [&] { return has_work() || resting_.load(std::memory_order_relaxed); };
+    auto stop_spinning = [&] { return has_work() || resting_.load(std::memory_order_acquire); };
     if (!SpinBriefly(stop_spinning) || !has_work()) {
+      if (resting_.load(std::memory_order_acquire)) {  // poll until Rest's deadline, if any
+        const std::chrono::steady_clock::time_point until{
+            std::chrono::steady_clock::duration(linger_until_.load(std::memory_order_relaxed))};
+        PollUntil(until, has_work);
+      }
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, has_work);
     }
@@ -105,6 +110,10 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   if (error) std::rethrow_exception(error);
 }
 
-void ThreadPool::Rest() { resting_.store(true, std::memory_order_relaxed); }
+void ThreadPool::Rest(std::chrono::microseconds linger) {
+  const std::chrono::steady_clock::time_point until = std::chrono::steady_clock::now() + linger;
+  linger_until_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
+  resting_.store(true, std::memory_order_release);  // after the deadline: workers read it first
+}
 
 }  // namespace quiver::engine

@@ -6,12 +6,16 @@
 // A forward pass calls ParallelFor a few dozen times in a row, so between calls the workers spin
 // for a short while (kSpin) before they sleep: a wake-up through the kernel costs tens of
 // microseconds each time, which batch-1 latency would pay on every layer. When a forward pass
-// ends with nothing queued behind it, the engine calls Rest() and the workers sleep at once: where
-// the pool has as many threads as the machine has cores, a spinning worker would hold a core that
-// the threads delivering the result (scheduler, HTTP) are waiting for.
+// ends with nothing queued behind it, the engine calls Rest(linger): the workers stop spinning
+// and poll for the next job for `linger`, offering their CPU to any other runnable thread every
+// 50 µs (PollUntil, base/spin.h), then sleep. Spinning on would hold cores that the threads
+// delivering the result (scheduler, HTTP) wait for where the pool has as many threads as the
+// machine has cores; sleeping at once lets the CPU go idle, and the next forward pass then ran
+// slower on it (docs/engine.md, "The compute thread between requests").
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -33,9 +37,10 @@ class ThreadPool {
   // fn(i) for i in [0, n), spread over the threads; returns when all are done. If any fn(i)
   // threw, the first exception is rethrown here once every index has run.
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn);
-  // No work is coming soon: spinning workers sleep now instead of after kSpin. The next
-  // ParallelFor wakes them as usual.
-  void Rest();
+  // No work is coming soon: spinning workers stop spinning, poll politely (PollUntil) for
+  // `linger` and then sleep (at once for 0). The next ParallelFor finds them polling or wakes
+  // them as usual.
+  void Rest(std::chrono::microseconds linger = std::chrono::microseconds(0));
 
  private:
   void WorkerLoop();
@@ -51,7 +56,9 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> resting_{false};  // set by Rest(), cleared by ParallelFor
-  std::exception_ptr error_;          // guarded by mu_
+  // Until when resting workers poll (steady_clock ticks since its epoch), set by Rest().
+  std::atomic<int64_t> linger_until_{0};
+  std::exception_ptr error_;  // guarded by mu_
 };
 
 }  // namespace quiver::engine

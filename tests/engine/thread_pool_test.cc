@@ -1,7 +1,8 @@
 // The engine's thread pool: every index runs exactly once, on more than one thread when there is
 // more than one; a task's exception reaches the caller after the other indices ran; and Rest()
-// (workers sleep at once) neither loses the next job nor leaves work unfinished, whether the next
-// job comes at once or after the workers went to sleep.
+// (workers stop spinning, poll for a while if asked, then sleep) neither loses the next job nor
+// leaves work unfinished, whether the next job comes at once, while they poll or after they went
+// to sleep, nor keeps a pool that is destroyed while its workers poll.
 #include "engine/base/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -77,6 +78,27 @@ TEST(ThreadPoolTest, RestThenWorkAgain) {
   pool.Rest();
   pool.Rest();
   RunOnce(pool, 5);
+}
+
+// Workers told to poll for half a minute take the next job while polling (a job they missed
+// would hold ParallelFor until their half minute ended) and stop when the pool goes; the bound
+// is a third of it (liveness, not speed).
+TEST(ThreadPoolTest, WorkersPollingAfterRestTakeTheNextJobAndStopWithThePool) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto bound = std::chrono::seconds(10);
+  {
+    ThreadPool pool(3);
+    for (int round = 0; round < 20; ++round) {
+      RunOnce(pool, 64, std::chrono::microseconds(50));
+      pool.Rest(std::chrono::seconds(30));
+      if (round % 2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (std::chrono::steady_clock::now() - start > bound) {
+        ADD_FAILURE() << "round " << round << ": a job waited for the workers' polling to end";
+        break;
+      }
+    }
+  }  // destroyed while its workers poll
+  EXPECT_LT(std::chrono::steady_clock::now() - start, bound);
 }
 
 }  // namespace
