@@ -1,7 +1,7 @@
 """Two `quiver serve` configurations side by side: batch-1 latency through HTTP, in turns.
 
-Starts one `quiver serve` per configuration (the same binary and model, each with its own extra
-flags), and one `quiver_http_bench` client per server (C++, keep-alive, Nagle off: a client's
+Starts one `quiver serve` per configuration (the same binary and model, bench/paired.py's
+start_serve with `--max-input-tokens 512`, each with its own extra flags), and one `quiver_http_bench` client per server (C++, keep-alive, Nagle off: a client's
 own cost is small and the same for both). In each round every configuration answers a block of
 calls per workload (the corpus's short search queries, or texts of N tokens), the order
 alternating by round, and the median of each block is kept; the script prints each
@@ -18,21 +18,14 @@ minute to minute, so only figures taken in the same round are compared.
 """
 import argparse
 import json
+import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 
+from paired import start_serve
 from suites import concurrent
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -41,23 +34,9 @@ class Server:
     def __init__(self, args, name, flags):
         self.name = name
         self.args = args
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        command = [args.quiver, "serve", "--model", args.model, "--threads", str(args.threads),
-                   "--host", "127.0.0.1", "--port", str(port)] + shlex.split(flags)
-        self.server = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2)
-                break
-            except OSError:
-                if self.server.poll() is not None or time.time() > deadline:
-                    sys.exit(f"{name}: quiver serve did not become ready: {command}")
-                time.sleep(0.2)
+        self.server, self.url, self.log = start_serve(args, shlex.split(flags))
         self.client = subprocess.Popen(
-            [args.http_bench, "--url", f"http://127.0.0.1:{port}", "--model", args.served_model,
+            [args.http_bench, "--url", self.url, "--model", args.served_model,
              "--inputs", args.inputs, "--stdin"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if self.client.stdout.readline().strip() != "ready":
@@ -86,6 +65,7 @@ class Server:
         self.client.wait()
         self.server.terminate()
         self.server.wait()
+        os.unlink(self.log)
 
 
 def main():

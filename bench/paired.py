@@ -109,13 +109,15 @@ def latency_turns(systems, rounds, block):
     return {"rounds": rounds, "block": block, "calls_ms": calls, "round_medians_ms": per_round}
 
 
-def start_serve(args):
-    """A fresh `quiver serve` on a free port (--quiver); its process, URL and log file."""
+def start_serve(args, extra=()):
+    """A fresh `quiver serve` on a free port (--quiver), with `extra` flags after the usual ones;
+    its process, URL and log file."""
     log = tempfile.NamedTemporaryFile(prefix="quiver-serve-", suffix=".log", delete=False)
+    quantize = getattr(args, "quantize", "")
     proc = subprocess.Popen([args.quiver, "--log-level", "info", "serve", "--model", args.model,
                              "--host", "127.0.0.1", "--port", "0", "--threads", str(args.threads),
                              "--max-input-tokens", "512",
-                             *(["--quantize", args.quantize] if args.quantize else [])],
+                             *(["--quantize", quantize] if quantize else []), *extra],
                             stderr=log, stdout=subprocess.DEVNULL)
     def text():
         with open(log.name, encoding="utf-8", errors="replace") as f:
