@@ -53,8 +53,18 @@ class FakeReplica final : public Replica {
   FakeReplica(std::string name, Mode mode, std::chrono::milliseconds delay = {},
               absl::Status failure = absl::UnavailableError("worker is shutting down"))
       : name_(std::move(name)), mode_(mode), delay_(delay), failure_(std::move(failure)) {}
+  // The last owner may be one of its own delayed answers: `done` holds the dispatcher's run
+  // state, which holds the replicas, and the thread drops it after the test's thread has already
+  // let go. That thread cannot join itself; it is detached, and touches nothing of this replica
+  // after this destructor returns.
   ~FakeReplica() override {
-    for (std::thread& t : threads_) t.join();
+    for (std::thread& t : threads_) {
+      if (t.get_id() == std::this_thread::get_id()) {
+        t.detach();
+      } else {
+        t.join();
+      }
+    }
   }
   const std::string& name() const override { return name_; }
   bool healthy() const override { return true; }
