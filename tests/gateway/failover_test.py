@@ -25,7 +25,7 @@ MODEL = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
 
 
 sys.path.insert(0, os.path.dirname(__file__))
-from serving import free_port, wait_for  # noqa: E402
+from serving import free_port, wait_for, wait_healthy  # noqa: E402
 
 
 def start_worker(port):
@@ -62,6 +62,7 @@ def main():
                                 "--health-interval-ms", "300", "--max-chunk-tokens", "128"],
                                stderr=open(glog, "w"), stdout=subprocess.DEVNULL)
     gport = int(wait_for(r" port=(\d+) ", glog, gateway).group(1))
+    wait_healthy(gport, gateway, len(ports))
     failures = []
     try:
         with open(os.path.join(SOURCE, "corpus", "queries.jsonl"), encoding="utf-8") as f:
@@ -129,6 +130,7 @@ def main():
                                    "--workers", f"dns:localhost:{ports[0]}", "--resolve-interval-ms", "500"],
                                   stderr=open(dlog, "w"), stdout=subprocess.DEVNULL)
         dport = int(wait_for(r" port=(\d+) ", dlog, dns_gw).group(1))
+        wait_healthy(dport, dns_gw, 1)
         status, body = post(dport, "/v1/embeddings", {"input": queries[:3]})
         if status != 200 or [d["embedding"] for d in json.loads(body)["data"]] != [expected[q] for q in queries[:3]]:
             failures.append(f"dns: workers: {status} {body[:200]}")

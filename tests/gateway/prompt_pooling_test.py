@@ -82,7 +82,9 @@ def gateway_and_worker(model):
                                     "--max-chunk-tokens", "64"],
                                    stderr=open(glog, "w"), stdout=subprocess.DEVNULL)
         try:
-            return gateway, worker, int(serving.wait_for(r" port=(\d+) ", glog, gateway).group(1))
+            port = int(serving.wait_for(r" port=(\d+) ", glog, gateway).group(1))
+            serving.wait_healthy(port, gateway, 1)
+            return gateway, worker, port
         except BaseException:
             gateway.terminate()
             raise

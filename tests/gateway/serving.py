@@ -43,6 +43,29 @@ def wait_for(pattern, log_path, proc, seconds=60):
     sys.exit(f"timed out waiting for {pattern} in {log_path}")
 
 
+def wait_healthy(port, proc, workers, seconds=60, host="127.0.0.1"):
+    """Waits until the gateway on `port` counts `workers` replicas healthy (its /metrics), as a
+    client waits for /ready: a gateway announces its port once a worker answered ModelInfo, which
+    a worker does before its warm-up and the gateway's first health check. Exits the test (killing
+    the gateway) if that does not happen within `seconds`."""
+    end = time.time() + seconds
+    healthy = 0
+    while time.time() < end:
+        try:
+            text = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5).read().decode()
+            healthy = len(re.findall(r'^quiver_gateway_replica_healthy\{[^}]*\} 1$', text, re.M))
+            if healthy >= workers:
+                return
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            sys.exit(f"the gateway exited (exit code {proc.returncode})")
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    sys.exit(f"the gateway counted {healthy} of {workers} workers healthy after {seconds} s")
+
+
 def start(quiver, model_dir, extra=(), prefix="quiver-serve-", env=None, model_flag="--model"):
     log = tempfile.NamedTemporaryFile(prefix=prefix, suffix=".log", delete=False)
     proc = subprocess.Popen([quiver, "serve", model_flag, model_dir, "--host", "127.0.0.1", "--port", "0",

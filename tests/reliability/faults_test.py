@@ -234,6 +234,7 @@ def hung_worker():
                            "--request-timeout", "60"],
                           stderr=open(glog, "w"), stdout=subprocess.DEVNULL)
     gport = int(wait_for(r" port=(\d+) ", glog, gw).group(1))
+    serving.wait_healthy(gport, gw, len(ports))
     try:
         queries = DOCS[:48]
         expected = {}

@@ -208,6 +208,14 @@ def inner(quiver, model, corpus):
                             gw_log)
         wait_for(r"ready on", gw_log, gateway)
         base = f"http://{addr['gw']}:8080"
+        # "ready on" follows the first worker's ModelInfo, which a worker answers before its
+        # warm-up; the phases below count on both published workers taking chunks.
+        end = time.time() + 60
+        while not all(gauge(base, "quiver_gateway_replica_healthy", worker_addr[w]) == 1
+                      for w in ("w1", "w2")):
+            if time.time() > end:
+                sys.exit("the gateway did not count w1 and w2 healthy in 60 s")
+            time.sleep(0.1)
 
         with open(os.path.join(corpus, "queries.jsonl"), encoding="utf-8") as f:
             queries = [json.loads(line)["text"] for line in f][:48]

@@ -67,6 +67,20 @@ class WorkerProcess {
       if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     EXPECT_NE(port_, 0) << "worker did not start; log at " << log_;
+    // The port is logged before the warm-up; the worker says SERVING after it (a loaded machine
+    // may take a while: the tests start once it does, as a gateway would).
+    auto health = grpc::health::v1::Health::NewStub(
+        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
+    bool serving = false;
+    for (int i = 0; i < 600 && port_ != 0 && !serving; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      grpc::health::v1::HealthCheckResponse resp;
+      serving = health->Check(&ctx, {}, &resp).ok() &&
+                resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+      if (!serving) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(serving) << "worker did not say SERVING; log at " << log_;
   }
   ~WorkerProcess() {
     if (pid_ > 0) {
