@@ -13,8 +13,10 @@
 namespace quiver::gateway {
 
 GrpcReplica::GrpcReplica(std::string address, std::chrono::milliseconds health_interval,
-                         MetricsRegistry* metrics)
-    : address_(std::move(address)), health_interval_(health_interval) {
+                         MetricsRegistry* metrics, std::chrono::milliseconds health_timeout)
+    : address_(std::move(address)),
+      health_interval_(health_interval),
+      health_timeout_(health_timeout) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectInitialBackoffMs);
@@ -39,9 +41,16 @@ GrpcReplica::~GrpcReplica() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    if (health_call_ != nullptr) health_call_->TryCancel();
   }
   cv_.notify_all();
   health_thread_.join();
+}
+
+bool GrpcReplica::Track(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  health_call_ = stop_ ? nullptr : ctx;
+  return !stop_;
 }
 
 void GrpcReplica::SetHealthy(bool healthy) {
@@ -53,17 +62,25 @@ void GrpcReplica::HealthLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     lock.unlock();
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-    grpc::health::v1::HealthCheckResponse resp;
-    const grpc::Status s = health_->Check(&ctx, {}, &resp);
-    SetHealthy(s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+    {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + health_timeout_);
+      if (!Track(&ctx)) break;
+      grpc::health::v1::HealthCheckResponse resp;
+      const grpc::Status s = health_->Check(&ctx, {}, &resp);
+      Track(nullptr);
+      SetHealthy(s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+    }
     if (healthy_.load() && max_queued_tokens_.load() == 0) {
       // The worker's queue size, once (a restarted worker on the same address keeps its flags
       // in any sane deployment; a wrong guess only changes whether a huge request gets 413 or 429).
-      if (auto info = ModelInfo(std::chrono::milliseconds(500)); info.ok()) {
-        max_queued_tokens_ = info->max_queued_tokens();
-      }
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + health_timeout_);
+      ctx.set_wait_for_ready(true);
+      if (!Track(&ctx)) break;
+      auto info = ModelInfoOn(ctx);
+      Track(nullptr);
+      if (info.ok()) max_queued_tokens_ = info->max_queued_tokens();
     }
     lock.lock();
     cv_.wait_for(lock, health_interval_, [&] { return stop_; });
@@ -132,6 +149,10 @@ absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfo(
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   ctx.set_wait_for_ready(true);
+  return ModelInfoOn(ctx);
+}
+
+absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfoOn(grpc::ClientContext& ctx) {
   quiver::v1::ModelInfoResponse resp;
   grpc::Status s = stub_->ModelInfo(&ctx, {}, &resp);
   if (!s.ok()) return FromGrpcStatus(s);
@@ -216,8 +237,10 @@ void GrpcReplicaSet::Resolve() {
       start = comma + 1;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  // Declared before the lock, `next` ends holding the workers no longer named and frees them
+  // after the lock is released: no request's Snapshot waits for their health checks to stop.
   std::vector<std::shared_ptr<GrpcReplica>> next;
+  std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& address : wanted) {
     auto it = std::find_if(replicas_.begin(), replicas_.end(),
                            [&](const auto& r) { return r->name() == address; });
@@ -225,7 +248,7 @@ void GrpcReplicaSet::Resolve() {
                        ? *it
                        : std::make_shared<GrpcReplica>(address, health_interval_, metrics_));
   }
-  replicas_ = std::move(next);
+  replicas_.swap(next);
 }
 
 std::vector<std::shared_ptr<Replica>> GrpcReplicaSet::Snapshot() const {

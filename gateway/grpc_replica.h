@@ -1,6 +1,9 @@
 // A `quiver worker` reached over gRPC. Calls are asynchronous (the callback client API); a
-// background thread checks grpc.health.v1 every `health_interval` and a failed call marks the
-// replica unhealthy at once, so the balancer stops sending to it until a check passes again.
+// background thread checks grpc.health.v1 every `health_interval` (each check given
+// `health_timeout`) and a failed call marks the replica unhealthy at once, so the balancer stops
+// sending to it until a check passes again. Destroying it cancels a check in flight: the last
+// reference may go on any thread, a gRPC callback's among them, which must not wait for a worker
+// that stopped answering.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -24,7 +27,8 @@ namespace quiver::gateway {
 class GrpcReplica final : public Replica {
  public:
   GrpcReplica(std::string address, std::chrono::milliseconds health_interval,
-              MetricsRegistry* metrics);
+              MetricsRegistry* metrics,
+              std::chrono::milliseconds health_timeout = std::chrono::milliseconds(500));
   ~GrpcReplica() override;
 
   const std::string& name() const override { return address_; }
@@ -40,9 +44,13 @@ class GrpcReplica final : public Replica {
  private:
   void HealthLoop();
   void SetHealthy(bool healthy);
+  // Names the health thread's call in flight (nullptr: none), which the destructor cancels;
+  // false, naming none, once the destructor has begun.
+  bool Track(grpc::ClientContext* ctx);
+  absl::StatusOr<quiver::v1::ModelInfoResponse> ModelInfoOn(grpc::ClientContext& ctx);
 
   std::string address_;
-  std::chrono::milliseconds health_interval_;
+  std::chrono::milliseconds health_interval_, health_timeout_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<quiver::v1::Inference::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
@@ -55,6 +63,7 @@ class GrpcReplica final : public Replica {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  grpc::ClientContext* health_call_ = nullptr;  // under mu_
   std::thread health_thread_;
 };
 
