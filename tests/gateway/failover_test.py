@@ -116,11 +116,17 @@ def main():
         while time.time() < end and metric(gport, "quiver_gateway_replica_healthy", dead) != 1:
             time.sleep(0.2)
         before = metric(gport, "quiver_gateway_replica_chunks_total", dead) or 0
-        for i in range(12):
-            status, _ = post(gport, "/v1/embeddings", {"input": queries[i * 4:(i + 1) * 4]})
+        # New chunks avoid a replica for HedgeOptions::silent_for (10 s) after one of its chunks
+        # was hedged, which the load above may have done just before the kill: up to 20 s.
+        end = time.time() + 20
+        after = before
+        i = 0
+        while i < 12 or (after <= before and time.time() < end):
+            status, _ = post(gport, "/v1/embeddings", {"input": queries[i % 16 * 4:(i % 16 + 1) * 4]})
             if status != 200:
                 failures.append(f"after restart: {status}")
-        after = metric(gport, "quiver_gateway_replica_chunks_total", dead) or 0
+            after = metric(gport, "quiver_gateway_replica_chunks_total", dead) or 0
+            i += 1
         print(f"restarted worker: healthy={metric(gport, 'quiver_gateway_replica_healthy', dead)}, chunks {before} -> {after}")
         if after <= before:
             failures.append("the restarted worker got no traffic")
