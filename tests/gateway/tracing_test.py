@@ -238,10 +238,10 @@ def check_gateway_and_worker():
     for gateway_traces in (True, False):
         collector = Collector()
         endpoint = f"http://127.0.0.1:{collector.port}"
-        wport = serving.free_port()
-        worker, _ = start_tier(["worker", "--model", MODEL, "--listen", f"127.0.0.1:{wport}",
+        worker, m = start_tier(["worker", "--model", MODEL, "--listen", "127.0.0.1:0",
                                 "--metrics-port", "-1", "--threads", "1", "--otlp-endpoint", endpoint],
-                               "quiver-tracing-worker-", r"port=\d+")
+                               "quiver-tracing-worker-", r" port=(\d+) ")
+        wport = int(m.group(1))
         gateway = None
         try:
             args = ["gateway", "--model", MODEL, "--host", "127.0.0.1", "--port", "0",
