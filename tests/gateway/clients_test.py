@@ -27,7 +27,7 @@ import urllib.request
 os.environ.update({"HF_HUB_DISABLE_TELEMETRY": "1", "NO_PROXY": "127.0.0.1,localhost",
                    "no_proxy": "127.0.0.1,localhost"})
 
-from serving import free_port, wait_for
+from serving import wait_for
 from serving import start as start_serve
 
 QUIVER, SOURCE = sys.argv[1], sys.argv[2]
@@ -60,12 +60,11 @@ def start():
 def start_gateway_and_worker(model_dir):
     """`quiver worker` on a free port and `quiver gateway --api-key KEY` in front of it, once the
     gateway answers /ready: (worker, gateway, the gateway's port)."""
-    wport = free_port()
     wlog = tempfile.NamedTemporaryFile(prefix="quiver-clients-worker-", delete=False).name
-    worker = subprocess.Popen([QUIVER, "worker", "--model", model_dir, "--listen", f"127.0.0.1:{wport}",
+    worker = subprocess.Popen([QUIVER, "worker", "--model", model_dir, "--listen", "127.0.0.1:0",
                                "--metrics-port", "-1", "--threads", "1"],
                               stderr=open(wlog, "w"), stdout=subprocess.DEVNULL)
-    wait_for(r"port=\d+", wlog, worker)
+    wport = int(wait_for(r" port=(\d+) ", wlog, worker).group(1))
     glog = tempfile.NamedTemporaryFile(prefix="quiver-clients-gateway-", delete=False).name
     gateway = subprocess.Popen([QUIVER, "gateway", "--model", model_dir, "--host", "127.0.0.1", "--port", "0",
                                 "--workers", f"127.0.0.1:{wport}", "--api-key", KEY],

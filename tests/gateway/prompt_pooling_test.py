@@ -69,13 +69,12 @@ def check_model(port, name, via):
 def gateway_and_worker(model):
     """A worker serving `model` and a gateway in front of it (chunks of 64 tokens, so that a
     request's texts are split over several): (gateway, worker, the gateway's port)."""
-    wport = serving.free_port()
     wlog = tempfile.NamedTemporaryFile(prefix="quiver-prompt-worker-", delete=False).name
-    worker = subprocess.Popen([QUIVER, "worker", "--model", model, "--listen", f"127.0.0.1:{wport}",
+    worker = subprocess.Popen([QUIVER, "worker", "--model", model, "--listen", "127.0.0.1:0",
                                "--metrics-port", "-1", "--threads", "1"],
                               stderr=open(wlog, "w"), stdout=subprocess.DEVNULL)
     try:
-        serving.wait_for(r"port=\d+", wlog, worker)
+        wport = int(serving.wait_for(r" port=(\d+) ", wlog, worker).group(1))
         glog = tempfile.NamedTemporaryFile(prefix="quiver-prompt-gateway-", delete=False).name
         gateway = subprocess.Popen([QUIVER, "gateway", "--model", model, "--host", "127.0.0.1",
                                     "--port", "0", "--workers", f"127.0.0.1:{wport}",

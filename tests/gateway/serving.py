@@ -89,15 +89,13 @@ def start(quiver, model_dir, extra=(), prefix="quiver-serve-", env=None, model_f
 
 
 def start_worker(quiver, model_dir, log_dir, extra=()):
-    """`quiver worker` on a free loopback port, one thread, no metrics port; (proc, port) once it
-    listens, its log in log_dir."""
-    port = free_port()
-    log = os.path.join(log_dir, f"worker-{port}.log")
-    proc = subprocess.Popen([quiver, "worker", "--model", model_dir, "--listen",
-                             f"127.0.0.1:{port}", "--metrics-port", "-1", "--threads", "1",
-                             *extra], stdout=subprocess.DEVNULL, stderr=open(log, "w"))
-    wait_for(r"port=\d+", log, proc)
-    return proc, port
+    """`quiver worker` on a loopback port the system picks, one thread, no metrics port; (proc,
+    port) once it listens, its log in log_dir."""
+    log = tempfile.NamedTemporaryFile(prefix="worker-", suffix=".log", dir=log_dir, delete=False).name
+    proc = subprocess.Popen([quiver, "worker", "--model", model_dir, "--listen", "127.0.0.1:0",
+                             "--metrics-port", "-1", "--threads", "1", *extra],
+                            stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    return proc, int(wait_for(r" port=(\d+) ", log, proc).group(1))
 
 
 def post_json(port, path, body, timeout=60):
