@@ -151,15 +151,23 @@ def drain():
     result = {}
 
     def short():
-        result["short"] = post(port, "/v1/embeddings", {"input": [d[:400] for d in DOCS[:32]]})
+        result["short"] = post(port, "/v1/embeddings", {"input": [d[:400] for d in DOCS[:64]]})
 
     def long():
         result["long"] = post(port, "/v1/embeddings", BIG)
 
+    def until(predicate, seconds=30):
+        end = time.time() + seconds
+        while time.time() < end and not predicate():
+            time.sleep(0.01)
+
+    # In this order (the scheduler serves first come first), each admitted before SIGTERM: a
+    # fixed pause let a fast host answer the short request first, or a slow one start the long.
     threads = [threading.Thread(target=short), threading.Thread(target=long)]
-    for t in threads:
-        t.start()
-    time.sleep(0.3)
+    threads[0].start()
+    until(lambda: "short" in result or metric(port, "quiver_scheduler_admitted_tokens") > 0)
+    threads[1].start()
+    until(lambda: "long" in result or metric(port, "quiver_scheduler_admitted_tokens") > 20000)
     t0 = time.time()
     code = stop(proc, timeout=30)
     took = time.time() - t0
