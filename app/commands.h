@@ -68,7 +68,7 @@ struct EmbedOptions {
   int request_timeout_s = 600;  // per batch, retries within it included
   int retries = 5;              // a batch the pool could not answer is tried again this often
   double checkpoint_interval_s = 1.0;  // the least time between two checkpoints (0: every batch)
-  int startup_timeout_s = 60;          // --workers: how long to wait for one to answer
+  int startup_timeout_s = 60;  // --workers: how long to wait for one to answer and be healthy
   // The prompt before every text: one of the folder's sentence-transformers prompts by name, or
   // a text; neither: the folder's default_prompt_name's, as sentence-transformers' encode.
   std::string prompt_name, prompt;

@@ -182,9 +182,9 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
     if (!info.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (!info.ok()) {
-    return absl::UnavailableError(StrCat("no worker in '", options.workers,
-                                         "' answered ModelInfo within ", options.startup_timeout_s,
-                                         " s: ", info.status().message()));
+    return absl::UnavailableError(
+        StrCat("no worker in '", options.workers, "' answered ModelInfo within --startup-timeout ",
+               options.startup_timeout_s, " s: ", info.status().message()));
   }
   if (!info->can_embed() && info->sparse_width() == 0) {
     return absl::InvalidArgumentError(
@@ -205,6 +205,19 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
       [set = b.workers.get()] { return set->Snapshot(); },
       std::min<int64_t>(options.max_batch_tokens, std::max<uint32_t>(1, info->max_batch_tokens())));
   b.window = std::max<int>(3, 2 * static_cast<int>(b.workers->All().size()));
+  // A worker answers ModelInfo before its warm-up and fidelity gate, and says SERVING after
+  // them: batches sent before would fail ("no healthy replica") and spend their retries.
+  for (bool said = false; !b.dispatcher->any_healthy(); said = true) {
+    if (std::chrono::steady_clock::now() >= give_up) {
+      return absl::UnavailableError(
+          StrCat("the workers in '", options.workers,
+                 "' answered ModelInfo, but none passed its health check (warm-up and fidelity "
+                 "gate) within --startup-timeout ",
+                 options.startup_timeout_s, " s; their logs say why"));
+    }
+    if (!said) spdlog::info("quiver embed: waiting for a worker to finish its warm-up");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   return b;
 }
 

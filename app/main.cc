@@ -366,6 +366,12 @@ CLI::App* AddEmbedCommand(CLI::App& app, quiver::app::EmbedOptions& embed) {
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   embed_cmd
+      ->add_option("--startup-timeout", embed.startup_timeout_s,
+                   "Seconds to wait, with --workers, for a worker to answer and to pass its "
+                   "health check (its warm-up and fidelity gate done)")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  embed_cmd
       ->add_option("--retries", embed.retries,
                    "Times a batch that no worker could answer is tried again (after 1, 2, "
                    "4, ... s) before the job stops, resumable")

@@ -196,6 +196,25 @@ def main():
             proc.kill()
             proc.wait()
 
+    # A worker that answers ModelInfo but never says SERVING (a fidelity gate it cannot meet):
+    # the job waits for one to pass its health check up to --startup-timeout, then stops naming
+    # why. It sent batches at once before, which failed "no healthy replica" and spent 31 s of
+    # retries (1 + 2 + 4 + 8 + 16 s) before the job stopped.
+    proc, port = start_worker(QUIVER, MODEL, work, ["--quantize", "int8",
+                                                    "--min-int8-cosine", "0.999999"])
+    try:
+        t0 = time.time()
+        r = embed("--input", small, "--output", os.path.join(work, "never.npy"), "--workers",
+                  f"127.0.0.1:{port}", "--startup-timeout", "3")
+        took = time.time() - t0
+        check("--workers that never pass their health check: exit 1 at --startup-timeout, "
+              "naming it", r.returncode == 1 and "none passed its health check" in r.stderr
+              and "--startup-timeout 3 s" in r.stderr and took < 20,
+              f"exit {r.returncode} after {took:.1f} s: {r.stderr[-400:]}")
+    finally:
+        proc.kill()
+        proc.wait()
+
     # Progress under a pseudo-terminal, and as log lines without one.
     tty_out = os.path.join(work, "tty.txt")
     cmd = (f"{QUIVER} embed --model {MODEL} --input {small} --output {work}/tty.npy "
