@@ -162,7 +162,8 @@ def drain():
             time.sleep(0.01)
 
     # In this order (the scheduler serves first come first), each admitted before SIGTERM: a
-    # fixed pause let a fast host answer the short request first, or a slow one start the long.
+    # fixed pause could let a fast host answer the short request first, or a slow one start the
+    # long one late.
     threads = [threading.Thread(target=short), threading.Thread(target=long)]
     threads[0].start()
     until(lambda: "short" in result or metric(port, "quiver_scheduler_admitted_tokens") > 0)
