@@ -53,9 +53,14 @@ bool GrpcReplica::Track(grpc::ClientContext* ctx) {
   return !stop_;
 }
 
-void GrpcReplica::SetHealthy(bool healthy) {
-  healthy_ = healthy;
+void GrpcReplica::SetHealthy(bool healthy, std::string_view why) {
   healthy_gauge_->Set(healthy ? 1 : 0);
+  if (healthy_.exchange(healthy) == healthy) return;  // a change is logged once
+  if (healthy) {
+    spdlog::info("worker {}: healthy", address_);
+  } else {
+    spdlog::warn("worker {}: unhealthy ({}); no chunks until a health check passes", address_, why);
+  }
 }
 
 void GrpcReplica::HealthLoop() {
@@ -68,8 +73,12 @@ void GrpcReplica::HealthLoop() {
       if (!Track(&ctx)) break;
       grpc::health::v1::HealthCheckResponse resp;
       const grpc::Status s = health_->Check(&ctx, {}, &resp);
-      Track(nullptr);
-      SetHealthy(s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+      if (!Track(nullptr)) break;  // cancelled by the destructor: nothing to say
+      SetHealthy(
+          s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING,
+          s.ok() ? StrCat("its health check says ",
+                          grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status()))
+                 : StrCat("health check: ", s.error_message()));
     }
     if (healthy_.load() && max_queued_tokens_.load() == 0) {
       // The worker's queue size, once (a restarted worker on the same address keeps its flags
@@ -107,7 +116,7 @@ void GrpcReplica::Call(CallKind kind, const quiver::v1::Chunk& chunk,
     outstanding_ -= tokens;
     if (!s.ok()) {
       if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        SetHealthy(false);  // until the next passing health check
+        SetHealthy(false, StrCat("a call failed: ", s.error_message()));
         failures_->Inc();
       }
       done(FromGrpcStatus(s));

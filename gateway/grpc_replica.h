@@ -14,6 +14,7 @@
 #include <mutex>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -43,7 +44,8 @@ class GrpcReplica final : public Replica {
 
  private:
   void HealthLoop();
-  void SetHealthy(bool healthy);
+  // Sets the state and its gauge; a change is logged, with `why` when it is to unhealthy.
+  void SetHealthy(bool healthy, std::string_view why);
   // Names the health thread's call in flight (nullptr: none), which the destructor cancels;
   // false, naming none, once the destructor has begun.
   bool Track(grpc::ClientContext* ctx);

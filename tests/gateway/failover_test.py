@@ -110,6 +110,8 @@ def main():
         dead = f"127.0.0.1:{ports[1]}"
         if metric(gport, "quiver_gateway_replica_healthy", dead) != 0:
             failures.append("the killed worker is not marked unhealthy")
+        if f"worker {dead}: unhealthy (" not in open(glog).read():
+            failures.append("the gateway did not log the killed worker unhealthy, with why")
         # Restart it on the same port: it must be healthy again and receive chunks.
         workers[1] = start_worker(ports[1])
         end = time.time() + 30
@@ -128,6 +130,8 @@ def main():
             after = metric(gport, "quiver_gateway_replica_chunks_total", dead) or 0
             i += 1
         print(f"restarted worker: healthy={metric(gport, 'quiver_gateway_replica_healthy', dead)}, chunks {before} -> {after}")
+        if open(glog).read().count(f"worker {dead}: healthy") != 2:
+            failures.append("the gateway did not log the worker healthy at start and after its restart")
         if after <= before:
             failures.append("the restarted worker got no traffic")
         # Workers found by DNS (dns:NAME:PORT, re-resolved), as a Kubernetes headless Service gives.
