@@ -84,10 +84,8 @@ void GrpcReplica::HealthLoop() {
       // The worker's queue size, once (a restarted worker on the same address keeps its flags
       // in any sane deployment; a wrong guess only changes whether a huge request gets 413 or 429).
       grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + health_timeout_);
-      ctx.set_wait_for_ready(true);
       if (!Track(&ctx)) break;
-      auto info = ModelInfoOn(ctx);
+      auto info = ModelInfoOn(ctx, health_timeout_);
       Track(nullptr);
       if (info.ok()) max_queued_tokens_ = info->max_queued_tokens();
     }
@@ -156,12 +154,13 @@ void GrpcReplica::Call(CallKind kind, const quiver::v1::Chunk& chunk,
 absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfo(
     std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  ctx.set_wait_for_ready(true);
-  return ModelInfoOn(ctx);
+  return ModelInfoOn(ctx, timeout);
 }
 
-absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfoOn(grpc::ClientContext& ctx) {
+absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplica::ModelInfoOn(
+    grpc::ClientContext& ctx, std::chrono::milliseconds timeout) {
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  ctx.set_wait_for_ready(true);
   quiver::v1::ModelInfoResponse resp;
   grpc::Status s = stub_->ModelInfo(&ctx, {}, &resp);
   if (!s.ok()) return FromGrpcStatus(s);

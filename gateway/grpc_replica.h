@@ -49,7 +49,9 @@ class GrpcReplica final : public Replica {
   // Names the health thread's call in flight (nullptr: none), which the destructor cancels;
   // false, naming none, once the destructor has begun.
   bool Track(grpc::ClientContext* ctx);
-  absl::StatusOr<quiver::v1::ModelInfoResponse> ModelInfoOn(grpc::ClientContext& ctx);
+  // ModelInfo on `ctx` (which the health thread names to Track, so that it can be cancelled).
+  absl::StatusOr<quiver::v1::ModelInfoResponse> ModelInfoOn(grpc::ClientContext& ctx,
+                                                            std::chrono::milliseconds timeout);
 
   std::string address_;
   std::chrono::milliseconds health_interval_, health_timeout_;
