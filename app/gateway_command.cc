@@ -1,6 +1,7 @@
 // `quiver gateway --workers host:port,... | dns:NAME:PORT --model DIR`: the HTTP APIs in front of
 // `quiver worker` processes. The model folder gives the tokenizer only (no weights, no config);
 // sizes, lengths and the model's kind come from the workers' ModelInfo.
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -11,12 +12,38 @@
 #include "common/signals.h"
 #include "common/strings.h"
 #include "gateway/api/api.h"
+#include "gateway/dispatcher.h"
 #include "gateway/grpc_replica.h"
 #include "gateway/http_server.h"
 #include "spdlog/spdlog.h"
 #include "tokenizer/tokenizer.h"
 
 namespace quiver::app {
+namespace {
+
+// Logs "ready on URL DETAILS" once /ready first answers 200, which takes a worker that passed its
+// health check: a worker answers ModelInfo (awaited at start-up) before its warm-up and fidelity
+// gate, so when the gateway starts listening none may pass yet (the line said "ready" while
+// /ready still answered 503). Until then a line says what it waits for. The caller stops the
+// thread (request_stop, join) before draining.
+std::jthread AnnounceReadyOnce(const gateway::Dispatcher& dispatcher, std::string url,
+                               std::string details) {
+  return std::jthread([&dispatcher, url = std::move(url),
+                       details = std::move(details)](const std::stop_token& stop) {
+    if (!dispatcher.any_healthy()) {
+      spdlog::info(
+          "quiver gateway: listening on {}; ready (GET /ready 200) once a worker passes its "
+          "health check",
+          url);
+    }
+    while (!stop.stop_requested() && !dispatcher.any_healthy()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!stop.stop_requested()) spdlog::info("quiver gateway: ready on {} {}", url, details);
+  });
+}
+
+}  // namespace
 
 int RunGateway(const GatewayOptions& options) {
   CatchStopSignals("quiver gateway");
@@ -103,12 +130,14 @@ int RunGateway(const GatewayOptions& options) {
       server.port(), chunk_tokens, model.max_input_tokens, options.health_interval_ms,
       options.api.api_key.empty() ? "off" : "bearer");
   api.set_ready(true);
-  spdlog::info(
-      "quiver gateway: ready on http://{}:{} (model {}, max_input_tokens={}, "
-      "max_inputs={}, auto_truncate={})",
-      options.host, server.port(), model.name, model.max_input_tokens, options.api.max_inputs,
-      options.api.auto_truncate);
+  std::jthread announce =
+      AnnounceReadyOnce(*dispatcher, StrCat("http://", options.host, ":", server.port()),
+                        StrCat("(model ", model.name, ", max_input_tokens=", model.max_input_tokens,
+                               ", max_inputs=", options.api.max_inputs,
+                               ", auto_truncate=", options.api.auto_truncate, ")"));
   spdlog::info("quiver gateway: {} received, stopping", WaitForStopSignal());
+  announce.request_stop();
+  announce.join();
   DrainAndStop(server, api, options.timeouts.drain_s, "quiver gateway");
   spdlog::info("quiver gateway: stopped");
   return 0;

@@ -46,7 +46,8 @@ def wait_for(pattern, log_path, proc, seconds=60):
 def wait_healthy(port, proc, workers, seconds=60, host="127.0.0.1"):
     """Waits until the gateway on `port` counts `workers` replicas healthy (its /metrics), as a
     client waits for /ready: a gateway announces its port once a worker answered ModelInfo, which
-    a worker does before its warm-up and the gateway's first health check. Exits the test (killing
+    a worker does before its warm-up and the gateway's first health check, and its "ready on" once
+    one worker passed that check (of several, the others may not yet). Exits the test (killing
     the gateway) if that does not happen within `seconds`."""
     end = time.time() + seconds
     healthy = 0

@@ -208,8 +208,8 @@ def inner(quiver, model, corpus):
                             gw_log)
         wait_for(r"ready on", gw_log, gateway)
         base = f"http://{addr['gw']}:8080"
-        # "ready on" follows the first worker's ModelInfo, which a worker answers before its
-        # warm-up; the phases below count on both published workers taking chunks.
+        # "ready on" follows the first worker's passed health check; the phases below count on
+        # both published workers taking chunks.
         end = time.time() + 60
         while not all(gauge(base, "quiver_gateway_replica_healthy", worker_addr[w]) == 1
                       for w in ("w1", "w2")):
