@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/strings.h"
 #include "gateway/api/openapi.h"
+#include "gateway/api/scores.h"
 
 namespace quiver::gateway::api {
 namespace {
@@ -707,16 +708,13 @@ HttpResponse Api::TeiSimilarity(const JsonView& body, Call& call) {
   w.BeginArray();
   for (int64_t i = 1; i < out->result.num_seqs; ++i) {
     const std::vector<float> v = Floats(Row(out->result, i));
-    float dot = 0;
-    for (size_t j = 0; j < v.size(); ++j) dot += source[j] * v[j];
-    w.Float(dot);
+    w.Float(Dot(source.data(), v.data(), v.size()));
   }
   w.EndArray();
   return Json(std::move(w).Take());
 }
 
-// ---- Reranking and scoring
-// ------------------------------------------------------------------------
+// ---- Reranking and scoring ----------------------------------------------------------------------
 
 HttpResponse Api::TeiRerank(const JsonView& body, Call& call) {
   // /rerank is TEI's (texts) and vLLM's / Jina's (documents): the body says which.
@@ -999,8 +997,6 @@ HttpResponse Api::Tokenize(const JsonView& body, Call& call) {
   return Json(std::move(w).Take());
 }
 
-// TEI's answer: for each input its labels with scores, highest first (softmax over the labels,
-// sigmoid for one, unless raw_scores); one list for one input, a list of lists for a batch.
 // TEI's /embed_sparse: per input, its nonzero terms as {"index", "value"} in index order.
 HttpResponse Api::EmbedSparse(const JsonView& body, Call& call) {
   absl::StatusOr<EmbedRequest> request = ParseTeiEmbed(body, service_.limits());
@@ -1033,7 +1029,7 @@ namespace {
 // sigmoid for one label, the softmax over several.
 void Activate(std::vector<float>& scores) {
   if (scores.size() == 1) {
-    scores[0] = 1.0f / (1.0f + std::exp(-scores[0]));
+    scores[0] = Sigmoid(scores[0]);
     return;
   }
   const float top = *std::max_element(scores.begin(), scores.end());
@@ -1044,6 +1040,8 @@ void Activate(std::vector<float>& scores) {
 
 }  // namespace
 
+// TEI's /predict: for each input its labels with scores, highest first (softmax over the labels,
+// sigmoid for one, unless raw_scores); one list for one input, a list of lists for a batch.
 HttpResponse Api::Predict(const JsonView& body, Call& call) {
   absl::StatusOr<PredictRequest> request = ParsePredict(body, service_.limits());
   if (!request.ok()) return ErrorResponse(call.dialect, request.status());
@@ -1091,7 +1089,7 @@ HttpResponse Api::Classify(const JsonView& body, Call& call) {
     const std::string& problem = service_.model().problem_type;
     if (!request->activation || problem == "regression") {
     } else if (problem == "multi_label_classification") {
-      for (float& v : probs) v = 1.0f / (1.0f + std::exp(-v));
+      for (float& v : probs) v = Sigmoid(v);
     } else {
       Activate(probs);
     }

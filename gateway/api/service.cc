@@ -10,11 +10,10 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "gateway/api/errors.h"
+#include "gateway/api/scores.h"
 
 namespace quiver::gateway::api {
 namespace {
-
-float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 const TruncationRequest kNoTruncation{.enabled = false};
 
@@ -574,9 +573,7 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
     for (size_t i = 0; i < documents.size(); ++i) {
       const float* q = rows.data() + (queries.size() == 1 ? 0 : i) * dims;
       const float* d = rows.data() + (queries.size() + i) * dims;
-      float dot = 0;
-      for (size_t j = 0; j < dims; ++j) dot += q[j] * d[j];
-      out.scores.push_back(dot);
+      out.scores.push_back(Dot(q, d, dims));
     }
     out.tokens = t.tokens;
     return out;

@@ -188,14 +188,14 @@ class Service {
                                                            std::string_view field,
                                                            const CallContext& call) const;
 
-  // A sequence-classification model's logits for each input (texts or pairs), in input order:
-  // num_labels per input. INVALID_ARGUMENT naming the model kind for other models.
   // TEI's /embed_sparse: each input's term weights (sparse_width per input, zeros included) from
   // a SPLADE model. INVALID_ARGUMENT naming the model kind for other models.
   absl::StatusOr<std::vector<std::vector<float>>> EmbedSparse(const EmbedRequest& request,
                                                               const CallContext& call) const;
-  // Token ids are sent as they are (cut where truncation asks, as Tokenize does); `field` names
-  // the request field in errors.
+  // A sequence-classification model's logits for each input (texts or pairs), in input order:
+  // num_labels per input. INVALID_ARGUMENT naming the model kind for other models. Token ids are
+  // sent as they are (cut where truncation asks, as Tokenize does); `field` names the request
+  // field in errors.
   absl::StatusOr<Classified> Classify(const std::vector<PredictInput>& inputs,
                                       const TruncationRequest& truncation, bool add_special_tokens,
                                       std::string_view field, const CallContext& call) const;
