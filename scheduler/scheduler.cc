@@ -18,8 +18,8 @@ int64_t Micros(Clock::duration d) {
 Scheduler::Scheduler(engine::BatchRunner* engine, SchedulerLimits limits, MetricsRegistry* metrics)
     : engine_(engine), limits_(limits), max_input_tokens_(engine->max_input_tokens()) {
   queue_chunks_ = &metrics->GetGauge("quiver_scheduler_queue_chunks", "Chunks waiting for a batch");
-  queue_tokens_ = &metrics->GetGauge("quiver_scheduler_admitted_tokens",
-                                     "Tokens admitted and not finished (queued or computing)");
+  admitted_tokens_gauge_ = &metrics->GetGauge(
+      "quiver_scheduler_admitted_tokens", "Tokens admitted and not finished (queued or computing)");
   batch_tokens_ = &metrics->GetHistogram("quiver_scheduler_batch_tokens", "Tokens per batch",
                                          MetricsRegistry::ExponentialBuckets(16, 2, 14));
   batch_seqs_ = &metrics->GetHistogram("quiver_scheduler_batch_seqs", "Sequences per batch",
@@ -81,7 +81,7 @@ void Scheduler::PublishEngineStats() {
 
 Scheduler::~Scheduler() { Drain(); }
 
-int64_t Scheduler::queued_tokens() const {
+int64_t Scheduler::admitted_tokens() const {
   std::lock_guard<std::mutex> lock(mu_);
   return admitted_tokens_;
 }
@@ -101,7 +101,7 @@ absl::Status Scheduler::Enqueue(Chunk chunk, ChunkDone done) {
   admitted_tokens_ += tokens;
   queue_.push_back({std::move(chunk), std::move(done), Clock::now()});
   queue_chunks_->Set(static_cast<double>(queue_.size()));
-  queue_tokens_->Set(static_cast<double>(admitted_tokens_));
+  admitted_tokens_gauge_->Set(static_cast<double>(admitted_tokens_));
   // The engine has room: pack and submit now, on this thread. Otherwise the chunk waits, and the
   // completion of a batch in the engine submits it (OnBatchReady).
   if (in_flight_.size() < kPipelineDepth) AnswerDropped(lock, SubmitBatches());
@@ -145,7 +145,7 @@ std::vector<Scheduler::Dropped> Scheduler::SubmitBatches() {
                            ? absl::CancelledError("cancelled by the client before compute")
                            : absl::DeadlineExceededError("deadline passed before compute")});
   }
-  if (!dropped.empty()) queue_tokens_->Set(static_cast<double>(admitted_tokens_));
+  if (!dropped.empty()) admitted_tokens_gauge_->Set(static_cast<double>(admitted_tokens_));
   while (in_flight_.size() < kPipelineDepth && !queue_.empty()) {
     std::vector<ChunkShape> shapes;
     shapes.reserve(queue_.size());
@@ -216,7 +216,7 @@ void Scheduler::OnBatchReady() {
     Deliver(batch);
     lock.lock();
     admitted_tokens_ -= tokens;
-    queue_tokens_->Set(static_cast<double>(admitted_tokens_));
+    admitted_tokens_gauge_->Set(static_cast<double>(admitted_tokens_));
   }
   // A CPU engine's figures never change after load (published once, at construction).
   if (engine_->stats_change()) PublishEngineStats();

@@ -68,7 +68,8 @@ class Scheduler {
   // Stops admitting and waits until every admitted chunk is done. Idempotent.
   void Drain();
 
-  int64_t queued_tokens() const;
+  // Tokens admitted and not yet answered: queued or computing (the queue limit's measure).
+  int64_t admitted_tokens() const;
   const SchedulerLimits& limits() const { return limits_; }
 
  private:
@@ -119,7 +120,7 @@ class Scheduler {
 
   // Metrics (owned by the registry).
   Gauge* queue_chunks_;
-  Gauge* queue_tokens_;
+  Gauge* admitted_tokens_gauge_;
   Histogram* batch_tokens_;
   Histogram* batch_seqs_;
   Histogram* queue_wait_seconds_;

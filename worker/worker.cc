@@ -151,7 +151,7 @@ int RunWorker(const WorkerOptions& options) {
 
   const char* signal_name = WaitForStopSignal();
   spdlog::info("quiver worker: {} received; draining ({} tokens admitted)", signal_name,
-               scheduler.queued_tokens());
+               scheduler.admitted_tokens());
   ready = false;
   Drain(options, *server, scheduler);
   metrics_http.Stop();

@@ -170,18 +170,18 @@ TEST(SchedulerPipelineTest, TwoBatchesInTheEngineAndTheNextSubmittedWhenOneCompl
   }
   // 3 + 3 tokens pass the budget of 4: one chunk per batch, two in the engine, one queued.
   EXPECT_EQ(p.runner.pending(), 2u);
-  EXPECT_EQ(p.scheduler.queued_tokens(), 9);
+  EXPECT_EQ(p.scheduler.admitted_tokens(), 9);
   p.runner.CompleteNext();
   EXPECT_EQ(p.answers.Rows(0).value(), std::vector<float>{100});
   EXPECT_FALSE(p.answers.Has(1));
   // The completion refilled the engine with the queued chunk.
   EXPECT_EQ(p.runner.pending(), 2u);
-  EXPECT_EQ(p.scheduler.queued_tokens(), 6);
+  EXPECT_EQ(p.scheduler.admitted_tokens(), 6);
   p.runner.CompleteAll();
   EXPECT_EQ(p.answers.Rows(1).value(), std::vector<float>{101});
   EXPECT_EQ(p.answers.Rows(2).value(), std::vector<float>{102});
   EXPECT_EQ(p.answers.order, (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(p.scheduler.queued_tokens(), 0);
+  EXPECT_EQ(p.scheduler.admitted_tokens(), 0);
 }
 
 TEST(SchedulerPipelineTest, QueuedChunksArePackedInArrivalOrderUpToTheBudget) {
@@ -224,12 +224,12 @@ TEST(SchedulerPipelineTest, ChunksCancelledOrExpiredWhileQueuedNeverReachTheEngi
   ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(500, 3), p.answers.For(4)).ok());
   client_left = true;
   std::this_thread::sleep_for(std::chrono::milliseconds(40));  // past chunk 3's deadline
-  EXPECT_EQ(p.scheduler.queued_tokens(), 15);
+  EXPECT_EQ(p.scheduler.admitted_tokens(), 15);
   p.runner.CompleteNext();
   // The completion dropped both before packing the next batch.
   EXPECT_EQ(p.answers.Rows(2).status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(p.answers.Rows(3).status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(p.scheduler.queued_tokens(), 6);
+  EXPECT_EQ(p.scheduler.admitted_tokens(), 6);
   p.runner.CompleteAll();
   EXPECT_EQ(p.runner.first_ids_seen(), (std::vector<int32_t>{100, 200, 500}));
   EXPECT_EQ(p.answers.Rows(4).value(), std::vector<float>{500});
@@ -240,7 +240,7 @@ TEST(SchedulerPipelineTest, ChunksCancelledOrExpiredWhileQueuedNeverReachTheEngi
   ASSERT_TRUE(p.scheduler.Enqueue(std::move(late), p.answers.For(5)).ok());
   EXPECT_EQ(p.answers.Rows(5).status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(p.runner.pending(), 0u);
-  EXPECT_EQ(p.scheduler.queued_tokens(), 0);
+  EXPECT_EQ(p.scheduler.admitted_tokens(), 0);
 }
 
 TEST(SchedulerPipelineTest, AnEngineErrorAnswersEveryChunkOfItsBatchAndTheNextBatchRuns) {
@@ -256,7 +256,7 @@ TEST(SchedulerPipelineTest, AnEngineErrorAnswersEveryChunkOfItsBatchAndTheNextBa
   // Chunks 2 and 3 shared a batch: both get its error.
   EXPECT_EQ(p.answers.Rows(2).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(p.answers.Rows(3).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(p.scheduler.queued_tokens(), 0);
+  EXPECT_EQ(p.scheduler.admitted_tokens(), 0);
   ASSERT_TRUE(p.scheduler.Enqueue(MakeChunk(500, 4), p.answers.For(4)).ok());
   p.runner.CompleteAll();
   EXPECT_EQ(p.answers.Rows(4).value(), std::vector<float>{500});
