@@ -14,14 +14,18 @@
 
 namespace quiver::app {
 
+// Requests serve and gateway handle at once (--handler-threads): the batcher needs many in
+// flight to make batches.
+constexpr int kDefaultHandlerThreads = 64;
+
 // The HTTP server's flags shared by serve and gateway: read timeouts in seconds (--header-timeout,
 // --body-timeout, --idle-timeout), connection and body limits, the drain.
 struct HttpTimeouts {
-  int header_s = 30;
-  int body_s = 120;
-  int idle_s = 120;
-  int max_connections = 10000;                 // --max-connections
-  size_t max_body_bytes_in_flight = 32 << 20;  // --max-body-bytes-in-flight
+  int header_s = gateway::kDefaultHeaderTimeoutS;
+  int body_s = gateway::kDefaultBodyTimeoutS;
+  int idle_s = gateway::kDefaultIdleTimeoutS;
+  int max_connections = gateway::kDefaultMaxConnections;  // --max-connections
+  size_t max_body_bytes_in_flight = 32 << 20;             // --max-body-bytes-in-flight
   int drain_s = 30;  // --drain-timeout: how long a stopping server lets requests finish
 };
 
@@ -31,8 +35,8 @@ struct ServeOptions {
   std::string host = "0.0.0.0";
   int port = 8080;
   int threads = 0;
-  int handler_threads = 64;  // requests in flight at once; the batcher needs many to batch
-  size_t max_body_bytes = 8 << 20;
+  int handler_threads = kDefaultHandlerThreads;
+  size_t max_body_bytes = gateway::kDefaultMaxBodyBytes;
   int64_t max_input_tokens = 0;  // 0: sentence-transformers' max_seq_length, else the positions
   scheduler::SchedulerLimits limits;
   gateway::api::ApiLimits api;
@@ -87,8 +91,8 @@ struct GatewayOptions {
   std::string model_name;
   std::string host = "0.0.0.0";
   int port = 8080;
-  int handler_threads = 64;
-  size_t max_body_bytes = 8 << 20;
+  int handler_threads = kDefaultHandlerThreads;
+  size_t max_body_bytes = gateway::kDefaultMaxBodyBytes;
   int64_t max_chunk_tokens = 0;  // 0: the workers' max_batch_tokens
   int health_interval_ms = 1000;
   int resolve_interval_ms = 5000;

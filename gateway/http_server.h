@@ -45,20 +45,29 @@ struct HttpResponse {
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
+// The server's defaults, which serve's and gateway's flags start from (app/commands.h).
+constexpr size_t kDefaultMaxBodyBytes = 8 << 20;
+constexpr int kDefaultMaxConnections = 10000;
+constexpr int kDefaultHeaderTimeoutS = 30;
+constexpr int kDefaultBodyTimeoutS = 120;
+constexpr int kDefaultIdleTimeoutS = 120;
+
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
   int port = 8080;  // 0: pick a free port (see HttpServer::port)
   int io_threads = 1;
   int handler_threads = 2;
-  size_t max_body_bytes = 8 << 20;
+  size_t max_body_bytes = kDefaultMaxBodyBytes;
   size_t max_header_bytes = 8 << 10;  // the request line and headers; 431 beyond
   // Connections open at once; one more is answered 503 (Retry-After: 1) and closed at once.
-  int max_connections = 10000;
+  int max_connections = kDefaultMaxConnections;
   // Request-body bytes in flight at once, across connections; 0: 4 x max_body_bytes.
   size_t max_body_bytes_in_flight = 0;
-  int header_timeout_s = 30;  // from a connection's first byte to its last header
-  int body_timeout_s = 120;   // to read a body once its headers are in
-  int idle_timeout_s = 120;   // a keep-alive connection waiting for its next request
+  // Seconds from a connection's first byte to its last header; to read a body once its headers
+  // are in; a keep-alive connection waiting for its next request.
+  int header_timeout_s = kDefaultHeaderTimeoutS;
+  int body_timeout_s = kDefaultBodyTimeoutS;
+  int idle_timeout_s = kDefaultIdleTimeoutS;
   // Answers a request from its headers alone, before its body is read (an API key check);
   // nullopt lets the body be read and the request handled. The body of a request answered here
   // is never read: its connection closes after the answer.
