@@ -9,9 +9,15 @@
 
 namespace quiver::engine {
 
+// Multiples of kFineTokenStep (and at least one) up to kCoarseFromTokens, then of
+// kCoarseTokenStep.
+inline constexpr int64_t kFineTokenStep = 64;
+inline constexpr int64_t kCoarseFromTokens = 1024;
+inline constexpr int64_t kCoarseTokenStep = 256;
+
 inline int64_t TokenBucket(int64_t num_tokens) {
-  const int64_t multiple = num_tokens <= 1024 ? 64 : 256;
-  return std::max<int64_t>(64, (num_tokens + multiple - 1) / multiple * multiple);
+  const int64_t multiple = num_tokens <= kCoarseFromTokens ? kFineTokenStep : kCoarseTokenStep;
+  return std::max<int64_t>(kFineTokenStep, (num_tokens + multiple - 1) / multiple * multiple);
 }
 
 }  // namespace quiver::engine
