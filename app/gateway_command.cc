@@ -10,6 +10,7 @@
 #include "app/model_description.h"
 #include "common/metrics.h"
 #include "common/signals.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "gateway/api/api.h"
 #include "gateway/dispatcher.h"
@@ -43,6 +44,47 @@ std::jthread AnnounceReadyOnce(const gateway::Dispatcher& dispatcher, std::strin
   });
 }
 
+// The workers' ModelInfo from the first that answers, trying them in turn until
+// --startup-timeout passes.
+absl::StatusOr<quiver::v1::ModelInfoResponse> FirstModelInfo(
+    const gateway::GrpcReplicaSet& replicas, const GatewayOptions& options) {
+  absl::StatusOr<quiver::v1::ModelInfoResponse> info = absl::UnavailableError("no worker");
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options.startup_timeout_s);
+  while (!info.ok() && std::chrono::steady_clock::now() < give_up) {
+    for (const auto& r : replicas.All()) {
+      info = r->ModelInfo(std::chrono::milliseconds(1000));
+      if (info.ok()) break;
+    }
+    if (!info.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!info.ok()) {
+    return absl::UnavailableError(StrCat("no worker in '", options.workers,
+                                         "' answered ModelInfo within ", options.startup_timeout_s,
+                                         " s: ", info.status().message()));
+  }
+  return info;
+}
+
+// The served model: the workers' description, the name and concurrency from the flags, the
+// folder's prompts (the default one from the flags) and labels. On failure `exit_code` says
+// whose: 1 a file's, 2 a flag's.
+absl::StatusOr<gateway::api::ModelDescription> GatewayModel(
+    const GatewayOptions& options, const quiver::v1::ModelInfoResponse& info, int& exit_code) {
+  gateway::api::ModelDescription model = DescribeModel(info);
+  if (!options.model_name.empty()) model.name = options.model_name;
+  model.max_concurrent_requests = options.handler_threads;
+  exit_code = 1;
+  QUIVER_RETURN_IF_ERROR(gateway::api::ReadPrompts(options.model_dir, model));
+  exit_code = 2;
+  QUIVER_RETURN_IF_ERROR(
+      gateway::api::ApplyDefaultPrompt(options.default_prompt_name, options.default_prompt, model));
+  exit_code = 1;
+  QUIVER_RETURN_IF_ERROR(gateway::api::ReadLabels(options.model_dir, model));
+  exit_code = 0;
+  return model;
+}
+
 }  // namespace
 
 int RunGateway(const GatewayOptions& options) {
@@ -73,39 +115,19 @@ int RunGateway(const GatewayOptions& options) {
   gateway::GrpcReplicaSet replicas(
       options.workers, std::chrono::milliseconds(options.health_interval_ms),
       std::chrono::milliseconds(options.resolve_interval_ms), &metrics);
-  // The model's description from the first worker that answers.
-  absl::StatusOr<quiver::v1::ModelInfoResponse> info = absl::UnavailableError("no worker");
-  const auto give_up =
-      std::chrono::steady_clock::now() + std::chrono::seconds(options.startup_timeout_s);
-  while (!info.ok() && std::chrono::steady_clock::now() < give_up) {
-    for (const auto& r : replicas.All()) {
-      info = r->ModelInfo(std::chrono::milliseconds(1000));
-      if (info.ok()) break;
-    }
-    if (!info.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  absl::StatusOr<quiver::v1::ModelInfoResponse> info = FirstModelInfo(replicas, options);
   if (!info.ok()) {
-    spdlog::error("quiver gateway: no worker in '{}' answered ModelInfo within {} s: {}",
-                  options.workers, options.startup_timeout_s, info.status().message());
+    spdlog::error("quiver gateway: {}", info.status().message());
     return 1;
   }
-  gateway::api::ModelDescription model = DescribeModel(*info);
-  if (!options.model_name.empty()) model.name = options.model_name;
-  model.max_concurrent_requests = options.handler_threads;
-  if (absl::Status s = gateway::api::ReadPrompts(options.model_dir, model); !s.ok()) {
-    spdlog::error("quiver gateway: {}", s.message());
-    return 1;
+  int exit_code = 0;
+  absl::StatusOr<gateway::api::ModelDescription> described =
+      GatewayModel(options, *info, exit_code);
+  if (!described.ok()) {
+    spdlog::error("quiver gateway: {}", described.status().message());
+    return exit_code;
   }
-  if (absl::Status s = gateway::api::ApplyDefaultPrompt(options.default_prompt_name,
-                                                        options.default_prompt, model);
-      !s.ok()) {
-    spdlog::error("quiver gateway: {}", s.message());
-    return 2;
-  }
-  if (absl::Status s = gateway::api::ReadLabels(options.model_dir, model); !s.ok()) {
-    spdlog::error("quiver gateway: {}", s.message());
-    return 1;
-  }
+  const gateway::api::ModelDescription& model = *described;
   const int64_t chunk_tokens = options.max_chunk_tokens > 0
                                    ? options.max_chunk_tokens
                                    : static_cast<int64_t>(info->max_batch_tokens());
