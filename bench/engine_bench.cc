@@ -38,6 +38,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -278,8 +279,35 @@ struct Options {
   int ceiling_rounds = 3;
 };
 
-// The command line into `o`; false (the reason printed) for a flag it does not know or one
-// without its value.
+// Flag f's value v into `o`; false for a flag it does not know. Numbers by std::stoi and the
+// others, which throw on what is not one.
+bool SetOption(const std::string& f, const std::string& v, Options& o) {
+  if (f == "--model") {
+    o.model = v;
+  } else if (f == "--inputs") {
+    o.inputs = v;
+  } else if (f == "--suites") {
+    o.suites = v;
+  } else if (f == "--threads") {
+    o.threads = std::stoi(v);
+  } else if (f == "--seconds") {
+    o.seconds = std::stod(v);
+  } else if (f == "--quantize") {
+    o.quantize = v;
+  } else if (f == "--ceiling-rounds") {
+    o.ceiling_rounds = std::stoi(v);
+  } else if (f == "--lengths") {
+    o.lengths.clear();
+    std::stringstream list(v);
+    for (std::string item; std::getline(list, item, ',');) o.lengths.push_back(std::stoll(item));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The command line into `o`; false (the reason printed) for a flag it does not know, one without
+// its value, or a number that does not parse.
 bool ParseOptions(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
@@ -292,26 +320,13 @@ bool ParseOptions(int argc, char** argv, Options& o) {
       return false;
     }
     const std::string v = argv[++i];
-    if (f == "--model") {
-      o.model = v;
-    } else if (f == "--inputs") {
-      o.inputs = v;
-    } else if (f == "--suites") {
-      o.suites = v;
-    } else if (f == "--threads") {
-      o.threads = std::stoi(v);
-    } else if (f == "--seconds") {
-      o.seconds = std::stod(v);
-    } else if (f == "--quantize") {
-      o.quantize = v;
-    } else if (f == "--ceiling-rounds") {
-      o.ceiling_rounds = std::stoi(v);
-    } else if (f == "--lengths") {
-      o.lengths.clear();
-      std::stringstream list(v);
-      for (std::string item; std::getline(list, item, ',');) o.lengths.push_back(std::stoll(item));
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", f.c_str());
+    try {
+      if (!SetOption(f, v, o)) {
+        std::fprintf(stderr, "unknown flag %s\n", f.c_str());
+        return false;
+      }
+    } catch (const std::exception&) {  // std::invalid_argument, std::out_of_range
+      std::fprintf(stderr, "%s: '%s' is not a number here\n", f.c_str(), v.c_str());
       return false;
     }
   }
