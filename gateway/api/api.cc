@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "common/base64.h"
 #include "common/half.h"
 #include "common/json.h"
 #include "common/json_writer.h"
@@ -38,31 +39,6 @@ std::string RequestId(const HttpRequest& request) {
 }
 
 using Clock = std::chrono::steady_clock;
-
-std::string Base64(std::string_view bytes) {
-  static constexpr char kTable[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const uint32_t v = (uint32_t(uint8_t(bytes[i])) << 16) |
-                       (uint32_t(uint8_t(bytes[i + 1])) << 8) | uint8_t(bytes[i + 2]);
-    out += kTable[v >> 18];
-    out += kTable[(v >> 12) & 63];
-    out += kTable[(v >> 6) & 63];
-    out += kTable[v & 63];
-  }
-  if (i < bytes.size()) {
-    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
-    if (i + 1 < bytes.size()) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
-    out += kTable[v >> 18];
-    out += kTable[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? kTable[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
 
 // Row `i` of a result's packed rows.
 std::string_view Row(const ReplicaResult& r, int64_t i) {
