@@ -12,6 +12,7 @@
 #include "common/file.h"
 #include "common/metrics.h"
 #include "common/signals.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "scheduler/scheduler.h"
@@ -66,6 +67,29 @@ void WarmUp(engine::Engine& engine, std::string_view who) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
 }
 
+namespace {
+
+// The engine's options: the threads, the model's own (options.resolve_model: the config file and
+// the flags) and the device's. On failure `exit_code` says whose: 1 the model's, 2 a flag's.
+absl::StatusOr<engine::EngineOptions> EngineOptionsFor(const WorkerOptions& options,
+                                                       const engine::ModelFolder& folder,
+                                                       int& exit_code) {
+  engine::EngineOptions engine_options;
+  engine_options.num_threads = options.threads;
+  if (options.resolve_model) {
+    exit_code = 1;
+    QUIVER_ASSIGN_OR_RETURN(engine_options.model, options.resolve_model(folder));
+  }
+  exit_code = 2;
+  QUIVER_RETURN_IF_ERROR(
+      engine::ApplyDeviceSettings(options.device, options.limits.max_batch_tokens,
+                                  options.limits.max_batch_seqs, engine_options));
+  exit_code = 0;
+  return engine_options;
+}
+
+}  // namespace
+
 int RunWorker(const WorkerOptions& options) {
   CatchStopSignals("quiver worker");
 
@@ -78,22 +102,13 @@ int RunWorker(const WorkerOptions& options) {
     spdlog::error("quiver worker: cannot load model: {}", folder.status().message());
     return 1;
   }
-  engine::EngineOptions engine_options;
-  engine_options.num_threads = options.threads;
-  if (options.resolve_model) {
-    absl::StatusOr<engine::ModelOptions> model = options.resolve_model(*folder);
-    if (!model.ok()) {
-      spdlog::error("quiver worker: {}", model.status().message());
-      return 1;
-    }
-    engine_options.model = *model;
+  int exit_code = 0;
+  absl::StatusOr<engine::EngineOptions> made = EngineOptionsFor(options, *folder, exit_code);
+  if (!made.ok()) {
+    spdlog::error("quiver worker: {}", made.status().message());
+    return exit_code;
   }
-  if (absl::Status s = engine::ApplyDeviceSettings(options.device, options.limits.max_batch_tokens,
-                                                   options.limits.max_batch_seqs, engine_options);
-      !s.ok()) {
-    spdlog::error("quiver worker: {}", s.message());
-    return 2;
-  }
+  engine::EngineOptions& engine_options = *made;
   MetricsRegistry metrics;
   absl::StatusOr<std::shared_ptr<telemetry::SpanExporter>> tracer =
       telemetry::SpanExporter::CreateIfAsked(options.otlp_endpoint, options.otlp_service_name,
