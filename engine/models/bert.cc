@@ -226,104 +226,109 @@ const MlmNames& MlmNamesOf(Family family) {
 
 class BertModel final : public Model {
  public:
-  BertModel(BertConfig c, Head head, WeightLoader& w) : c_(std::move(c)) {
-    const int64_t h = c_.hidden, inter = c_.intermediate;
-    const WeightNames& n = c_.family == Family::kDistilBert ? kDistilBertNames
-                           : c_.family == Family::kMpnet    ? kMpnetNames
-                                                            : kBertNames;
-    word_ = w.Get("embeddings.word_embeddings.weight", {c_.vocab_size, h});
-    position_ = w.Get("embeddings.position_embeddings.weight", {c_.max_position_embeddings, h});
-    if (c_.type_vocab_size > 0) {
-      type_ = w.Get("embeddings.token_type_embeddings.weight", {c_.type_vocab_size, h});
+  BertModel(BertConfig c, Head head, WeightLoader& w) : config_(std::move(c)) {
+    const int64_t hidden = config_.hidden, inter = config_.intermediate;
+    const WeightNames& n = config_.family == Family::kDistilBert ? kDistilBertNames
+                           : config_.family == Family::kMpnet    ? kMpnetNames
+                                                                 : kBertNames;
+    word_ = w.Get("embeddings.word_embeddings.weight", {config_.vocab_size, hidden});
+    position_ =
+        w.Get("embeddings.position_embeddings.weight", {config_.max_position_embeddings, hidden});
+    if (config_.type_vocab_size > 0) {
+      type_ = w.Get("embeddings.token_type_embeddings.weight", {config_.type_vocab_size, hidden});
     }
-    emb_ln_g_ = w.Get("embeddings.LayerNorm.weight", {h});
-    emb_ln_b_ = w.Get("embeddings.LayerNorm.bias", {h});
-    if (c_.family == Family::kMpnet) {
-      const int64_t heads = c_.num_heads;
+    emb_ln_g_ = w.Get("embeddings.LayerNorm.weight", {hidden});
+    emb_ln_b_ = w.Get("embeddings.LayerNorm.bias", {hidden});
+    if (config_.family == Family::kMpnet) {
+      const int64_t heads = config_.num_heads;
       position_bias_ = w.Derived("encoder.relative_attention_bias.weight", {kMpnetBuckets, heads},
                                  {heads, 2 * kMpnetMaxDistance + 1}, [heads](const float* weight) {
                                    return RelativePositionBiasTable(weight, kMpnetBuckets, heads,
                                                                     kMpnetMaxDistance);
                                  });
     }
-    for (int64_t i = 0; i < c_.num_layers; ++i) {
+    for (int64_t i = 0; i < config_.num_layers; ++i) {
       const std::string p = StrCat(n.layer, i, ".");
       Layer l;
-      l.qkv = w.FusedLinear({p + n.q, p + n.k, p + n.v}, {h, h, h}, h, /*bias=*/true);
-      l.o = w.Linear(p + n.o, h, h, true);
-      l.ln1_g = w.Get(p + n.ln1 + ".weight", {h});
-      l.ln1_b = w.Get(p + n.ln1 + ".bias", {h});
-      l.intermediate = w.Linear(p + n.up, inter, h, true);
-      l.out = w.Linear(p + n.down, h, inter, true);
-      l.ln2_g = w.Get(p + n.ln2 + ".weight", {h});
-      l.ln2_b = w.Get(p + n.ln2 + ".bias", {h});
+      l.qkv = w.FusedLinear({p + n.q, p + n.k, p + n.v}, {hidden, hidden, hidden}, hidden,
+                            /*bias=*/true);
+      l.o = w.Linear(p + n.o, hidden, hidden, true);
+      l.ln1_g = w.Get(p + n.ln1 + ".weight", {hidden});
+      l.ln1_b = w.Get(p + n.ln1 + ".bias", {hidden});
+      l.intermediate = w.Linear(p + n.up, inter, hidden, true);
+      l.out = w.Linear(p + n.down, hidden, inter, true);
+      l.ln2_g = w.Get(p + n.ln2 + ".weight", {hidden});
+      l.ln2_b = w.Get(p + n.ln2 + ".bias", {hidden});
       layers_.push_back(std::move(l));
     }
     using Scope = WeightLoader::Scope;
     if (head == Head::kBertClassifier) {
-      head_dense_ = w.Linear("pooler.dense", h, h, true, Scope::kBase, /*task_head=*/true);
-      head_out_ = w.Linear("classifier", c_.num_labels, h, true, Scope::kHead);
+      head_dense_ =
+          w.Linear("pooler.dense", hidden, hidden, true, Scope::kBase, /*task_head=*/true);
+      head_out_ = w.Linear("classifier", config_.num_labels, hidden, true, Scope::kHead);
     } else if (head == Head::kRobertaClassifier) {
-      head_dense_ = w.Linear("classifier.dense", h, h, true, Scope::kHead);
-      head_out_ = w.Linear("classifier.out_proj", c_.num_labels, h, true, Scope::kHead);
+      head_dense_ = w.Linear("classifier.dense", hidden, hidden, true, Scope::kHead);
+      head_out_ = w.Linear("classifier.out_proj", config_.num_labels, hidden, true, Scope::kHead);
     } else if (head == Head::kDistilBertClassifier) {
-      head_dense_ = w.Linear("pre_classifier", h, h, true, Scope::kHead);
-      head_out_ = w.Linear("classifier", c_.num_labels, h, true, Scope::kHead);
+      head_dense_ = w.Linear("pre_classifier", hidden, hidden, true, Scope::kHead);
+      head_out_ = w.Linear("classifier", config_.num_labels, hidden, true, Scope::kHead);
       head_activation_ = ops::HeadActivation::kRelu;
     } else if (head == Head::kSplade) {
       // The masked-LM head: transform (dense, activation, LayerNorm), then the decoder, tied to
       // the word embeddings unless the checkpoint has its own, with its bias. BertForMaskedLM's
       // activation is hidden_act; DistilBertForMaskedLM's its `activation` (GELU only here);
       // RobertaLMHead's always the erf GELU.
-      const MlmNames& n = MlmNamesOf(c_.family);
-      mlm_dense_ = w.Linear(n.dense, h, h, true, Scope::kHead);
-      mlm_ln_g_ = w.Get(StrCat(n.norm, ".weight"), {h}, Scope::kHead);
-      mlm_ln_b_ = w.Get(StrCat(n.norm, ".bias"), {h}, Scope::kHead);
-      const int64_t vocab = c_.vocab_size;
+      const MlmNames& n = MlmNamesOf(config_.family);
+      mlm_dense_ = w.Linear(n.dense, hidden, hidden, true, Scope::kHead);
+      mlm_ln_g_ = w.Get(StrCat(n.norm, ".weight"), {hidden}, Scope::kHead);
+      mlm_ln_b_ = w.Get(StrCat(n.norm, ".bias"), {hidden}, Scope::kHead);
+      const int64_t vocab = config_.vocab_size;
       mlm_decoder_ = w.Has(StrCat(n.decoder, ".weight"), Scope::kHead)
-                         ? w.Linear(n.decoder, vocab, h, true, Scope::kHead,
+                         ? w.Linear(n.decoder, vocab, hidden, true, Scope::kHead,
                                     /*task_head=*/false, n.bias)
-                         : w.Linear("embeddings.word_embeddings", vocab, h, true, Scope::kBase,
+                         : w.Linear("embeddings.word_embeddings", vocab, hidden, true, Scope::kBase,
                                     /*task_head=*/true, n.bias);
-      mlm_activation_ = c_.family == Family::kRoberta || c_.hidden_act == "gelu"
+      mlm_activation_ = config_.family == Family::kRoberta || config_.hidden_act == "gelu"
                             ? ops::Epilogue::kGeluErf
                             : ops::Epilogue::kGeluTanh;
     }
     info_.family = "bert";  // the attention choice table: bidirectional multi-head attention
-    info_.hidden_size = h;
-    info_.num_heads = info_.num_kv_heads = c_.num_heads;
-    info_.head_dim = h / c_.num_heads;
+    info_.hidden_size = hidden;
+    info_.num_heads = info_.num_kv_heads = config_.num_heads;
+    info_.head_dim = hidden / config_.num_heads;
     info_.causal = false;
-    info_.vocab_size = c_.vocab_size;
-    info_.type_vocab_size = c_.type_vocab_size;
-    info_.max_input_tokens = c_.max_position_embeddings - c_.position_offset;
+    info_.vocab_size = config_.vocab_size;
+    info_.type_vocab_size = config_.type_vocab_size;
+    info_.max_input_tokens = config_.max_position_embeddings - config_.position_offset;
     info_.num_labels = head == Head::kNone     ? 0
-                       : head == Head::kSplade ? c_.vocab_size
-                                               : c_.num_labels;
+                       : head == Head::kSplade ? config_.vocab_size
+                                               : config_.num_labels;
     info_.sparse = head == Head::kSplade;
     info_.default_pooling = PoolingMode::kCls;
-    info_.attention_masks = c_.family == Family::kMpnet;
+    info_.attention_masks = config_.family == Family::kMpnet;
     info_.settings = {
-        {"hidden_size", StrCat(h)},
-        {"num_hidden_layers", StrCat(c_.num_layers)},
-        {"num_attention_heads", StrCat(c_.num_heads)},
+        {"hidden_size", StrCat(hidden)},
+        {"num_hidden_layers", StrCat(config_.num_layers)},
+        {"num_attention_heads", StrCat(config_.num_heads)},
         {"intermediate_size", StrCat(inter)},
-        {"vocab_size", StrCat(c_.vocab_size)},
-        {"type_vocab_size", StrCat(c_.type_vocab_size)},
-        {"max_position_embeddings", StrCat(c_.max_position_embeddings)},
-        {"position_offset", StrCat(c_.position_offset)},
-        {"layer_norm_eps", fmt::format("{}", c_.layer_norm_eps)},
-        {"hidden_act", c_.hidden_act},
+        {"vocab_size", StrCat(config_.vocab_size)},
+        {"type_vocab_size", StrCat(config_.type_vocab_size)},
+        {"max_position_embeddings", StrCat(config_.max_position_embeddings)},
+        {"position_offset", StrCat(config_.position_offset)},
+        {"layer_norm_eps", fmt::format("{}", config_.layer_norm_eps)},
+        {"hidden_act", config_.hidden_act},
     };
     if (head != Head::kNone && head != Head::kSplade) {
-      info_.settings.emplace_back("num_labels", StrCat(c_.num_labels));
+      info_.settings.emplace_back("num_labels", StrCat(config_.num_labels));
     }
   }
 
   double FlopsPerToken(int64_t seq_len) const override {
-    const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
-    const double per_layer = 2.0 * (3 * h * h + h * h + 2 * h * inter) + 4.0 * seq_len * h;
-    return per_layer * static_cast<double>(c_.num_layers);
+    const double hidden = static_cast<double>(config_.hidden),
+                 inter = static_cast<double>(config_.intermediate);
+    const double per_layer =
+        2.0 * (3 * hidden * hidden + hidden * hidden + 2 * hidden * inter) + 4.0 * seq_len * hidden;
+    return per_layer * static_cast<double>(config_.num_layers);
   }
 
   // On CUDA the residual stream x stays f32 while the GEMMs and attention read bf16: x_act is
@@ -331,31 +336,31 @@ class BertModel final : public Model {
   Tensor Forward(const ForwardContext& ctx) const override {
     const ExecContext& exec = ctx.exec;
     const int64_t num_tokens = ctx.num_tokens();
-    const int64_t h = c_.hidden;
-    const float eps = static_cast<float>(c_.layer_norm_eps);
+    const int64_t hidden = config_.hidden;
+    const float eps = static_cast<float>(config_.layer_norm_eps);
     const DType act = exec.act_dtype();
     const bool split = act != DType::kF32;
-    const Tensor x = ctx.ws.F32(kHidden, {num_tokens, h});
-    const Tensor x_copy = split ? ctx.ws.Get(kHiddenAct, act, {num_tokens, h}) : Tensor();
+    const Tensor x = ctx.ws.F32(kHidden, {num_tokens, hidden});
+    const Tensor x_copy = split ? ctx.ws.Get(kHiddenAct, act, {num_tokens, hidden}) : Tensor();
     const Tensor& x_act = split ? x_copy : x;
-    const Tensor scratch = ctx.ws.Get(kScratch, act, {num_tokens, h});
-    const Tensor qkv = ctx.ws.Get(kQkv, act, {num_tokens, 3 * h});
-    const Tensor attended = ctx.ws.Get(kAttended, act, {num_tokens, h});
-    const Tensor inter = ctx.ws.Get(kIntermediate, act, {num_tokens, c_.intermediate});
+    const Tensor scratch = ctx.ws.Get(kScratch, act, {num_tokens, hidden});
+    const Tensor qkv = ctx.ws.Get(kQkv, act, {num_tokens, 3 * hidden});
+    const Tensor attended = ctx.ws.Get(kAttended, act, {num_tokens, hidden});
+    const Tensor inter = ctx.ws.Get(kIntermediate, act, {num_tokens, config_.intermediate});
     const ops::EmbeddingTables tables{
-        word_,     position_.Rows(c_.position_offset, c_.max_position_embeddings),
+        word_,     position_.Rows(config_.position_offset, config_.max_position_embeddings),
         type_,     emb_ln_g_,
         emb_ln_b_, eps};
     ops::Embedding(exec, ctx.token_ids, ctx.positions, ctx.token_type_ids, tables, x, x_copy);
     AttentionPlan plan = ctx.plan;
-    if (c_.family == Family::kMpnet) {
+    if (config_.family == Family::kMpnet) {
       plan.position_bias = position_bias_.f32();
       plan.bias_max_distance = kMpnetMaxDistance;
     }
-    const bool relu = c_.hidden_act == "relu";
-    const ops::Epilogue up_epilogue = relu                      ? ops::Epilogue::kNone
-                                      : c_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf
-                                                                : ops::Epilogue::kGeluTanh;
+    const bool relu = config_.hidden_act == "relu";
+    const ops::Epilogue up_epilogue = relu                           ? ops::Epilogue::kNone
+                                      : config_.hidden_act == "gelu" ? ops::Epilogue::kGeluErf
+                                                                     : ops::Epilogue::kGeluTanh;
     for (const Layer& l : layers_) {
       const bool picks_rows = &l == &layers_.back() && !ctx.output_rows.empty() && !split;
       if (!relu && !split && !picks_rows) {  // the whole layer, per sequence where it can
@@ -395,22 +400,22 @@ class BertModel final : public Model {
     }
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
     const DType act = ctx.exec.act_dtype();
-    const Tensor cls = ctx.ws.F32(kCls, {num_seqs, c_.hidden});
+    const Tensor cls = ctx.ws.F32(kCls, {num_seqs, config_.hidden});
     ops::Pool(ctx.exec, hidden, ctx.seq_bounds, ops::PoolMode::kCls, cls, ctx.device_seq_bounds);
     Tensor cls_act = cls;
     if (act != DType::kF32) {
-      cls_act = ctx.ws.Get(kClsAct, act, {num_seqs, c_.hidden});
+      cls_act = ctx.ws.Get(kClsAct, act, {num_seqs, config_.hidden});
       ops::Convert(ctx.exec, cls, cls_act);
     }
-    const Tensor dense = ctx.ws.Get(kDense, act, {num_seqs, c_.hidden});
+    const Tensor dense = ctx.ws.Get(kDense, act, {num_seqs, config_.hidden});
     ops::ClassifierHead(ctx.exec, cls_act, head_dense_, head_out_, dense, scores, head_activation_);
   }
 
   void SpladeScore(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const {
     const ExecContext& exec = ctx.exec;
     const DType act = exec.act_dtype();
-    const int64_t h = c_.hidden;
-    const float eps = static_cast<float>(c_.layer_norm_eps);
+    const int64_t hidden_size = config_.hidden;
+    const float eps = static_cast<float>(config_.layer_norm_eps);
     const int32_t* bounds = ctx.seq_bounds.i32();
     for (int64_t s = 0; s < ctx.seq_bounds.dim(0); ++s) {
       const int64_t begin = bounds[2 * s], end = bounds[2 * s + 1];
@@ -418,14 +423,14 @@ class BertModel final : public Model {
         const int64_t n = std::min(kSpladeChunk, end - t0);
         Tensor in = hidden.Rows(t0, t0 + n);
         if (act != DType::kF32) {
-          const Tensor converted = ctx.ws.Get(kCls, act, {n, h});
+          const Tensor converted = ctx.ws.Get(kCls, act, {n, hidden_size});
           ops::Convert(exec, in, converted);
           in = converted;
         }
-        const Tensor transformed = ctx.ws.Get(kDense, act, {n, h});
+        const Tensor transformed = ctx.ws.Get(kDense, act, {n, hidden_size});
         ops::Linear(exec, in, mlm_dense_, transformed, mlm_activation_);
         ops::LayerNorm(exec, transformed, mlm_ln_g_, mlm_ln_b_, eps, transformed);
-        const Tensor logits = ctx.ws.Get(kClsAct, act, {n, c_.vocab_size});
+        const Tensor logits = ctx.ws.Get(kClsAct, act, {n, config_.vocab_size});
         ops::Linear(exec, transformed, mlm_decoder_, logits);
         ops::MaxRows(exec, logits, scores.Rows(s, s + 1), /*accumulate=*/t0 > begin);
       }
@@ -463,8 +468,8 @@ class BertModel final : public Model {
     const Tensor& picked = rows.x;
     const Tensor& picked_attended = rows.attended;
     const int64_t n = picked.dim(0);
-    const Tensor scratch = ctx.ws.F32(kPickedScratch, {n, c_.hidden});
-    const Tensor inter = ctx.ws.F32(kPickedIntermediate, {n, c_.intermediate});
+    const Tensor scratch = ctx.ws.F32(kPickedScratch, {n, config_.hidden});
+    const Tensor inter = ctx.ws.F32(kPickedIntermediate, {n, config_.intermediate});
     if (relu) {
       ops::LinearAddLayerNorm(exec, picked_attended, l.o, picked, l.ln1_g, l.ln1_b, eps, scratch);
       ops::Linear(exec, picked, l.intermediate, inter);
@@ -478,7 +483,7 @@ class BertModel final : public Model {
     ops::ScatterRows(exec, picked, ctx.output_rows, x);
   }
 
-  BertConfig c_;
+  BertConfig config_;
   Tensor word_, position_, type_, emb_ln_g_, emb_ln_b_;
   Tensor position_bias_;  // MPNet: [heads, 2 · 128 + 1] per distance (relative_position.h)
   std::vector<Layer> layers_;

@@ -99,10 +99,10 @@ absl::StatusOr<Gemma3Config> ParseGemma3Config(const JsonValue& json) {
 
 class Gemma3Model final : public Model {
  public:
-  Gemma3Model(Gemma3Config c, WeightLoader& w) : c_(std::move(c)) {
-    const int64_t h = c_.hidden, inter = c_.intermediate;
-    q_dim_ = c_.num_heads * c_.head_dim;
-    kv_dim_ = c_.num_kv_heads * c_.head_dim;
+  Gemma3Model(Gemma3Config c, WeightLoader& w) : config_(std::move(c)) {
+    const int64_t hidden = config_.hidden, inter = config_.intermediate;
+    q_dim_ = config_.num_heads * config_.head_dim;
+    kv_dim_ = config_.num_kv_heads * config_.head_dim;
     // Gemma's RMS norm: x / rms(x) · (1 + weight), the one added here.
     auto norm = [&](const std::string& name, int64_t n) {
       return w.Derived(name, {n}, {n}, [n](const float* weight) {
@@ -112,60 +112,61 @@ class Gemma3Model final : public Model {
       });
     };
     // The embedding's scale, as transformers applies it: the f32 sqrt(hidden_size) times each row.
-    const float scale = static_cast<float>(std::sqrt(static_cast<double>(h)));
-    const int64_t vocab = c_.vocab_size;
-    embed_ = w.Derived("embed_tokens.weight", {vocab, h}, {vocab, h},
-                       [vocab, h, scale](const float* weight) {
-                         std::vector<float> out(static_cast<size_t>(vocab * h));
+    const float scale = static_cast<float>(std::sqrt(static_cast<double>(hidden)));
+    const int64_t vocab = config_.vocab_size;
+    embed_ = w.Derived("embed_tokens.weight", {vocab, hidden}, {vocab, hidden},
+                       [vocab, hidden, scale](const float* weight) {
+                         std::vector<float> out(static_cast<size_t>(vocab * hidden));
                          for (size_t i = 0; i < out.size(); ++i) out[i] = weight[i] * scale;
                          return out;
                        });
-    for (int64_t i = 0; i < c_.num_layers; ++i) {
+    for (int64_t i = 0; i < config_.num_layers; ++i) {
       const std::string p = StrCat("layers.", i, ".");
       Layer l;
-      l.input_norm = norm(p + "input_layernorm.weight", h);
+      l.input_norm = norm(p + "input_layernorm.weight", hidden);
       l.qkv =
           w.FusedLinear({p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
-                        {q_dim_, kv_dim_, kv_dim_}, h, c_.attention_bias);
-      l.q_norm = norm(p + "self_attn.q_norm.weight", c_.head_dim);
-      l.k_norm = norm(p + "self_attn.k_norm.weight", c_.head_dim);
-      l.o = w.Linear(p + "self_attn.o_proj", h, q_dim_, c_.attention_bias);
-      l.post_attn_norm = norm(p + "post_attention_layernorm.weight", h);
-      l.pre_ff_norm = norm(p + "pre_feedforward_layernorm.weight", h);
-      l.gate_up = w.FusedLinear({p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter, inter}, h, false);
-      l.down = w.Linear(p + "mlp.down_proj", h, inter, false);
-      l.post_ff_norm = norm(p + "post_feedforward_layernorm.weight", h);
+                        {q_dim_, kv_dim_, kv_dim_}, hidden, config_.attention_bias);
+      l.q_norm = norm(p + "self_attn.q_norm.weight", config_.head_dim);
+      l.k_norm = norm(p + "self_attn.k_norm.weight", config_.head_dim);
+      l.o = w.Linear(p + "self_attn.o_proj", hidden, q_dim_, config_.attention_bias);
+      l.post_attn_norm = norm(p + "post_attention_layernorm.weight", hidden);
+      l.pre_ff_norm = norm(p + "pre_feedforward_layernorm.weight", hidden);
+      l.gate_up =
+          w.FusedLinear({p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter, inter}, hidden, false);
+      l.down = w.Linear(p + "mlp.down_proj", hidden, inter, false);
+      l.post_ff_norm = norm(p + "post_feedforward_layernorm.weight", hidden);
       layers_.push_back(std::move(l));
     }
-    final_norm_ = norm("norm.weight", h);
+    final_norm_ = norm("norm.weight", hidden);
     info_.family = "gemma3";
-    info_.hidden_size = h;
-    info_.num_heads = c_.num_heads;
-    info_.num_kv_heads = c_.num_kv_heads;
-    info_.head_dim = c_.head_dim;
-    info_.causal = !c_.bidirectional;
-    info_.vocab_size = c_.vocab_size;
+    info_.hidden_size = hidden;
+    info_.num_heads = config_.num_heads;
+    info_.num_kv_heads = config_.num_kv_heads;
+    info_.head_dim = config_.head_dim;
+    info_.causal = !config_.bidirectional;
+    info_.vocab_size = config_.vocab_size;
     info_.type_vocab_size = 0;
-    info_.max_input_tokens = c_.max_position_embeddings;
-    info_.default_pooling = c_.bidirectional ? PoolingMode::kMean : PoolingMode::kLastToken;
+    info_.max_input_tokens = config_.max_position_embeddings;
+    info_.default_pooling = config_.bidirectional ? PoolingMode::kMean : PoolingMode::kLastToken;
     info_.attention_masks = true;  // the local layers' window
     std::string types;
-    for (bool g : c_.global) types += g ? 'G' : 'L';
+    for (bool g : config_.global) types += g ? 'G' : 'L';
     info_.settings = {
-        {"hidden_size", StrCat(h)},
-        {"num_hidden_layers", StrCat(c_.num_layers)},
-        {"num_attention_heads", StrCat(c_.num_heads)},
-        {"num_key_value_heads", StrCat(c_.num_kv_heads)},
-        {"head_dim", StrCat(c_.head_dim)},
+        {"hidden_size", StrCat(hidden)},
+        {"num_hidden_layers", StrCat(config_.num_layers)},
+        {"num_attention_heads", StrCat(config_.num_heads)},
+        {"num_key_value_heads", StrCat(config_.num_kv_heads)},
+        {"head_dim", StrCat(config_.head_dim)},
         {"intermediate_size", StrCat(inter)},
-        {"vocab_size", StrCat(c_.vocab_size)},
-        {"sliding_window", StrCat(c_.sliding_window)},
+        {"vocab_size", StrCat(config_.vocab_size)},
+        {"sliding_window", StrCat(config_.sliding_window)},
         {"layer_types", types},
-        {"use_bidirectional_attention", c_.bidirectional ? "true" : "false"},
-        {"query_pre_attn_scalar", fmt::format("{}", c_.query_pre_attn_scalar)},
-        {"rope_theta", fmt::format("{}", c_.global_theta)},
-        {"rope_local_base_freq", fmt::format("{}", c_.local_theta)},
-        {"rms_norm_eps", fmt::format("{}", c_.rms_norm_eps)},
+        {"use_bidirectional_attention", config_.bidirectional ? "true" : "false"},
+        {"query_pre_attn_scalar", fmt::format("{}", config_.query_pre_attn_scalar)},
+        {"rope_theta", fmt::format("{}", config_.global_theta)},
+        {"rope_local_base_freq", fmt::format("{}", config_.local_theta)},
+        {"rms_norm_eps", fmt::format("{}", config_.rms_norm_eps)},
     };
   }
 
@@ -173,18 +174,19 @@ class Gemma3Model final : public Model {
   // sliding_window W as W / 2 + 1 exclusive (Gemma3TextConfig.__post_init__), i.e. keys within
   // W / 2 each side; a causal one as keys less than W behind.
   int64_t LocalWindow() const {
-    return c_.bidirectional ? c_.sliding_window / 2 : c_.sliding_window - 1;
+    return config_.bidirectional ? config_.sliding_window / 2 : config_.sliding_window - 1;
   }
 
   double FlopsPerToken(int64_t seq_len) const override {
-    const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
+    const double hidden = static_cast<double>(config_.hidden),
+                 inter = static_cast<double>(config_.intermediate);
     const double q = static_cast<double>(q_dim_), kv = static_cast<double>(kv_dim_);
     double flops = 0;
-    for (bool g : c_.global) {
+    for (bool g : config_.global) {
       double keys = static_cast<double>(seq_len);
-      if (!g) keys = std::min(keys, (c_.bidirectional ? 2.0 : 1.0) * LocalWindow() + 1);
-      if (!c_.bidirectional) keys = (keys + 1) / 2;
-      flops += 2.0 * (h * (q + 2 * kv) + q * h + 3 * h * inter) + 4.0 * keys * q;
+      if (!g) keys = std::min(keys, (config_.bidirectional ? 2.0 : 1.0) * LocalWindow() + 1);
+      if (!config_.bidirectional) keys = (keys + 1) / 2;
+      flops += 2.0 * (hidden * (q + 2 * kv) + q * hidden + 3 * hidden * inter) + 4.0 * keys * q;
     }
     return flops;
   }
@@ -193,34 +195,34 @@ class Gemma3Model final : public Model {
   Tensor Forward(const ForwardContext& ctx) const override {
     const ExecContext& exec = ctx.exec;
     const int64_t num_tokens = ctx.num_tokens();
-    const int64_t h = c_.hidden;
-    const float eps = static_cast<float>(c_.rms_norm_eps);
+    const int64_t hidden = config_.hidden;
+    const float eps = static_cast<float>(config_.rms_norm_eps);
     const DType dtype = exec.act_dtype();
-    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, h});
-    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, h});
+    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, hidden});
+    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, hidden});
     const Tensor qkv = ctx.ws.Get(kQkv, dtype, {num_tokens, q_dim_ + 2 * kv_dim_});
     const Tensor attended = ctx.ws.Get(kAttended, dtype, {num_tokens, q_dim_});
-    const Tensor gate_up = ctx.ws.Get(kGateUp, dtype, {num_tokens, 2 * c_.intermediate});
-    const Tensor act = ctx.ws.Get(kAct, dtype, {num_tokens, c_.intermediate});
+    const Tensor gate_up = ctx.ws.Get(kGateUp, dtype, {num_tokens, 2 * config_.intermediate});
+    const Tensor act = ctx.ws.Get(kAct, dtype, {num_tokens, config_.intermediate});
     const Tensor q = qkv.Columns(0, q_dim_);
     const Tensor k = qkv.Columns(q_dim_, q_dim_ + kv_dim_);
     const Tensor v = qkv.Columns(q_dim_ + kv_dim_, q_dim_ + 2 * kv_dim_);
     AttentionPlan global = ctx.plan;
-    global.scale = static_cast<float>(1.0 / std::sqrt(c_.query_pre_attn_scalar));
+    global.scale = static_cast<float>(1.0 / std::sqrt(config_.query_pre_attn_scalar));
     AttentionPlan local = global;
     local.window = LocalWindow();
     ops::Embedding(exec, ctx.token_ids, {}, {}, ops::EmbeddingTables{embed_}, x);
     ops::RmsNorm(exec, x, layers_.front().input_norm, eps, y);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& l = layers_[i];
-      const bool is_global = c_.global[i];
-      const double theta = is_global ? c_.global_theta : c_.local_theta;
+      const bool is_global = config_.global[i];
+      const double theta = is_global ? config_.global_theta : config_.local_theta;
       ops::Linear(exec, y, l.qkv, qkv);
-      ops::HeadRmsNorm(exec, q, c_.num_heads, l.q_norm, eps);
-      ops::HeadRmsNorm(exec, k, c_.num_kv_heads, l.k_norm, eps);
-      ops::Rotary(exec, q, ctx.positions, c_.num_heads, c_.head_dim, theta,
+      ops::HeadRmsNorm(exec, q, config_.num_heads, l.q_norm, eps);
+      ops::HeadRmsNorm(exec, k, config_.num_kv_heads, l.k_norm, eps);
+      ops::Rotary(exec, q, ctx.positions, config_.num_heads, config_.head_dim, theta,
                   ops::RotaryLayout::kNeox);
-      ops::Rotary(exec, k, ctx.positions, c_.num_kv_heads, c_.head_dim, theta,
+      ops::Rotary(exec, k, ctx.positions, config_.num_kv_heads, config_.head_dim, theta,
                   ops::RotaryLayout::kNeox);
       ops::Attention(exec, ctx.attention, is_global ? global : local, q, k, v, attended);
       ops::Linear(exec, attended, l.o, y);
@@ -243,7 +245,7 @@ class Gemma3Model final : public Model {
     ops::LinearWeights qkv, o, gate_up, down;
     Tensor input_norm, q_norm, k_norm, post_attn_norm, pre_ff_norm, post_ff_norm;
   };
-  Gemma3Config c_;
+  Gemma3Config config_;
   int64_t q_dim_ = 0, kv_dim_ = 0;
   Tensor embed_, final_norm_;
   std::vector<Layer> layers_;

@@ -111,76 +111,78 @@ absl::StatusOr<ModernBertConfig> ParseConfig(const JsonValue& json, bool classif
 
 class ModernBertModel final : public Model {
  public:
-  ModernBertModel(ModernBertConfig c, bool classifier, WeightLoader& w) : c_(std::move(c)) {
-    const int64_t h = c_.hidden, inter = c_.intermediate;
+  ModernBertModel(ModernBertConfig c, bool classifier, WeightLoader& w) : config_(std::move(c)) {
+    const int64_t hidden = config_.hidden, inter = config_.intermediate;
     // A LayerNorm's weight and, with norm_bias, its bias (else zeros).
     auto norm = [&](const std::string& name, WeightLoader::Scope scope) {
       Norm n;
-      n.gamma = w.Get(name + ".weight", {h}, scope);
-      n.beta = c_.norm_bias ? w.Get(name + ".bias", {h}, scope) : zeros_;
+      n.gamma = w.Get(name + ".weight", {hidden}, scope);
+      n.beta = config_.norm_bias ? w.Get(name + ".bias", {hidden}, scope) : zeros_;
       return n;
     };
     using Scope = WeightLoader::Scope;
-    if (!c_.norm_bias) zeros_ = w.Constant({h}, 0.0f);
-    tok_ = w.Get("embeddings.tok_embeddings.weight", {c_.vocab_size, h});
+    if (!config_.norm_bias) zeros_ = w.Constant({hidden}, 0.0f);
+    tok_ = w.Get("embeddings.tok_embeddings.weight", {config_.vocab_size, hidden});
     emb_norm_ = norm("embeddings.norm", Scope::kBase);
-    for (int64_t i = 0; i < c_.num_layers; ++i) {
+    for (int64_t i = 0; i < config_.num_layers; ++i) {
       const std::string p = StrCat("layers.", i, ".");
       Layer l;
       if (i > 0) l.attn_norm = norm(p + "attn_norm", Scope::kBase);  // layer 0: identity
-      l.qkv = w.Linear(p + "attn.Wqkv", 3 * h, h, c_.attention_bias);
-      l.o = w.Linear(p + "attn.Wo", h, h, c_.attention_bias);
+      l.qkv = w.Linear(p + "attn.Wqkv", 3 * hidden, hidden, config_.attention_bias);
+      l.o = w.Linear(p + "attn.Wo", hidden, hidden, config_.attention_bias);
       l.mlp_norm = norm(p + "mlp_norm", Scope::kBase);
-      l.wi = w.Linear(p + "mlp.Wi", 2 * inter, h, c_.mlp_bias);
-      l.wo = w.Linear(p + "mlp.Wo", h, inter, c_.mlp_bias);
+      l.wi = w.Linear(p + "mlp.Wi", 2 * inter, hidden, config_.mlp_bias);
+      l.wo = w.Linear(p + "mlp.Wo", hidden, inter, config_.mlp_bias);
       layers_.push_back(std::move(l));
     }
     final_norm_ = norm("final_norm", Scope::kBase);
     if (classifier) {
-      head_dense_ = w.Linear("head.dense", h, h, c_.classifier_bias, Scope::kHead);
+      head_dense_ = w.Linear("head.dense", hidden, hidden, config_.classifier_bias, Scope::kHead);
       head_norm_ = norm("head.norm", Scope::kHead);
-      classifier_ = w.Linear("classifier", c_.num_labels, h, true, Scope::kHead);
+      classifier_ = w.Linear("classifier", config_.num_labels, hidden, true, Scope::kHead);
     }
     info_.family = "modernbert";
-    info_.hidden_size = h;
-    info_.num_heads = info_.num_kv_heads = c_.num_heads;
-    info_.head_dim = h / c_.num_heads;
+    info_.hidden_size = hidden;
+    info_.num_heads = info_.num_kv_heads = config_.num_heads;
+    info_.head_dim = hidden / config_.num_heads;
     info_.causal = false;
-    info_.vocab_size = c_.vocab_size;
+    info_.vocab_size = config_.vocab_size;
     info_.type_vocab_size = 0;
-    info_.max_input_tokens = c_.max_position_embeddings;
-    info_.num_labels = classifier ? c_.num_labels : 0;
+    info_.max_input_tokens = config_.max_position_embeddings;
+    info_.num_labels = classifier ? config_.num_labels : 0;
     info_.default_pooling = PoolingMode::kCls;
     info_.attention_masks = true;  // the local layers' sliding window
     std::string types;
-    for (bool g : c_.global) types += g ? 'G' : 'L';
+    for (bool g : config_.global) types += g ? 'G' : 'L';
     info_.settings = {
-        {"hidden_size", StrCat(h)},
-        {"num_hidden_layers", StrCat(c_.num_layers)},
-        {"num_attention_heads", StrCat(c_.num_heads)},
+        {"hidden_size", StrCat(hidden)},
+        {"num_hidden_layers", StrCat(config_.num_layers)},
+        {"num_attention_heads", StrCat(config_.num_heads)},
         {"intermediate_size", StrCat(inter)},
-        {"vocab_size", StrCat(c_.vocab_size)},
-        {"max_position_embeddings", StrCat(c_.max_position_embeddings)},
-        {"local_attention", StrCat(2 * c_.window)},
+        {"vocab_size", StrCat(config_.vocab_size)},
+        {"max_position_embeddings", StrCat(config_.max_position_embeddings)},
+        {"local_attention", StrCat(2 * config_.window)},
         {"layer_types", types},
-        {"global_rope_theta", fmt::format("{}", c_.global_theta)},
-        {"local_rope_theta", fmt::format("{}", c_.local_theta)},
-        {"norm_eps", fmt::format("{}", c_.norm_eps)},
-        {"norm_bias", c_.norm_bias ? "true" : "false"},
+        {"global_rope_theta", fmt::format("{}", config_.global_theta)},
+        {"local_rope_theta", fmt::format("{}", config_.local_theta)},
+        {"norm_eps", fmt::format("{}", config_.norm_eps)},
+        {"norm_bias", config_.norm_bias ? "true" : "false"},
     };
     if (classifier) {
-      info_.settings.emplace_back("num_labels", StrCat(c_.num_labels));
-      info_.settings.emplace_back("classifier_pooling", c_.classifier_mean ? "mean" : "cls");
+      info_.settings.emplace_back("num_labels", StrCat(config_.num_labels));
+      info_.settings.emplace_back("classifier_pooling", config_.classifier_mean ? "mean" : "cls");
     }
   }
 
   double FlopsPerToken(int64_t seq_len) const override {
-    const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
+    const double hidden = static_cast<double>(config_.hidden),
+                 inter = static_cast<double>(config_.intermediate);
     double flops = 0;
-    for (bool g : c_.global) {
-      const double keys = g ? static_cast<double>(seq_len)
-                            : std::min<double>(static_cast<double>(seq_len), 2.0 * c_.window + 1);
-      flops += 2.0 * (4 * h * h + 3 * h * inter) + 4.0 * keys * h;
+    for (bool g : config_.global) {
+      const double keys =
+          g ? static_cast<double>(seq_len)
+            : std::min<double>(static_cast<double>(seq_len), 2.0 * config_.window + 1);
+      flops += 2.0 * (4 * hidden * hidden + 3 * hidden * inter) + 4.0 * keys * hidden;
     }
     return flops;
   }
@@ -190,28 +192,31 @@ class ModernBertModel final : public Model {
   Tensor Forward(const ForwardContext& ctx) const override {
     const ExecContext& exec = ctx.exec;
     const int64_t num_tokens = ctx.num_tokens();
-    const int64_t h = c_.hidden, head_dim = h / c_.num_heads;
-    const float eps = static_cast<float>(c_.norm_eps);
+    const int64_t hidden = config_.hidden, head_dim = hidden / config_.num_heads;
+    const float eps = static_cast<float>(config_.norm_eps);
     const DType dtype = exec.act_dtype();
-    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, h});
-    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, h});
-    const Tensor qkv = ctx.ws.Get(kQkv, dtype, {num_tokens, 3 * h});
-    const Tensor attended = ctx.ws.Get(kAttended, dtype, {num_tokens, h});
-    const Tensor gate_up = ctx.ws.Get(kGateUp, dtype, {num_tokens, 2 * c_.intermediate});
-    const Tensor act = ctx.ws.Get(kAct, dtype, {num_tokens, c_.intermediate});
-    const Tensor q = qkv.Columns(0, h), k = qkv.Columns(h, 2 * h), v = qkv.Columns(2 * h, 3 * h);
+    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, hidden});
+    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, hidden});
+    const Tensor qkv = ctx.ws.Get(kQkv, dtype, {num_tokens, 3 * hidden});
+    const Tensor attended = ctx.ws.Get(kAttended, dtype, {num_tokens, hidden});
+    const Tensor gate_up = ctx.ws.Get(kGateUp, dtype, {num_tokens, 2 * config_.intermediate});
+    const Tensor act = ctx.ws.Get(kAct, dtype, {num_tokens, config_.intermediate});
+    const Tensor q = qkv.Columns(0, hidden), k = qkv.Columns(hidden, 2 * hidden),
+                 v = qkv.Columns(2 * hidden, 3 * hidden);
     ops::Embedding(exec, ctx.token_ids, {}, {},
                    ops::EmbeddingTables{tok_, {}, {}, emb_norm_.gamma, emb_norm_.beta, eps}, x);
     ops::Convert(exec, x, y);  // layer 0 has no attention norm
     AttentionPlan local = ctx.plan;
-    local.window = c_.window;
+    local.window = config_.window;
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& l = layers_[i];
-      const bool global = c_.global[i];
-      const double theta = global ? c_.global_theta : c_.local_theta;
+      const bool global = config_.global[i];
+      const double theta = global ? config_.global_theta : config_.local_theta;
       ops::Linear(exec, y, l.qkv, qkv);
-      ops::Rotary(exec, q, ctx.positions, c_.num_heads, head_dim, theta, ops::RotaryLayout::kNeox);
-      ops::Rotary(exec, k, ctx.positions, c_.num_heads, head_dim, theta, ops::RotaryLayout::kNeox);
+      ops::Rotary(exec, q, ctx.positions, config_.num_heads, head_dim, theta,
+                  ops::RotaryLayout::kNeox);
+      ops::Rotary(exec, k, ctx.positions, config_.num_heads, head_dim, theta,
+                  ops::RotaryLayout::kNeox);
       ops::Attention(exec, ctx.attention, global ? ctx.plan : local, q, k, v, attended);
       if (i + 1 == layers_.size() && !ctx.output_rows.empty()) {
         OutputRowsAfterAttention(ctx, l, x, attended, y);
@@ -224,7 +229,7 @@ class ModernBertModel final : public Model {
     return y;
   }
 
-  bool ScoresFirstTokens() const override { return !c_.classifier_mean; }
+  bool ScoresFirstTokens() const override { return !config_.classifier_mean; }
 
   // Pooled rows (CLS or mean) through head.dense, the activation, head.norm and the classifier;
   // the GEMMs read the device's activation type.
@@ -232,22 +237,22 @@ class ModernBertModel final : public Model {
     const ExecContext& exec = ctx.exec;
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
     const DType dtype = exec.act_dtype();
-    const float eps = static_cast<float>(c_.norm_eps);
-    const Tensor pooled = ctx.ws.F32(kPooled, {num_seqs, c_.hidden});
+    const float eps = static_cast<float>(config_.norm_eps);
+    const Tensor pooled = ctx.ws.F32(kPooled, {num_seqs, config_.hidden});
     ops::Pool(exec, hidden, ctx.seq_bounds,
-              c_.classifier_mean ? ops::PoolMode::kMean : ops::PoolMode::kCls, pooled,
+              config_.classifier_mean ? ops::PoolMode::kMean : ops::PoolMode::kCls, pooled,
               ctx.device_seq_bounds);
-    const Tensor pooled_act = ctx.ws.Get(kPooledAct, dtype, {num_seqs, c_.hidden});
+    const Tensor pooled_act = ctx.ws.Get(kPooledAct, dtype, {num_seqs, config_.hidden});
     ops::Convert(exec, pooled, pooled_act);
-    const Tensor dense = ctx.ws.Get(kDense, dtype, {num_seqs, c_.hidden});
+    const Tensor dense = ctx.ws.Get(kDense, dtype, {num_seqs, config_.hidden});
     ops::Linear(exec, pooled_act, head_dense_, dense);
-    ops::Gelu(exec, dense, c_.classifier_activation);
+    ops::Gelu(exec, dense, config_.classifier_activation);
     ops::LayerNorm(exec, dense, head_norm_.gamma, head_norm_.beta, eps, dense);
     if (dtype == DType::kF32) {
       ops::Linear(exec, dense, classifier_, scores);
       return;
     }
-    const Tensor logits = ctx.ws.Get(kLogits, dtype, {num_seqs, c_.num_labels});
+    const Tensor logits = ctx.ws.Get(kLogits, dtype, {num_seqs, config_.num_labels});
     ops::Linear(exec, dense, classifier_, logits);
     ops::Convert(exec, logits, scores);
   }
@@ -283,11 +288,11 @@ class ModernBertModel final : public Model {
   void AfterAttention(const ExecContext& exec, const Layer& l, const Tensor& attended,
                       const Tensor& x, const Tensor& y, const Tensor& gate_up, const Tensor& act,
                       const Norm& next) const {
-    const float eps = static_cast<float>(c_.norm_eps);
+    const float eps = static_cast<float>(config_.norm_eps);
     ops::Linear(exec, attended, l.o, y);
     ops::AddPreLayerNorm(exec, x, y, l.mlp_norm.gamma, l.mlp_norm.beta, eps);
     ops::Linear(exec, y, l.wi, gate_up);
-    ops::GeluMul(exec, gate_up, act, c_.activation);
+    ops::GeluMul(exec, gate_up, act, config_.activation);
     ops::Linear(exec, act, l.wo, y);
     ops::AddPreLayerNorm(exec, x, y, next.gamma, next.beta, eps);
   }
@@ -299,14 +304,14 @@ class ModernBertModel final : public Model {
                                 const Tensor& attended, const Tensor& y) const {
     const OutputRows picked = GatherOutputRows(ctx, x, attended, kPicked, kPickedAttended);
     const int64_t n = picked.x.dim(0);
-    const Tensor out = ctx.ws.F32(kPickedOut, {n, c_.hidden});
+    const Tensor out = ctx.ws.F32(kPickedOut, {n, config_.hidden});
     AfterAttention(ctx.exec, l, picked.attended, picked.x, out,
-                   ctx.ws.F32(kPickedGateUp, {n, 2 * c_.intermediate}),
-                   ctx.ws.F32(kPickedAct, {n, c_.intermediate}), final_norm_);
+                   ctx.ws.F32(kPickedGateUp, {n, 2 * config_.intermediate}),
+                   ctx.ws.F32(kPickedAct, {n, config_.intermediate}), final_norm_);
     ops::ScatterRows(ctx.exec, out, ctx.output_rows, y);
   }
 
-  ModernBertConfig c_;
+  ModernBertConfig config_;
   Tensor zeros_;
   Tensor tok_;
   Norm emb_norm_, final_norm_, head_norm_;

@@ -151,97 +151,105 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json, DecoderFamil
 class Qwen3Model final : public Model {
  public:
   Qwen3Model(const Qwen3Config& c, Head head, WeightLoader& w, const ModelOptions& options)
-      : c_(c), head_(head), q_dim_(c.num_heads * c.head_dim), kv_dim_(c.num_kv_heads * c.head_dim) {
-    const int64_t h = c_.hidden, inter = c_.intermediate;
-    embed_ = w.Get("embed_tokens.weight", {c_.vocab_size, h});
-    for (int64_t i = 0; i < c_.num_layers; ++i) {
+      : config_(c),
+        head_(head),
+        q_dim_(c.num_heads * c.head_dim),
+        kv_dim_(c.num_kv_heads * c.head_dim) {
+    const int64_t hidden = config_.hidden, inter = config_.intermediate;
+    embed_ = w.Get("embed_tokens.weight", {config_.vocab_size, hidden});
+    for (int64_t i = 0; i < config_.num_layers; ++i) {
       const std::string p = StrCat("layers.", i, ".");
       Layer l;
-      l.in_norm = w.Get(p + "input_layernorm.weight", {h});
+      l.in_norm = w.Get(p + "input_layernorm.weight", {hidden});
       l.qkv =
           w.FusedLinear({p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
-                        {q_dim_, kv_dim_, kv_dim_}, h, c_.qkv_bias);
-      l.o = w.Linear(p + "self_attn.o_proj", h, q_dim_, c_.o_bias);
-      if (c_.head_norm) {
-        l.q_norm = w.Get(p + "self_attn.q_norm.weight", {c_.head_dim});
-        l.k_norm = w.Get(p + "self_attn.k_norm.weight", {c_.head_dim});
+                        {q_dim_, kv_dim_, kv_dim_}, hidden, config_.qkv_bias);
+      l.o = w.Linear(p + "self_attn.o_proj", hidden, q_dim_, config_.o_bias);
+      if (config_.head_norm) {
+        l.q_norm = w.Get(p + "self_attn.q_norm.weight", {config_.head_dim});
+        l.k_norm = w.Get(p + "self_attn.k_norm.weight", {config_.head_dim});
       }
-      l.post_norm = w.Get(p + "post_attention_layernorm.weight", {h});
-      l.gate_up = w.FusedLinear({p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter, inter}, h, false);
-      l.down = w.Linear(p + "mlp.down_proj", h, inter, false);
+      l.post_norm = w.Get(p + "post_attention_layernorm.weight", {hidden});
+      l.gate_up =
+          w.FusedLinear({p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter, inter}, hidden, false);
+      l.down = w.Linear(p + "mlp.down_proj", hidden, inter, false);
       layers_.push_back(std::move(l));
     }
-    norm_ = w.Get("norm.weight", {h});
+    norm_ = w.Get("norm.weight", {hidden});
     if (head == Head::kYesNo) {
-      lm_head_ = c_.tie_word_embeddings
-                     ? embed_
-                     : w.Get("lm_head.weight", {c_.vocab_size, h}, WeightLoader::Scope::kHead);
+      lm_head_ = config_.tie_word_embeddings ? embed_
+                                             : w.Get("lm_head.weight", {config_.vocab_size, hidden},
+                                                     WeightLoader::Scope::kHead);
       yes_id_ = options.yes_token_id.value_or(0);
       no_id_ = options.no_token_id.value_or(0);
     }
     if (head == Head::kClassifier) {
-      score_ = w.Linear("score", c_.num_labels, h, false, WeightLoader::Scope::kHead);
-      info_.score_before_trailing_id = static_cast<int32_t>(c_.pad_token_id);  // -1: none
+      score_ = w.Linear("score", config_.num_labels, hidden, false, WeightLoader::Scope::kHead);
+      info_.score_before_trailing_id = static_cast<int32_t>(config_.pad_token_id);  // -1: none
     }
     info_.family = "qwen3";
-    info_.hidden_size = h;
-    info_.num_heads = c_.num_heads;
-    info_.num_kv_heads = c_.num_kv_heads;
-    info_.head_dim = c_.head_dim;
-    info_.causal = !c_.bidirectional;
-    info_.vocab_size = c_.vocab_size;
+    info_.hidden_size = hidden;
+    info_.num_heads = config_.num_heads;
+    info_.num_kv_heads = config_.num_kv_heads;
+    info_.head_dim = config_.head_dim;
+    info_.causal = !config_.bidirectional;
+    info_.vocab_size = config_.vocab_size;
     info_.type_vocab_size = 0;  // no token types: a pair's type ids are ignored, as in transformers
-    info_.max_input_tokens = c_.sliding_window > 0
-                                 ? std::min(c_.max_position_embeddings, c_.sliding_window)
-                                 : c_.max_position_embeddings;
-    info_.num_labels = head == Head::kYesNo ? 1 : head == Head::kClassifier ? c_.num_labels : 0;
+    info_.max_input_tokens = config_.sliding_window > 0
+                                 ? std::min(config_.max_position_embeddings, config_.sliding_window)
+                                 : config_.max_position_embeddings;
+    info_.num_labels = head == Head::kYesNo        ? 1
+                       : head == Head::kClassifier ? config_.num_labels
+                                                   : 0;
     info_.yes_no_reranker = head == Head::kYesNo;
-    info_.default_pooling = c_.bidirectional ? PoolingMode::kMean : PoolingMode::kLastToken;
+    info_.default_pooling = config_.bidirectional ? PoolingMode::kMean : PoolingMode::kLastToken;
     info_.settings = {
-        {"hidden_size", StrCat(h)},
-        {"num_hidden_layers", StrCat(c_.num_layers)},
-        {"num_attention_heads", StrCat(c_.num_heads)},
-        {"num_key_value_heads", StrCat(c_.num_kv_heads)},
-        {"head_dim", StrCat(c_.head_dim)},
+        {"hidden_size", StrCat(hidden)},
+        {"num_hidden_layers", StrCat(config_.num_layers)},
+        {"num_attention_heads", StrCat(config_.num_heads)},
+        {"num_key_value_heads", StrCat(config_.num_kv_heads)},
+        {"head_dim", StrCat(config_.head_dim)},
         {"intermediate_size", StrCat(inter)},
-        {"vocab_size", StrCat(c_.vocab_size)},
-        {"max_position_embeddings", StrCat(c_.max_position_embeddings)},
-        {"rms_norm_eps", fmt::format("{}", c_.rms_norm_eps)},
-        {"rope_theta", fmt::format("{}", c_.rope_theta)},
-        {"attention_bias", c_.attention_bias ? "true" : "false"},
-        {"tie_word_embeddings", c_.tie_word_embeddings ? "true" : "false"},
-        {"bidirectional", c_.bidirectional ? "true" : "false"},
-        {"head_norm", c_.head_norm ? "true" : "false"},
+        {"vocab_size", StrCat(config_.vocab_size)},
+        {"max_position_embeddings", StrCat(config_.max_position_embeddings)},
+        {"rms_norm_eps", fmt::format("{}", config_.rms_norm_eps)},
+        {"rope_theta", fmt::format("{}", config_.rope_theta)},
+        {"attention_bias", config_.attention_bias ? "true" : "false"},
+        {"tie_word_embeddings", config_.tie_word_embeddings ? "true" : "false"},
+        {"bidirectional", config_.bidirectional ? "true" : "false"},
+        {"head_norm", config_.head_norm ? "true" : "false"},
     };
     if (head == Head::kClassifier) {
-      info_.settings.emplace_back("num_labels", StrCat(c_.num_labels));
-      info_.settings.emplace_back("pad_token_id", StrCat(c_.pad_token_id));
+      info_.settings.emplace_back("num_labels", StrCat(config_.num_labels));
+      info_.settings.emplace_back("pad_token_id", StrCat(config_.pad_token_id));
     }
   }
 
   double FlopsPerToken(int64_t seq_len) const override {
-    const double h = static_cast<double>(c_.hidden), inter = static_cast<double>(c_.intermediate);
+    const double hidden = static_cast<double>(config_.hidden),
+                 inter = static_cast<double>(config_.intermediate);
     const double q = static_cast<double>(q_dim_), kv = static_cast<double>(kv_dim_);
     // Causal (or not): a token attends to (len + 1) / 2 keys on average, else to len.
     const double keys = info_.causal ? (seq_len + 1) / 2.0 : static_cast<double>(seq_len);
-    const double per_layer = 2.0 * (h * (q + 2 * kv) + q * h + 3 * h * inter) + 4.0 * keys * q;
-    return per_layer * static_cast<double>(c_.num_layers);
+    const double per_layer =
+        2.0 * (hidden * (q + 2 * kv) + q * hidden + 3 * hidden * inter) + 4.0 * keys * q;
+    return per_layer * static_cast<double>(config_.num_layers);
   }
 
   Tensor Forward(const ForwardContext& ctx) const override {
     const ExecContext& exec = ctx.exec;
     const int64_t num_tokens = ctx.num_tokens();
-    const int64_t h = c_.hidden;
-    const float eps = static_cast<float>(c_.rms_norm_eps);
+    const int64_t hidden = config_.hidden;
+    const float eps = static_cast<float>(config_.rms_norm_eps);
     // x is the residual stream; y the normed input of each block, then its output.
     // x stays f32 on every device; the rest is in the device's activation type (bf16 on CUDA).
     const DType dtype = exec.act_dtype();
-    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, h});
-    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, h});
+    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, hidden});
+    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, hidden});
     const Tensor qkv = ctx.ws.Get(kQkv, dtype, {num_tokens, q_dim_ + 2 * kv_dim_});
     const Tensor attended = ctx.ws.Get(kAttended, dtype, {num_tokens, q_dim_});
-    const Tensor gate_up = ctx.ws.Get(kGateUp, dtype, {num_tokens, 2 * c_.intermediate});
-    const Tensor act = ctx.ws.Get(kAct, dtype, {num_tokens, c_.intermediate});
+    const Tensor gate_up = ctx.ws.Get(kGateUp, dtype, {num_tokens, 2 * config_.intermediate});
+    const Tensor act = ctx.ws.Get(kAct, dtype, {num_tokens, config_.intermediate});
     const Tensor q = qkv.Columns(0, q_dim_);
     const Tensor k = qkv.Columns(q_dim_, q_dim_ + kv_dim_);
     const Tensor v = qkv.Columns(q_dim_ + kv_dim_, q_dim_ + 2 * kv_dim_);
@@ -250,14 +258,15 @@ class Qwen3Model final : public Model {
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Layer& l = layers_[i];
       ops::Linear(exec, y, l.qkv, qkv);
-      if (c_.head_norm) {
-        ops::HeadRmsNorm(exec, q, c_.num_heads, l.q_norm, eps);  // before rotary, as Qwen3 does
-        ops::HeadRmsNorm(exec, k, c_.num_kv_heads, l.k_norm, eps);
+      if (config_.head_norm) {
+        ops::HeadRmsNorm(exec, q, config_.num_heads, l.q_norm,
+                         eps);  // before rotary, as Qwen3 does
+        ops::HeadRmsNorm(exec, k, config_.num_kv_heads, l.k_norm, eps);
       }
-      ops::Rotary(exec, q, ctx.positions, c_.num_heads, c_.head_dim, c_.rope_theta,
+      ops::Rotary(exec, q, ctx.positions, config_.num_heads, config_.head_dim, config_.rope_theta,
                   ops::RotaryLayout::kNeox);
-      ops::Rotary(exec, k, ctx.positions, c_.num_kv_heads, c_.head_dim, c_.rope_theta,
-                  ops::RotaryLayout::kNeox);
+      ops::Rotary(exec, k, ctx.positions, config_.num_kv_heads, config_.head_dim,
+                  config_.rope_theta, ops::RotaryLayout::kNeox);
       ops::Attention(exec, ctx.attention, ctx.plan, q, k, v, attended);
       if (i + 1 == layers_.size() && !ctx.output_rows.empty()) {
         OutputRowsAfterAttention(ctx, l, x, attended, y);
@@ -277,7 +286,7 @@ class Qwen3Model final : public Model {
   void Score(const ForwardContext& ctx, const Tensor& hidden, const Tensor& scores) const override {
     const ExecContext& exec = ctx.exec;
     const int64_t num_seqs = ctx.seq_bounds.dim(0);
-    const Tensor last = ctx.ws.F32(kLast, {num_seqs, c_.hidden});
+    const Tensor last = ctx.ws.F32(kLast, {num_seqs, config_.hidden});
     ops::Pool(exec, hidden, ctx.seq_bounds, ops::PoolMode::kLastToken, last, ctx.device_seq_bounds);
     if (head_ == Head::kClassifier) {
       const DType dtype = exec.act_dtype();
@@ -285,15 +294,16 @@ class Qwen3Model final : public Model {
         ops::Linear(exec, last, score_, scores);
         return;
       }
-      const Tensor last_act = ctx.ws.Get(kLastAct, dtype, {num_seqs, c_.hidden});
+      const Tensor last_act = ctx.ws.Get(kLastAct, dtype, {num_seqs, config_.hidden});
       ops::Convert(exec, last, last_act);
-      const Tensor logits = ctx.ws.Get(kLogits, dtype, {num_seqs, c_.num_labels});
+      const Tensor logits = ctx.ws.Get(kLogits, dtype, {num_seqs, config_.num_labels});
       ops::Linear(exec, last_act, score_, logits);
       ops::Convert(exec, logits, scores);
       return;
     }
-    ops::LogitDifference(ctx.exec, last, lm_head_.Rows(yes_id_, yes_id_ + 1).Reshape({c_.hidden}),
-                         lm_head_.Rows(no_id_, no_id_ + 1).Reshape({c_.hidden}), scores);
+    ops::LogitDifference(ctx.exec, last,
+                         lm_head_.Rows(yes_id_, yes_id_ + 1).Reshape({config_.hidden}),
+                         lm_head_.Rows(no_id_, no_id_ + 1).Reshape({config_.hidden}), scores);
   }
 
  private:
@@ -323,7 +333,7 @@ class Qwen3Model final : public Model {
   void AfterAttention(const ExecContext& exec, const Layer& l, const Tensor& attended,
                       const Tensor& x, const Tensor& y, const Tensor& gate_up, const Tensor& act,
                       const Tensor& next) const {
-    const float eps = static_cast<float>(c_.rms_norm_eps);
+    const float eps = static_cast<float>(config_.rms_norm_eps);
     ops::Linear(exec, attended, l.o, y);
     ops::AddRmsNorm(exec, x, y, l.post_norm, eps);
     ops::Linear(exec, y, l.gate_up, gate_up);
@@ -339,14 +349,14 @@ class Qwen3Model final : public Model {
                                 const Tensor& attended, const Tensor& y) const {
     const OutputRows picked = GatherOutputRows(ctx, x, attended, kPicked, kPickedAttended);
     const int64_t n = picked.x.dim(0);
-    const Tensor out = ctx.ws.F32(kPickedOut, {n, c_.hidden});
+    const Tensor out = ctx.ws.F32(kPickedOut, {n, config_.hidden});
     AfterAttention(ctx.exec, l, picked.attended, picked.x, out,
-                   ctx.ws.F32(kPickedGateUp, {n, 2 * c_.intermediate}),
-                   ctx.ws.F32(kPickedAct, {n, c_.intermediate}), norm_);
+                   ctx.ws.F32(kPickedGateUp, {n, 2 * config_.intermediate}),
+                   ctx.ws.F32(kPickedAct, {n, config_.intermediate}), norm_);
     ops::ScatterRows(ctx.exec, out, ctx.output_rows, y);
   }
 
-  Qwen3Config c_;
+  Qwen3Config config_;
   Head head_;
   int64_t q_dim_, kv_dim_;
   Tensor embed_, norm_, lm_head_;

@@ -77,84 +77,86 @@ absl::StatusOr<T5Config> ParseT5Config(const JsonValue& json) {
 
 class T5EncoderModel final : public Model {
  public:
-  T5EncoderModel(T5Config c, WeightLoader& w) : c_(std::move(c)) {
-    const int64_t h = c_.d_model, inner = c_.num_heads * c_.d_kv, ff = c_.d_ff;
-    embed_ = w.Get("shared.weight", {c_.vocab_size, h});
-    const int64_t heads = c_.num_heads, buckets = c_.num_buckets, distance = c_.max_distance;
+  T5EncoderModel(T5Config c, WeightLoader& w) : config_(std::move(c)) {
+    const int64_t hidden = config_.d_model, inner = config_.num_heads * config_.d_kv,
+                  ff = config_.d_ff;
+    embed_ = w.Get("shared.weight", {config_.vocab_size, hidden});
+    const int64_t heads = config_.num_heads, buckets = config_.num_buckets,
+                  distance = config_.max_distance;
     position_bias_ =
         w.Derived("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
                   {buckets, heads}, {heads, 2 * distance + 1}, [=](const float* weight) {
                     return RelativePositionBiasTable(weight, buckets, heads, distance);
                   });
-    for (int64_t i = 0; i < c_.num_layers; ++i) {
+    for (int64_t i = 0; i < config_.num_layers; ++i) {
       const std::string p = StrCat("encoder.block.", i, ".layer.");
       Layer l;
-      l.attn_norm = w.Get(p + "0.layer_norm.weight", {h});
+      l.attn_norm = w.Get(p + "0.layer_norm.weight", {hidden});
       l.qkv =
           w.FusedLinear({p + "0.SelfAttention.q", p + "0.SelfAttention.k", p + "0.SelfAttention.v"},
-                        {inner, inner, inner}, h, /*bias=*/false);
-      l.o = w.Linear(p + "0.SelfAttention.o", h, inner, false);
-      l.ff_norm = w.Get(p + "1.layer_norm.weight", {h});
-      if (c_.gated) {
+                        {inner, inner, inner}, hidden, /*bias=*/false);
+      l.o = w.Linear(p + "0.SelfAttention.o", hidden, inner, false);
+      l.ff_norm = w.Get(p + "1.layer_norm.weight", {hidden});
+      if (config_.gated) {
         l.wi = w.FusedLinear({p + "1.DenseReluDense.wi_0", p + "1.DenseReluDense.wi_1"}, {ff, ff},
-                             h, false);
+                             hidden, false);
       } else {
-        l.wi = w.Linear(p + "1.DenseReluDense.wi", ff, h, false);
+        l.wi = w.Linear(p + "1.DenseReluDense.wi", ff, hidden, false);
       }
-      l.wo = w.Linear(p + "1.DenseReluDense.wo", h, ff, false);
+      l.wo = w.Linear(p + "1.DenseReluDense.wo", hidden, ff, false);
       layers_.push_back(std::move(l));
     }
-    final_norm_ = w.Get("encoder.final_layer_norm.weight", {h});
+    final_norm_ = w.Get("encoder.final_layer_norm.weight", {hidden});
     info_.family = "t5";
-    info_.hidden_size = h;
+    info_.hidden_size = hidden;
     info_.num_heads = info_.num_kv_heads = heads;
-    info_.head_dim = c_.d_kv;
+    info_.head_dim = config_.d_kv;
     info_.causal = false;
-    info_.vocab_size = c_.vocab_size;
+    info_.vocab_size = config_.vocab_size;
     info_.type_vocab_size = 0;
     info_.max_input_tokens = kMaxT5Tokens;
     info_.default_pooling = PoolingMode::kMean;
     info_.attention_masks = true;  // the relative position bias
     info_.settings = {
-        {"d_model", StrCat(h)},
-        {"d_kv", StrCat(c_.d_kv)},
+        {"d_model", StrCat(hidden)},
+        {"d_kv", StrCat(config_.d_kv)},
         {"d_ff", StrCat(ff)},
-        {"num_layers", StrCat(c_.num_layers)},
+        {"num_layers", StrCat(config_.num_layers)},
         {"num_heads", StrCat(heads)},
-        {"vocab_size", StrCat(c_.vocab_size)},
+        {"vocab_size", StrCat(config_.vocab_size)},
         {"relative_attention_num_buckets", StrCat(buckets)},
         {"relative_attention_max_distance", StrCat(distance)},
-        {"layer_norm_epsilon", fmt::format("{}", c_.eps)},
-        {"feed_forward_proj", c_.feed_forward_proj},
+        {"layer_norm_epsilon", fmt::format("{}", config_.eps)},
+        {"feed_forward_proj", config_.feed_forward_proj},
     };
   }
 
   double FlopsPerToken(int64_t seq_len) const override {
-    const double h = static_cast<double>(c_.d_model);
-    const double inner = static_cast<double>(c_.num_heads * c_.d_kv);
-    const double ff = static_cast<double>(c_.d_ff) * (c_.gated ? 2.0 : 1.0);
-    const double per_layer =
-        2.0 * (4 * h * inner + ff * h + h * c_.d_ff) + 4.0 * static_cast<double>(seq_len) * inner;
-    return per_layer * static_cast<double>(c_.num_layers);
+    const double hidden = static_cast<double>(config_.d_model);
+    const double inner = static_cast<double>(config_.num_heads * config_.d_kv);
+    const double ff = static_cast<double>(config_.d_ff) * (config_.gated ? 2.0 : 1.0);
+    const double per_layer = 2.0 * (4 * hidden * inner + ff * hidden + hidden * config_.d_ff) +
+                             4.0 * static_cast<double>(seq_len) * inner;
+    return per_layer * static_cast<double>(config_.num_layers);
   }
 
   // x is the residual stream (f32 on every device); y each block's normed input, then its output.
   Tensor Forward(const ForwardContext& ctx) const override {
     const ExecContext& exec = ctx.exec;
     const int64_t num_tokens = ctx.num_tokens();
-    const int64_t h = c_.d_model, inner = c_.num_heads * c_.d_kv;
-    const float eps = static_cast<float>(c_.eps);
+    const int64_t hidden = config_.d_model, inner = config_.num_heads * config_.d_kv;
+    const float eps = static_cast<float>(config_.eps);
     const DType dtype = exec.act_dtype();
-    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, h});
-    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, h});
+    const Tensor x = ctx.ws.F32(kResidual, {num_tokens, hidden});
+    const Tensor y = ctx.ws.Get(kNormed, dtype, {num_tokens, hidden});
     const Tensor qkv = ctx.ws.Get(kQkv, dtype, {num_tokens, 3 * inner});
     const Tensor attended = ctx.ws.Get(kAttended, dtype, {num_tokens, inner});
-    const Tensor up = ctx.ws.Get(kUp, dtype, {num_tokens, (c_.gated ? 2 : 1) * c_.d_ff});
-    const Tensor act = c_.gated ? ctx.ws.Get(kAct, dtype, {num_tokens, c_.d_ff}) : up;
+    const Tensor up = ctx.ws.Get(kUp, dtype, {num_tokens, (config_.gated ? 2 : 1) * config_.d_ff});
+    const Tensor act = config_.gated ? ctx.ws.Get(kAct, dtype, {num_tokens, config_.d_ff}) : up;
     AttentionPlan plan = ctx.plan;
     plan.scale = 1.0f;  // T5 folds the scale into its weights
     plan.position_bias = position_bias_.f32();
-    plan.bias_max_distance = c_.max_distance;
+    plan.bias_max_distance = config_.max_distance;
     ops::Embedding(exec, ctx.token_ids, {}, {}, ops::EmbeddingTables{embed_}, x);
     ops::RmsNorm(exec, x, layers_.front().attn_norm, eps, y);
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -165,8 +167,8 @@ class T5EncoderModel final : public Model {
       ops::Linear(exec, attended, l.o, y);
       ops::AddRmsNorm(exec, x, y, l.ff_norm, eps);
       ops::Linear(exec, y, l.wi, up);
-      if (c_.gated) {
-        ops::GeluMul(exec, up, act, c_.gelu);
+      if (config_.gated) {
+        ops::GeluMul(exec, up, act, config_.gelu);
       } else {
         ops::Relu(exec, up);
       }
@@ -183,7 +185,7 @@ class T5EncoderModel final : public Model {
     Tensor attn_norm, ff_norm;
     ops::LinearWeights qkv, o, wi, wo;
   };
-  T5Config c_;
+  T5Config config_;
   Tensor embed_, position_bias_, final_norm_;
   std::vector<Layer> layers_;
 };
