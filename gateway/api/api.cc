@@ -13,6 +13,7 @@
 #include "common/json_writer.h"
 #include "common/logging.h"
 #include "common/strings.h"
+#include "gateway/api/auth.h"
 #include "gateway/api/openapi.h"
 #include "gateway/api/scores.h"
 
@@ -128,25 +129,6 @@ void WriteUsage(JsonWriter& w, int64_t tokens) {
   w.Key("usage").BeginObject();
   w.Key("prompt_tokens").Int(tokens).Key("total_tokens").Int(tokens);
   w.EndObject();
-}
-
-// Whether `request` carries "Authorization: Bearer <key>" (the scheme in any case, as RFC 9110
-// says). The key is compared in time independent of where it differs.
-bool HasKey(const HttpRequest& request, const std::string& key) {
-  auto it = request.headers.find("authorization");
-  if (it == request.headers.end()) return false;
-  std::string_view value = it->second;
-  constexpr std::string_view kScheme = "bearer ";
-  if (value.size() < kScheme.size()) return false;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(value[i])) != kScheme[i]) return false;
-  }
-  value.remove_prefix(kScheme.size());
-  unsigned char diff = value.size() == key.size() ? 0 : 1;
-  for (size_t i = 0; i < key.size(); ++i) {
-    diff |= static_cast<unsigned char>(key[i] ^ (i < value.size() ? value[i] : 0));
-  }
-  return diff == 0;
 }
 
 }  // namespace
