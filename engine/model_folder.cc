@@ -12,25 +12,13 @@
 #include "engine/loader/weight_loader.h"
 
 namespace quiver::engine {
+namespace {
 
-absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
-  namespace fs = std::filesystem;
-  if (!fs::is_directory(dir)) {
-    return absl::NotFoundError(StrCat("model folder '", dir, "' does not exist"));
-  }
-  ModelFolder folder;
-  folder.dir = dir;
-
-  const std::string config_path = (fs::path(dir) / "config.json").string();
-  absl::StatusOr<std::string> config_text = ReadFile(config_path);
-  if (!config_text.ok()) return config_text.status();
-  absl::StatusOr<JsonValue> config_json = JsonValue::Parse(*config_text);
-  if (!config_json.ok()) return WithContext(config_json.status(), config_path);
-  folder.config = *std::move(config_json);
-  const JsonValue& config = folder.config;
-  if (!config.is_object()) {
-    return WithContext(absl::InvalidArgumentError("config is not a JSON object"), config_path);
-  }
+// config.json's first architecture into folder.architecture and its registry entry into
+// folder.entry; an unknown one refused, naming what is supported (and, for an architecture that
+// exists only as its authors' remote code, why it is not).
+absl::Status FindArchitecture(const JsonValue& config, const std::string& config_path,
+                              ModelFolder& folder) {
   const JsonValue* architectures = config.Find("architectures");
   if (architectures == nullptr || !architectures->is_array() || architectures->items().empty() ||
       !architectures->items()[0].is_string()) {
@@ -68,6 +56,30 @@ absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
                                           "'; supported: ", Models().Names())),
         config_path);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelFolder> LoadModelFolder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) {
+    return absl::NotFoundError(StrCat("model folder '", dir, "' does not exist"));
+  }
+  ModelFolder folder;
+  folder.dir = dir;
+
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  absl::StatusOr<std::string> config_text = ReadFile(config_path);
+  if (!config_text.ok()) return config_text.status();
+  absl::StatusOr<JsonValue> config_json = JsonValue::Parse(*config_text);
+  if (!config_json.ok()) return WithContext(config_json.status(), config_path);
+  folder.config = *std::move(config_json);
+  const JsonValue& config = folder.config;
+  if (!config.is_object()) {
+    return WithContext(absl::InvalidArgumentError("config is not a JSON object"), config_path);
+  }
+  QUIVER_RETURN_IF_ERROR(FindArchitecture(config, config_path, folder));
 
   folder.tokenizer_path = (fs::path(dir) / "tokenizer.json").string();
   if (!fs::exists(folder.tokenizer_path)) {
