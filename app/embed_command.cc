@@ -171,20 +171,12 @@ absl::StatusOr<Backend> WorkerBackend(const EmbedOptions& options) {
   b.workers =
       std::make_unique<gateway::GrpcReplicaSet>(options.workers, std::chrono::milliseconds(500),
                                                 std::chrono::milliseconds(2000), b.metrics.get());
-  absl::StatusOr<quiver::v1::ModelInfoResponse> info = absl::UnavailableError("no worker");
-  const auto give_up =
-      std::chrono::steady_clock::now() + std::chrono::seconds(options.startup_timeout_s);
-  while (!info.ok() && std::chrono::steady_clock::now() < give_up) {
-    for (const auto& r : b.workers->All()) {
-      info = r->ModelInfo(std::chrono::milliseconds(1000));
-      if (info.ok()) break;
-    }
-    if (!info.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  // One deadline for both: a worker's ModelInfo, then its health check.
+  const std::chrono::seconds startup(options.startup_timeout_s);
+  const auto give_up = std::chrono::steady_clock::now() + startup;
+  absl::StatusOr<quiver::v1::ModelInfoResponse> info = b.workers->FirstModelInfo(startup);
   if (!info.ok()) {
-    return absl::UnavailableError(
-        StrCat("no worker in '", options.workers, "' answered ModelInfo within --startup-timeout ",
-               options.startup_timeout_s, " s: ", info.status().message()));
+    return absl::UnavailableError(StrCat(info.status().message(), " (--startup-timeout)"));
   }
   if (!info->can_embed() && info->sparse_width() == 0) {
     return absl::InvalidArgumentError(

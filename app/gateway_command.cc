@@ -44,28 +44,6 @@ std::jthread AnnounceReadyOnce(const gateway::Dispatcher& dispatcher, std::strin
   });
 }
 
-// The workers' ModelInfo from the first that answers, trying them in turn until
-// --startup-timeout passes.
-absl::StatusOr<quiver::v1::ModelInfoResponse> FirstModelInfo(
-    const gateway::GrpcReplicaSet& replicas, const GatewayOptions& options) {
-  absl::StatusOr<quiver::v1::ModelInfoResponse> info = absl::UnavailableError("no worker");
-  const auto give_up =
-      std::chrono::steady_clock::now() + std::chrono::seconds(options.startup_timeout_s);
-  while (!info.ok() && std::chrono::steady_clock::now() < give_up) {
-    for (const auto& r : replicas.All()) {
-      info = r->ModelInfo(std::chrono::milliseconds(1000));
-      if (info.ok()) break;
-    }
-    if (!info.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  if (!info.ok()) {
-    return absl::UnavailableError(StrCat("no worker in '", options.workers,
-                                         "' answered ModelInfo within ", options.startup_timeout_s,
-                                         " s: ", info.status().message()));
-  }
-  return info;
-}
-
 // The served model: the workers' description, the name and concurrency from the flags, the
 // folder's prompts (the default one from the flags) and labels. On failure `exit_code` says
 // whose: 1 a file's, 2 a flag's.
@@ -115,7 +93,8 @@ int RunGateway(const GatewayOptions& options) {
   gateway::GrpcReplicaSet replicas(
       options.workers, std::chrono::milliseconds(options.health_interval_ms),
       std::chrono::milliseconds(options.resolve_interval_ms), &metrics);
-  absl::StatusOr<quiver::v1::ModelInfoResponse> info = FirstModelInfo(replicas, options);
+  absl::StatusOr<quiver::v1::ModelInfoResponse> info =
+      replicas.FirstModelInfo(std::chrono::seconds(options.startup_timeout_s));
   if (!info.ok()) {
     spdlog::error("quiver gateway: {}", info.status().message());
     return 1;

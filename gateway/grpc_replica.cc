@@ -269,4 +269,22 @@ std::vector<std::shared_ptr<GrpcReplica>> GrpcReplicaSet::All() const {
   return replicas_;
 }
 
+absl::StatusOr<quiver::v1::ModelInfoResponse> GrpcReplicaSet::FirstModelInfo(
+    std::chrono::seconds within) const {
+  absl::StatusOr<quiver::v1::ModelInfoResponse> info = absl::UnavailableError("no worker");
+  const auto give_up = std::chrono::steady_clock::now() + within;
+  while (!info.ok() && std::chrono::steady_clock::now() < give_up) {
+    for (const auto& r : All()) {
+      info = r->ModelInfo(std::chrono::milliseconds(1000));
+      if (info.ok()) break;
+    }
+    if (!info.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!info.ok()) {
+    return absl::UnavailableError(StrCat("no worker in '", spec_, "' answered ModelInfo within ",
+                                         within.count(), " s: ", info.status().message()));
+  }
+  return info;
+}
+
 }  // namespace quiver::gateway

@@ -81,6 +81,10 @@ class GrpcReplicaSet {
   ~GrpcReplicaSet();
   std::vector<std::shared_ptr<Replica>> Snapshot() const;
   std::vector<std::shared_ptr<GrpcReplica>> All() const;
+  // ModelInfo from the first replica that answers, asking them in turn (a second each) until
+  // `within` has passed; UNAVAILABLE naming the set and the last error when none did. A worker
+  // answers it before its warm-up (start-up reads the model's description from it).
+  absl::StatusOr<quiver::v1::ModelInfoResponse> FirstModelInfo(std::chrono::seconds within) const;
 
  private:
   void Resolve();
