@@ -16,28 +16,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serving import start_worker, wait_for  # noqa: E402
+from serving import check, finish, get_json, start_worker, wait_for  # noqa: E402
 
 QUIVER, SOURCE = sys.argv[1], sys.argv[2]
 MODEL = os.path.join(SOURCE, "models", "all-MiniLM-L6-v2")
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
-    if not ok:
-        failures.append(name)
 
 
 def ready_status(port):
-    try:
-        return urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=5).status
-    except urllib.error.HTTPError as e:
-        return e.code
+    return get_json(port, "/ready", timeout=5)[0]
 
 
 def start_gateway(worker_port, log_dir):
@@ -81,9 +69,7 @@ def main():
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    if failures:
-        sys.exit(f"{len(failures)} failed: {failures}")
-    print("all passed")
+    finish("gateway ready", log_dir)
 
 
 if __name__ == "__main__":
