@@ -7,7 +7,9 @@
 //   Perplexity: POST /v1/contextualizedembeddings
 //   quiver:     GET /health, /ready, /metrics, /openapi.json
 // Each route parses its body into a typed request (requests.h), serves it (service.h) and renders
-// its dialect's answer; errors go through the dialect's error map (errors.h).
+// its dialect's answer; errors go through the dialect's error map (errors.h). The table, the
+// request's path through it (key, CORS, metrics, trace, access log) and the information routes are
+// in api.cc; the routes' bodies in embed_routes.cc, score_routes.cc and token_routes.cc.
 #pragma once
 
 #include <array>
