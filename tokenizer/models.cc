@@ -227,16 +227,40 @@ class Bpe final : public Model {
         return;
       }
     }
-    // Symbols: a doubly linked list over the word's initial pieces.
-    struct Symbol {
-      uint32_t id;
-      int32_t prev;
-      int32_t next;
-      bool alive;
-    };
     thread_local std::vector<Symbol> symbols;
-    thread_local std::string candidate;
+    InitialSymbols(word, symbols);
+    ApplyMerges(symbols);
+    for (const Symbol& s : symbols) {
+      if (s.alive) ids.push_back(s.id);
+    }
+  }
+
+  std::optional<uint32_t> TokenToId(std::string_view token) const override {
+    return Lookup(vocab_, token);
+  }
+  std::optional<std::string> IdToToken(uint32_t id) const override {
+    if (id >= tokens_.size()) return std::nullopt;
+    return tokens_[id];
+  }
+  size_t vocab_size() const override { return vocab_.size(); }
+
+  static uint64_t Key(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
+
+ private:
+  // A doubly linked list over the word's pieces; merged-away pieces stay, not alive.
+  struct Symbol {
+    uint32_t id;
+    int32_t prev;
+    int32_t next;
+    bool alive;
+  };
+
+  // The word's initial pieces: one per character (with the continuing prefix and end-of-word
+  // suffix where the model has them), its bytes' <0xNN> tokens under byte fallback, else the unk
+  // token (one for a run of unknown characters when fuse_unk).
+  void InitialSymbols(std::string_view word, std::vector<Symbol>& symbols) const {
     symbols.clear();
+    thread_local std::string candidate;
     bool last_was_unk = false;
     for (size_t i = 0; i < word.size();) {
       const size_t start = i;
@@ -279,12 +303,16 @@ class Bpe final : public Model {
         last_was_unk = true;
       }
     }
+  }
+
+  // Merges neighbouring symbols, lowest rank first, then leftmost: the order Hugging Face applies
+  // merges in.
+  void ApplyMerges(std::vector<Symbol>& symbols) const {
     const auto n = static_cast<int32_t>(symbols.size());
     for (int32_t k = 0; k < n; ++k) {
       symbols[k].prev = k - 1;
       symbols[k].next = k + 1 < n ? k + 1 : -1;
     }
-    // Lowest rank first, then leftmost: the order Hugging Face applies merges in.
     struct Candidate {
       uint32_t rank;
       int32_t pos;
@@ -322,23 +350,8 @@ class Bpe final : public Model {
       push_pair(left.prev);
       push_pair(top.pos);
     }
-    for (const Symbol& s : symbols) {
-      if (s.alive) ids.push_back(s.id);
-    }
   }
 
-  std::optional<uint32_t> TokenToId(std::string_view token) const override {
-    return Lookup(vocab_, token);
-  }
-  std::optional<std::string> IdToToken(uint32_t id) const override {
-    if (id >= tokens_.size()) return std::nullopt;
-    return tokens_[id];
-  }
-  size_t vocab_size() const override { return vocab_.size(); }
-
-  static uint64_t Key(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
-
- private:
   Vocab vocab_;
   std::vector<std::string> tokens_;
   Merges merges_;
