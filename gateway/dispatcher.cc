@@ -103,6 +103,9 @@ struct Dispatcher::Shared {
     // Set when one of its attempts had to be hedged; new chunks go elsewhere until then (or until
     // it answers one), as a load balancer ejects an outlier for a while.
     std::chrono::steady_clock::time_point silent_until;
+    // Seen unhealthy while silent: once healthy again (reconnected, its health check passed), the
+    // link or process that left its chunk unanswered is back, and it is trusted again at once.
+    bool down_while_silent = false;
   };
   std::map<std::string, PerReplica> replicas;  // by name
   double hedge_tokens = 0;
@@ -195,6 +198,7 @@ void OnAnswer(const std::shared_ptr<Dispatcher::Shared>& shared,
       Dispatcher::Shared::PerReplica& stats = shared->replicas[name];
       if (r.ok()) {
         stats.silent_until = {};
+        stats.down_while_silent = false;
         stats.latency.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
             SteadyClock::now() - attempt.started));
         if (!chunk.done) {
@@ -238,13 +242,21 @@ bool StartAttempt(const std::shared_ptr<Dispatcher::Shared>& shared,
   {
     std::lock_guard<std::mutex> lock(shared->mu);
     start = shared->rotation++;
+    const SteadyClock::time_point now = SteadyClock::now();
     for (size_t i = 0; i < n; ++i) {
       const Replica& r = *run->replicas[i];
       loads[i] = {r.healthy(), r.outstanding_tokens()};
-      auto it = shared->replicas.find(r.name());
       quiet[i] = loads[i];
-      quiet[i].healthy = loads[i].healthy && (it == shared->replicas.end() ||
-                                              SteadyClock::now() >= it->second.silent_until);
+      auto it = shared->replicas.find(r.name());
+      if (it == shared->replicas.end()) continue;
+      Dispatcher::Shared::PerReplica& stats = it->second;
+      if (!loads[i].healthy && now < stats.silent_until) {
+        stats.down_while_silent = true;
+      } else if (loads[i].healthy && stats.down_while_silent) {
+        stats.down_while_silent = false;
+        stats.silent_until = {};
+      }
+      quiet[i].healthy = loads[i].healthy && now >= stats.silent_until;
     }
   }
   int pick;

@@ -8,10 +8,11 @@
 // replica's answered chunks, as TCP sets its retransmission timeout (RFC 6298), never under
 // HedgeOptions::min_attempt — is sent to a second healthy replica as well (a hedge); the first
 // answer wins and the other attempt is cancelled. The silent replica gets no new chunks for a
-// while (HedgeOptions::silent_for) unless it answers one. Hedges are budgeted (a bucket refilled by
-// answered chunks), so a cluster that is slow everywhere is not sent twice the work. When the
-// client leaves or the deadline passes, every attempt still out is cancelled (replicas drop such
-// chunks before compute) and Run returns at once.
+// while (HedgeOptions::silent_for) unless it answers one, or is seen unhealthy and then healthy
+// again (it reconnected and passed its health check: a host whose link came back). Hedges are
+// budgeted (a bucket refilled by answered chunks), so a cluster that is slow everywhere is not sent
+// twice the work. When the client leaves or the deadline passes, every attempt still out is
+// cancelled (replicas drop such chunks before compute) and Run returns at once.
 #pragma once
 
 #include <atomic>
@@ -48,8 +49,8 @@ struct HedgeOptions {
   std::chrono::milliseconds initial_attempt{3000};  // for a replica with no answered chunk yet
   double hedges_per_answer = 0.1;                   // the budget's refill per answered chunk
   double max_hedge_tokens = 10;                     // and its capacity (one hedge costs one)
-  // How long a replica whose chunk had to be hedged gets no new chunks (unless it answers one, or
-  // no other healthy replica is left).
+  // How long a replica whose chunk had to be hedged gets no new chunks (unless it answers one, is
+  // seen unhealthy and then healthy again, or no other healthy replica is left).
   std::chrono::milliseconds silent_for{10000};
 };
 

@@ -67,7 +67,7 @@ class FakeReplica final : public Replica {
     }
   }
   const std::string& name() const override { return name_; }
-  bool healthy() const override { return true; }
+  bool healthy() const override { return healthy_; }
   int64_t outstanding_tokens() const override { return 0; }
   void Call(CallKind, const quiver::v1::Chunk& chunk, std::chrono::system_clock::time_point,
             std::shared_ptr<CancelSignal> cancel,
@@ -111,10 +111,13 @@ class FakeReplica final : public Replica {
     }
   }
   std::atomic<int> calls{0}, cancels{0};
+  void set_healthy(bool healthy) { healthy_ = healthy; }
+  void set_mode(Mode mode) { mode_ = mode; }
 
  private:
   std::string name_;
-  Mode mode_;
+  std::atomic<Mode> mode_;
+  std::atomic<bool> healthy_{true};
   std::chrono::milliseconds delay_;
   absl::Status failure_;
   std::mutex mu_;
@@ -157,6 +160,39 @@ TEST(DispatcherTest, AHungReplicaCostsAnAttemptTimeoutNotTheDeadline) {
   }
   EXPECT_EQ(hung->calls.load(), 1);
   EXPECT_EQ(good->calls.load(), 5);
+}
+
+// A host whose link went down and came back: its hung chunk was hedged, it was seen unhealthy,
+// then it reconnected and passed its health check; it gets chunks again at once, not after
+// silent_for (10 s).
+TEST(DispatcherTest, AReplicaBackFromUnhealthyIsTrustedAgainAtOnce) {
+  auto cut = std::make_shared<FakeReplica>("cut", FakeReplica::Mode::kHang);
+  auto good = std::make_shared<FakeReplica>("good", FakeReplica::Mode::kAnswer);
+  Dispatcher d(std::vector<std::shared_ptr<Replica>>{cut, good}, 1000, FastHedges());
+  const auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(30); };
+  ASSERT_TRUE(d.Run(CallKind::kScore, OneSequence(), {}, deadline()).ok());
+  ASSERT_EQ(d.counts().hedges, 1);
+  cut->set_healthy(false);
+  ASSERT_TRUE(d.Run(CallKind::kScore, OneSequence(), {}, deadline()).ok());
+  cut->set_mode(FakeReplica::Mode::kAnswer);
+  cut->set_healthy(true);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(d.Run(CallKind::kScore, OneSequence(), {}, deadline()).ok());
+  EXPECT_GE(cut->calls.load(), 2);  // the hung call and the ones since it came back
+}
+
+// A replica that stayed healthy but left a chunk unanswered stays silent (the test above's
+// difference): a wedged process can still pass a health check.
+TEST(DispatcherTest, ASlowReplicaThatStayedHealthyStaysSilent) {
+  auto slow = std::make_shared<FakeReplica>("slow", FakeReplica::Mode::kHang);
+  auto good = std::make_shared<FakeReplica>("good", FakeReplica::Mode::kAnswer);
+  Dispatcher d(std::vector<std::shared_ptr<Replica>>{slow, good}, 1000, FastHedges());
+  const auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(30); };
+  ASSERT_TRUE(d.Run(CallKind::kScore, OneSequence(), {}, deadline()).ok());
+  slow->set_mode(FakeReplica::Mode::kAnswer);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(d.Run(CallKind::kScore, OneSequence(), {}, deadline()).ok());
+  EXPECT_EQ(slow->calls.load(), 1);
 }
 
 TEST(DispatcherTest, AClientThatLeftCancelsItsChunks) {

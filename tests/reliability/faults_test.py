@@ -274,7 +274,6 @@ def hung_worker():
         workers[0].send_signal(signal.SIGSTOP)
         for t in threads:
             t.join(timeout=120)
-        workers[0].send_signal(signal.SIGCONT)
         slowest = max(t for _, t, _ in results) if results else None
         bad = [(s, round(t, 1)) for ok, t, s in results if not ok]
         check("a hung worker costs a request seconds, not the 60 s deadline",
@@ -282,6 +281,27 @@ def hung_worker():
               f"{len(results)} answers, wrong/failed {bad[:5]}, slowest {slowest}")
         hedges = metric(gport, "quiver_gateway_hedges_total")
         check("the gateway counted its hedges", hedges >= 1, f"hedges {hedges}")
+        # Resumed, the worker passes its health check again and is trusted again at once: not
+        # after the 10 s a hedged replica is otherwise left without new chunks.
+        def worker0_chunks():
+            return metric(gport, f'quiver_gateway_replica_chunks_total{{replica="127.0.0.1:{ports[0]}"}}')
+
+        healthy0 = f'quiver_gateway_replica_healthy{{replica="127.0.0.1:{ports[0]}"}}'
+        stopped = time.time()
+        while metric(gport, healthy0) != 0 and time.time() - stopped < 10:
+            time.sleep(0.1)
+        check("the gateway marks a stopped worker unhealthy", metric(gport, healthy0) == 0)
+        before = worker0_chunks()
+        workers[0].send_signal(signal.SIGCONT)
+        resumed = time.time()
+        back = None
+        while back is None and time.time() - resumed < 12:
+            status, body, _ = post(gport, "/v1/embeddings", {"input": [q[:300] for q in queries[:4]]})
+            assert status == 200, body
+            if worker0_chunks() > before:
+                back = time.time() - resumed
+        check("a worker resumed gets chunks again once its health check passes (not 10 s later)",
+              back is not None and back < 5, f"first chunk {back} s after SIGCONT")
         # 413 at once for a request no worker queue could ever admit (2 x 8192 tokens).
         over = {"input": [DOCS[i % len(DOCS)][:1500] for i in range(120)], "truncate_prompt_tokens": -1}
         t0 = time.time()
