@@ -533,6 +533,77 @@ absl::StatusOr<Embeddings> Service::EmbedContextualized(const ContextualizedRequ
   return Embeddings{std::move(result), t.tokens};
 }
 
+absl::StatusOr<Scores> Service::ScoreByCosine(const std::vector<std::string>& queries,
+                                              const std::vector<std::string>& documents,
+                                              const TruncationRequest& truncation,
+                                              std::string_view field,
+                                              const CallContext& call) const {
+  // An embedding model: cosine similarity of the normalized embeddings, the queries' rows
+  // first, then the documents'.
+  std::vector<Input> inputs;
+  inputs.reserve(queries.size() + documents.size());
+  for (const std::string& q : queries) inputs.push_back({q, {}, false});
+  for (const std::string& d : documents) inputs.push_back({d, {}, false});
+  QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(inputs, truncation, "", field, call));
+  quiver::v1::OutputOptions output;
+  output.set_normalize(true);
+  QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, call));
+  QUIVER_RETURN_IF_ERROR(CheckRows(result, static_cast<int64_t>(inputs.size())));
+  const size_t dims = result.data.size() / inputs.size() / sizeof(float);
+  std::vector<float> rows(result.data.size() / sizeof(float));
+  std::memcpy(rows.data(), result.data.data(), rows.size() * sizeof(float));
+  Scores out;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    const float* q = rows.data() + (queries.size() == 1 ? 0 : i) * dims;
+    const float* d = rows.data() + (queries.size() + i) * dims;
+    out.scores.push_back(Dot(q, d, dims));
+  }
+  out.tokens = t.tokens;
+  return out;
+}
+
+absl::StatusOr<Tokenized> Service::TokenizePairs(const std::vector<std::string>& queries,
+                                                 const std::vector<std::string>& documents,
+                                                 const TruncationRequest& truncation,
+                                                 std::string_view field,
+                                                 const CallContext& call) const {
+  Tokenized t;
+  const auto start = std::chrono::steady_clock::now();
+  QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
+  const tokenizer::EncodeOptions options = EncodeOptionsFor(truncation, limit, true);
+  // Each text tokenized once (one query for all documents, or one per pair), then paired.
+  const tokenizer::EncodeOptions plain = EncodeOptionsFor(kNoTruncation, 0, false);
+  std::vector<std::vector<uint32_t>> query_ids(queries.size());
+  tokenizer::Encoding enc, doc;
+  for (size_t q = 0; q < queries.size(); ++q) {
+    QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
+    if (absl::Status s = tokenizer_->Encode(queries[q], plain, &enc); !s.ok()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, field,
+                        StrCat("query ", q, ": ", s.message()), Reason::kTokenizer);
+    }
+    query_ids[q] = enc.ids;
+  }
+  for (size_t i = 0; i < documents.size(); ++i) {
+    QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
+    absl::Status s = tokenizer_->Encode(documents[i], plain, &doc);
+    if (s.ok()) {
+      s = tokenizer_->EncodePairIds(query_ids[queries.size() == 1 ? 0 : i], doc.ids, options, &enc);
+    }
+    if (!s.ok()) {
+      return FieldError(absl::StatusCode::kInvalidArgument, field,
+                        StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
+    }
+    if (static_cast<int64_t>(enc.ids.size()) > limit) {
+      return TooLong(field, StrCat("the query with document ", i), enc.ids.size(), limit,
+                     truncation.ask);
+    }
+    t.tokens += static_cast<int64_t>(enc.ids.size());
+    t.sequences.push_back({enc.ids, enc.type_ids, {}});
+  }
+  Observe(t, start);
+  return t;
+}
+
 absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
                                       const std::vector<std::string>& documents, bool raw,
                                       const TruncationRequest& truncation, std::string_view field,
@@ -554,69 +625,12 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
                              " labels: it answers /predict; reranking needs a one-label "
                              "cross-encoder or an embedding model"));
   }
-  Scores out;
-  if (!model_.can_score) {
-    // An embedding model: cosine similarity of the normalized embeddings, the queries' rows
-    // first, then the documents'.
-    std::vector<Input> inputs;
-    inputs.reserve(queries.size() + documents.size());
-    for (const std::string& q : queries) inputs.push_back({q, {}, false});
-    for (const std::string& d : documents) inputs.push_back({d, {}, false});
-    QUIVER_ASSIGN_OR_RETURN(Tokenized t, Tokenize(inputs, truncation, "", field, call));
-    quiver::v1::OutputOptions output;
-    output.set_normalize(true);
-    QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kEmbed, t, output, call));
-    QUIVER_RETURN_IF_ERROR(CheckRows(result, static_cast<int64_t>(inputs.size())));
-    const size_t dims = result.data.size() / inputs.size() / sizeof(float);
-    std::vector<float> rows(result.data.size() / sizeof(float));
-    std::memcpy(rows.data(), result.data.data(), rows.size() * sizeof(float));
-    for (size_t i = 0; i < documents.size(); ++i) {
-      const float* q = rows.data() + (queries.size() == 1 ? 0 : i) * dims;
-      const float* d = rows.data() + (queries.size() + i) * dims;
-      out.scores.push_back(Dot(q, d, dims));
-    }
-    out.tokens = t.tokens;
-    return out;
-  }
+  if (!model_.can_score) return ScoreByCosine(queries, documents, truncation, field, call);
   Tokenized t;
   if (!model_.score_prompt.empty()) {
     QUIVER_ASSIGN_OR_RETURN(t, TokenizePrompts(queries, documents, truncation, field, call));
   } else {
-    // A cross-encoder: (query, document) as the two segments of one input.
-    const auto start = std::chrono::steady_clock::now();
-    QUIVER_ASSIGN_OR_RETURN(const int64_t limit, TruncationLimit(truncation));
-    const tokenizer::EncodeOptions options = EncodeOptionsFor(truncation, limit, true);
-    // Each text tokenized once (one query for all documents, or one per pair), then paired.
-    const tokenizer::EncodeOptions plain = EncodeOptionsFor(kNoTruncation, 0, false);
-    std::vector<std::vector<uint32_t>> query_ids(queries.size());
-    tokenizer::Encoding enc, doc;
-    for (size_t q = 0; q < queries.size(); ++q) {
-      QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
-      if (absl::Status s = tokenizer_->Encode(queries[q], plain, &enc); !s.ok()) {
-        return FieldError(absl::StatusCode::kInvalidArgument, field,
-                          StrCat("query ", q, ": ", s.message()), Reason::kTokenizer);
-      }
-      query_ids[q] = enc.ids;
-    }
-    for (size_t i = 0; i < documents.size(); ++i) {
-      QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
-      absl::Status s = tokenizer_->Encode(documents[i], plain, &doc);
-      if (s.ok()) {
-        s = tokenizer_->EncodePairIds(query_ids[queries.size() == 1 ? 0 : i], doc.ids, options,
-                                      &enc);
-      }
-      if (!s.ok()) {
-        return FieldError(absl::StatusCode::kInvalidArgument, field,
-                          StrCat("input ", i, ": ", s.message()), Reason::kTokenizer);
-      }
-      if (static_cast<int64_t>(enc.ids.size()) > limit) {
-        return TooLong(field, StrCat("the query with document ", i), enc.ids.size(), limit,
-                       truncation.ask);
-      }
-      t.tokens += static_cast<int64_t>(enc.ids.size());
-      t.sequences.push_back({enc.ids, enc.type_ids, {}});
-    }
-    Observe(t, start);
+    QUIVER_ASSIGN_OR_RETURN(t, TokenizePairs(queries, documents, truncation, field, call));
   }
   QUIVER_ASSIGN_OR_RETURN(ReplicaResult result, Run(CallKind::kScore, t, {}, call));
   QUIVER_RETURN_IF_ERROR(CheckRows(result, static_cast<int64_t>(documents.size())));
@@ -625,6 +639,7 @@ absl::StatusOr<Scores> Service::Score(const std::vector<std::string>& queries,
   if (row_bytes < sizeof(float)) {
     return absl::InternalError(StrCat("the replicas answered ", row_bytes, "-byte score rows"));
   }
+  Scores out;
   for (size_t i = 0; i < documents.size(); ++i) {
     float v;
     std::memcpy(&v, result.data.data() + i * row_bytes, sizeof(float));

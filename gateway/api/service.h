@@ -218,6 +218,17 @@ class Service {
                                             const std::vector<std::string>& documents,
                                             const TruncationRequest& truncation,
                                             std::string_view field, const CallContext& call) const;
+  // A cross-encoder's input for each (query, document) pair: the two segments of one sequence,
+  // each text tokenized once.
+  absl::StatusOr<Tokenized> TokenizePairs(const std::vector<std::string>& queries,
+                                          const std::vector<std::string>& documents,
+                                          const TruncationRequest& truncation,
+                                          std::string_view field, const CallContext& call) const;
+  // Score for an embedding model: the cosine similarity of the normalized embeddings.
+  absl::StatusOr<Scores> ScoreByCosine(const std::vector<std::string>& queries,
+                                       const std::vector<std::string>& documents,
+                                       const TruncationRequest& truncation, std::string_view field,
+                                       const CallContext& call) const;
   absl::StatusOr<int64_t> TruncationLimit(const TruncationRequest& truncation) const;
   // Tokenizer options for `truncation`: cut to `max_tokens` when the request (or, unset,
   // --auto-truncate) asks for it.
