@@ -479,11 +479,11 @@ absl::StatusOr<EmbedRequest> ParseTeiEmbed(const JsonView& body, const ApiLimits
   return r;
 }
 
-absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLimits& limits,
-                                              int version) {
-  QUIVER_RETURN_IF_ERROR(CheckObject(body));
-  EmbedRequest r;
-  QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+namespace {
+
+// Cohere's texts; images and mixed inputs refused naming the field.
+absl::StatusOr<std::vector<std::string>> CohereTexts(const JsonView& body,
+                                                     const ApiLimits& limits) {
   const std::optional<JsonView> texts_json = Field(body, "texts");
   if (texts_json == std::nullopt) {
     for (std::string_view other : {"images", "inputs"}) {
@@ -497,9 +497,11 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
     return Missing("texts");
   }
   if (!texts_json->is_array()) return WrongType("texts", "a list of strings", *texts_json);
-  QUIVER_ASSIGN_OR_RETURN(std::vector<std::string> texts,
-                          Strings(*texts_json, "texts", "text", limits));
-  for (std::string& t : texts) r.inputs.push_back({std::move(t), {}, false});
+  return Strings(*texts_json, "texts", "text", limits);
+}
+
+// Cohere's input_type, one of its four values; "" when absent.
+absl::StatusOr<std::string> CohereInputType(const JsonView& body) {
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> input_type, OptString(body, "input_type"));
   if (input_type) {
     static constexpr std::string_view kTypes[] = {"search_document", "search_query",
@@ -512,8 +514,13 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
                                "classification or clustering, got '",
                                *input_type, "'"));
     }
-    r.input_type = *input_type;
   }
+  return input_type.value_or("");
+}
+
+// Cohere's embedding_types, each once, in the order asked.
+absl::StatusOr<std::vector<CohereEmbeddingType>> CohereEmbeddingTypes(const JsonView& body) {
+  std::vector<CohereEmbeddingType> out;
   if (const std::optional<JsonView> types = Field(body, "embedding_types")) {
     if (!types->is_array()) return WrongType("embedding_types", "a list of strings", *types);
     size_t i = 0;
@@ -540,30 +547,50 @@ absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLim
                                  s, "'"));
       }
       bool seen = false;
-      for (CohereEmbeddingType e : r.embedding_types) seen = seen || e == type;
-      if (!seen) r.embedding_types.push_back(type);
+      for (CohereEmbeddingType e : out) seen = seen || e == type;
+      if (!seen) out.push_back(type);
     }
   }
-  // v2 always answers by type; floats when none were asked for.
-  if (version >= 2 && r.embedding_types.empty()) {
-    r.embedding_types.push_back(CohereEmbeddingType::kFloat);
-  }
-  // Cohere's truncate: NONE refuses over-long texts, START cuts their start, END (the default)
-  // their end.
+  return out;
+}
+
+// Cohere's truncate: NONE refuses over-long texts, START cuts their start, END (the default)
+// their end.
+absl::StatusOr<TruncationRequest> CohereTruncation(const JsonView& body) {
+  TruncationRequest truncation;
   QUIVER_ASSIGN_OR_RETURN(std::optional<std::string> truncate, OptString(body, "truncate"));
   const std::string mode = truncate.value_or("END");
   if (mode == "END") {
-    r.truncation.enabled = true;
+    truncation.enabled = true;
   } else if (mode == "START") {
-    r.truncation.enabled = true;
-    r.truncation.side = TruncationSide::kLeft;
+    truncation.enabled = true;
+    truncation.side = TruncationSide::kLeft;
   } else if (mode == "NONE") {
-    r.truncation.enabled = false;
-    r.truncation.ask = "\"truncate\": \"END\"";
+    truncation.enabled = false;
+    truncation.ask = "\"truncate\": \"END\"";
   } else {
     return FieldError(absl::StatusCode::kFailedPrecondition, "truncate",
                       StrCat("'truncate' must be NONE, START or END, got '", mode, "'"));
   }
+  return truncation;
+}
+
+}  // namespace
+
+absl::StatusOr<EmbedRequest> ParseCohereEmbed(const JsonView& body, const ApiLimits& limits,
+                                              int version) {
+  QUIVER_RETURN_IF_ERROR(CheckObject(body));
+  EmbedRequest r;
+  QUIVER_ASSIGN_OR_RETURN(r.model, Model(body));
+  QUIVER_ASSIGN_OR_RETURN(std::vector<std::string> texts, CohereTexts(body, limits));
+  for (std::string& t : texts) r.inputs.push_back({std::move(t), {}, false});
+  QUIVER_ASSIGN_OR_RETURN(r.input_type, CohereInputType(body));
+  QUIVER_ASSIGN_OR_RETURN(r.embedding_types, CohereEmbeddingTypes(body));
+  // v2 always answers by type; floats when none were asked for.
+  if (version >= 2 && r.embedding_types.empty()) {
+    r.embedding_types.push_back(CohereEmbeddingType::kFloat);
+  }
+  QUIVER_ASSIGN_OR_RETURN(r.truncation, CohereTruncation(body));
   QUIVER_ASSIGN_OR_RETURN(r.dimensions, PositiveInt(body, "output_dimension"));
   // v2's max_tokens (read on v1's route too): each text's first (START: last) max_tokens
   // tokens, or, with truncate NONE, a text longer than that refused. The model's own limit caps
