@@ -45,6 +45,21 @@ absl::Status TooLong(std::string_view field, std::string_view what, size_t token
                     Reason::kInputTooLong);
 }
 
+// Input `i`'s token ids as sent, within `limit`: longer ones cut where truncation is on (`cut`;
+// from the side truncation.ids_side names, else truncation.side), else refused.
+absl::StatusOr<std::vector<uint32_t>> IdsWithinLimit(std::vector<uint32_t> ids, int64_t limit,
+                                                     bool cut, const TruncationRequest& truncation,
+                                                     std::string_view field, size_t i) {
+  if (static_cast<int64_t>(ids.size()) <= limit) return ids;
+  if (!cut) return TooLong(field, StrCat("input ", i), ids.size(), limit, truncation.ask);
+  if (truncation.ids_side.value_or(truncation.side) == TruncationSide::kLeft) {
+    ids.erase(ids.begin(), ids.end() - limit);
+  } else {
+    ids.resize(static_cast<size_t>(limit));
+  }
+  return ids;
+}
+
 }  // namespace
 
 absl::Status ReadPrompts(const std::string& model_dir, ModelDescription& model) {
@@ -284,15 +299,7 @@ absl::StatusOr<Tokenized> Service::Tokenize(const std::vector<Input>& inputs,
     const Input& input = inputs[i];
     Sequence seq;
     if (input.is_ids) {
-      seq.ids = input.ids;
-      if (static_cast<int64_t>(seq.ids.size()) > limit) {
-        if (!cut) return TooLong(field, StrCat("input ", i), seq.ids.size(), limit, truncation.ask);
-        if (truncation.ids_side.value_or(truncation.side) == TruncationSide::kLeft) {
-          seq.ids.erase(seq.ids.begin(), seq.ids.end() - limit);
-        } else {
-          seq.ids.resize(static_cast<size_t>(limit));
-        }
-      }
+      QUIVER_ASSIGN_OR_RETURN(seq.ids, IdsWithinLimit(input.ids, limit, cut, truncation, field, i));
     } else {
       text = prompt;
       text += input.text;
@@ -729,15 +736,8 @@ absl::StatusOr<Classified> Service::Classify(const std::vector<PredictInput>& in
     QUIVER_RETURN_IF_ERROR(call.Check("tokenization"));
     const PredictInput& in = inputs[i];
     if (in.is_ids) {
-      std::vector<uint32_t> ids = in.ids;
-      if (static_cast<int64_t>(ids.size()) > limit) {
-        if (!cut) return TooLong(field, StrCat("input ", i), ids.size(), limit, truncation.ask);
-        if (truncation.ids_side.value_or(truncation.side) == TruncationSide::kLeft) {
-          ids.erase(ids.begin(), ids.end() - limit);
-        } else {
-          ids.resize(static_cast<size_t>(limit));
-        }
-      }
+      QUIVER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids,
+                              IdsWithinLimit(in.ids, limit, cut, truncation, field, i));
       t.tokens += static_cast<int64_t>(ids.size());
       t.sequences.push_back({std::move(ids), {}, {}});
       continue;
