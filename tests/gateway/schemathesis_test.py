@@ -5,6 +5,9 @@ operation, one worker) of every operation, for an embedding model and for a rera
 
     .venv/bin/python schemathesis_test.py QUIVER_BINARY SOURCE_DIR
 
+QUIVER_SCHEMA_EXAMPLES and QUIVER_SCHEMA_SEED (25 and 1 in `make test`) make a longer or another
+run, as a soak outside CI.
+
 Checks: no server error; every status code, content type, header and body as the document says;
 schema-violating requests refused. Not checked: that every schema-valid request is accepted
 (positive_data_acceptance), since some limits depend on the model and cannot be written in the
@@ -23,6 +26,8 @@ from serving import start as start_serve
 QUIVER, SOURCE = sys.argv[1], sys.argv[2]
 SCHEMATHESIS = os.path.join(os.path.dirname(sys.executable), "schemathesis")
 KEY = "schema-test-key"
+EXAMPLES = os.environ.get("QUIVER_SCHEMA_EXAMPLES", "25")
+SEED = os.environ.get("QUIVER_SCHEMA_SEED", "1")
 
 
 def run(model_dir):
@@ -33,11 +38,11 @@ def run(model_dir):
             cmd = [SCHEMATHESIS, "run", f"{base}/openapi.json", "--url", base,
                    "--header", f"Authorization: Bearer {KEY}",
                    "--checks", "all", "--exclude-checks", "positive_data_acceptance",
-                   "--phases", "examples,coverage,fuzzing", "--max-examples", "25", "--seed", "1",
+                   "--phases", "examples,coverage,fuzzing", "--max-examples", EXAMPLES, "--seed", SEED,
                    "--workers", "1", "--generation-database", "none", "--no-color",
                    "--request-timeout", "60"]
             print("+", " ".join(cmd), flush=True)
-            rc = subprocess.run(cmd, cwd=work, timeout=900).returncode
+            rc = subprocess.run(cmd, cwd=work, timeout=900 * max(1, int(EXAMPLES) // 25)).returncode
     finally:
         proc.send_signal(signal.SIGTERM)
         exit_code = proc.wait(timeout=30)
