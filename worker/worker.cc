@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/engine.h"
+#include "proto/grpc_limits.h"
 #include "scheduler/scheduler.h"
 #include "spdlog/spdlog.h"
 #include "telemetry/tracing.h"
@@ -34,6 +35,11 @@ std::unique_ptr<grpc::Server> StartGrpcServer(const WorkerOptions& options,
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // The gateways' keepalive pings (proto/grpc_limits.h), never taken for abuse.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             kMinPingIntervalMs);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (bound_port == 0) return nullptr;
   return server;
