@@ -54,28 +54,15 @@ enum class DecoderFamily { kQwen3, kQwen2, kLlama, kMistral };
 // or a sequence classifier's logits (*ForSequenceClassification).
 enum class Head { kNone, kYesNo, kClassifier };
 
-absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json, DecoderFamily family,
-                                             Head head) {
-  Qwen3Config c;
-  QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
-  QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
-  QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
-  QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "num_attention_heads"));
-  QUIVER_ASSIGN_OR_RETURN(c.num_kv_heads, JsonInt(json, "num_key_value_heads", c.num_heads));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("hidden_size", c.hidden));
-  QUIVER_RETURN_IF_ERROR(RequirePositive("num_attention_heads", c.num_heads));
-  QUIVER_ASSIGN_OR_RETURN(c.head_dim, JsonInt(json, "head_dim", c.hidden / c.num_heads));
-  QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "intermediate_size"));
-  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings, JsonInt(json, "max_position_embeddings"));
-  QUIVER_ASSIGN_OR_RETURN(c.rms_norm_eps, JsonDouble(json, "rms_norm_eps", 1e-6));
-  // transformers 5 moved rope_theta under rope_parameters; accept both spellings.
+// Rotary: rope_theta (transformers 5 moved it under rope_parameters; both spellings accepted),
+// and only the plain kind: scaled rotary (YaRN, llama3, dynamic NTK) would silently change every
+// position, so it is refused.
+absl::Status ParseRotary(const JsonValue& json, Qwen3Config& c) {
   double rope_theta = 1e6;
   if (const JsonValue* rope = json.Find("rope_parameters"); rope && rope->is_object()) {
     QUIVER_ASSIGN_OR_RETURN(rope_theta, JsonDouble(*rope, "rope_theta", rope_theta));
   }
   QUIVER_ASSIGN_OR_RETURN(c.rope_theta, JsonDouble(json, "rope_theta", rope_theta));
-  QUIVER_ASSIGN_OR_RETURN(c.attention_bias, JsonBool(json, "attention_bias", false));
-  // Scaled rotary (YaRN, llama3, dynamic NTK) would silently change every position: refused.
   if (const JsonValue* scaling = json.Find("rope_scaling"); scaling && !scaling->is_null()) {
     return absl::InvalidArgumentError(
         "field 'rope_scaling': scaled rotary embeddings are not supported");
@@ -88,6 +75,12 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json, DecoderFamil
                  type, "'"));
     }
   }
+  return absl::OkStatus();
+}
+
+// What each family of decoders adds to or refuses in the common config: Qwen3's per-head norms,
+// Qwen2's q/k/v biases, Llama's and Mistral's MLP (SiLU, no bias), Mistral's sliding window.
+absl::Status ParseFamily(const JsonValue& json, DecoderFamily family, Qwen3Config& c) {
   c.head_norm = family == DecoderFamily::kQwen3;
   c.qkv_bias = c.o_bias = c.attention_bias;
   if (family == DecoderFamily::kQwen2) {
@@ -115,6 +108,26 @@ absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json, DecoderFamil
       c.sliding_window = window->as_int();
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Qwen3Config> ParseQwen3Config(const JsonValue& json, DecoderFamily family,
+                                             Head head) {
+  Qwen3Config c;
+  QUIVER_ASSIGN_OR_RETURN(c.vocab_size, JsonInt(json, "vocab_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.hidden, JsonInt(json, "hidden_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_layers, JsonInt(json, "num_hidden_layers"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_heads, JsonInt(json, "num_attention_heads"));
+  QUIVER_ASSIGN_OR_RETURN(c.num_kv_heads, JsonInt(json, "num_key_value_heads", c.num_heads));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("hidden_size", c.hidden));
+  QUIVER_RETURN_IF_ERROR(RequirePositive("num_attention_heads", c.num_heads));
+  QUIVER_ASSIGN_OR_RETURN(c.head_dim, JsonInt(json, "head_dim", c.hidden / c.num_heads));
+  QUIVER_ASSIGN_OR_RETURN(c.intermediate, JsonInt(json, "intermediate_size"));
+  QUIVER_ASSIGN_OR_RETURN(c.max_position_embeddings, JsonInt(json, "max_position_embeddings"));
+  QUIVER_ASSIGN_OR_RETURN(c.rms_norm_eps, JsonDouble(json, "rms_norm_eps", 1e-6));
+  QUIVER_RETURN_IF_ERROR(ParseRotary(json, c));
+  QUIVER_ASSIGN_OR_RETURN(c.attention_bias, JsonBool(json, "attention_bias", false));
+  QUIVER_RETURN_IF_ERROR(ParseFamily(json, family, c));
   QUIVER_ASSIGN_OR_RETURN(c.tie_word_embeddings, JsonBool(json, "tie_word_embeddings", false));
   QUIVER_ASSIGN_OR_RETURN(bool bidirectional, JsonBool(json, "use_bidirectional_attention", false));
   QUIVER_ASSIGN_OR_RETURN(bool is_causal, JsonBool(json, "is_causal", true));
