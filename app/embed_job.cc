@@ -46,6 +46,10 @@ bool ReadLine(std::FILE* file, std::string& line) {
   return any;
 }
 
+// A UTF-8 byte order mark, which some Windows editors and tools write at the start of a file: not
+// part of the first record (a JSON parser would refuse it; a tokenizer would drop it).
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
 std::string_view WithoutCr(std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   return line;
@@ -136,6 +140,12 @@ RecordReader::~RecordReader() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
+bool RecordReader::ReadNextLine() {
+  if (!ReadLine(file_, buf_)) return false;
+  if (++line_ == 1 && buf_.starts_with(kUtf8Bom)) buf_.erase(0, kUtf8Bom.size());
+  return true;
+}
+
 absl::Status RecordReader::Skip(int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (file_ == nullptr) {
@@ -144,8 +154,7 @@ absl::Status RecordReader::Skip(int64_t n) {
       continue;
     }
     bool found = false;
-    while (ReadLine(file_, buf_)) {
-      ++line_;
+    while (ReadNextLine()) {
       if (IsRecordLine(buf_)) {
         found = true;
         break;
@@ -173,8 +182,7 @@ absl::StatusOr<bool> RecordReader::Next(Record* out) {
     out->text = texts_[index_++];
     return true;
   }
-  while (ReadLine(file_, buf_)) {
-    ++line_;
+  while (ReadNextLine()) {
     if (!IsRecordLine(buf_)) continue;
     if (buf_.size() > kMaxLineBytes) {
       return absl::InvalidArgumentError(
@@ -222,7 +230,7 @@ absl::StatusOr<InputScan> ScanInput(const std::string& path) {
     return absl::NotFoundError(StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
   // In blocks, never a whole line in memory: a line is a record unless it is empty or a lone
-  // '\r' (IsRecordLine).
+  // '\r' (IsRecordLine), a leading byte order mark left out as RecordReader leaves it out.
   InputScan scan;
   scan.hash = kFnvOffset;
   std::vector<char> block(size_t{1} << 16);
@@ -233,9 +241,11 @@ absl::StatusOr<InputScan> ScanInput(const std::string& path) {
     length = 0;
   };
   for (size_t n; (n = std::fread(block.data(), 1, block.size(), file)) > 0;) {
+    const std::string_view read(block.data(), n);
+    const size_t skip = scan.bytes == 0 && read.starts_with(kUtf8Bom) ? kUtf8Bom.size() : 0;
     scan.bytes += static_cast<int64_t>(n);
-    scan.hash = Fnv1a(scan.hash, std::string_view(block.data(), n));
-    for (size_t i = 0; i < n; ++i) {
+    scan.hash = Fnv1a(scan.hash, read);
+    for (size_t i = skip; i < n; ++i) {
       if (block[i] == '\n') {
         end_line();
       } else if (length++ == 0) {

@@ -33,7 +33,8 @@ struct Record {
 // Blank lines (nothing but a trailing '\r') are not records, in either format.
 bool IsRecordLine(std::string_view line);
 
-// Reads records in order from a file, or from texts given on the command line.
+// Reads records in order from a file, or from texts given on the command line. A UTF-8 byte
+// order mark at the start of a file is not part of its first record.
 class RecordReader {
  public:
   static absl::StatusOr<RecordReader> OpenFile(const std::string& path, InputFormat format);
@@ -51,6 +52,8 @@ class RecordReader {
 
  private:
   RecordReader() = default;
+  // The next line into buf_ (the first without a UTF-8 byte order mark); false at the end.
+  bool ReadNextLine();
   std::FILE* file_ = nullptr;
   std::string path_;
   InputFormat format_ = InputFormat::kText;

@@ -60,6 +60,39 @@ TEST_F(EmbedJobTest, JsonLinesRecordsKeepTheirIdsAndSkipBlankLines) {
   EXPECT_FALSE(*r->Next(&rec));
 }
 
+// A file saved with a UTF-8 byte order mark (Notepad, PowerShell's Out-File, Python's utf-8-sig):
+// the mark is not part of the first record, in either format, and a line holding only the mark is
+// blank; a mark anywhere else is the record's own text.
+TEST_F(EmbedJobTest, AByteOrderMarkStartingTheFileIsNotText) {
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string jsonl = Write("bom.jsonl", bom + "{\"id\": \"a\", \"text\": \"first\"}\r\n" +
+                                                   "{\"text\": \"" + bom + "second\"}\r\n");
+  absl::StatusOr<InputScan> scan = ScanInput(jsonl);
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  EXPECT_EQ(scan->records, 2);
+  absl::StatusOr<RecordReader> r = RecordReader::OpenFile(jsonl, InputFormat::kJsonLines);
+  ASSERT_TRUE(r.ok());
+  Record rec;
+  absl::StatusOr<bool> next = r->Next(&rec);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(rec.id_json, "\"a\"");
+  EXPECT_EQ(rec.text, "first");
+  ASSERT_TRUE(*r->Next(&rec));
+  EXPECT_EQ(rec.text, bom + "second");
+
+  const std::string text = Write("bom.txt", bom + "\r\none\n" + bom + "two\n");
+  scan = ScanInput(text);
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  EXPECT_EQ(scan->records, 2);  // the first line held only the mark
+  r = RecordReader::OpenFile(text, InputFormat::kText);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->Skip(1).ok());
+  ASSERT_TRUE(*r->Next(&rec));
+  EXPECT_EQ(rec.text, bom + "two");
+  EXPECT_EQ(rec.index, 1);
+  EXPECT_FALSE(*r->Next(&rec));
+}
+
 TEST_F(EmbedJobTest, BadLinesNameTheFileAndLine) {
   const std::string path = Write("bad.jsonl", "{\"text\": \"ok\"}\n\n{\"txt\": \"typo\"}\n");
   absl::StatusOr<RecordReader> r = RecordReader::OpenFile(path, InputFormat::kJsonLines);
