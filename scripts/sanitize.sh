@@ -47,7 +47,7 @@ if [[ "$KIND" == address ]]; then
   (cd "$BUILD" && ctest -j "$(nproc)" --timeout 1800 --output-on-failure \
     -E '^(tidy|format|reliability_faults)$' "$@") > "$OUT/ctest.log" 2>&1 || status=1
   tail -n 15 "$OUT/ctest.log"
-  QUIVER_FAULTS_CASES=client_gone_and_deadline,drain,hung_worker \
+  QUIVER_FAULTS_CASES=client_gone_and_deadline,drain,hung_worker QUIVER_FAULTS_DRAIN_TIMEOUT=8 \
     python3 "$ROOT/tests/reliability/faults_test.py" "$BUILD/quiver" \
     "$ROOT/models/all-MiniLM-L6-v2" "$ROOT/corpus" > "$OUT/faults.log" 2>&1 || status=1
   tail -n 1 "$OUT/faults.log"

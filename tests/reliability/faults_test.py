@@ -143,9 +143,15 @@ def client_gone_and_deadline():
         stop(proc)
 
 
+# The drain case's --drain-timeout: long enough for the short request in flight to finish, far
+# shorter than the long one. scripts/sanitize.sh gives more (its builds run 4-5 times slower: the
+# short request alone took 2.3 s under ASan on a 2-core Xeon, 0.5 s without).
+DRAIN_S = float(os.environ.get("QUIVER_FAULTS_DRAIN_TIMEOUT", "2"))
+
+
 def drain():
     proc, port, log = serving.start(QUIVER, MODEL, ["--max-inputs", "4096", "--threads", "2",
-                                                    "--drain-timeout", "2"],
+                                                    "--drain-timeout", f"{DRAIN_S:g}"],
                                     prefix="quiver-faults-drain-")
     # A short request in flight when SIGTERM comes: answered, with Connection: close.
     result = {}
@@ -181,7 +187,8 @@ def drain():
     status, body, _ = result.get("long", (None, "", {}))
     check("one still running at --drain-timeout gets 503 naming it",
           status == 503 and "drain-timeout" in body, f"{status}: {body[:200]}")
-    check("the process exits 0 within the drain timeout and a batch", code == 0 and took < 10,
+    check("the process exits 0 within the drain timeout and a batch",
+          code == 0 and took < DRAIN_S + 8,
           f"exit {code} after {took:.1f} s")
 
 
