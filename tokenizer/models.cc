@@ -86,14 +86,37 @@ std::vector<std::string> InvertVocab(const Vocab& vocab) {
   return tokens;
 }
 
+// A model whose tokens are the keys of one vocabulary (WordPiece, BPE): ids and tokens both ways.
+class VocabModel : public Model {
+ public:
+  explicit VocabModel(Vocab vocab) : vocab_(std::move(vocab)), tokens_(InvertVocab(vocab_)) {}
+
+  std::optional<uint32_t> TokenToId(std::string_view token) const override {
+    return Lookup(vocab_, token);
+  }
+  std::optional<std::string> IdToToken(uint32_t id) const override {
+    if (id >= tokens_.size()) return std::nullopt;
+    return tokens_[id];
+  }
+  size_t vocab_size() const override { return vocab_.size(); }
+
+ protected:
+  const Vocab& vocab() const { return vocab_; }
+  // Each id's token ("" for an id the vocabulary skips).
+  const std::vector<std::string>& tokens() const { return tokens_; }
+
+ private:
+  Vocab vocab_;
+  std::vector<std::string> tokens_;
+};
+
 // ---- WordPiece
 // -----------------------------------------------------------------------------------
 
-class WordPiece final : public Model {
+class WordPiece final : public VocabModel {
  public:
   WordPiece(Vocab vocab, uint32_t unk_id, std::string prefix, size_t max_chars)
-      : vocab_(std::move(vocab)),
-        tokens_(InvertVocab(vocab_)),
+      : VocabModel(std::move(vocab)),
         unk_id_(unk_id),
         prefix_(std::move(prefix)),
         max_chars_(max_chars) {}
@@ -116,7 +139,7 @@ class WordPiece final : public Model {
           candidate.append(piece);
           piece = candidate;
         }
-        found = Lookup(vocab_, piece);
+        found = Lookup(vocab(), piece);
         if (found) break;
         // Step back one code point.
         do {
@@ -143,8 +166,8 @@ class WordPiece final : public Model {
     }
     size_t pos = 0;
     for (size_t k = 0; k < n; ++k) {
-      if (ids[k] >= tokens_.size()) return false;
-      std::string_view token = tokens_[ids[k]];
+      if (ids[k] >= tokens().size()) return false;
+      std::string_view token = tokens()[ids[k]];
       if (k > 0) {
         if (!token.starts_with(prefix_)) return false;
         token.remove_prefix(prefix_.size());
@@ -156,18 +179,7 @@ class WordPiece final : public Model {
     return pos == word.size();
   }
 
-  std::optional<uint32_t> TokenToId(std::string_view token) const override {
-    return Lookup(vocab_, token);
-  }
-  std::optional<std::string> IdToToken(uint32_t id) const override {
-    if (id >= tokens_.size()) return std::nullopt;
-    return tokens_[id];
-  }
-  size_t vocab_size() const override { return vocab_.size(); }
-
  private:
-  Vocab vocab_;
-  std::vector<std::string> tokens_;
   uint32_t unk_id_;
   std::string prefix_;
   size_t max_chars_;
@@ -176,7 +188,7 @@ class WordPiece final : public Model {
 // ---- BPE
 // -----------------------------------------------------------------------------------------
 
-class Bpe final : public Model {
+class Bpe final : public VocabModel {
  public:
   struct MergeInfo {
     uint32_t rank;
@@ -186,8 +198,7 @@ class Bpe final : public Model {
 
   Bpe(Vocab vocab, Merges merges, std::optional<uint32_t> unk_id, std::string prefix,
       std::string suffix, bool fuse_unk, bool byte_fallback, bool ignore_merges)
-      : vocab_(std::move(vocab)),
-        tokens_(InvertVocab(vocab_)),
+      : VocabModel(std::move(vocab)),
         merges_(std::move(merges)),
         unk_id_(unk_id),
         prefix_(std::move(prefix)),
@@ -203,8 +214,8 @@ class Bpe final : public Model {
     if (!prefix_.empty() || !suffix_.empty() || byte_fallback_) return false;
     size_t pos = 0;
     for (size_t k = 0; k < n; ++k) {
-      if (ids[k] >= tokens_.size() || (unk_id_ && ids[k] == *unk_id_)) return false;
-      const std::string_view token = tokens_[ids[k]];
+      if (ids[k] >= tokens().size() || (unk_id_ && ids[k] == *unk_id_)) return false;
+      const std::string_view token = tokens()[ids[k]];
       if (word.substr(pos, token.size()) != token) return false;
       spans.emplace_back(static_cast<uint32_t>(pos), static_cast<uint32_t>(pos + token.size()));
       pos += token.size();
@@ -222,7 +233,7 @@ class Bpe final : public Model {
 
   void Merge(std::string_view word, std::vector<uint32_t>& ids) const {
     if (ignore_merges_) {
-      if (std::optional<uint32_t> id = Lookup(vocab_, word)) {
+      if (std::optional<uint32_t> id = Lookup(vocab(), word)) {
         ids.push_back(*id);
         return;
       }
@@ -234,15 +245,6 @@ class Bpe final : public Model {
       if (s.alive) ids.push_back(s.id);
     }
   }
-
-  std::optional<uint32_t> TokenToId(std::string_view token) const override {
-    return Lookup(vocab_, token);
-  }
-  std::optional<std::string> IdToToken(uint32_t id) const override {
-    if (id >= tokens_.size()) return std::nullopt;
-    return tokens_[id];
-  }
-  size_t vocab_size() const override { return vocab_.size(); }
 
   static uint64_t Key(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
 
@@ -274,7 +276,7 @@ class Bpe final : public Model {
         if (i == word.size()) candidate.append(suffix_);
         key = candidate;
       }
-      if (std::optional<uint32_t> id = Lookup(vocab_, key)) {
+      if (std::optional<uint32_t> id = Lookup(vocab(), key)) {
         symbols.push_back({*id, 0, 0, true});
         last_was_unk = false;
         continue;
@@ -285,7 +287,7 @@ class Bpe final : public Model {
         for (char b : ch) {
           char name[8];
           std::snprintf(name, sizeof(name), "<0x%02X>", static_cast<uint8_t>(b));
-          std::optional<uint32_t> id = Lookup(vocab_, name);
+          std::optional<uint32_t> id = Lookup(vocab(), name);
           if (!id) {
             all = false;
             break;
@@ -352,8 +354,6 @@ class Bpe final : public Model {
     }
   }
 
-  Vocab vocab_;
-  std::vector<std::string> tokens_;
   Merges merges_;
   std::optional<uint32_t> unk_id_;
   std::string prefix_, suffix_;
